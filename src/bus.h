@@ -1,0 +1,97 @@
+/* bus.h -- the publisher/subscriber interface between the pipeline and a broker.
+ *
+ * The relay publishes and the consumers subscribe through these functions
+ * only, so the outbox/inbox pattern does not depend on one broker.  The
+ * implementation in bus_fakebroker.c speaks the fake broker's newline-
+ * delimited JSON protocol (sim/fakebroker.h documents every frame) over a
+ * Unix socket; a real broker (RabbitMQ with publisher confirms and manual
+ * acks) would implement the same functions.
+ *
+ * Every call is bounded by the connection's timeout.  Errors are negative
+ * codes; the human message goes to the caller's err buffer.  After
+ * BUS_DISCONNECTED or BUS_TIMEOUT the connection is unusable: close it and
+ * connect again (the broker redelivers whatever was not acknowledged). */
+#ifndef CW_BUS_H
+#define CW_BUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum bus_status {
+    BUS_OK = 0,
+    BUS_REFUSED = -1,      /* the broker answered no (outage, bad frame, unknown tag) */
+    BUS_TIMEOUT = -2,      /* no answer within the timeout */
+    BUS_DISCONNECTED = -3, /* connection closed or broken */
+    BUS_PROTOCOL = -4,     /* the peer sent something we cannot parse */
+    BUS_NONE = -5          /* bus_next_delivery: nothing arrived in time */
+};
+
+typedef struct bus_conn bus_conn;
+
+/* A message as published.  Strings are borrowed for the duration of the call. */
+struct bus_message {
+    const char *topic;           /* "payments" */
+    const char *message_id;      /* the outbox row id: stable across republishes */
+    const char *type;            /* event_type, e.g. "PaymentCreated" */
+    const char *partition_key;   /* aggregate id; NULL for none */
+    const char *traceparent;     /* W3C traceparent or NULL */
+    long long aggregate_version;
+    int schema_version;
+    const char *occurred_at;     /* ISO 8601 text or NULL */
+    const char *payload;         /* JSON text, sent and delivered byte for byte */
+};
+
+/* A delivery as received; every string is owned by the delivery. */
+struct bus_delivery {
+    uint64_t tag;                /* delivery tag for bus_ack / bus_nack */
+    char *topic;
+    char *message_id;
+    char *type;
+    char *partition_key;         /* may be NULL */
+    char *traceparent;           /* may be NULL */
+    long long aggregate_version; /* 0 when the header is missing */
+    int schema_version;          /* 0 when the header is missing */
+    char *payload;               /* may be NULL when the frame had none */
+    int redelivered;
+    int delivery_count;          /* 1 on the first delivery */
+};
+
+/* Connects to the broker at addr (a Unix socket path), naming this client
+ * (shows in the broker's log).  timeout_ms bounds every later call.
+ * Returns NULL with a message in err on failure. */
+bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
+                      char *err, size_t errlen);
+void bus_close(bus_conn *c);
+
+/* The socket, for poll() alongside other descriptors (e.g. a LISTEN socket). */
+int bus_fd(bus_conn *c);
+
+/* Publishes one message and waits for its confirm (the broker confirms only
+ * after it stored the message).  BUS_OK, or a negative bus_status. */
+int bus_publish(bus_conn *c, const struct bus_message *m, char *err, size_t errlen);
+
+/* Pipelining: send several publishes, then read their confirms in the same
+ * order with bus_publish_confirm (one call per send). */
+int bus_publish_send(bus_conn *c, const struct bus_message *m, char *err, size_t errlen);
+int bus_publish_confirm(bus_conn *c, char *err, size_t errlen);
+
+/* Subscribes to topic as a member of group, with at most prefetch unacked
+ * deliveries in flight to this connection. */
+int bus_subscribe(bus_conn *c, const char *topic, const char *group, int prefetch,
+                  char *err, size_t errlen);
+
+/* Waits up to wait_ms for the next delivery.  BUS_OK with *out set (free it
+ * with bus_delivery_free), BUS_NONE when nothing came, or an error. */
+int bus_next_delivery(bus_conn *c, int wait_ms, struct bus_delivery **out,
+                      char *err, size_t errlen);
+void bus_delivery_free(struct bus_delivery *d);
+
+/* Acknowledges a delivery: the broker forgets it for this group. */
+int bus_ack(bus_conn *c, uint64_t tag, char *err, size_t errlen);
+
+/* Rejects a delivery; with requeue it comes back after delay_ms (flagged
+ * redelivered), without it is dropped for this group and logged. */
+int bus_nack(bus_conn *c, uint64_t tag, int requeue, int delay_ms,
+             char *err, size_t errlen);
+
+#endif

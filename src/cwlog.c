@@ -1,0 +1,101 @@
+/* cwlog.c -- structured JSON-lines events; see cwlog.h for the format. */
+#include "cwlog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int log_fd = 2;
+static char log_proc[64] = "crashwindow";
+
+int cwlog_open(const char *path, const char *proc)
+{
+    if (proc != NULL)
+        snprintf(log_proc, sizeof(log_proc), "%s", proc);
+    if (path == NULL || strcmp(path, "-") == 0) {
+        log_fd = 2;
+        return 0;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    log_fd = fd;
+    return 0;
+}
+
+const char *cwlog_proc(void)
+{
+    return log_proc;
+}
+
+int64_t cw_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t cw_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+cJSON *cwlog_begin(const char *event)
+{
+    cJSON *ev = cJSON_CreateObject();
+    if (ev == NULL)
+        abort();
+    cJSON_AddNumberToObject(ev, "ts_us", (double)cw_now_us());
+    cJSON_AddStringToObject(ev, "proc", log_proc);
+    cJSON_AddNumberToObject(ev, "pid", (double)getpid());
+    cJSON_AddStringToObject(ev, "event", event);
+    return ev;
+}
+
+void cwlog_emit(cJSON *ev)
+{
+    char *text = cJSON_PrintUnformatted(ev);
+    cJSON_Delete(ev);
+    if (text == NULL)
+        return;
+    size_t len = strlen(text);
+    /* One write per line: the newline goes in the same buffer so that
+     * concurrent writers (threads, or processes sharing a file) never
+     * interleave inside a line. */
+    char *line = malloc(len + 2);
+    if (line != NULL) {
+        memcpy(line, text, len);
+        line[len] = '\n';
+        ssize_t w;
+        do {
+            w = write(log_fd, line, len + 1);
+        } while (w < 0 && errno == EINTR);
+        free(line);
+    }
+    cJSON_free(text);
+}
+
+void cwlog_simple(const char *event, const char *key, const char *value)
+{
+    cJSON *ev = cwlog_begin(event);
+    if (key != NULL)
+        cJSON_AddStringToObject(ev, key, value ? value : "");
+    cwlog_emit(ev);
+}
+
+void cwlog_warn(const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s\n", log_proc, buf);
+}

@@ -1,0 +1,227 @@
+/* fault.c -- firing named crash windows; see fault.h for the actions.
+ *
+ * Hit counting ("on the Nth hit") is not something libfiu does by itself, so
+ * points enabled from CW_FAULTS use fiu_enable_external with a callback that
+ * counts the hits of its point and says "fail" only on the chosen one(s).
+ * Points enabled from outside with fiu-ctrl bypass the table: they fire on
+ * every hit until disabled, which is what an operator at a terminal expects. */
+#include "fault.h"
+#include "cwlog.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#ifdef FIU_ENABLE
+#include <fiu-control.h>
+#endif
+
+#define FAULT_MAX_SPECS 32
+
+struct fault_spec {
+    char name[96];
+    long hit;        /* fire on this hit (1-based) */
+    int persistent;  /* keep firing on every later hit */
+    long seen;       /* hits counted so far */
+};
+
+static struct fault_spec specs[FAULT_MAX_SPECS];
+static int nspecs;
+static pthread_mutex_t spec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *action_name(uintptr_t info)
+{
+    switch (info) {
+    case FAULT_CRASH: return "crash";
+    case FAULT_FAIL: return "fail";
+    case FAULT_PARK: return "park";
+    default: return "stall";
+    }
+}
+
+#ifdef FIU_ENABLE
+static int spec_cb(const char *name, int *failnum, void **failinfo,
+                   unsigned int *flags)
+{
+    int fire = 0;
+    pthread_mutex_lock(&spec_lock);
+    for (int i = 0; i < nspecs; i++) {
+        if (strcmp(specs[i].name, name) != 0)
+            continue;
+        specs[i].seen++;
+        fire = specs[i].seen == specs[i].hit ||
+               (specs[i].persistent && specs[i].seen > specs[i].hit);
+        break;
+    }
+    pthread_mutex_unlock(&spec_lock);
+    return fire;
+}
+#endif
+
+/* Parses "ACTION[:MS]" into a failinfo value. */
+static int parse_action(const char *s, size_t len, uintptr_t *info)
+{
+    if (len == 5 && strncmp(s, "crash", 5) == 0) {
+        *info = FAULT_CRASH;
+    } else if (len == 4 && strncmp(s, "fail", 4) == 0) {
+        *info = FAULT_FAIL;
+    } else if (len == 4 && strncmp(s, "park", 4) == 0) {
+        *info = FAULT_PARK;
+    } else if (len > 6 && strncmp(s, "stall:", 6) == 0) {
+        char buf[16];
+        size_t n = len - 6;
+        if (n >= sizeof(buf))
+            return -1;
+        memcpy(buf, s + 6, n);
+        buf[n] = '\0';
+        char *end;
+        long ms = strtol(buf, &end, 10);
+        if (*end != '\0' || ms < 3 || ms > 3600000)
+            return -1;
+        *info = (uintptr_t)ms;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+int fault_parse_spec(const char *spec, char *err, size_t errlen)
+{
+    struct fault_spec parsed[FAULT_MAX_SPECS];
+    uintptr_t infos[FAULT_MAX_SPECS];
+    int n = 0;
+    const char *p = spec;
+
+    while (p != NULL && *p != '\0') {
+        const char *end = strchr(p, ';');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0) {
+            p = end ? end + 1 : NULL;
+            continue;
+        }
+        if (n == FAULT_MAX_SPECS) {
+            snprintf(err, errlen, "CW_FAULTS: more than %d items", FAULT_MAX_SPECS);
+            return -1;
+        }
+        char item[160];
+        if (len >= sizeof(item)) {
+            snprintf(err, errlen, "CW_FAULTS: item too long");
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+
+        struct fault_spec *fs = &parsed[n];
+        memset(fs, 0, sizeof(*fs));
+        fs->hit = 1;
+        char *eq = strchr(item, '=');
+        if (eq == NULL || eq == item || (size_t)(eq - item) >= sizeof(fs->name)) {
+            snprintf(err, errlen, "CW_FAULTS: '%s' is not NAME=ACTION", item);
+            return -1;
+        }
+        *eq = '\0';
+        snprintf(fs->name, sizeof(fs->name), "%.95s", item);
+        char *act = eq + 1;
+        size_t alen = strlen(act);
+        if (alen > 0 && act[alen - 1] == '+') {
+            fs->persistent = 1;
+            act[--alen] = '\0';
+        }
+        char *at = strchr(act, '@');
+        if (at != NULL) {
+            char *e;
+            fs->hit = strtol(at + 1, &e, 10);
+            if (*e != '\0' || fs->hit < 1 || fs->hit > 1000000) {
+                snprintf(err, errlen, "CW_FAULTS: bad hit number in '%s'", fs->name);
+                return -1;
+            }
+            *at = '\0';
+        }
+        if (parse_action(act, strlen(act), &infos[n]) < 0) {
+            snprintf(err, errlen,
+                     "CW_FAULTS: bad action '%s' for %s (crash, fail, park, stall:MS)",
+                     act, fs->name);
+            return -1;
+        }
+        n++;
+        p = end ? end + 1 : NULL;
+    }
+
+    pthread_mutex_lock(&spec_lock);
+    for (int i = 0; i < n && nspecs < FAULT_MAX_SPECS; i++) {
+        specs[nspecs++] = parsed[i];
+#ifdef FIU_ENABLE
+        fiu_enable_external(parsed[i].name, 1, (void *)infos[i], 0, spec_cb);
+#endif
+    }
+    pthread_mutex_unlock(&spec_lock);
+    return n;
+}
+
+int fault_init(char *err, size_t errlen)
+{
+#ifdef FIU_ENABLE
+    fiu_init(0);
+    const char *spec = getenv("CW_FAULTS");
+    if (spec != NULL) {
+        char *copy = strdup(spec);
+        /* Remove it before anything else runs: a restarted process gets a
+         * fresh environment from its parent, never this one's faults. */
+        unsetenv("CW_FAULTS");
+        int rc = fault_parse_spec(copy, err, errlen);
+        free(copy);
+        if (rc < 0)
+            return -1;
+    }
+    const char *fifo = getenv("CW_FIU_FIFO");
+    if (fifo == NULL || *fifo == '\0')
+        fifo = "/tmp/cwfiu";
+    if (fiu_rc_fifo(fifo) < 0)
+        cwlog_warn("could not open fault control fifo %s (remote control off)", fifo);
+#else
+    (void)err;
+    (void)errlen;
+    if (getenv("CW_FAULTS") != NULL) {
+        snprintf(err, errlen, "CW_FAULTS is set but this build has no fault points (CW_FAULTS=OFF)");
+        return -1;
+    }
+#endif
+    return 0;
+}
+
+int fault_fire(const char *name)
+{
+#ifdef FIU_ENABLE
+    uintptr_t info = (uintptr_t)fiu_failinfo();
+#else
+    uintptr_t info = FAULT_FAIL;
+#endif
+    cJSON *ev = cwlog_begin("fault_hit");
+    cJSON_AddStringToObject(ev, "point", name);
+    cJSON_AddStringToObject(ev, "action", action_name(info));
+    if (info > FAULT_PARK)
+        cJSON_AddNumberToObject(ev, "stall_ms", (double)info);
+    cwlog_emit(ev);
+
+    switch (info) {
+    case FAULT_CRASH:
+        raise(SIGKILL);
+        return 0; /* not reached */
+    case FAULT_FAIL:
+        return -1;
+    case FAULT_PARK:
+        raise(SIGSTOP);
+        cwlog_simple("fault_resumed", "point", name);
+        return 0;
+    default: {
+        struct timespec ts = { (time_t)(info / 1000), (long)(info % 1000) * 1000000L };
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+        return 0;
+    }
+    }
+}

@@ -1,0 +1,60 @@
+/* fault.h -- named crash windows, compiled in with CW_FAULTS=ON.
+ *
+ * Every crash window of the pipeline is a libfiu point named
+ * "component/window" (relay/after_publish, consumer/after_commit, ...), listed
+ * in fault-points/catalogue.json.  A code site marks its window with
+ *
+ *     CW_FAULT("relay/before_mark", goto fail);
+ *
+ * which expands to libfiu's fiu_do_on: without FIU_ENABLE nothing remains.
+ * When the point fires, fault_fire() writes a fault_hit event and performs the
+ * action; the second argument runs only for the "fail" action.
+ *
+ * Actions (the failinfo of the libfiu point, so fiu-ctrl can pick one):
+ *   failinfo 0   crash  raise(SIGKILL): no atexit, no flush, no cleanup
+ *   failinfo 1   fail   the code site takes its error path
+ *   failinfo 2   park   raise(SIGSTOP): the runner acts while the process is
+ *                       frozen exactly at the window, then SIGCONT or SIGKILL
+ *   failinfo N>2 stall  sleep N milliseconds, then go on
+ *
+ * At start, fault_init() reads CW_FAULTS from the environment and removes it
+ * (so a restarted process does not re-fire a one-time fault by inheritance):
+ *
+ *   CW_FAULTS="relay/after_publish=crash@2;consumer/apply_fail=fail@1+"
+ *
+ * each item NAME=ACTION[:MS][@N][+]: fire on the Nth hit (default 1), once,
+ * or on every hit from the Nth on with '+'.  fault_init() also opens libfiu's
+ * remote control FIFOs (prefix from CW_FIU_FIFO, default /tmp/cwfiu) so that
+ *
+ *   fiu-ctrl -f /tmp/cwfiu -c "enable name=relay/after_publish,failinfo=2" PID
+ *
+ * parks a running relay at that window. */
+#ifndef CW_FAULT_H
+#define CW_FAULT_H
+
+#include <stddef.h>
+#include <fiu.h>
+
+enum fault_action {
+    FAULT_CRASH = 0,
+    FAULT_FAIL = 1,
+    FAULT_PARK = 2,
+    FAULT_STALL = 3 /* any failinfo above 2: milliseconds to sleep */
+};
+
+/* Parses CW_FAULTS, enables its points and starts remote control.  Returns 0,
+ * or -1 with a message in err naming the bad item (nothing is enabled then). */
+int fault_init(char *err, size_t errlen);
+
+/* Called by CW_FAULT when its point fires.  Returns -1 when the action is
+ * "fail", 0 otherwise (after a stall or a park has ended). */
+int fault_fire(const char *name);
+
+/* Parses one NAME=ACTION[:MS][@N][+] spec list into libfiu enables; exposed
+ * for unit tests.  Returns the number of points enabled or -1. */
+int fault_parse_spec(const char *spec, char *err, size_t errlen);
+
+#define CW_FAULT(name, on_fail) \
+    fiu_do_on(name, if (fault_fire(name) < 0) { on_fail; })
+
+#endif

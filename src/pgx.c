@@ -1,0 +1,80 @@
+/* pgx.c -- libpq helpers; see pgx.h. */
+#include "pgx.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Copies a libpq message into err without its trailing newline. */
+static void copy_msg(char *err, size_t errlen, const char *prefix, const char *msg)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    snprintf(err, errlen, "%s%s", prefix, msg ? msg : "");
+    size_t n = strlen(err);
+    while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
+        err[--n] = '\0';
+}
+
+PGconn *pgx_connect(const char *conninfo, char *err, size_t errlen)
+{
+    PGconn *conn = PQconnectdb(conninfo);
+    if (conn == NULL) {
+        copy_msg(err, errlen, "could not connect to database: ", "out of memory");
+        return NULL;
+    }
+    if (PQstatus(conn) != CONNECTION_OK) {
+        copy_msg(err, errlen, "could not connect to database: ", PQerrorMessage(conn));
+        PQfinish(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+PGresult *pgx_exec(PGconn *conn, const char *sql, int nparams,
+                   const char *const *params, char *sqlstate,
+                   char *err, size_t errlen)
+{
+    if (sqlstate != NULL)
+        sqlstate[0] = '\0';
+    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+        return res;
+    if (sqlstate != NULL && res != NULL) {
+        const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        snprintf(sqlstate, 6, "%s", s ? s : "");
+    }
+    if (res != NULL) {
+        const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+        copy_msg(err, errlen, "", primary ? primary : PQerrorMessage(conn));
+    } else {
+        copy_msg(err, errlen, "", PQerrorMessage(conn));
+    }
+    PQclear(res);
+    return NULL;
+}
+
+int pgx_cmd(PGconn *conn, const char *sql, int nparams,
+            const char *const *params, char *sqlstate, char *err, size_t errlen)
+{
+    PGresult *res = pgx_exec(conn, sql, nparams, params, sqlstate, err, errlen);
+    if (res == NULL)
+        return -1;
+    PQclear(res);
+    return 0;
+}
+
+int pgx_is_retryable(const char *sqlstate)
+{
+    return sqlstate != NULL &&
+           (strcmp(sqlstate, "40001") == 0 || strcmp(sqlstate, "40P01") == 0);
+}
+
+int pgx_conn_lost(PGconn *conn, const char *sqlstate)
+{
+    if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+        return 1;
+    if (sqlstate == NULL)
+        return 0;
+    return strncmp(sqlstate, "08", 2) == 0 || strncmp(sqlstate, "57P0", 4) == 0;
+}

@@ -1,0 +1,35 @@
+/* pgx.h -- the few libpq idioms every crashwindow process uses.
+ *
+ * All statements go through PQexecParams (pgx_exec): values are never spliced
+ * into SQL text.  Errors are judged from SQLSTATE (PG_DIAG_SQLSTATE), never
+ * from message text. */
+#ifndef CW_PGX_H
+#define CW_PGX_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+
+/* Connects; returns the connection or NULL with a message in err (the
+ * conninfo itself, which may hold a password, is never copied into err). */
+PGconn *pgx_connect(const char *conninfo, char *err, size_t errlen);
+
+/* Runs sql with nparams text parameters.  Returns the result when its status
+ * is PGRES_COMMAND_OK or PGRES_TUPLES_OK; otherwise clears it, writes a short
+ * message and the SQLSTATE (5 chars + NUL, "" if none) and returns NULL.
+ * sqlstate and err may be NULL. */
+PGresult *pgx_exec(PGconn *conn, const char *sql, int nparams,
+                   const char *const *params, char *sqlstate,
+                   char *err, size_t errlen);
+
+/* pgx_exec for statements whose result is not needed: 0 or -1. */
+int pgx_cmd(PGconn *conn, const char *sql, int nparams,
+            const char *const *params, char *sqlstate, char *err, size_t errlen);
+
+/* True for SQLSTATEs a transaction may simply be retried on:
+ * 40001 serialization_failure, 40P01 deadlock_detected. */
+int pgx_is_retryable(const char *sqlstate);
+
+/* True when the connection is gone (state or SQLSTATE class 08/57P0x). */
+int pgx_conn_lost(PGconn *conn, const char *sqlstate);
+
+#endif

@@ -1,0 +1,163 @@
+-- crashwindow schema, version 1.
+--
+-- Applied by `outboxctl migrate` in one transaction under an advisory lock;
+-- a database already at version 1 is left untouched.  outbox_messages,
+-- ix_outbox_ready and inbox_messages are the article's, exactly as written.
+
+CREATE TABLE IF NOT EXISTS outbox_messages (
+    id uuid PRIMARY KEY,
+    aggregate_type text NOT NULL,
+    aggregate_id uuid NOT NULL,
+    aggregate_version bigint NOT NULL,
+    event_type text NOT NULL,
+    schema_version integer NOT NULL,
+    payload jsonb NOT NULL,
+    trace_parent text,
+    occurred_at timestamptz NOT NULL,
+    published_at timestamptz,
+    attempts integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    lock_id uuid,
+    locked_until timestamptz,
+    last_error text,
+    dead_lettered_at timestamptz
+);
+
+CREATE INDEX IF NOT EXISTS ix_outbox_ready
+    ON outbox_messages (next_attempt_at, occurred_at, id)
+    WHERE published_at IS NULL
+      AND dead_lettered_at IS NULL;
+
+-- The claim orders by (occurred_at, id); ix_outbox_ready leads with
+-- next_attempt_at and cannot serve that ORDER BY, so with a large backlog
+-- every claim would scan and sort every pending row.  This index walks the
+-- pending rows in claim order and stops after LIMIT matches.
+CREATE INDEX IF NOT EXISTS ix_outbox_claim_order
+    ON outbox_messages (occurred_at, id)
+    WHERE published_at IS NULL
+      AND dead_lettered_at IS NULL;
+
+-- One event per aggregate version: a second version 2 of a payment is a bug.
+CREATE UNIQUE INDEX IF NOT EXISTS ux_outbox_aggregate_version
+    ON outbox_messages (aggregate_id, aggregate_version);
+
+CREATE TABLE IF NOT EXISTS inbox_messages (
+    consumer_name text NOT NULL,
+    message_id uuid NOT NULL,
+    processed_at timestamptz NOT NULL,
+    PRIMARY KEY (consumer_name, message_id)
+);
+
+CREATE TABLE IF NOT EXISTS payments (
+    id uuid PRIMARY KEY,
+    client_id text NOT NULL,
+    amount numeric(20,2) NOT NULL CHECK (amount > 0),
+    currency text NOT NULL CHECK (currency ~ '^[A-Z]{3}$'),
+    status text NOT NULL CHECK (status IN ('created', 'authorized', 'captured')),
+    version bigint NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- HTTP idempotency: one row per (client, key), written in the same
+-- transaction as the payment and its outbox row.
+CREATE TABLE IF NOT EXISTS idempotency_records (
+    client_id text NOT NULL,
+    idempotency_key text NOT NULL,
+    request_hash text NOT NULL,          -- hex SHA-256 of the canonical request
+    payment_id uuid,
+    status_code integer NOT NULL,
+    response_body text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (client_id, idempotency_key)
+);
+
+-- The accounting consumer's effect.  message_id is deliberately NOT unique:
+-- the inbox marker is the only arbiter of duplicates, and the invariant
+-- checker must be able to see a double effect when that arbiter is broken.
+CREATE TABLE IF NOT EXISTS ledger_entries (
+    id bigserial PRIMARY KEY,
+    consumer_name text NOT NULL,
+    message_id uuid NOT NULL,
+    payment_id uuid NOT NULL,
+    event_type text NOT NULL,
+    aggregate_version bigint NOT NULL,
+    amount numeric(20,2),
+    currency text,
+    trace_parent text,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS ix_ledger_message ON ledger_entries (message_id);
+
+-- The notifications consumer's effect (same rule: not unique on message_id).
+CREATE TABLE IF NOT EXISTS notifications (
+    id bigserial PRIMARY KEY,
+    consumer_name text NOT NULL,
+    message_id uuid NOT NULL,
+    payment_id uuid NOT NULL,
+    event_type text NOT NULL,
+    aggregate_version bigint NOT NULL,
+    trace_parent text,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS ix_notifications_message ON notifications (message_id);
+
+-- Highest aggregate version each consumer has applied.
+CREATE TABLE IF NOT EXISTS aggregate_versions (
+    consumer_name text NOT NULL,
+    aggregate_id uuid NOT NULL,
+    applied_version bigint NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer_name, aggregate_id)
+);
+
+-- What a consumer saw and did not apply: duplicate, gap, stale, poison.
+CREATE TABLE IF NOT EXISTS consumer_anomalies (
+    id bigserial PRIMARY KEY,
+    consumer_name text NOT NULL,
+    message_id uuid,
+    aggregate_id uuid,
+    kind text NOT NULL CHECK (kind IN ('duplicate', 'gap', 'stale', 'poison', 'gap_parked')),
+    expected_version bigint,
+    got_version bigint,
+    detail text,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS ix_anomalies_kind ON consumer_anomalies (consumer_name, kind);
+
+-- Consumer-side dead letters: deliveries parked after too many failures.
+CREATE TABLE IF NOT EXISTS consumer_dead_letters (
+    consumer_name text NOT NULL,
+    message_id text NOT NULL,            -- text: a poison frame may carry no valid uuid
+    reason text NOT NULL,
+    deliveries integer NOT NULL,
+    parked_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer_name, message_id)
+);
+
+-- Every operator requeue of an outbox dead letter.
+CREATE TABLE IF NOT EXISTS outbox_requeues (
+    id bigserial PRIMARY KEY,
+    message_id uuid NOT NULL,
+    attempts_before integer NOT NULL,
+    last_error_before text,
+    requeued_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Monotonic counters that outlive processes (expired leases recovered, ...).
+CREATE TABLE IF NOT EXISTS pipeline_counters (
+    counter text PRIMARY KEY,
+    value bigint NOT NULL DEFAULT 0
+);
+
+-- Wake idle relays at once on new outbox rows; polling stays the fallback.
+CREATE OR REPLACE FUNCTION outbox_notify() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('outbox_ready', '');
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER outbox_notify
+    AFTER INSERT ON outbox_messages
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();

@@ -1,0 +1,57 @@
+"""The fault-point catalogue and the code must name the same points."""
+import json
+import os
+import re
+
+from conftest import SOURCE_DIR
+
+SITE = re.compile(r'CW_FAULT\(\s*"([^"]+)"')
+
+
+def code_sites():
+    sites = {}
+    for d in ("src",):
+        for name in sorted(os.listdir(os.path.join(SOURCE_DIR, d))):
+            if not name.endswith(".c"):
+                continue
+            rel = f"{d}/{name}"
+            with open(os.path.join(SOURCE_DIR, rel), encoding="utf-8") as f:
+                for m in SITE.finditer(f.read()):
+                    sites.setdefault(m.group(1), set()).add(rel)
+    return sites
+
+
+def catalogue():
+    with open(os.path.join(SOURCE_DIR, "fault-points", "catalogue.json"), encoding="utf-8") as f:
+        return json.load(f)["points"]
+
+
+def test_names_are_unique_and_well_formed():
+    names = [p["name"] for p in catalogue()]
+    assert len(names) == len(set(names)), "a point is listed twice"
+    for n in names:
+        assert re.fullmatch(r"[a-z]+/[a-z_]+", n), f"{n} is not component/window"
+
+
+def test_every_code_site_is_catalogued():
+    listed = {p["name"] for p in catalogue()}
+    missing = sorted(set(code_sites()) - listed)
+    assert not missing, f"fault points in code but not in fault-points/catalogue.json: {missing}"
+
+
+def test_every_catalogued_point_is_in_its_file():
+    sites = code_sites()
+    for p in catalogue():
+        assert p["name"] in sites, f"{p['name']} is catalogued but no CW_FAULT site names it"
+        assert p["file"] in sites[p["name"]], \
+            f"{p['name']}: catalogue says {p['file']!r}, code has it in {sorted(sites[p['name']])}"
+
+
+def test_one_site_per_name():
+    text_counts = {}
+    for rel in {f for files in code_sites().values() for f in files}:
+        with open(os.path.join(SOURCE_DIR, rel), encoding="utf-8") as f:
+            for m in SITE.finditer(f.read()):
+                text_counts[m.group(1)] = text_counts.get(m.group(1), 0) + 1
+    reused = sorted(n for n, c in text_counts.items() if c > 1)
+    assert not reused, f"fault point names used at more than one code site: {reused}"
