@@ -1,0 +1,457 @@
+/* api_http.c -- libmicrohttpd glue for the payments API; see api_http.h.
+ *
+ * libmicrohttpd calls the access handler several times per request: once
+ * with the headers (upload_data_size 0, *req_cls NULL), once per chunk of
+ * body, and once more with upload_data_size 0 when the body is complete.
+ * Everything that can be judged from the headers (route, method, declared
+ * body size, content type) is judged on the first call, and a refusal is
+ * queued at once so the body is never read.  Commands run on the last call.
+ *
+ * The per-request state (struct req) is freed in the completion callback,
+ * which libmicrohttpd calls once for every request the handler has seen,
+ * whether it ended with a response or a dropped connection; the same
+ * callback maintains the in-flight count that a graceful shutdown waits on. */
+#include "api_http.h"
+#include "api_validate.h"
+#include "cwlog.h"
+#include "ids.h"
+
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+enum route {
+    ROUTE_NONE,
+    ROUTE_CREATE,
+    ROUTE_GET,
+    ROUTE_AUTHORIZE,
+    ROUTE_CAPTURE,
+    ROUTE_HEALTH
+};
+
+struct api_http {
+    struct MHD_Daemon *daemon;
+    api_store *store;
+    atomic_int in_flight;
+    atomic_int draining;
+};
+
+struct req {
+    int64_t start_us;
+    enum route route;
+    char payment_id[CW_UUID_LEN + 1];
+    char client[API_CLIENT_MAX + 1];   /* "" until validated */
+    char *body;
+    size_t len;
+    int answered;                       /* a response was queued */
+    int too_large;                      /* the body crossed API_MAX_BODY */
+    size_t discarded;                   /* body bytes dropped since then */
+};
+
+/* How much of an oversized chunked body is read and dropped before the
+ * connection is cut instead of answered. */
+#define DISCARD_MAX ((size_t)8 * 1024 * 1024)
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int is_method(const char *m, const char *want)
+{
+    return strcmp(m, want) == 0;
+}
+
+/* Chooses the route; on a path/method mismatch fills r (404/405). */
+static enum route route_of(const char *method, const char *url, char *payment_id,
+                           struct api_reply *r)
+{
+    int get = is_method(method, "GET") || is_method(method, "HEAD");
+    int post = is_method(method, "POST");
+    const char *allow = NULL;
+    enum route rt = ROUTE_NONE;
+
+    if (strcmp(url, "/payments") == 0) {
+        rt = ROUTE_CREATE;
+        allow = post ? NULL : "POST";
+    } else if (strcmp(url, "/healthz") == 0) {
+        rt = ROUTE_HEALTH;
+        allow = get ? NULL : "GET, HEAD";
+    } else if (api_match_payment_path(url, "", payment_id)) {
+        rt = ROUTE_GET;
+        allow = get ? NULL : "GET, HEAD";
+    } else if (api_match_payment_path(url, "/authorize", payment_id)) {
+        rt = ROUTE_AUTHORIZE;
+        allow = post ? NULL : "POST";
+    } else if (api_match_payment_path(url, "/capture", payment_id)) {
+        rt = ROUTE_CAPTURE;
+        allow = post ? NULL : "POST";
+    } else {
+        api_reply_problem(r, 404, "not-found", "Not found", "no such resource: %.200s", url);
+        return ROUTE_NONE;
+    }
+    if (allow != NULL) {
+        api_reply_problem(r, 405, "method-not-allowed", "Method not allowed",
+                          "%.16s is not allowed here; allowed: %s", method, allow);
+        r->allow = allow;
+        return ROUTE_NONE;
+    }
+    return rt;
+}
+
+/* Counting the occurrences of one header: a request that repeats
+ * Idempotency-Key has no single key. */
+struct header_count {
+    const char *name;
+    int n;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    struct header_count *hc = cls;
+    (void)kind;
+    (void)value;
+    if (strcasecmp(key, hc->name) == 0)
+        hc->n++;
+    return MHD_YES;
+}
+
+static int header_count(struct MHD_Connection *c, const char *name)
+{
+    struct header_count hc = { name, 0 };
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &hc);
+    return hc.n;
+}
+
+/* The header's value when it occurs exactly once; NULL when absent; sets
+ * *repeated when it occurs more than once. */
+static const char *single_header(struct MHD_Connection *c, const char *name, int *repeated)
+{
+    int n = header_count(c, name);
+    *repeated = n > 1;
+    return n == 1 ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, name) : NULL;
+}
+
+static void log_request(const char *method, const char *url, const struct req *q,
+                        const struct api_reply *r)
+{
+    cJSON *ev = cwlog_begin("request");
+    cJSON_AddStringToObject(ev, "method", method);
+    cJSON_AddStringToObject(ev, "path", url);
+    cJSON_AddNumberToObject(ev, "status", r->status);
+    cJSON_AddNumberToObject(ev, "duration_us", (double)(mono_us() - q->start_us));
+    if (q->client[0] != '\0')
+        cJSON_AddStringToObject(ev, "client", q->client);
+    else
+        cJSON_AddNullToObject(ev, "client");
+    cJSON_AddBoolToObject(ev, "replay", r->replayed);
+    cwlog_emit(ev);
+}
+
+static enum MHD_Result send_reply(api_http *h, struct MHD_Connection *c, const char *method,
+                                  const char *url, struct req *q, struct api_reply *r)
+{
+    const char *body = r->body ? r->body : "";
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), (void *)body,
+                                                                MHD_RESPMEM_MUST_COPY);
+    if (resp == NULL) {
+        api_reply_clear(r);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            r->content_type ? r->content_type : "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (r->location[0] != '\0')
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
+    if (r->allow != NULL)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    if (r->retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof(ra), "%d", r->retry_after);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+    }
+    if (r->replayed)
+        MHD_add_response_header(resp, "Idempotent-Replayed", "true");
+    if (atomic_load(&h->draining))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned int)r->status, resp);
+    MHD_destroy_response(resp);
+    q->answered = 1;
+    if (ok != MHD_YES)
+        r->status = 0;  /* logged as "no response": the connection is dropped */
+    log_request(method, url, q, r);
+    api_reply_clear(r);
+    return ok;
+}
+
+/* Judges a POST's headers.  0 when the request may go on; -1 with r filled. */
+static int check_post_headers(struct MHD_Connection *c, struct req *q, struct api_reply *r)
+{
+    int repeated;
+    const char *client = single_header(c, "X-Client-Id", &repeated);
+    if (repeated) {
+        api_reply_problem(r, 400, "invalid-client-id", "Invalid X-Client-Id",
+                          "X-Client-Id is given more than once");
+        return -1;
+    }
+    if (api_check_client_id(client, q->client, r) < 0)
+        return -1;
+    const char *key = single_header(c, "Idempotency-Key", &repeated);
+    if (repeated) {
+        api_reply_problem(r, 400, "invalid-idempotency-key", "Invalid Idempotency-Key",
+                          "Idempotency-Key is given more than once");
+        return -1;
+    }
+    if (api_check_idempotency_key(key, r) < 0)
+        return -1;
+    const char *clen = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (clen != NULL) {
+        char *end;
+        unsigned long long n = strtoull(clen, &end, 10);
+        if (*end == '\0' && n > API_MAX_BODY) {
+            api_reply_problem(r, 413, "body-too-large", "Request body too large",
+                              "the body is %llu bytes; at most %d are accepted", n,
+                              API_MAX_BODY);
+            return -1;
+        }
+    }
+    if (q->route == ROUTE_CREATE) {
+        const char *ctype = single_header(c, MHD_HTTP_HEADER_CONTENT_TYPE, &repeated);
+        if (api_check_content_type(ctype, r) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void run_command(api_http *h, struct MHD_Connection *c, struct req *q,
+                        struct api_reply *r)
+{
+    struct api_create_body create;
+    struct api_command cmd;
+    memset(&cmd, 0, sizeof(cmd));
+    const char *body = q->body ? q->body : "";
+    char canonical_body[128];
+
+    if (q->route == ROUTE_CREATE) {
+        if (api_parse_create_body(body, q->len, &create, r) < 0)
+            return;
+        if (api_canonical_create_body(&create, canonical_body, sizeof(canonical_body)) < 0)
+            goto internal;
+        cmd.kind = API_CMD_CREATE;
+        cmd.create = &create;
+    } else {
+        if (q->len > 0) {
+            int repeated;
+            const char *ctype = single_header(c, MHD_HTTP_HEADER_CONTENT_TYPE, &repeated);
+            if (api_check_content_type(ctype, r) < 0)
+                return;
+        }
+        if (api_parse_empty_body(body, q->len, r) < 0)
+            return;
+        snprintf(canonical_body, sizeof(canonical_body), "{}");
+        cmd.kind = q->route == ROUTE_AUTHORIZE ? API_CMD_AUTHORIZE : API_CMD_CAPTURE;
+        cmd.payment_id = q->payment_id;
+    }
+
+    /* The canonical path carries the payment id in lowercase, whatever case
+     * the client used. */
+    char path[96];
+    if (q->route == ROUTE_CREATE)
+        snprintf(path, sizeof(path), "/payments");
+    else
+        snprintf(path, sizeof(path), "/payments/%s/%s", q->payment_id,
+                 q->route == ROUTE_AUTHORIZE ? "authorize" : "capture");
+    char canonical[512], hash[API_HASH_HEX + 1];
+    if (api_canonical_request("POST", path, canonical_body, canonical, sizeof(canonical)) < 0 ||
+        api_sha256_hex(canonical, strlen(canonical), hash) < 0)
+        goto internal;
+
+    int repeated;
+    char trace[CW_TRACEPARENT_LEN + 1];
+    /* A repeated traceparent is invalid (W3C trace context): new trace. */
+    api_trace_for_request(single_header(c, "traceparent", &repeated), trace);
+    cmd.client_id = q->client;
+    cmd.idem_key = single_header(c, "Idempotency-Key", &repeated);
+    cmd.request_hash = hash;
+    cmd.traceparent = trace;
+    api_store_execute(h->store, &cmd, r);
+    return;
+internal:
+    api_reply_problem(r, 500, "internal-error", "Internal error",
+                      "the request could not be prepared");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **req_cls)
+{
+    api_http *h = cls;
+    struct req *q = *req_cls;
+    struct api_reply r;
+    api_reply_init(&r);
+    (void)version;
+
+    if (q == NULL) {
+        q = calloc(1, sizeof(*q));
+        if (q == NULL)
+            return MHD_NO;
+        q->start_us = mono_us();
+        *req_cls = q;
+        atomic_fetch_add(&h->in_flight, 1);
+
+        q->route = route_of(method, url, q->payment_id, &r);
+        if (q->route == ROUTE_NONE)
+            return send_reply(h, c, method, url, q, &r);
+        if (is_method(method, "POST") && check_post_headers(c, q, &r) < 0)
+            return send_reply(h, c, method, url, q, &r);
+        return MHD_YES;
+    }
+
+    if (q->answered) {
+        /* A refusal was queued; whatever body still arrives is dropped. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+
+    if (*upload_data_size != 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (q->too_large || q->len + n > API_MAX_BODY) {
+            /* libmicrohttpd cannot answer in the middle of a body, so the
+             * rest is read and dropped, never stored, and 413 goes out at
+             * the end; a client that keeps sending past DISCARD_MAX loses
+             * its connection instead. */
+            free(q->body);
+            q->body = NULL;
+            q->too_large = 1;
+            q->discarded += n;
+            return q->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
+        char *nb = realloc(q->body, q->len + n + 1);
+        if (nb == NULL)
+            return MHD_NO;
+        memcpy(nb + q->len, upload_data, n);
+        q->len += n;
+        nb[q->len] = '\0';
+        q->body = nb;
+        return MHD_YES;
+    }
+
+    if (q->too_large) {
+        api_reply_problem(&r, 413, "body-too-large", "Request body too large",
+                          "the body exceeds %d bytes", API_MAX_BODY);
+        return send_reply(h, c, method, url, q, &r);
+    }
+
+    switch (q->route) {
+    case ROUTE_HEALTH:
+        api_store_health(h->store, &r);
+        break;
+    case ROUTE_GET:
+        api_store_get_payment(h->store, q->payment_id, &r);
+        break;
+    default:
+        run_command(h, c, q, &r);
+        break;
+    }
+    return send_reply(h, c, method, url, q, &r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    api_http *h = cls;
+    struct req *q = *req_cls;
+    (void)c;
+    (void)toe;
+    if (q == NULL)
+        return;
+    free(q->body);
+    free(q);
+    *req_cls = NULL;
+    atomic_fetch_sub(&h->in_flight, 1);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char buf[512];
+    (void)cls;
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    buf[strcspn(buf, "\n")] = '\0';
+    cwlog_warn("http: %s", buf);
+}
+
+api_http *api_http_start(const struct api_http_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->threads < 1 || cfg->store == NULL) {
+        snprintf(err, errlen, "invalid http configuration");
+        return NULL;
+    }
+    api_http *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    h->store = cfg->store;
+    atomic_init(&h->in_flight, 0);
+    atomic_init(&h->draining, 0);
+    /* MHD_USE_ITC is what lets MHD_quiesce_daemon stop a thread pool's
+     * listening without stopping its connections. */
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                         MHD_USE_ERROR_LOG;
+    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
+                                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                                 MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&cfg->addr,
+                                 MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1024,
+                                 MHD_OPTION_END);
+    if (h->daemon == NULL) {
+        snprintf(err, errlen, "could not start the HTTP server (address in use?)");
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+int api_http_port(api_http *h)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? (int)info->port : -1;
+}
+
+int api_http_shutdown(api_http *h, int drain_ms)
+{
+    atomic_store(&h->draining, 1);
+    MHD_socket lsock = MHD_quiesce_daemon(h->daemon);
+    /* Quiescing only stops polling the socket; the kernel would still
+     * complete handshakes into its backlog.  Shutting it down makes new
+     * connections fail at once, so clients go elsewhere instead of waiting.
+     * (It is closed only after MHD_stop_daemon, as libmicrohttpd asks.) */
+    if (lsock != MHD_INVALID_SOCKET)
+        shutdown(lsock, SHUT_RDWR);
+    int64_t deadline = cw_mono_ms() + drain_ms;
+    while (atomic_load(&h->in_flight) > 0 && cw_mono_ms() < deadline) {
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    int left = atomic_load(&h->in_flight);
+    MHD_stop_daemon(h->daemon);
+    if (lsock != MHD_INVALID_SOCKET)
+        close(lsock);
+    free(h);
+    return left;
+}

@@ -1,0 +1,45 @@
+/* api_http.h -- the payments API's HTTP side (libmicrohttpd).
+ *
+ * Routes:
+ *   POST /payments                   create a payment            201 Location
+ *   POST /payments/{id}/authorize    created -> authorized       200
+ *   POST /payments/{id}/capture      authorized -> captured      200
+ *   GET  /payments/{id}              read a payment              200 | 404
+ *   GET  /healthz                    database round trip         200 | 503
+ * Anything else is 404 (unknown path) or 405 with Allow (known path, other
+ * method).  Every answer is JSON; errors are RFC 9457 problem documents.
+ *
+ * Threads: libmicrohttpd's internal thread pool (epoll); each worker thread
+ * runs its requests to completion, taking one pooled database connection at
+ * a time.  A body is read into memory only up to API_MAX_BODY: a larger
+ * Content-Length is refused before anything is read, a larger chunked body
+ * as soon as it crosses the limit (413). */
+#ifndef CW_API_HTTP_H
+#define CW_API_HTTP_H
+
+#include "api_store.h"
+
+#include <netinet/in.h>
+#include <stddef.h>
+
+typedef struct api_http api_http;
+
+struct api_http_config {
+    struct sockaddr_in addr;  /* where to listen; port 0 picks a free port */
+    int threads;              /* worker threads, >= 1 */
+    api_store *store;         /* borrowed */
+};
+
+/* Starts serving.  Returns NULL with a message in err. */
+api_http *api_http_start(const struct api_http_config *cfg, char *err, size_t errlen);
+
+/* The port actually bound (useful with port 0). */
+int api_http_port(api_http *h);
+
+/* Stops accepting connections, lets requests in flight finish (at most
+ * drain_ms), then stops every thread and frees h.  Responses sent while
+ * draining carry "Connection: close".  Returns the number of requests that
+ * were still in flight when the wait ended (0 on a clean drain). */
+int api_http_shutdown(api_http *h, int drain_ms);
+
+#endif

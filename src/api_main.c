@@ -1,0 +1,257 @@
+/* payments-api -- the command side of the pipeline: payments over HTTP, each
+ * written in one transaction with its outbox event and idempotency record.
+ *
+ *   payments-api --db CONNINFO [--listen 127.0.0.1:PORT] [--events FILE]
+ *                [--name NAME] [--threads N] [--lock-timeout-ms MS]
+ *                [--statement-timeout-ms MS] [--drain-ms MS] [--broker SOCKET]
+ *
+ * --listen takes an IPv4 address and a port; port 0 binds a free port.  The
+ * bound address is printed on stdout as "listening 127.0.0.1:PORT" and
+ * written as a "listening" event, so a test or the runner can find it.
+ * --broker is only used by the known-wrong builds that publish directly
+ * (CW_MUTANT dual_write, publish_before_commit); a normal build accepts and
+ * ignores it, so every build runs with the same command line.
+ *
+ * SIGTERM or SIGINT: stop accepting connections, let requests in flight
+ * finish (at most --drain-ms), exit 0.  The signals are blocked in every
+ * thread and taken with sigwait() by the main thread, so no handler runs in
+ * the middle of a request.
+ *
+ * Exit codes: 0 clean stop, 1 could not start (database, address), 2 bad
+ * usage or bad CW_FAULTS. */
+#include "api_http.h"
+#include "api_pool.h"
+#include "api_store.h"
+#include "cwlog.h"
+#include "fault.h"
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct options {
+    const char *db;
+    const char *listen;
+    const char *events;
+    const char *name;
+    const char *broker;
+    int threads;
+    int lock_timeout_ms;
+    int statement_timeout_ms;
+    int drain_ms;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: payments-api --db CONNINFO [--listen 127.0.0.1:PORT] [--events FILE]\n"
+            "                    [--name NAME] [--threads N] [--lock-timeout-ms MS]\n"
+            "                    [--statement-timeout-ms MS] [--drain-ms MS]\n"
+            "                    [--broker SOCKET]\n"
+            "  --listen ADDR:PORT        IPv4 address and port (default 127.0.0.1:8080;\n"
+            "                            port 0 picks a free one, printed on stdout)\n"
+            "  --threads N               HTTP worker threads = database connections (4)\n"
+            "  --lock-timeout-ms MS      wait for a racing request's key at most MS (50)\n"
+            "  --statement-timeout-ms MS bound on every statement (10000)\n"
+            "  --drain-ms MS             on SIGTERM, wait for requests in flight (10000)\n"
+            "  --broker SOCKET           only for builds that publish directly\n"
+            "CW_DB may hold the connection string instead of --db.\n");
+}
+
+/* Parses a decimal int in [lo, hi]; 0 or -1. */
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_listen(const char *s, struct sockaddr_in *addr)
+{
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL || colon == s || (size_t)(colon - s) >= INET_ADDRSTRLEN)
+        return -1;
+    char host[INET_ADDRSTRLEN];
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    int port;
+    if (parse_int(colon + 1, 0, 65535, &port) < 0)
+        return -1;
+    memset(addr, 0, sizeof(*addr));
+    addr->sin_family = AF_INET;
+    addr->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &addr->sin_addr) != 1)
+        return -1;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "payments-api: unknown option or missing value: '%s'\n", a);
+            return -1;
+        }
+        const char *v = argv[++i];
+        int bad = 0;
+        if (strcmp(a, "--db") == 0)
+            o->db = v;
+        else if (strcmp(a, "--listen") == 0)
+            o->listen = v;
+        else if (strcmp(a, "--events") == 0)
+            o->events = v;
+        else if (strcmp(a, "--name") == 0)
+            o->name = v;
+        else if (strcmp(a, "--broker") == 0)
+            o->broker = v;
+        else if (strcmp(a, "--threads") == 0)
+            bad = parse_int(v, 1, 64, &o->threads);
+        else if (strcmp(a, "--lock-timeout-ms") == 0)
+            bad = parse_int(v, 1, 60000, &o->lock_timeout_ms);
+        else if (strcmp(a, "--statement-timeout-ms") == 0)
+            bad = parse_int(v, 1, 3600000, &o->statement_timeout_ms);
+        else if (strcmp(a, "--drain-ms") == 0)
+            bad = parse_int(v, 0, 3600000, &o->drain_ms);
+        else {
+            fprintf(stderr, "payments-api: unknown option '%s'\n", a);
+            return -1;
+        }
+        if (bad) {
+            fprintf(stderr, "payments-api: bad value for %s: '%s'\n", a, v);
+            return -1;
+        }
+    }
+    if (o->db == NULL) {
+        fprintf(stderr, "payments-api: --db CONNINFO is required (or CW_DB)\n");
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {
+        .db = getenv("CW_DB"),
+        .listen = "127.0.0.1:8080",
+        .name = "api",
+        .threads = 4,
+        .lock_timeout_ms = 50,
+        .statement_timeout_ms = 10000,
+        .drain_ms = 10000,
+    };
+    if (parse_args(argc, argv, &o) < 0) {
+        usage(stderr);
+        return 2;
+    }
+    struct sockaddr_in addr;
+    if (parse_listen(o.listen, &addr) < 0) {
+        fprintf(stderr, "payments-api: --listen wants IPV4ADDRESS:PORT, got '%s'\n", o.listen);
+        return 2;
+    }
+    if (cwlog_open(o.events, o.name) < 0) {
+        fprintf(stderr, "payments-api: cannot open events file '%s'\n", o.events);
+        return 2;
+    }
+    char err[512];
+    if (fault_init(err, sizeof(err)) < 0) {
+        fprintf(stderr, "payments-api: %s\n", err);
+        return 2;
+    }
+
+    /* Block the stop signals before any thread exists: every thread
+     * inherits the mask and only sigwait() below ever sees them. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    cJSON *ev = cwlog_begin("start");
+    cJSON_AddStringToObject(ev, "listen", o.listen);
+    cJSON_AddNumberToObject(ev, "threads", o.threads);
+    cJSON_AddNumberToObject(ev, "lock_timeout_ms", o.lock_timeout_ms);
+#ifdef FIU_ENABLE
+    cJSON_AddBoolToObject(ev, "fault_points", 1);
+#else
+    cJSON_AddBoolToObject(ev, "fault_points", 0);
+#endif
+#ifdef CW_MUTANT_NAME
+    cJSON_AddStringToObject(ev, "mutant", CW_MUTANT_NAME);
+#else
+    cJSON_AddNullToObject(ev, "mutant");
+#endif
+    cwlog_emit(ev);
+
+    struct api_pool_config pcfg = {
+        .conninfo = o.db,
+        .size = o.threads,
+        .lock_timeout_ms = o.lock_timeout_ms,
+        .statement_timeout_ms = o.statement_timeout_ms,
+        .connect_timeout_s = 5,
+    };
+    api_pool *pool = api_pool_new(&pcfg, err, sizeof(err));
+    if (pool == NULL) {
+        fprintf(stderr, "payments-api: %s\n", err);
+        cwlog_simple("exit", "error", err);
+        return 1;
+    }
+    struct api_store_config scfg = {
+        .pool = pool,
+        .acquire_timeout_ms = 5000,
+        .max_attempts = 5,
+        .resolve_timeout_ms = 5000,
+        .broker = o.broker,
+    };
+    api_store *store = api_store_new(&scfg, err, sizeof(err));
+    if (store == NULL) {
+        fprintf(stderr, "payments-api: %s\n", err);
+        api_pool_free(pool);
+        return 2;
+    }
+    struct api_http_config hcfg = { .addr = addr, .threads = o.threads, .store = store };
+    api_http *http = api_http_start(&hcfg, err, sizeof(err));
+    if (http == NULL) {
+        fprintf(stderr, "payments-api: %s: %s\n", o.listen, err);
+        cwlog_simple("exit", "error", err);
+        api_store_free(store);
+        api_pool_free(pool);
+        return 1;
+    }
+
+    char host[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));
+    int port = api_http_port(http);
+    ev = cwlog_begin("listening");
+    cJSON_AddStringToObject(ev, "host", host);
+    cJSON_AddNumberToObject(ev, "port", port);
+    cwlog_emit(ev);
+    printf("listening %s:%d\n", host, port);
+    fflush(stdout);
+
+    int sig = 0;
+    while (sigwait(&stop, &sig) != 0)
+        ;
+    ev = cwlog_begin("stopping");
+    cJSON_AddStringToObject(ev, "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    cwlog_emit(ev);
+
+    int left = api_http_shutdown(http, o.drain_ms);
+    api_store_free(store);
+    api_pool_free(pool);
+    ev = cwlog_begin("stop");
+    cJSON_AddNumberToObject(ev, "abandoned_requests", left);
+    cwlog_emit(ev);
+    return 0;
+}

@@ -1,0 +1,328 @@
+"""payments-api against a real PostgreSQL: what one command writes, HTTP
+idempotency (replay, conflict, races), authorize/capture, reads, every kind of
+bad input, and a graceful stop.  Every test asserts on database rows."""
+import datetime
+import json
+import re
+import signal
+import socket
+import threading
+
+import pytest
+
+from apiclient import assert_problem, canonical_hash, counts, start_api
+from conftest import binary, proc_state, query, scalar, wait_for
+
+TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+ONE = {"payments": 1, "outbox_messages": 1, "idempotency_records": 1}
+
+
+@pytest.fixture
+def api(procs, db):
+    return start_api(procs, db)
+
+
+def test_create_writes_payment_outbox_row_and_record_in_one_go(api, db):
+    r = api.post_payment("key-1", amount="12.5", currency="EUR", client="shop-1")
+    assert r.status == 201, r
+    body = r.json()
+    assert set(body) == {"id", "status"} and body["status"] == "created"
+    pid = body["id"]
+    assert r.header("location") == f"/payments/{pid}"
+    assert r.header("content-type") == "application/json"
+    assert r.header("idempotent-replayed") is None
+
+    assert query(db, "SELECT client_id, amount::text, currency, status, version"
+                     " FROM payments WHERE id = %s", (pid,)) == \
+        [("shop-1", "12.50", "EUR", "created", 1)]
+
+    rows = query(db, "SELECT id::text, aggregate_type, aggregate_id::text, aggregate_version,"
+                     " event_type, schema_version, payload::text, trace_parent, occurred_at,"
+                     " published_at, attempts FROM outbox_messages")
+    assert len(rows) == 1
+    (eid, agg_type, agg_id, version, etype, schema, payload_text, trace, occurred_at,
+     published_at, attempts) = rows[0]
+    assert (agg_type, agg_id, version, etype, schema) == \
+        ("payment", pid, 1, "PaymentCreated", 1)
+    assert published_at is None and attempts == 0
+    assert TRACEPARENT.match(trace), trace
+    payload = json.loads(payload_text)
+    assert set(payload) == {"EventId", "PaymentId", "Amount", "Currency", "AggregateVersion",
+                            "OccurredAtUtc"}
+    assert payload["EventId"] == eid and payload["PaymentId"] == pid
+    assert payload["Amount"] == "12.50"          # exact decimal text, never a float
+    assert '"Amount": "12.50"' in payload_text
+    assert payload["Currency"] == "EUR" and payload["AggregateVersion"] == 1
+    occurred = datetime.datetime.fromisoformat(payload["OccurredAtUtc"].replace("Z", "+00:00"))
+    assert occurred == occurred_at
+
+    # The idempotency record holds the hash of the canonical request and the
+    # very bytes that were sent.
+    rec = query(db, "SELECT client_id, idempotency_key, request_hash, payment_id::text,"
+                    " status_code, response_body FROM idempotency_records")
+    assert rec == [("shop-1", "key-1",
+                    canonical_hash("POST", "/payments", '{"amount":"12.50","currency":"EUR"}'),
+                    pid, 201, r.body.decode())]
+
+
+def test_traceparent_is_kept_when_valid_and_created_otherwise(api, db):
+    tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    a = api.post_payment("t-1", headers={"traceparent": tp})
+    b = api.post_payment("t-2", headers={"traceparent": tp.upper()})
+    c = api.post_payment("t-3")
+    assert [x.status for x in (a, b, c)] == [201, 201, 201]
+    traces = dict(query(db, "SELECT aggregate_id::text, trace_parent FROM outbox_messages"))
+    assert traces[a.json()["id"]] == tp
+    for other in (b, c):
+        t = traces[other.json()["id"]]
+        assert TRACEPARENT.match(t) and t != tp and t[3:35] != "0" * 32
+
+
+def test_same_key_same_request_replays_the_stored_response_byte_for_byte(api, db):
+    first = api.post_payment("retry-me", amount="99.90", currency="USD")
+    assert first.status == 201
+    # The same logical request, written differently: same canonical form.
+    again = api.post_payment("retry-me", body='{ "currency": "USD", "amount": "099.9" }')
+    third = api.post_payment("retry-me", amount="99.90", currency="USD")
+    for r in (again, third):
+        assert r.status == 201
+        assert r.body == first.body
+        assert r.header("location") == first.header("location")
+        assert r.header("idempotent-replayed") == "true"
+    assert counts(db) == ONE
+    assert len(api.proc.events("replay")) == 2
+
+
+def test_same_key_different_request_is_refused(api, db):
+    first = api.post_payment("k", amount="10.00")
+    assert first.status == 201
+    for other in (api.post_payment("k", amount="10.01"),
+                  api.post_payment("k", amount="10.00", currency="USD")):
+        assert_problem(other, 422, "key-reused")
+    assert counts(db) == ONE
+    assert scalar(db, "SELECT amount::text FROM payments") == "10.00"
+
+
+def test_keys_are_scoped_by_client(api, db):
+    a = api.post_payment("shared", client="client-a")
+    b = api.post_payment("shared", client="client-b")
+    c = api.post_payment("shared")   # "anonymous"
+    assert [x.status for x in (a, b, c)] == [201, 201, 201]
+    assert len({a.json()["id"], b.json()["id"], c.json()["id"]}) == 3
+    assert sorted(r[0] for r in query(db, "SELECT client_id FROM idempotency_records")) == \
+        ["anonymous", "client-a", "client-b"]
+    assert counts(db)["outbox_messages"] == 3
+
+
+def test_authorize_then_capture_emit_versions_2_and_3(api, db):
+    pid = api.post_payment("c-1", amount="5").json()["id"]
+    auth = api.command(pid, "authorize", "a-1")
+    assert auth.status == 200 and auth.json() == {"id": pid, "status": "authorized"}
+    cap = api.command(pid.upper(), "capture", "p-1")  # ids are case-insensitive
+    assert cap.status == 200 and cap.json() == {"id": pid, "status": "captured"}
+
+    rows = query(db, "SELECT aggregate_version, event_type, payload::jsonb->>'AggregateVersion',"
+                     " payload::jsonb->>'PaymentId', payload::jsonb ? 'Amount'"
+                     " FROM outbox_messages WHERE aggregate_id = %s ORDER BY 1", (pid,))
+    assert rows == [(1, "PaymentCreated", "1", pid, True),
+                    (2, "PaymentAuthorized", "2", pid, False),
+                    (3, "PaymentCaptured", "3", pid, False)]
+    assert query(db, "SELECT status, version FROM payments") == [("captured", 3)]
+
+    # Replays answer the stored response; nothing new is written.
+    again = api.command(pid, "authorize", "a-1")
+    assert again.status == 200 and again.body == auth.body
+    assert again.header("idempotent-replayed") == "true"
+    # One key, another command: a different request.
+    assert_problem(api.command(pid, "capture", "a-1"), 422, "key-reused")
+    # Illegal transitions: 409, nothing written.
+    assert_problem(api.command(pid, "authorize", "a-2"), 409, "illegal-transition")
+    assert_problem(api.command(pid, "capture", "p-2"), 409, "illegal-transition")
+    other = api.post_payment("c-2").json()["id"]
+    assert_problem(api.command(other, "capture", "p-3"), 409, "illegal-transition")
+    # Unknown payment: 404, and its key stays free.
+    unknown = "00000000-0000-4000-8000-000000000000"
+    assert_problem(api.command(unknown, "authorize", "a-9"), 404, "payment-not-found")
+    assert counts(db) == {"payments": 2, "outbox_messages": 4, "idempotency_records": 4}
+    assert query(db, "SELECT status, version FROM payments WHERE id = %s", (other,)) == \
+        [("created", 1)]
+
+
+def test_get_payment_and_healthz(api, db):
+    pid = api.post_payment("g-1", amount="0.01", currency="JPY").json()["id"]
+    r = api.get(f"/payments/{pid}")
+    assert r.status == 200
+    assert r.json() == {"id": pid, "status": "created", "amount": "0.01", "currency": "JPY",
+                        "version": 1}
+    assert_problem(api.get("/payments/00000000-0000-4000-8000-000000000000"), 404,
+                   "payment-not-found")
+    assert_problem(api.get("/payments/not-a-uuid"), 404, "not-found")
+    h = api.get("/healthz")
+    assert h.status == 200 and h.json()["status"] == "ok"
+
+
+JSON = {"Content-Type": "application/json"}
+VALID = '{"amount":"12.50","currency":"EUR"}'
+
+
+def bad_requests():
+    """(what, method, path, headers, raw_headers, body, status, slug)"""
+    k = {"Idempotency-Key": "bad-input", **JSON}
+    big = '{"amount":"1","currency":"EUR","pad":"' + "x" * (70 * 1024) + '"}'
+    return [
+        ("malformed json", "POST", "/payments", k, None, '{"amount":', 400, "malformed-json"),
+        ("empty body", "POST", "/payments", k, None, "", 400, "malformed-json"),
+        ("not an object", "POST", "/payments", k, None, '["12.50","EUR"]', 400, "invalid-body"),
+        ("missing amount", "POST", "/payments", k, None, '{"currency":"EUR"}', 400,
+         "invalid-body"),
+        ("missing currency", "POST", "/payments", k, None, '{"amount":"1"}', 400,
+         "invalid-body"),
+        ("amount as number", "POST", "/payments", k, None, '{"amount":12.5,"currency":"EUR"}',
+         400, "invalid-body"),
+        ("currency as number", "POST", "/payments", k, None, '{"amount":"1","currency":978}',
+         400, "invalid-body"),
+        ("unknown field", "POST", "/payments", k, None,
+         '{"amount":"1","currency":"EUR","extra":true}', 400, "invalid-body"),
+        ("repeated field", "POST", "/payments", k, None,
+         '{"amount":"1","amount":"2","currency":"EUR"}', 400, "invalid-body"),
+        ("zero amount", "POST", "/payments", k, None, '{"amount":"0.00","currency":"EUR"}',
+         422, "invalid-amount"),
+        ("negative amount", "POST", "/payments", k, None, '{"amount":"-3","currency":"EUR"}',
+         422, "invalid-amount"),
+        ("three decimals", "POST", "/payments", k, None, '{"amount":"1.005","currency":"EUR"}',
+         422, "invalid-amount"),
+        ("absurdly large", "POST", "/payments", k, None,
+         '{"amount":"1000000000000.01","currency":"EUR"}', 422, "invalid-amount"),
+        ("not a decimal", "POST", "/payments", k, None, '{"amount":"1e3","currency":"EUR"}',
+         422, "invalid-amount"),
+        ("lowercase currency", "POST", "/payments", k, None, '{"amount":"1","currency":"eur"}',
+         422, "invalid-currency"),
+        ("four-letter currency", "POST", "/payments", k, None,
+         '{"amount":"1","currency":"EURO"}', 422, "invalid-currency"),
+        ("body over 64 KiB", "POST", "/payments", k, None, big, 413, "body-too-large"),
+        ("chunked body over 64 KiB", "POST", "/payments", k,
+         [("Transfer-Encoding", "chunked")], big, 413, "body-too-large"),
+        ("wrong content type", "POST", "/payments", {"Idempotency-Key": "x",
+                                                     "Content-Type": "text/plain"}, None,
+         VALID, 415, "unsupported-media-type"),
+        ("no content type", "POST", "/payments", {"Idempotency-Key": "x"}, None, VALID, 415,
+         "unsupported-media-type"),
+        ("missing key", "POST", "/payments", JSON, None, VALID, 400, "missing-idempotency-key"),
+        ("oversized key", "POST", "/payments", {"Idempotency-Key": "k" * 256, **JSON}, None,
+         VALID, 400, "invalid-idempotency-key"),
+        ("non-printable key", "POST", "/payments", {"Idempotency-Key": "a\x7fb", **JSON}, None,
+         VALID, 400, "invalid-idempotency-key"),
+        ("repeated key", "POST", "/payments", JSON,
+         [("Idempotency-Key", "one"), ("Idempotency-Key", "two")], VALID, 400,
+         "invalid-idempotency-key"),
+        ("bad client id", "POST", "/payments", {"X-Client-Id": "not ok!", **k}, None, VALID,
+         400, "invalid-client-id"),
+        ("unknown route", "POST", "/refunds", k, None, VALID, 404, "not-found"),
+        ("trailing slash", "POST", "/payments/", k, None, VALID, 404, "not-found"),
+        ("wrong method", "PUT", "/payments", k, None, VALID, 405, "method-not-allowed"),
+        ("get on collection", "GET", "/payments", {}, None, None, 405, "method-not-allowed"),
+        ("fields on authorize", "POST",
+         "/payments/00000000-0000-4000-8000-000000000000/authorize",
+         k, None, '{"amount":"1"}', 400, "invalid-body"),
+    ]
+
+
+def test_every_bad_input_is_a_problem_and_stores_nothing(api, db):
+    ok = api.post_payment("the-good-one")
+    assert ok.status == 201
+    before = counts(db)
+    for what, method, path, headers, raw, body, status, slug in bad_requests():
+        r = api.request(method, path, body, headers, raw_headers=raw)
+        try:
+            assert_problem(r, status, slug)
+        except AssertionError as e:
+            raise AssertionError(f"{what}: {e}") from None
+        if status == 405:
+            assert r.header("allow") == "POST", what
+        assert counts(db) == before, what
+    # The refused requests did not burn their keys either.
+    assert api.post_payment("bad-input").status == 201
+    assert api.post_payment("x").status == 201
+    statuses = [e["status"] for e in api.proc.events("request")]
+    assert statuses.count(413) == 2 and statuses.count(415) == 2
+
+
+def race(api, n, key, body=VALID):
+    """n clients send the same request at the same moment."""
+    barrier = threading.Barrier(n)
+    results = [None] * n
+
+    def client(i):
+        barrier.wait(timeout=10)
+        results[i] = api.request("POST", "/payments", body,
+                                 {"Idempotency-Key": key, **JSON}, timeout=30)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert all(r is not None for r in results), "a racing client got no answer"
+    return results
+
+
+def check_race(results, db):
+    created = [r for r in results if r.status == 201]
+    fresh = [r for r in created if r.header("idempotent-replayed") is None]
+    assert len(fresh) == 1, results
+    assert all(r.status in (201, 409) for r in results), results
+    for r in created:
+        assert r.body == fresh[0].body
+    for r in results:
+        if r.status == 409:
+            assert_problem(r, 409, "key-in-flight")
+            assert r.header("retry-after") == "1"
+    assert counts(db) == ONE
+    return fresh[0], [r for r in results if r.status == 409]
+
+
+def test_twenty_way_race_on_one_key_makes_one_payment(procs, db):
+    # The first request to reach COMMIT holds its key for 300 ms, so the
+    # others must meet it in flight (409) and later find it stored (replay).
+    api = start_api(procs, db, env={"CW_FAULTS": "api/before_commit=stall:300@1"})
+    fresh, conflicts = check_race(race(api, 20, "race-key"), db)
+    assert conflicts, "no request met the first one in flight"
+    assert len(api.proc.events("conflict")) == len(conflicts)
+    # After the race, a retry gets the stored answer.
+    again = api.post_payment("race-key")
+    assert again.status == 201 and again.body == fresh.body
+    assert again.header("idempotent-replayed") == "true"
+
+
+def test_twenty_way_race_without_help(api, db):
+    check_race(race(api, 20, "plain-race"), db)
+
+
+def test_sigterm_finishes_the_request_in_flight_and_exits_0(procs, db):
+    api = start_api(procs, db, env={"CW_FAULTS": "api/before_commit=stall:1000@1"})
+    result = {}
+    t = threading.Thread(target=lambda: result.update(r=api.post_payment("in-flight")))
+    t.start()
+    wait_for(lambda: api.proc.events("fault_hit"), 10, "the request to reach before_commit")
+    api.proc.signal(signal.SIGTERM)
+    wait_for(lambda: api.proc.events("stopping"), 10, "the stopping event")
+    # No new connections once stopping...
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", api.port), timeout=2).close()
+    # ...but the request in flight completes.
+    assert api.proc.wait_exit(15) == 0
+    t.join(timeout=15)
+    assert result["r"].status == 201, result
+    assert counts(db) == ONE
+    assert api.proc.events("stop")[-1]["abandoned_requests"] == 0
+
+
+def test_bad_command_line_exits_2(procs, db):
+    for args in (["--listen", "nowhere"], ["--threads", "0"], ["--bogus", "1"]):
+        p = procs.start("api-bad", [binary("payments-api"), "--db", db, *args])
+        assert p.wait_exit(10) == 2, args
+    p = procs.start("api-faults", [binary("payments-api"), "--db", db],
+                    env={"CW_FAULTS": "api/before_commit=explode"})
+    assert p.wait_exit(10) == 2
+    assert "CW_FAULTS" in p.stderr_text()
+    assert proc_state(p.pid) is None
