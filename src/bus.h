@@ -63,7 +63,9 @@ bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
                       char *err, size_t errlen);
 void bus_close(bus_conn *c);
 
-/* The socket, for poll() alongside other descriptors (e.g. a LISTEN socket). */
+/* The socket, for poll() alongside other descriptors (e.g. a LISTEN socket).
+ * Deliveries may already be buffered in the connection: call
+ * bus_next_delivery(c, 0, ...) until BUS_NONE before polling this fd. */
 int bus_fd(bus_conn *c);
 
 /* Publishes one message and waits for its confirm (the broker confirms only

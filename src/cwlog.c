@@ -52,9 +52,13 @@ cJSON *cwlog_begin(const char *event)
     cJSON *ev = cJSON_CreateObject();
     if (ev == NULL)
         abort();
-    cJSON_AddNumberToObject(ev, "ts_us", (double)cw_now_us());
+    /* As raw integer text: cJSON prints large doubles in exponent form
+     * (1.79598759655426e+15), which readers would parse as a float. */
+    char ts[24];
+    snprintf(ts, sizeof(ts), "%lld", (long long)cw_now_us());
+    cJSON_AddRawToObject(ev, "ts_us", ts);
     cJSON_AddStringToObject(ev, "proc", log_proc);
-    cJSON_AddNumberToObject(ev, "pid", (double)getpid());
+    cJSON_AddNumberToObject(ev, "pid", (double)getpid()); /* < 2^22: exact */
     cJSON_AddStringToObject(ev, "event", event);
     return ev;
 }

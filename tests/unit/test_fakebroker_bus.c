@@ -1,0 +1,292 @@
+/* test_fakebroker_bus.c -- the bus client (src/bus_fakebroker.c) against a
+ * real fake broker: the test forks a child that runs the broker's event
+ * loop on a socket in a fresh temporary directory, talks to it through
+ * bus.h only (plus raw control frames), and kills the child by its pid. */
+#include "bus.h"
+#include "check.h"
+#include "cwlog.h"
+#include "fakebroker.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[64];
+static char sock[96];
+static pid_t broker_pid = -1;
+
+static void start_broker(void)
+{
+    broker_pid = fork();
+    if (broker_pid == 0) {
+        struct fb_options opt = {.socket_path = sock, .visibility_timeout_ms = 30000};
+        _exit(fb_server_run(&opt));
+    }
+    /* Bounded wait for the socket to accept. */
+    for (int i = 0; i < 500; i++) {
+        char err[256];
+        bus_conn *c = bus_connect(sock, "probe", 1000, err, sizeof(err));
+        if (c != NULL) {
+            bus_close(c);
+            return;
+        }
+        usleep(10000);
+    }
+    fprintf(stderr, "broker did not come up\n");
+    kill(broker_pid, SIGKILL);
+    exit(1);
+}
+
+static int stop_broker(int sig)
+{
+    int status = -1;
+    kill(broker_pid, sig);
+    for (int i = 0; i < 500; i++) {
+        pid_t r = waitpid(broker_pid, &status, WNOHANG);
+        if (r == broker_pid)
+            break;
+        usleep(10000);
+    }
+    if (waitpid(broker_pid, &status, WNOHANG) == 0) {
+        kill(broker_pid, SIGKILL);
+        waitpid(broker_pid, &status, 0);
+    }
+    broker_pid = -1;
+    return status;
+}
+
+/* Sends one raw frame on a fresh connection and returns the reply line. */
+static void control(const char *frame, char *reply, size_t n)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    reply[0] = '\0';
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        CHECK(!"control connect");
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    CHECK(write(fd, frame, strlen(frame)) == (ssize_t)strlen(frame));
+    CHECK(write(fd, "\n", 1) == 1);
+    size_t got = 0;
+    while (got + 1 < n) {
+        ssize_t r = read(fd, reply + got, n - got - 1);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        reply[got] = '\0';
+        if (memchr(reply, '\n', got) != NULL)
+            break;
+    }
+    close(fd);
+}
+
+static struct bus_message msg(const char *id, const char *payload)
+{
+    struct bus_message m = {
+        .topic = "payments",
+        .message_id = id,
+        .type = "PaymentCreated",
+        .partition_key = "agg-1",
+        .traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        .aggregate_version = 7,
+        .schema_version = 1,
+        .occurred_at = "2026-11-29T21:00:00Z",
+        .payload = payload,
+    };
+    return m;
+}
+
+static void test_publish(bus_conn *p)
+{
+    char err[512];
+    struct bus_message m = msg("m-0", "{\"EventId\":\"m-0\",\"note\":\"caf\xc3\xa9 \\\" \\n\"}");
+    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_OK);
+
+    /* pipelining: 50 sends, then 50 confirms in order */
+    char ids[50][16];
+    for (int i = 0; i < 50; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "m-%d", i + 1);
+        struct bus_message mi = msg(ids[i], "{}");
+        mi.partition_key = NULL;
+        CHECK(bus_publish_send(p, &mi, err, sizeof(err)) == BUS_OK);
+    }
+    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_PROTOCOL); /* confirms unread */
+    for (int i = 0; i < 50; i++)
+        CHECK(bus_publish_confirm(p, err, sizeof(err)) == BUS_OK);
+    CHECK(bus_publish_confirm(p, err, sizeof(err)) == BUS_PROTOCOL);
+
+    /* invalid input is refused locally; the connection stays usable */
+    struct bus_message bad = msg("x", "{}");
+    bad.type = NULL;
+    CHECK(bus_publish(p, &bad, err, sizeof(err)) == BUS_PROTOCOL);
+
+    /* the poison maker: refused with the payload's start in the error */
+    char reply[512];
+    control("{\"op\":\"control\",\"max_payload_bytes\":16}", reply, sizeof(reply));
+    CHECK(strstr(reply, "\"max_payload_bytes\":16") != NULL);
+    struct bus_message big = msg("poison", "{\"card\":\"4111111111111111\"}");
+    CHECK(bus_publish(p, &big, err, sizeof(err)) == BUS_REFUSED);
+    CHECK(strstr(err, "payload too large") != NULL && strstr(err, "4111") != NULL);
+    control("{\"op\":\"control\",\"outage\":\"refuse\",\"max_payload_bytes\":0}", reply,
+            sizeof(reply));
+    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_REFUSED);
+    CHECK(strstr(err, "outage") != NULL);
+    control("{\"op\":\"control\",\"reset\":true}", reply, sizeof(reply));
+    CHECK(strstr(reply, "\"outage\":\"off\"") != NULL);
+    struct bus_message last = msg("m-51", "{}");
+    CHECK(bus_publish(p, &last, err, sizeof(err)) == BUS_OK);
+}
+
+static void test_subscribe(void)
+{
+    char err[512];
+    bus_conn *s = bus_connect(sock, "sub-1", 2000, err, sizeof(err));
+    CHECK(s != NULL);
+    if (s == NULL)
+        return;
+    CHECK(bus_subscribe(s, "payments", "accounting", 100, err, sizeof(err)) == BUS_OK);
+    CHECK(bus_subscribe(s, "payments", "accounting", 100, err, sizeof(err)) == BUS_REFUSED);
+    CHECK(bus_subscribe(s, "payments", "", 1, err, sizeof(err)) == BUS_PROTOCOL);
+
+    struct bus_delivery *d = NULL;
+    CHECK(bus_next_delivery(s, 2000, &d, err, sizeof(err)) == BUS_OK);
+    if (d != NULL) {
+        CHECK(strcmp(d->message_id, "m-0") == 0);
+        CHECK(strcmp(d->payload, "{\"EventId\":\"m-0\",\"note\":\"caf\xc3\xa9 \\\" \\n\"}") == 0);
+        CHECK(strcmp(d->partition_key, "agg-1") == 0);
+        CHECK(strcmp(d->traceparent,
+                     "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01") == 0);
+        CHECK(d->aggregate_version == 7 && d->schema_version == 1);
+        CHECK(d->delivery_count == 1 && d->redelivered == 0);
+        CHECK(strcmp(d->topic, "payments") == 0 && strcmp(d->type, "PaymentCreated") == 0);
+        CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+        bus_delivery_free(d);
+    }
+    /* 51 more (m-1..m-50 and m-51); an ack of an unknown tag in between
+     * gets an error frame that the client skips */
+    CHECK(bus_ack(s, 987654, err, sizeof(err)) == BUS_OK);
+    int got = 0;
+    uint64_t keep = 0;
+    for (int i = 0; i < 51; i++) {
+        d = NULL;
+        if (bus_next_delivery(s, 2000, &d, err, sizeof(err)) != BUS_OK)
+            break;
+        got++;
+        if (strcmp(d->message_id, "m-51") == 0)
+            keep = d->tag;
+        else
+            CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+        bus_delivery_free(d);
+    }
+    CHECK(got == 51);
+    CHECK(keep != 0);
+
+    /* nothing more: BUS_NONE after about the wait, connection still fine */
+    int64_t t0 = cw_mono_ms();
+    CHECK(bus_next_delivery(s, 200, &d, err, sizeof(err)) == BUS_NONE);
+    int64_t took = cw_mono_ms() - t0;
+    CHECK(took >= 190 && took < 1500);
+
+    /* nack with requeue: back, flagged, counted */
+    CHECK(bus_nack(s, keep, 1, 50, err, sizeof(err)) == BUS_OK);
+    d = NULL;
+    CHECK(bus_next_delivery(s, 2000, &d, err, sizeof(err)) == BUS_OK);
+    if (d != NULL) {
+        CHECK(strcmp(d->message_id, "m-51") == 0);
+        CHECK(d->delivery_count == 2 && d->redelivered == 1);
+        bus_delivery_free(d);
+    }
+    /* the subscriber disappears without acking: another one gets it */
+    bus_close(s);
+    s = bus_connect(sock, "sub-2", 2000, err, sizeof(err));
+    CHECK(s != NULL);
+    if (s == NULL)
+        return;
+    CHECK(bus_subscribe(s, "payments", "accounting", 1, err, sizeof(err)) == BUS_OK);
+    d = NULL;
+    CHECK(bus_next_delivery(s, 2000, &d, err, sizeof(err)) == BUS_OK);
+    if (d != NULL) {
+        CHECK(strcmp(d->message_id, "m-51") == 0);
+        CHECK(d->delivery_count == 3 && d->redelivered == 1);
+        CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+        bus_delivery_free(d);
+    }
+    bus_close(s);
+}
+
+static void test_hang_and_disconnect(void)
+{
+    char err[512], reply[512];
+    bus_conn *p = bus_connect(sock, "pub-hang", 300, err, sizeof(err));
+    CHECK(p != NULL);
+    if (p == NULL)
+        return;
+    control("{\"op\":\"control\",\"outage\":\"hang\"}", reply, sizeof(reply));
+    struct bus_message m = msg("hung", "{}");
+    int64_t t0 = cw_mono_ms();
+    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_TIMEOUT);
+    int64_t took = cw_mono_ms() - t0;
+    CHECK(took >= 290 && took < 1500);
+    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_DISCONNECTED);
+    bus_close(p);
+    control("{\"op\":\"control\",\"outage\":\"off\"}", reply, sizeof(reply));
+
+    /* drop_before_confirm: stored, then the connection is cut */
+    p = bus_connect(sock, "pub-drop", 2000, err, sizeof(err));
+    control("{\"op\":\"control\",\"drop_before_confirm\":1}", reply, sizeof(reply));
+    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_DISCONNECTED);
+    bus_close(p);
+
+    /* the broker dies: calls fail with BUS_DISCONNECTED, not a signal */
+    p = bus_connect(sock, "pub-last", 2000, err, sizeof(err));
+    CHECK(p != NULL);
+    stop_broker(SIGKILL);
+    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_DISCONNECTED);
+    bus_close(p);
+    CHECK(bus_connect(sock, "nobody", 500, err, sizeof(err)) == NULL);
+    CHECK(strstr(err, "could not connect") != NULL);
+}
+
+int main(void)
+{
+    char err[512];
+    cwlog_open(NULL, "test_fakebroker_bus");
+    snprintf(dir, sizeof(dir), "/tmp/cwbusXXXXXX");
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(sock, sizeof(sock), "%s/broker.sock", dir);
+
+    CHECK(bus_connect(sock, "early", 500, err, sizeof(err)) == NULL);
+    CHECK(bus_connect("", "x", 500, err, sizeof(err)) == NULL);
+
+    start_broker();
+    bus_conn *p = bus_connect(sock, "pub-1", 2000, err, sizeof(err));
+    CHECK(p != NULL);
+    if (p != NULL) {
+        test_publish(p);
+        bus_close(p);
+    }
+    test_subscribe();
+    test_hang_and_disconnect();
+
+    /* a clean stop: exit 0 and the socket removed */
+    start_broker();
+    int status = stop_broker(SIGTERM);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(access(sock, F_OK) != 0);
+    rmdir(dir);
+    return check_report("test_fakebroker_bus");
+}
