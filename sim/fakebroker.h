@@ -114,7 +114,9 @@
  *     and the connection closed; what was already answered is still sent.
  *   - subscribe takes "ordered" (default true on every topic); the reply adds
  *     "ordered" as the group has it (the group's first subscriber decides).
- *     One subscription per connection.
+ *     One subscription per connection.  An older message of a partition
+ *     holds back the newer ones only while it is ready to deliver: one nacked
+ *     with a delay gives up its turn until the delay passes.
  *   - deliver adds "offset" and, for the second copy made by the duplicate
  *     fault, "duplicate":true; both copies carry the same delivery_count.  A
  *     message is done for its group when any of its deliveries is acked; a
@@ -334,7 +336,8 @@ void fb_sha256_hex(const void *data, size_t n, char out[65]);
  *   I3  ACKED and DROPPED are final;
  *   I4  in an ordered group a message is delivered only if no message of its
  *       partition_key is IN_FLIGHT and (without reorder) none of that key
- *       with a smaller offset is READY: publish order per partition;
+ *       with a smaller offset is READY and visible (one nacked with a delay
+ *       gives up its turn): publish order per partition;
  *   I5  every delivery has a tag unique over the store's life (persisted).
  * --------------------------------------------------------------------- */
 

@@ -89,6 +89,9 @@ static const char *const sql_text[S_COUNT] = {
         "SELECT off FROM group_msgs INDEXED BY gm_ready"
         " WHERE gid = ?1 AND state = 0 AND +visible_at <= ?2"
         " ORDER BY off LIMIT 1",
+    /* An older message of the partition blocks only while it is visible: one
+     * nacked with a delay gives up its turn, so a consumer that saw v2 before
+     * v1 (published out of order) and nacked it gets v1 next, not v2 again. */
     [S_PICK_ORDERED] =
         "SELECT g.off FROM group_msgs g INDEXED BY gm_ready WHERE g.gid = ?1 AND g.state = 0"
         " AND +g.visible_at <= ?2 AND (g.pkey IS NULL OR ("
@@ -97,7 +100,8 @@ static const char *const sql_text[S_COUNT] = {
         "              AND h.state = 1)"
         "  AND NOT EXISTS (SELECT 1 FROM group_msgs h INDEXED BY gm_key"
         "              WHERE h.gid = ?1 AND h.pkey = g.pkey"
-        "              AND h.state = 0 AND h.off < g.off)))"
+        "              AND h.state = 0 AND h.off < g.off"
+        "              AND h.visible_at <= ?2)))"
         " ORDER BY g.off LIMIT 1",
     /* reorder: the newest never-delivered visible message of a partition */
     [S_PICK_REORDER] =
