@@ -1,10 +1,15 @@
 /* outboxctl -- the operator's runbook for the outbox and inbox.
  *
- *   outboxctl --db CONNINFO migrate
+ *   outboxctl --db CONNINFO COMMAND [ARGS]
+ *
+ * The commands live in outboxctl_*.c (see outboxctl.h); this file parses the
+ * global options and dispatches.  Arguments are validated before anything
+ * connects, so bad usage is reported even when the database is down.
  *
  * Exit codes: 0 success, 1 the operation failed (database unreachable, unknown
  * id, refused), 2 bad usage. */
 #include "cwlog.h"
+#include "outboxctl.h"
 #include "pgx.h"
 #include "schema.h"
 
@@ -15,67 +20,111 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: outboxctl --db CONNINFO COMMAND [ARGS]\n"
+            "usage: outboxctl --db CONNINFO COMMAND [ARGS]      (--db may come from CW_DB)\n"
             "commands:\n"
-            "  migrate            create or update the schema (idempotent)\n");
+            "  migrate                      create or update the schema (idempotent)\n"
+            "  status [--json]              pending rows (ready, in backoff, leased), oldest\n"
+            "                               pending age, live and expired leases, dead letters,\n"
+            "                               attempts histogram, publish latency p50/p99; per\n"
+            "                               consumer: processed, duplicates ignored, gaps,\n"
+            "                               parked gaps, dead letters, processing latency\n"
+            "  metrics                      the same in Prometheus text format\n"
+            "  dead-letters list [--json]   dead letters grouped by error fingerprint\n"
+            "  dead-letters show ID [--show-payload]\n"
+            "                               one dead letter; payload values redacted unless asked\n"
+            "  requeue ID... | --fingerprint F\n"
+            "                               send dead letters again, keeping their ids: clears\n"
+            "                               dead_lettered_at and last_error, due now, and resets\n"
+            "                               attempts to 0 so the row gets a full new set of\n"
+            "                               attempts; the old attempts and error are recorded in\n"
+            "                               outbox_requeues\n"
+            "  cleanup --published-older-than DURATION [--batch N]\n"
+            "                               delete published outbox rows older than DURATION,\n"
+            "                               in keyset batches of N (1000), each its own short\n"
+            "                               transaction; reports rows and time\n"
+            "  cleanup-inbox --older-than DURATION [--horizon DURATION] [--batch N]\n"
+            "                [--max-attempts N] [--backoff-base-ms N] [--backoff-cap-ms N]\n"
+            "                [--lease-ms N]\n"
+            "                               delete inbox markers older than DURATION; refuses a\n"
+            "                               retention shorter than the redelivery horizon (the\n"
+            "                               sum of all backoffs up to the attempt limit plus a\n"
+            "                               lease per attempt, for the relay settings given,\n"
+            "                               defaults as the relay's: 29m30s), or than --horizon;\n"
+            "                               never deletes the marker of an unpublished message\n"
+            "durations: a number and a unit, ms s m h d (30s, 15m, 2h, 7d)\n"
+            "exit codes: 0 success, 1 failed (database unreachable, unknown id, refused),\n"
+            "            2 bad usage\n");
 }
 
-static int cmd_migrate(PGconn *conn, int argc, char **argv)
+static int cmd_migrate(struct ctl *c, int argc, char **argv)
 {
     char err[512];
     if (argc != 0) {
         fprintf(stderr, "outboxctl: migrate takes no arguments\n");
-        return 2;
+        return CTL_USAGE;
     }
+    PGconn *conn = ctl_conn(c);
+    if (conn == NULL)
+        return CTL_FAILED;
     int rc = schema_migrate(conn, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "outboxctl: migrate failed: %s\n", err);
-        return 1;
+        return CTL_FAILED;
     }
     printf(rc == 1 ? "schema version %d applied\n" : "schema already at version %d\n",
            SCHEMA_VERSION);
-    return 0;
+    return CTL_OK;
 }
+
+static const struct {
+    const char *name;
+    int (*run)(struct ctl *c, int argc, char **argv);
+} commands[] = {
+    { "migrate", cmd_migrate },
+    { "status", ctl_status },
+    { "metrics", ctl_metrics },
+    { "dead-letters", ctl_dead_letters },
+    { "requeue", ctl_requeue },
+    { "cleanup", ctl_cleanup },
+    { "cleanup-inbox", ctl_cleanup_inbox },
+};
 
 int main(int argc, char **argv)
 {
-    const char *db = getenv("CW_DB");
+    struct ctl c = { getenv("CW_DB"), NULL };
     int i = 1;
     cwlog_open(NULL, "outboxctl");
     while (i < argc && strncmp(argv[i], "--", 2) == 0) {
         if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
-            db = argv[i + 1];
+            c.db = argv[i + 1];
             i += 2;
         } else if (strcmp(argv[i], "--help") == 0) {
             usage(stdout);
-            return 0;
+            return CTL_OK;
         } else {
             fprintf(stderr, "outboxctl: unknown option '%s'\n", argv[i]);
             usage(stderr);
-            return 2;
+            return CTL_USAGE;
         }
     }
     if (i >= argc) {
         usage(stderr);
-        return 2;
-    }
-    if (db == NULL) {
-        fprintf(stderr, "outboxctl: --db CONNINFO is required (or CW_DB)\n");
-        return 2;
+        return CTL_USAGE;
     }
     const char *cmd = argv[i++];
-    if (strcmp(cmd, "migrate") != 0) {
-        fprintf(stderr, "outboxctl: unknown command '%s'\n", cmd);
-        usage(stderr);
-        return 2;
+    for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++) {
+        if (strcmp(cmd, commands[k].name) != 0)
+            continue;
+        if (c.db == NULL || c.db[0] == '\0') {
+            fprintf(stderr, "outboxctl: --db CONNINFO is required (or CW_DB)\n");
+            return CTL_USAGE;
+        }
+        int rc = commands[k].run(&c, argc - i, argv + i);
+        if (c.conn != NULL)
+            PQfinish(c.conn);
+        return rc;
     }
-    char err[512];
-    PGconn *conn = pgx_connect(db, err, sizeof(err));
-    if (conn == NULL) {
-        fprintf(stderr, "outboxctl: %s\n", err);
-        return 1;
-    }
-    int rc = cmd_migrate(conn, argc - i, argv + i);
-    PQfinish(conn);
-    return rc;
+    fprintf(stderr, "outboxctl: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return CTL_USAGE;
 }

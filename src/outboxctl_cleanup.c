@@ -1,0 +1,290 @@
+/* outboxctl_cleanup.c -- retention: `cleanup` deletes published outbox rows,
+ * `cleanup-inbox` deletes inbox markers, both older than a cutoff.
+ *
+ * Both delete in keyset batches over the primary key, each batch one
+ * statement and so one short transaction: no long lock, no long snapshot,
+ * and the scan resumes after the last key deleted, so the whole run reads
+ * the table about once.  The cutoff is fixed when the command starts, so a
+ * long run does not chase a moving target.  Each batch also adds what it
+ * deleted to pipeline_counters in the same statement, which keeps
+ * outbox_published_total monotonic across cleanups.
+ *
+ * Inbox markers are the consumers' memory of what they processed; deleting
+ * one whose message can still arrive again turns a harmless duplicate into a
+ * second effect.  So cleanup-inbox
+ *  - refuses a retention shorter than the redelivery horizon: the sum of all
+ *    backoff ceilings up to the attempt limit plus a lease per attempt
+ *    (relay_redelivery_horizon_ms, for the relay flags given, defaults as the
+ *    relay's), or the window given with --horizon;
+ *  - never deletes the marker of a message whose outbox row is still
+ *    unpublished (pending or dead-lettered: it may be published again, after
+ *    a requeue for instance), whatever its age.
+ * What it cannot know is a broker's own redelivery window or an operator
+ * replaying old messages by hand: --horizon is the place to account for them. */
+#include "outboxctl.h"
+#include "cwlog.h"
+#include "pgx.h"
+#include "relay.h"
+#include "relay_backoff.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ZERO_UUID "00000000-0000-0000-0000-000000000000"
+
+static const char sql_cutoff[] =
+    "SELECT now() - $1::bigint * interval '1 millisecond'";
+
+static const char sql_outbox_batch[] =
+    "WITH batch AS (\n"
+    "    SELECT id FROM outbox_messages\n"
+    "    WHERE ($3::boolean OR id > $4::uuid)\n"
+    "      AND published_at IS NOT NULL AND published_at < $1::timestamptz\n"
+    "    ORDER BY id LIMIT $2::int),\n"
+    "del AS (\n"
+    "    DELETE FROM outbox_messages AS m USING batch WHERE m.id = batch.id RETURNING m.id),\n"
+    "counted AS (\n"
+    "    INSERT INTO pipeline_counters (counter, value)\n"
+    "    SELECT 'published_rows_deleted', count(*) FROM del HAVING count(*) > 0\n"
+    "    ON CONFLICT (counter) DO UPDATE SET value = pipeline_counters.value + EXCLUDED.value)\n"
+    "SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM batch),\n"
+    "       (SELECT max(id::text) FROM batch)";
+
+static const char sql_inbox_batch[] =
+    "WITH batch AS (\n"
+    "    SELECT i.consumer_name, i.message_id FROM inbox_messages AS i\n"
+    "    WHERE ($3::boolean OR (i.consumer_name, i.message_id) > ($4::text, $5::uuid))\n"
+    "      AND i.processed_at < $1::timestamptz\n"
+    "      AND NOT EXISTS (SELECT 1 FROM outbox_messages AS o\n"
+    "                      WHERE o.id = i.message_id AND o.published_at IS NULL)\n"
+    "    ORDER BY i.consumer_name, i.message_id LIMIT $2::int),\n"
+    "del AS (\n"
+    "    DELETE FROM inbox_messages AS d USING batch AS b\n"
+    "    WHERE d.consumer_name = b.consumer_name AND d.message_id = b.message_id\n"
+    "    RETURNING 1),\n"
+    "counted AS (\n"
+    "    INSERT INTO pipeline_counters (counter, value)\n"
+    "    SELECT 'inbox_markers_deleted', count(*) FROM del HAVING count(*) > 0\n"
+    "    ON CONFLICT (counter) DO UPDATE SET value = pipeline_counters.value + EXCLUDED.value),\n"
+    "last AS (\n"
+    "    SELECT consumer_name, message_id::text AS message_id FROM batch\n"
+    "    ORDER BY consumer_name DESC, message_id DESC LIMIT 1)\n"
+    "SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM batch),\n"
+    "       (SELECT consumer_name FROM last), (SELECT message_id FROM last)";
+
+static const char sql_inbox_kept[] =
+    "SELECT count(*) FROM inbox_messages AS i\n"
+    "WHERE i.processed_at < $1::timestamptz\n"
+    "  AND EXISTS (SELECT 1 FROM outbox_messages AS o\n"
+    "              WHERE o.id = i.message_id AND o.published_at IS NULL)";
+
+/* The cutoff timestamp (now - ms) as the server's text, into out. */
+static int cutoff(PGconn *conn, int64_t ms, char *out, size_t outlen)
+{
+    char err[512], ms_s[24];
+    snprintf(ms_s, sizeof(ms_s), "%lld", (long long)ms);
+    const char *p[1] = { ms_s };
+    PGresult *r = pgx_exec(conn, sql_cutoff, 1, p, NULL, err, sizeof(err));
+    if (r == NULL) {
+        fprintf(stderr, "outboxctl: computing the cutoff failed: %s\n", err);
+        return -1;
+    }
+    snprintf(out, outlen, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return 0;
+}
+
+struct cleanup_args {
+    const char *cmd;
+    const char *age_flag;
+    int64_t age_ms;
+    int have_age;
+    long batch;
+    int64_t horizon_ms;
+    int have_horizon;
+    long max_attempts, base_ms, cap_ms, lease_ms;
+};
+
+/* Parses the "--flag VALUE" pairs of either cleanup (the relay flags and
+ * --horizon only for the inbox).  CTL_OK, or CTL_USAGE after printing the
+ * problem. */
+static int parse_cleanup(struct cleanup_args *a, int argc, char **argv, int inbox)
+{
+    char err[512];
+    a->batch = 1000;
+    a->max_attempts = RELAY_DEFAULT_MAX_ATTEMPTS;
+    a->base_ms = RELAY_DEFAULT_BACKOFF_BASE_MS;
+    a->cap_ms = RELAY_DEFAULT_BACKOFF_CAP_MS;
+    a->lease_ms = RELAY_DEFAULT_LEASE_MS;
+    for (int i = 0; i < argc; i++) {
+        const char *f = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (v == NULL) {
+            fprintf(stderr, "outboxctl: %s: %s needs a value\n", a->cmd, f);
+            return CTL_USAGE;
+        }
+        if (strcmp(f, a->age_flag) == 0) {
+            rc = ctl_parse_duration(v, &a->age_ms, err, sizeof(err));
+            a->have_age = 1;
+        } else if (strcmp(f, "--batch") == 0) {
+            rc = ctl_parse_int(f, v, 1, 100000, &a->batch, err, sizeof(err));
+        } else if (inbox && strcmp(f, "--horizon") == 0) {
+            rc = ctl_parse_duration(v, &a->horizon_ms, err, sizeof(err));
+            a->have_horizon = 1;
+        } else if (inbox && strcmp(f, "--max-attempts") == 0) {
+            rc = ctl_parse_int(f, v, 1, 1000, &a->max_attempts, err, sizeof(err));
+        } else if (inbox && strcmp(f, "--backoff-base-ms") == 0) {
+            rc = ctl_parse_int(f, v, 1, 86400000, &a->base_ms, err, sizeof(err));
+        } else if (inbox && strcmp(f, "--backoff-cap-ms") == 0) {
+            rc = ctl_parse_int(f, v, 1, 86400000, &a->cap_ms, err, sizeof(err));
+        } else if (inbox && strcmp(f, "--lease-ms") == 0) {
+            rc = ctl_parse_int(f, v, 100, 86400000, &a->lease_ms, err, sizeof(err));
+        } else {
+            fprintf(stderr, "outboxctl: %s: unknown argument '%s'\n", a->cmd, f);
+            return CTL_USAGE;
+        }
+        if (rc < 0) {
+            /* Integer errors name their flag already; duration errors do not. */
+            if (strncmp(err, "--", 2) == 0)
+                fprintf(stderr, "outboxctl: %s: %s\n", a->cmd, err);
+            else
+                fprintf(stderr, "outboxctl: %s: %s: %s\n", a->cmd, f, err);
+            return CTL_USAGE;
+        }
+        i++;
+    }
+    if (!a->have_age) {
+        fprintf(stderr, "outboxctl: %s: %s DURATION is required\n", a->cmd, a->age_flag);
+        return CTL_USAGE;
+    }
+    return CTL_OK;
+}
+
+int ctl_cleanup(struct ctl *c, int argc, char **argv)
+{
+    struct cleanup_args a;
+    memset(&a, 0, sizeof(a));
+    a.cmd = "cleanup";
+    a.age_flag = "--published-older-than";
+    int rc = parse_cleanup(&a, argc, argv, 0);
+    if (rc != CTL_OK)
+        return rc;
+    PGconn *conn = ctl_conn(c);
+    if (conn == NULL)
+        return CTL_FAILED;
+    char cut[64], err[512], batch_s[16], last[40] = ZERO_UUID, age[32];
+    if (cutoff(conn, a.age_ms, cut, sizeof(cut)) < 0)
+        return CTL_FAILED;
+    snprintf(batch_s, sizeof(batch_s), "%ld", a.batch);
+    ctl_format_duration(a.age_ms, age, sizeof(age));
+
+    long long total = 0, batches = 0;
+    int64_t t0 = cw_mono_ms();
+    for (int first = 1;; first = 0) {
+        const char *p[4] = { cut, batch_s, first ? "true" : "false", last };
+        PGresult *r = pgx_exec(conn, sql_outbox_batch, 4, p, NULL, err, sizeof(err));
+        if (r == NULL) {
+            fprintf(stderr, "outboxctl: cleanup: batch %lld failed after %lld rows deleted: %s\n",
+                    batches + 1, total, err);
+            return CTL_FAILED;
+        }
+        long long deleted = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        long long selected = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+        if (!PQgetisnull(r, 0, 2))
+            snprintf(last, sizeof(last), "%s", PQgetvalue(r, 0, 2));
+        PQclear(r);
+        total += deleted;
+        batches++;
+        if (selected < a.batch)
+            break;
+    }
+    int64_t ms = cw_mono_ms() - t0;
+    printf("deleted %lld published outbox rows older than %s (published before %s) "
+           "in %lld batches of at most %ld, %lld ms",
+           total, age, cut, batches, a.batch, (long long)ms);
+    if (ms > 0 && total > 0)
+        printf(" (%.0f rows/s)", (double)total * 1000.0 / (double)ms);
+    printf("\n");
+    return CTL_OK;
+}
+
+int ctl_cleanup_inbox(struct ctl *c, int argc, char **argv)
+{
+    struct cleanup_args a;
+    memset(&a, 0, sizeof(a));
+    a.cmd = "cleanup-inbox";
+    a.age_flag = "--older-than";
+    int rc = parse_cleanup(&a, argc, argv, 1);
+    if (rc != CTL_OK)
+        return rc;
+    if (a.cap_ms < a.base_ms) {
+        fprintf(stderr, "outboxctl: cleanup-inbox: --backoff-cap-ms is below --backoff-base-ms\n");
+        return CTL_USAGE;
+    }
+    char age[32], hz[32];
+    int64_t horizon = a.have_horizon
+                          ? a.horizon_ms
+                          : relay_redelivery_horizon_ms((int)a.max_attempts, a.base_ms,
+                                                        a.cap_ms, a.lease_ms);
+    ctl_format_duration(a.age_ms, age, sizeof(age));
+    ctl_format_duration(horizon, hz, sizeof(hz));
+    if (a.age_ms < horizon) {
+        if (a.have_horizon)
+            fprintf(stderr, "outboxctl: cleanup-inbox: refusing: a retention of %s is shorter "
+                            "than the configured redelivery horizon of %s\n", age, hz);
+        else
+            fprintf(stderr,
+                    "outboxctl: cleanup-inbox: refusing: a retention of %s is shorter than the "
+                    "redelivery horizon of %s (%ld attempts, backoff %ld..%ld ms, lease %ld ms): "
+                    "a message published again after its marker is gone would be processed "
+                    "twice; keep at least %s (or give --horizon for the window your relays and "
+                    "broker really use)\n",
+                    age, hz, a.max_attempts, a.base_ms, a.cap_ms, a.lease_ms, hz);
+        return CTL_FAILED;
+    }
+
+    PGconn *conn = ctl_conn(c);
+    if (conn == NULL)
+        return CTL_FAILED;
+    char cut[64], err[512], batch_s[16], last_name[256] = "", last_id[40] = ZERO_UUID;
+    if (cutoff(conn, a.age_ms, cut, sizeof(cut)) < 0)
+        return CTL_FAILED;
+    snprintf(batch_s, sizeof(batch_s), "%ld", a.batch);
+
+    long long total = 0, batches = 0;
+    int64_t t0 = cw_mono_ms();
+    for (int first = 1;; first = 0) {
+        const char *p[5] = { cut, batch_s, first ? "true" : "false", last_name, last_id };
+        PGresult *r = pgx_exec(conn, sql_inbox_batch, 5, p, NULL, err, sizeof(err));
+        if (r == NULL) {
+            fprintf(stderr,
+                    "outboxctl: cleanup-inbox: batch %lld failed after %lld markers deleted: %s\n",
+                    batches + 1, total, err);
+            return CTL_FAILED;
+        }
+        long long deleted = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        long long selected = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+        if (!PQgetisnull(r, 0, 2)) {
+            snprintf(last_name, sizeof(last_name), "%s", PQgetvalue(r, 0, 2));
+            snprintf(last_id, sizeof(last_id), "%s", PQgetvalue(r, 0, 3));
+        }
+        PQclear(r);
+        total += deleted;
+        batches++;
+        if (selected < a.batch)
+            break;
+    }
+    int64_t ms = cw_mono_ms() - t0;
+    const char *kp[1] = { cut };
+    PGresult *k = pgx_exec(conn, sql_inbox_kept, 1, kp, NULL, err, sizeof(err));
+    long long kept = k ? strtoll(PQgetvalue(k, 0, 0), NULL, 10) : -1;
+    PQclear(k);
+    printf("deleted %lld inbox markers processed before %s (retention %s >= redelivery "
+           "horizon %s) in %lld batches of at most %ld, %lld ms\n",
+           total, cut, age, hz, batches, a.batch, (long long)ms);
+    if (kept > 0)
+        printf("kept %lld older markers whose message is still unpublished (pending or "
+               "dead-lettered: it may be published again)\n", kept);
+    return CTL_OK;
+}

@@ -1,0 +1,149 @@
+/* relay_config.c -- the relay's command line: every flag validated, with a
+ * message naming the flag and the accepted range. */
+#include "relay.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void relay_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: outbox-relay --db CONNINFO --broker SOCKET [options]\n"
+            "  --db CONNINFO          PostgreSQL connection string (or CW_DB)\n"
+            "  --broker SOCKET        the broker's Unix socket\n"
+            "  --name ID              process name in events and at the broker (relay-<pid>)\n"
+            "  --batch N              rows claimed per iteration, 1..10000 (%d)\n"
+            "  --lease-ms N           lease on claimed rows, 100..86400000 (%d)\n"
+            "  --backoff-base-ms N    retry delay base: min(cap, base*2^attempts), jittered (%d)\n"
+            "  --backoff-cap-ms N     retry delay cap (%d)\n"
+            "  --max-attempts N       dead-letter when a publish fails at this attempt, 1..1000 (%d)\n"
+            "  --idle-ms N            poll interval when idle; NOTIFY wakes earlier (%d)\n"
+            "  --order MODE           fifo (default) or per-aggregate: a row waits while an\n"
+            "                         older version of its aggregate is unpublished, a\n"
+            "                         dead-lettered one included (requeue it to release them)\n"
+            "  --events FILE          JSON-lines events (default stderr)\n"
+            "  --print-sql WHICH      print the claim, mark, retry or dead_letter statement and exit\n"
+            "SIGTERM finishes the messages in flight (publish and mark) and exits 0; the\n"
+            "rest of the batch is left to its lease.\n",
+            RELAY_DEFAULT_BATCH, RELAY_DEFAULT_LEASE_MS, RELAY_DEFAULT_BACKOFF_BASE_MS,
+            RELAY_DEFAULT_BACKOFF_CAP_MS, RELAY_DEFAULT_MAX_ATTEMPTS, RELAY_DEFAULT_IDLE_MS);
+}
+
+/* Parses a decimal integer in [lo, hi] for flag; 0 or -1 with a message. */
+static int parse_int(const char *flag, const char *s, long lo, long hi, int *out,
+                     char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        snprintf(err, errlen, "%s: '%s' is not an integer in %ld..%ld", flag, s, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
+                       char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->db = getenv("CW_DB");
+    cfg->batch = RELAY_DEFAULT_BATCH;
+    cfg->lease_ms = RELAY_DEFAULT_LEASE_MS;
+    cfg->backoff_base_ms = RELAY_DEFAULT_BACKOFF_BASE_MS;
+    cfg->backoff_cap_ms = RELAY_DEFAULT_BACKOFF_CAP_MS;
+    cfg->max_attempts = RELAY_DEFAULT_MAX_ATTEMPTS;
+    cfg->idle_ms = RELAY_DEFAULT_IDLE_MS;
+    cfg->order = RELAY_ORDER_FIFO;
+    snprintf(cfg->name, sizeof(cfg->name), "relay-%ld", (long)getpid());
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return 1;
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, errlen, "unexpected argument '%s'", a);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "%s needs a value", a);
+            return -1;
+        }
+        const char *v = argv[++i];
+        int rc = 0;
+        if (strcmp(a, "--db") == 0) {
+            cfg->db = v;
+        } else if (strcmp(a, "--broker") == 0) {
+            cfg->broker = v;
+        } else if (strcmp(a, "--events") == 0) {
+            cfg->events = v;
+        } else if (strcmp(a, "--name") == 0) {
+            size_t n = strlen(v);
+            if (n == 0 || n >= sizeof(cfg->name)) {
+                snprintf(err, errlen, "--name: must be 1..%zu characters", sizeof(cfg->name) - 1);
+                return -1;
+            }
+            for (size_t k = 0; k < n; k++) {
+                if ((unsigned char)v[k] < 0x21 || (unsigned char)v[k] > 0x7e) {
+                    snprintf(err, errlen, "--name: printable ASCII without spaces only");
+                    return -1;
+                }
+            }
+            snprintf(cfg->name, sizeof(cfg->name), "%s", v);
+        } else if (strcmp(a, "--batch") == 0) {
+            rc = parse_int(a, v, 1, 10000, &cfg->batch, err, errlen);
+        } else if (strcmp(a, "--lease-ms") == 0) {
+            rc = parse_int(a, v, 100, 86400000, &cfg->lease_ms, err, errlen);
+        } else if (strcmp(a, "--backoff-base-ms") == 0) {
+            rc = parse_int(a, v, 1, 86400000, &cfg->backoff_base_ms, err, errlen);
+        } else if (strcmp(a, "--backoff-cap-ms") == 0) {
+            rc = parse_int(a, v, 1, 86400000, &cfg->backoff_cap_ms, err, errlen);
+        } else if (strcmp(a, "--max-attempts") == 0) {
+            rc = parse_int(a, v, 1, 1000, &cfg->max_attempts, err, errlen);
+        } else if (strcmp(a, "--idle-ms") == 0) {
+            rc = parse_int(a, v, 1, 3600000, &cfg->idle_ms, err, errlen);
+        } else if (strcmp(a, "--order") == 0) {
+            if (strcmp(v, "fifo") == 0) {
+                cfg->order = RELAY_ORDER_FIFO;
+            } else if (strcmp(v, "per-aggregate") == 0) {
+                cfg->order = RELAY_ORDER_PER_AGGREGATE;
+            } else {
+                snprintf(err, errlen, "--order: '%s' is not fifo or per-aggregate", v);
+                return -1;
+            }
+        } else if (strcmp(a, "--print-sql") == 0) {
+            if (strcmp(v, "claim") != 0 && strcmp(v, "mark") != 0 &&
+                strcmp(v, "retry") != 0 && strcmp(v, "dead_letter") != 0) {
+                snprintf(err, errlen, "--print-sql: '%s' is not claim, mark, retry or dead_letter", v);
+                return -1;
+            }
+            cfg->print_sql = v;
+        } else {
+            snprintf(err, errlen, "unknown option '%s'", a);
+            return -1;
+        }
+        if (rc < 0)
+            return -1;
+    }
+    if (cfg->print_sql != NULL)
+        return 0;
+    if (cfg->backoff_cap_ms < cfg->backoff_base_ms) {
+        snprintf(err, errlen, "--backoff-cap-ms (%d) is below --backoff-base-ms (%d)",
+                 cfg->backoff_cap_ms, cfg->backoff_base_ms);
+        return -1;
+    }
+    if (cfg->db == NULL || cfg->db[0] == '\0') {
+        snprintf(err, errlen, "--db CONNINFO is required (or CW_DB)");
+        return -1;
+    }
+    if (cfg->broker == NULL || cfg->broker[0] == '\0') {
+        snprintf(err, errlen, "--broker SOCKET is required");
+        return -1;
+    }
+    return 0;
+}

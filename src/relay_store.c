@@ -1,0 +1,433 @@
+/* relay_store.c -- the relay's SQL: claim, fenced mark, retry, dead letter.
+ *
+ * The lifecycle and its invariants are drawn in relay_store.h.  Two choices a
+ * reader may question:
+ *
+ * - The claim keeps the article's ORDER BY occurred_at, id and is served by
+ *   ix_outbox_claim_order (occurred_at, id) WHERE published_at IS NULL AND
+ *   dead_lettered_at IS NULL: the scan walks pending rows in claim order,
+ *   skips leased or backing-off ones by filter and stops after LIMIT rows, so
+ *   a claim costs O(batch) on a backlog of any size instead of a scan and
+ *   sort of every pending row (the article's ix_outbox_ready leads with
+ *   next_attempt_at and cannot serve that order).  A retried row keeps its
+ *   place: it is claimed again, first, once its next_attempt_at has passed.
+ *   The price: rows in backoff at the head of the order are walked over by
+ *   each claim; that is bounded by the number of rows in backoff.
+ *
+ * - The decided next_attempt_at is returned by the retry statement as the
+ *   expression it computed, not re-read from the row: the retry event then
+ *   states what this relay decided, which is what the invariant checker
+ *   holds it to. */
+#include "relay_store.h"
+#include "cwlog.h"
+#include "pgx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TS_UTC(col) "to_char((" col ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
+#ifdef CW_MUTANT_claim_ignores_lease
+#define CLAIM_LEASE_FILTER ""
+#else
+#define CLAIM_LEASE_FILTER "      AND (o.locked_until IS NULL OR o.locked_until < now())\n"
+#endif
+
+/* In per-aggregate mode a row waits while any older version of its aggregate
+ * is unpublished: pending, leased, backing off or dead-lettered.  A
+ * dead-lettered predecessor therefore holds its successors back until an
+ * operator requeues it (and it is published) or removes it: the consumer
+ * never sees a version after a hole. */
+#define CLAIM_ORDER_FILTER                                                      \
+    "      AND NOT EXISTS (\n"                                                 \
+    "          SELECT 1 FROM outbox_messages AS older\n"                       \
+    "          WHERE older.aggregate_id = o.aggregate_id\n"                    \
+    "            AND older.aggregate_version < o.aggregate_version\n"          \
+    "            AND older.published_at IS NULL)\n"
+
+#define CLAIM_SQL(order_filter)                                                 \
+    "WITH candidates AS (\n"                                                   \
+    "    SELECT o.id, o.locked_until AS previous_lease\n"                      \
+    "    FROM outbox_messages AS o\n"                                          \
+    "    WHERE o.published_at IS NULL\n"                                       \
+    "      AND o.dead_lettered_at IS NULL\n"                                   \
+    "      AND o.next_attempt_at <= now()\n"                                   \
+    CLAIM_LEASE_FILTER                                                          \
+    order_filter                                                                \
+    "    ORDER BY o.occurred_at, o.id\n"                                       \
+    "    LIMIT $2::int\n"                                                      \
+    "    FOR UPDATE SKIP LOCKED\n"                                             \
+    ")\n"                                                                      \
+    "UPDATE outbox_messages AS m\n"                                            \
+    "SET lock_id = $1::uuid,\n"                                                \
+    "    locked_until = now() + $3::bigint * interval '1 millisecond',\n"      \
+    "    attempts = m.attempts + 1\n"                                          \
+    "FROM candidates AS c\n"                                                   \
+    "WHERE m.id = c.id\n"                                                      \
+    "RETURNING m.id, m.aggregate_id, m.aggregate_version, m.event_type,\n"     \
+    "          m.schema_version, m.payload::text, m.trace_parent,\n"           \
+    "          " TS_UTC("m.occurred_at") ",\n"                                 \
+    "          m.attempts, " TS_UTC("m.locked_until") ",\n"                    \
+    "          c.previous_lease IS NOT NULL"
+
+static const char sql_claim_fifo[] = CLAIM_SQL("");
+static const char sql_claim_per_aggregate[] = CLAIM_SQL(CLAIM_ORDER_FILTER);
+
+/* Fenced by lock_id: a row re-claimed by another worker is not ours to mark.
+ * The lease time is deliberately not part of the fence: if our lease ran out
+ * but nobody claimed the row since, the broker's confirm is still a fact and
+ * recording it spares a needless republish; any re-claim changes lock_id. */
+static const char sql_mark[] =
+    "UPDATE outbox_messages\n"
+    "SET published_at = now(), locked_until = NULL\n"
+#ifdef CW_MUTANT_mark_without_owner_check
+    "WHERE id = ANY($1::uuid[])\n"
+#else
+    "WHERE id = ANY($1::uuid[]) AND lock_id = $2::uuid\n"
+#endif
+    "RETURNING id";
+
+static const char sql_retry[] =
+    "UPDATE outbox_messages\n"
+#ifdef CW_MUTANT_retry_not_persisted
+    "SET locked_until = NULL,\n"
+#else
+    "SET next_attempt_at = now() + $3::bigint * interval '1 millisecond',\n"
+    "    locked_until = NULL,\n"
+#endif
+    "    last_error = $4\n"
+    "WHERE id = $1::uuid AND lock_id = $2::uuid\n"
+    "  AND published_at IS NULL AND dead_lettered_at IS NULL\n"
+    "RETURNING " TS_UTC("now() + $3::bigint * interval '1 millisecond'");
+
+static const char sql_dead_letter[] =
+    "UPDATE outbox_messages\n"
+    "SET dead_lettered_at = now(), locked_until = NULL, last_error = $3\n"
+    "WHERE id = $1::uuid AND lock_id = $2::uuid\n"
+    "  AND published_at IS NULL AND dead_lettered_at IS NULL";
+
+static const char sql_counter[] =
+    "INSERT INTO pipeline_counters (counter, value) VALUES ($1, $2::bigint)\n"
+    "ON CONFLICT (counter) DO UPDATE SET value = pipeline_counters.value + EXCLUDED.value";
+
+const char *relay_sql(const char *which, enum relay_order order)
+{
+    if (which == NULL)
+        return NULL;
+    if (strcmp(which, "claim") == 0)
+        return order == RELAY_ORDER_PER_AGGREGATE ? sql_claim_per_aggregate : sql_claim_fifo;
+    if (strcmp(which, "mark") == 0)
+        return sql_mark;
+    if (strcmp(which, "retry") == 0)
+        return sql_retry;
+    if (strcmp(which, "dead_letter") == 0)
+        return sql_dead_letter;
+    if (strcmp(which, "counter") == 0)
+        return sql_counter;
+    return NULL;
+}
+
+static char *dup_or_null(const PGresult *res, int row, int col)
+{
+    if (PQgetisnull(res, row, col))
+        return NULL;
+    char *s = strdup(PQgetvalue(res, row, col));
+    if (s == NULL)
+        abort();
+    return s;
+}
+
+/* Fills out from a claim result (which it does not free). */
+static void parse_claim(const PGresult *res, int64_t sent_at, int lease_ms,
+                        struct relay_batch *out)
+{
+    int n = PQntuples(res);
+    memset(out, 0, sizeof(*out));
+    out->lease_deadline_ms = sent_at + lease_ms;
+    if (n == 0)
+        return;
+    out->msgs = calloc((size_t)n, sizeof(*out->msgs));
+    if (out->msgs == NULL)
+        abort();
+    for (int r = 0; r < n; r++) {
+        struct relay_msg *m = &out->msgs[r];
+        snprintf(m->id, sizeof(m->id), "%s", PQgetvalue(res, r, 0));
+        snprintf(m->aggregate_id, sizeof(m->aggregate_id), "%s", PQgetvalue(res, r, 1));
+        m->aggregate_version = strtoll(PQgetvalue(res, r, 2), NULL, 10);
+        m->event_type = dup_or_null(res, r, 3);
+        m->schema_version = atoi(PQgetvalue(res, r, 4));
+        m->payload = dup_or_null(res, r, 5);
+        m->trace_parent = dup_or_null(res, r, 6);
+        snprintf(m->occurred_at, sizeof(m->occurred_at), "%s", PQgetvalue(res, r, 7));
+        m->attempts = atoi(PQgetvalue(res, r, 8));
+        if (r == 0)
+            snprintf(out->lease_until, sizeof(out->lease_until), "%s", PQgetvalue(res, r, 9));
+        m->recovered = PQgetvalue(res, r, 10)[0] == 't';
+        m->state = RELAY_MSG_CLAIMED;
+    }
+    out->n = n;
+}
+
+/* The claim's parameters as text, in caller storage. */
+struct claim_params {
+    char batch[16];
+    char lease[24];
+    const char *values[3];
+};
+
+static void claim_params(struct claim_params *p, const char *worker, int batch, int lease_ms)
+{
+    snprintf(p->batch, sizeof(p->batch), "%d", batch);
+    snprintf(p->lease, sizeof(p->lease), "%d", lease_ms);
+    p->values[0] = worker;
+    p->values[1] = p->batch;
+    p->values[2] = p->lease;
+}
+
+int relay_claim(PGconn *conn, const char *worker, int batch, int lease_ms,
+                enum relay_order order, struct relay_batch *out,
+                char *sqlstate, char *err, size_t errlen)
+{
+    struct claim_params p;
+    claim_params(&p, worker, batch, lease_ms);
+    memset(out, 0, sizeof(*out));
+    int64_t sent_at = cw_mono_ms();
+    PGresult *res = pgx_exec(conn, relay_sql("claim", order), 3, p.values, sqlstate,
+                             err, errlen);
+    if (res == NULL)
+        return -1;
+    parse_claim(res, sent_at, lease_ms, out);
+    PQclear(res);
+    return 0;
+}
+
+int relay_claim_send(PGconn *conn, const char *worker, int batch, int lease_ms,
+                     enum relay_order order, int64_t *sent_at, char *err, size_t errlen)
+{
+    struct claim_params p;
+    claim_params(&p, worker, batch, lease_ms);
+    *sent_at = cw_mono_ms();
+    if (PQsendQueryParams(conn, relay_sql("claim", order), 3, NULL, p.values, NULL, NULL, 0)
+        == 0) {
+        snprintf(err, errlen, "%s", PQerrorMessage(conn));
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the result of a statement sent with PQsendQueryParams, and every
+ * result after it, so that the connection is idle again whatever happened.
+ * Returns the statement's result when its rows came back (caller clears it),
+ * or NULL with the SQLSTATE ("" if none) and a message. */
+static PGresult *async_result(PGconn *conn, char *sqlstate, char *err, size_t errlen)
+{
+    PGresult *res, *first = NULL;
+    int seen = 0;
+    sqlstate[0] = '\0';
+    while ((res = PQgetResult(conn)) != NULL) {
+        if (!seen && PQresultStatus(res) == PGRES_TUPLES_OK) {
+            first = res;
+        } else {
+            if (!seen) {
+                const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+                const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+                snprintf(sqlstate, 6, "%s", s ? s : "");
+                snprintf(err, errlen, "%s", m ? m : PQerrorMessage(conn));
+            }
+            PQclear(res);
+        }
+        seen = 1;
+    }
+    if (!seen)
+        snprintf(err, errlen, "%s", PQerrorMessage(conn));
+    return first;
+}
+
+int relay_claim_finish(PGconn *conn, int64_t sent_at, int lease_ms, struct relay_batch *out,
+                       char *sqlstate, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    PGresult *res = async_result(conn, sqlstate, err, errlen);
+    if (res == NULL)
+        return -1;
+    parse_claim(res, sent_at, lease_ms, out);
+    PQclear(res);
+    return 0;
+}
+
+static int msg_cmp(const void *a, const void *b)
+{
+    const struct relay_msg *x = a, *y = b;
+    /* The timestamps are fixed-width UTC text, so text order is time order. */
+    int c = strcmp(x->occurred_at, y->occurred_at);
+    return c != 0 ? c : strcmp(x->id, y->id);
+}
+
+void relay_batch_sort(struct relay_batch *b)
+{
+    if (b != NULL && b->n > 1)
+        qsort(b->msgs, (size_t)b->n, sizeof(*b->msgs), msg_cmp);
+}
+
+void relay_batch_free(struct relay_batch *b)
+{
+    if (b == NULL)
+        return;
+    for (int i = 0; i < b->n; i++) {
+        free(b->msgs[i].event_type);
+        free(b->msgs[i].payload);
+        free(b->msgs[i].trace_parent);
+    }
+    free(b->msgs);
+    memset(b, 0, sizeof(*b));
+}
+
+char *relay_id_array(const struct relay_batch *b, enum relay_msg_state state, int *count)
+{
+    size_t cap = 3 + (size_t)b->n * 37;
+    char *s = malloc(cap);
+    if (s == NULL)
+        return NULL;
+    size_t len = 0;
+    int k = 0;
+    s[len++] = '{';
+    for (int i = 0; i < b->n; i++) {
+        if (b->msgs[i].state != state)
+            continue;
+        if (k++ > 0)
+            s[len++] = ',';
+        size_t idl = strlen(b->msgs[i].id);
+        memcpy(s + len, b->msgs[i].id, idl);
+        len += idl;
+    }
+    s[len++] = '}';
+    s[len] = '\0';
+    if (count != NULL)
+        *count = k;
+    return s;
+}
+
+/* Marks MARKED the PUBLISHED messages of b whose id the mark returned, LOST
+ * the others; returns the number marked. */
+static int apply_mark(const PGresult *res, struct relay_batch *b)
+{
+    int marked = 0;
+    for (int i = 0; i < b->n; i++) {
+        struct relay_msg *m = &b->msgs[i];
+        if (m->state != RELAY_MSG_PUBLISHED)
+            continue;
+        m->state = RELAY_MSG_LOST;
+        for (int r = 0; r < PQntuples(res); r++) {
+            if (strcmp(PQgetvalue(res, r, 0), m->id) == 0) {
+                m->state = RELAY_MSG_MARKED;
+                marked++;
+                break;
+            }
+        }
+    }
+    return marked;
+}
+
+#ifdef CW_MUTANT_mark_without_owner_check
+#define MARK_NPARAMS 1 /* the owner is not part of the statement any more */
+#else
+#define MARK_NPARAMS 2
+#endif
+
+int relay_mark(PGconn *conn, const char *worker, struct relay_batch *b,
+               char *sqlstate, char *err, size_t errlen)
+{
+    int count = 0;
+    char *ids = relay_id_array(b, RELAY_MSG_PUBLISHED, &count);
+    if (ids == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (count == 0) {
+        free(ids);
+        return 0;
+    }
+    const char *params[2] = { ids, worker };
+    PGresult *res = pgx_exec(conn, sql_mark, MARK_NPARAMS, params, sqlstate, err, errlen);
+    free(ids);
+    if (res == NULL)
+        return -1;
+    int marked = apply_mark(res, b);
+    PQclear(res);
+    return marked;
+}
+
+int relay_mark_send(PGconn *conn, const char *worker, const struct relay_batch *b,
+                    char *err, size_t errlen)
+{
+    int count = 0;
+    char *ids = relay_id_array(b, RELAY_MSG_PUBLISHED, &count);
+    if (ids == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (count == 0) {
+        free(ids);
+        return 0;
+    }
+    const char *params[2] = { ids, worker };
+    /* libpq copies the parameters into its output buffer: ids may go now. */
+    int ok = PQsendQueryParams(conn, sql_mark, MARK_NPARAMS, NULL, params, NULL, NULL, 0);
+    free(ids);
+    if (!ok) {
+        snprintf(err, errlen, "%s", PQerrorMessage(conn));
+        return -1;
+    }
+    return 1;
+}
+
+int relay_mark_finish(PGconn *conn, struct relay_batch *b, char *sqlstate, char *err,
+                      size_t errlen)
+{
+    PGresult *res = async_result(conn, sqlstate, err, errlen);
+    if (res == NULL)
+        return -1;
+    int marked = apply_mark(res, b);
+    PQclear(res);
+    return marked;
+}
+
+int relay_retry(PGconn *conn, const char *worker, const char *id, int64_t delay_ms,
+                const char *last_error, char next_at[RELAY_TS_LEN],
+                char *sqlstate, char *err, size_t errlen)
+{
+    char delay_s[24];
+    snprintf(delay_s, sizeof(delay_s), "%lld", (long long)delay_ms);
+    const char *params[4] = { id, worker, delay_s, last_error };
+    next_at[0] = '\0';
+    PGresult *res = pgx_exec(conn, sql_retry, 4, params, sqlstate, err, errlen);
+    if (res == NULL)
+        return -1;
+    int rows = PQntuples(res);
+    if (rows > 0)
+        snprintf(next_at, RELAY_TS_LEN, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return rows > 0 ? 1 : 0;
+}
+
+int relay_dead_letter(PGconn *conn, const char *worker, const char *id,
+                      const char *last_error, char *sqlstate, char *err, size_t errlen)
+{
+    const char *params[3] = { id, worker, last_error };
+    PGresult *res = pgx_exec(conn, sql_dead_letter, 3, params, sqlstate, err, errlen);
+    if (res == NULL)
+        return -1;
+    int rows = atoi(PQcmdTuples(res));
+    PQclear(res);
+    return rows > 0 ? 1 : 0;
+}
+
+int relay_counter_add(PGconn *conn, const char *name, long long amount,
+                      char *sqlstate, char *err, size_t errlen)
+{
+    char amount_s[24];
+    snprintf(amount_s, sizeof(amount_s), "%lld", amount);
+    const char *params[2] = { name, amount_s };
+    return pgx_cmd(conn, sql_counter, 2, params, sqlstate, err, errlen);
+}

@@ -1,0 +1,156 @@
+/* relay_store.h -- the outbox row lifecycle, as the relay drives it.
+ *
+ * Every transition is one parameterized statement in its own short
+ * transaction (autocommit).  Nothing here publishes; the relay publishes
+ * between claim and settle, holding no transaction and no row lock.
+ *
+ *                 claim (lease: lock_id, locked_until,        publish ok,
+ *                        attempts + 1)                        mark (fenced)
+ *   PENDING ------------------------------------> LEASED -----------------> PUBLISHED
+ *   (published_at, dead_lettered_at NULL,          |  |  \
+ *    next_attempt_at <= now, no live lease)        |  |   \ publish failed, attempts < max:
+ *      ^   ^                                       |  |    \ retry (fenced): next_attempt_at =
+ *      |   +---------------------------------------+  |     now + backoff, lease released,
+ *      |     lease expires (relay died, stalled,      |     sanitized last_error  -> PENDING
+ *      |     or stopped before settling)              |
+ *      |                                              +-- publish failed, attempts >= max:
+ *      |                                                  dead letter (fenced) -> DEAD
+ *      +-- outboxctl requeue (attempts reset to 0) ------------------------------ DEAD
+ *
+ * Invariants:
+ *  1. A row has at most one live lease: the claim only takes rows whose
+ *     locked_until is NULL or past, under FOR UPDATE SKIP LOCKED.
+ *  2. Only the current lease holder settles a row: mark, retry and dead
+ *     letter all require lock_id = the worker's id.  A worker whose row was
+ *     re-claimed by another updates zero rows (lease lost), and stops there.
+ *  3. Settling releases the lease (locked_until = NULL) and keeps lock_id as
+ *     the record of the last worker that held the row.
+ *  4. attempts counts claims, not broker failures: a crash or an expired
+ *     lease consumes an attempt too (as in the article).
+ *  5. A claim that finds a row whose previous lease was never settled
+ *     (locked_until still set, now past) counts an expired lease recovered. */
+#ifndef CW_RELAY_STORE_H
+#define CW_RELAY_STORE_H
+
+#include "relay_sanitize.h"
+
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum relay_order {
+    RELAY_ORDER_FIFO = 0,          /* (occurred_at, id) order, any aggregate */
+    RELAY_ORDER_PER_AGGREGATE = 1  /* one unpublished version per aggregate at a time */
+};
+
+enum relay_msg_state {
+    RELAY_MSG_CLAIMED = 0, /* leased, not yet sent */
+    RELAY_MSG_SENT,        /* publish sent, confirm not yet read */
+    RELAY_MSG_PUBLISHED,   /* broker confirmed; not yet marked */
+    RELAY_MSG_FAILED,      /* publish failed; retry or dead letter pending */
+    RELAY_MSG_SKIPPED,     /* not published: lease too close to expiry, or stopping */
+    RELAY_MSG_MARKED,      /* marked published */
+    RELAY_MSG_LOST         /* settle updated zero rows: the lease was lost */
+};
+
+#define RELAY_TS_LEN 40
+#define RELAY_RAW_ERROR_MAX 1024
+
+/* One claimed row.  Strings marked owned are freed by relay_batch_free. */
+struct relay_msg {
+    char id[37];
+    char aggregate_id[37];
+    long long aggregate_version;
+    int schema_version;
+    int attempts;                    /* after this claim's increment */
+    int recovered;                   /* its previous lease had expired unsettled */
+    char occurred_at[RELAY_TS_LEN];  /* UTC, "YYYY-MM-DDTHH:MM:SS.ffffffZ" */
+    char *event_type;                /* owned */
+    char *payload;                   /* owned: jsonb::text exactly as returned */
+    char *trace_parent;              /* owned; NULL when the row has none */
+    enum relay_msg_state state;
+    char error[RELAY_RAW_ERROR_MAX]; /* raw error of a failed publish (never stored
+                                        or logged as is: see relay_sanitize) */
+};
+
+struct relay_batch {
+    struct relay_msg *msgs;
+    int n;
+    int64_t lease_deadline_ms;       /* CLOCK_MONOTONIC ms; conservative (see relay_claim) */
+    char lease_until[RELAY_TS_LEN];  /* the database's locked_until, UTC */
+};
+
+/* The text of one statement: "claim" (for the given order), "mark", "retry",
+ * "dead_letter", "counter".  NULL for an unknown name.  Parameters:
+ *   claim        $1 worker uuid, $2 batch size, $3 lease ms
+ *   mark         $1 uuid[] literal of ids, $2 worker uuid
+ *   retry        $1 id, $2 worker, $3 delay ms, $4 last_error
+ *   dead_letter  $1 id, $2 worker, $3 last_error
+ *   counter      $1 counter name, $2 amount to add */
+const char *relay_sql(const char *which, enum relay_order order);
+
+/* Claims up to batch rows for worker with a lease of lease_ms, in one
+ * autocommit statement, and fills out (zeroed first; out->n may be 0).  The
+ * lease deadline is taken on the monotonic clock BEFORE the statement is sent,
+ * so it never falls after the database's own locked_until.  Returns 0, or -1
+ * with the SQLSTATE and a message (out is then empty). */
+int relay_claim(PGconn *conn, const char *worker, int batch, int lease_ms,
+                enum relay_order order, struct relay_batch *out,
+                char *sqlstate, char *err, size_t errlen);
+
+/* relay_claim in two halves, so that the database works on the next claim
+ * while the relay waits for the broker: relay_claim_send sends the statement
+ * (PQsendQueryParams) and notes the send time in *sent_at; the connection
+ * must not be used for anything else until relay_claim_finish has read the
+ * result.  Same results as relay_claim. */
+int relay_claim_send(PGconn *conn, const char *worker, int batch, int lease_ms,
+                     enum relay_order order, int64_t *sent_at, char *err, size_t errlen);
+int relay_claim_finish(PGconn *conn, int64_t sent_at, int lease_ms, struct relay_batch *out,
+                       char *sqlstate, char *err, size_t errlen);
+
+/* Sorts the batch by (occurred_at, id): UPDATE ... RETURNING does not keep
+ * the CTE's order. */
+void relay_batch_sort(struct relay_batch *b);
+
+/* Frees what the batch owns and empties it; NULL and empty batches are fine. */
+void relay_batch_free(struct relay_batch *b);
+
+/* A PostgreSQL array literal "{id,id,...}" of the ids of the messages in
+ * state; malloc'd (caller frees), NULL on out of memory.  *count receives the
+ * number of ids. */
+char *relay_id_array(const struct relay_batch *b, enum relay_msg_state state, int *count);
+
+/* Marks every PUBLISHED message of the batch published, in one statement
+ * fenced by lock_id = worker.  Each becomes MARKED, or LOST when the row was
+ * no longer this worker's.  Returns the number marked (0 when there was
+ * nothing to mark), or -1 on a database error (states then unchanged). */
+int relay_mark(PGconn *conn, const char *worker, struct relay_batch *b,
+               char *sqlstate, char *err, size_t errlen);
+
+/* relay_mark in two halves, as relay_claim_send/relay_claim_finish.
+ * relay_mark_send returns 1 when the mark was sent, 0 when the batch has
+ * nothing to mark (nothing sent), -1 with a message when it could not be
+ * sent.  relay_mark_finish returns what relay_mark returns. */
+int relay_mark_send(PGconn *conn, const char *worker, const struct relay_batch *b,
+                    char *err, size_t errlen);
+int relay_mark_finish(PGconn *conn, struct relay_batch *b, char *sqlstate, char *err,
+                      size_t errlen);
+
+/* Schedules a retry of id after delay_ms, releasing the lease and storing
+ * last_error (already sanitized by the caller).  next_at receives the
+ * next_attempt_at decided (UTC text).  Returns 1, 0 when the lease was lost
+ * (zero rows), -1 on a database error. */
+int relay_retry(PGconn *conn, const char *worker, const char *id, int64_t delay_ms,
+                const char *last_error, char next_at[RELAY_TS_LEN],
+                char *sqlstate, char *err, size_t errlen);
+
+/* Dead-letters id with last_error, releasing the lease.  1, 0 (lease lost)
+ * or -1, as relay_retry. */
+int relay_dead_letter(PGconn *conn, const char *worker, const char *id,
+                      const char *last_error, char *sqlstate, char *err, size_t errlen);
+
+/* Adds amount to the pipeline counter name (created at 0).  0 or -1. */
+int relay_counter_add(PGconn *conn, const char *name, long long amount,
+                      char *sqlstate, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,152 @@
+/* Unit tests for relay_sanitize(): every kind of secret is removed, the
+ * shape of the message stays, the result is bounded, cut on a character
+ * boundary, and valid UTF-8 without control characters. */
+#include "relay_sanitize.h"
+#include "check.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static char out[RELAY_ERROR_MAX + 64];
+
+static const char *san(const char *in)
+{
+    relay_sanitize(in, out, sizeof(out));
+    return out;
+}
+
+/* 1 when s holds none of the needles. */
+static int clean(const char *s, const char *n1, const char *n2)
+{
+    return strstr(s, n1) == NULL && (n2 == NULL || strstr(s, n2) == NULL);
+}
+
+static int valid_utf8(const unsigned char *s)
+{
+    while (*s) {
+        int len = *s < 0x80 ? 1 : (*s & 0xe0) == 0xc0 ? 2 : (*s & 0xf0) == 0xe0 ? 3
+                : (*s & 0xf8) == 0xf0 ? 4 : 0;
+        if (len == 0)
+            return 0;
+        for (int k = 1; k < len; k++)
+            if ((s[k] & 0xc0) != 0x80)
+                return 0;
+        s += len;
+    }
+    return 1;
+}
+
+int main(void)
+{
+    /* Ordinary messages pass unchanged. */
+    CHECK(strcmp(san("broker outage"), "broker outage") == 0);
+    CHECK(strcmp(san("could not connect to broker: No such file or directory"),
+                 "could not connect to broker: No such file or directory") == 0);
+    CHECK(strcmp(san(NULL), "") == 0);
+    CHECK(strcmp(san("message 5f0c2a8e-1b9d-4c3e-8f7a-0123456789ab refused"),
+                 "message 5f0c2a8e-1b9d-4c3e-8f7a-0123456789ab refused") == 0);
+
+    /* The fake broker's poison refusal: the shape stays, the payload goes. */
+    san("payload too large (5000 > 4096 bytes): {\"pw\": \"hunter2-secret\", \"card\": \"4111 1111");
+    CHECK(strstr(out, "payload too large (5000 > 4096 bytes): [payload]") == out);
+    CHECK(clean(out, "hunter2", "4111"));
+    /* A JSON object in the middle: removed up to its end only. */
+    CHECK(strcmp(san("bad {\"a\": {\"b\": \"}\"}} here"), "bad [payload] here") == 0);
+    /* Members without braces, and arrays. */
+    CHECK(clean(san("field \"password\": \"s3cr3t\" rejected"), "s3cr3t", "password"));
+    CHECK(clean(san("got [{\"card\":\"4111111111111111\"}]"), "4111", "card"));
+    CHECK(clean(san("got [\"top-secret-value\", 2]"), "top-secret", NULL));
+
+    /* Conninfo pairs, quoted or not, any case; the key goes too. */
+    san("connection to server failed: host=db.internal port=5432 user=app password=hunter2 dbname=payments");
+    CHECK(clean(out, "hunter2", "password="));
+    CHECK(clean(out, "db.internal", "user=app"));
+    CHECK(clean(out, "dbname=", "5432"));
+    CHECK(clean(san("PASSWORD = 'with spaces \\' quote' rest"), "with spaces", "quote'"));
+    CHECK(strstr(out, "rest") != NULL);
+    CHECK(clean(san("export PGPASSWORD=hunter2"), "hunter2", NULL));
+    CHECK(clean(san("db_password: hunter2"), "hunter2", NULL));
+    CHECK(clean(san("api_key=AKIAABCDEFGH token: abc secret=xyz"), "AKIA", "abc"));
+    CHECK(clean(out, "xyz", NULL));
+    /* "user" alone (not a pair) is an ordinary word. */
+    CHECK(strcmp(san("password authentication failed for user \"app\""),
+                 "password authentication failed for user \"app\"") == 0);
+
+    /* URLs: credentials or a postgres URL go whole; others keep their shape. */
+    CHECK(clean(san("cannot reach postgres://app:hunter2@db:5432/pay?sslmode=require now"),
+                "hunter2", "postgres://"));
+    CHECK(strstr(out, "[url]") != NULL && strstr(out, "now") != NULL);
+    CHECK(clean(san("amqp://guest:guest@rabbit:5672/ closed"), "guest", NULL));
+    CHECK(strcmp(san("GET https://example.org/health failed"),
+                 "GET https://example.org/health failed") == 0);
+    CHECK(clean(san("https://api.example.org/v1?token=abc123&x=1"), "abc123", NULL));
+
+    /* Bearer and basic credentials, authorization headers. */
+    CHECK(clean(san("Authorization: Bearer abcdefghijklmnop"), "abcdefghijklmnop", NULL));
+    CHECK(clean(san("sent bearer abcdefghijklmnop upstream"), "abcdefghijklmnop", NULL));
+    CHECK(strstr(out, "upstream") != NULL);
+    CHECK(clean(san("basic dXNlcjpwYXNzd29yZA=="), "dXNlcjpw", NULL));
+
+    /* JWTs and opaque keys. */
+    CHECK(clean(san("token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl expired"),
+                "eyJ", "c2lnbmF0dXJl"));
+    CHECK(clean(san("key sk_live_51HxYzAbCdEfGhIjKlMnOpQr rejected"), "sk_live", NULL));
+    CHECK(clean(san("ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8 denied"), "ghp_", NULL));
+    /* Long words without digits are words, not keys. */
+    CHECK(strcmp(san("payload_too_large_for_this_broker_instance"),
+                 "payload_too_large_for_this_broker_instance") == 0);
+
+    /* Card and account numbers. */
+    CHECK(clean(san("card 4111111111111111 declined"), "4111", NULL));
+    CHECK(clean(san("card 4111 1111 1111 1111 declined"), "4111", "1111"));
+    CHECK(clean(san("iban 5105-1051-0510-5100 declined"), "5105", NULL));
+    CHECK(strcmp(san("at 2026-11-29 21:00:00 after 12 attempts"),
+                 "at 2026-11-29 21:00:00 after 12 attempts") == 0);
+
+    /* Control characters become spaces; invalid UTF-8 becomes '?'. */
+    CHECK(strcmp(san("line1\nline2\ttab\r"), "line1 line2 tab ") == 0);
+    CHECK(strcmp(san("bad \xff\xfe byte"), "bad ?? byte") == 0);
+    CHECK(strcmp(san("caf\xc3\xa9 ok"), "caf\xc3\xa9 ok") == 0);
+    CHECK(strcmp(san("cut \xe2\x82"), "cut ??") == 0);
+
+    /* Bounded: long input is cut to RELAY_ERROR_MAX with "...". */
+    char big[4000];
+    memset(big, 'a', sizeof(big) - 1);
+    for (size_t i = 0; i < sizeof(big) - 1; i += 10)
+        big[i] = ' ';
+    big[sizeof(big) - 1] = '\0';
+    size_t n = relay_sanitize(big, out, sizeof(out));
+    CHECK(n == RELAY_ERROR_MAX && strlen(out) == n);
+    CHECK(strcmp(out + n - 3, "...") == 0);
+    /* A small caller buffer bounds it further. */
+    char small[16];
+    n = relay_sanitize("a fairly long message text", small, sizeof(small));
+    CHECK(n == 15 && strcmp(small + 12, "...") == 0);
+    CHECK(relay_sanitize("x", small, 0) == 0);
+    /* The cut never splits a multi-byte character. */
+    char wide[2000] = "";
+    for (int i = 0; i < 400; i++)
+        strcat(wide, "\xc3\xa9 ");
+    relay_sanitize(wide, out, sizeof(out));
+    CHECK(strlen(out) <= RELAY_ERROR_MAX && valid_utf8((const unsigned char *)out));
+    /* A secret straddling the bound is never partly emitted. */
+    char edge[1200];
+    memset(edge, 'b', 490);
+    edge[490] = ' ';
+    snprintf(edge + 491, sizeof(edge) - 491, "password=hunter2hunter2hunter2");
+    for (int i = 0; i < 490; i += 7)
+        edge[i] = ' ';
+    relay_sanitize(edge, out, sizeof(out));
+    CHECK(clean(out, "hunter", "password"));
+
+    /* Everything out is valid UTF-8 without control characters. */
+    const char *nasty[] = { "\x01\x02{\"a\":", "postgres://", "{", "\"", "[", "password=",
+                            "Bearer", "eyJ", "\xf4\x90\x80\x80", "\xed\xa0\x80", NULL };
+    for (int i = 0; nasty[i] != NULL; i++) {
+        relay_sanitize(nasty[i], out, sizeof(out));
+        CHECK(valid_utf8((const unsigned char *)out));
+        for (const char *p = out; *p; p++)
+            CHECK((unsigned char)*p >= 0x20 && *p != 0x7f);
+    }
+    return check_report("test_relay_sanitize");
+}
