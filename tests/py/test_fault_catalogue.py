@@ -55,3 +55,41 @@ def test_one_site_per_name():
                 text_counts[m.group(1)] = text_counts.get(m.group(1), 0) + 1
     reused = sorted(n for n, c in text_counts.items() if c > 1)
     assert not reused, f"fault point names used at more than one code site: {reused}"
+
+
+def scenario_points():
+    """Fault points each scenario file enables: CW_FAULTS of its processes and
+    of its start/restart steps, and its runtime fault steps."""
+    enabled = {}
+    scen_dir = os.path.join(SOURCE_DIR, "scenarios")
+    for name in sorted(os.listdir(scen_dir)):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(scen_dir, name), encoding="utf-8") as f:
+            sc = json.load(f)
+        specs = [p.get("faults") for p in sc["processes"].values()]
+        specs += [s.get("faults") for s in sc["steps"] if s.get("do") in ("start", "restart")]
+        points = {item.split("=", 1)[0] for spec in specs if spec
+                  for item in spec.split(";") if "=" in item}
+        points |= {s["point"] for s in sc["steps"]
+                   if s.get("do") == "fault" and not s.get("disable")}
+        for p in points:
+            enabled.setdefault(p, set()).add(sc["name"])
+    return enabled
+
+
+def test_every_point_is_covered_by_a_scenario():
+    listed = {p["name"] for p in catalogue()}
+    enabled = scenario_points()
+    uncovered = sorted(n for n in listed if not enabled.get(n))
+    assert not uncovered, f"fault points no scenario enables: {uncovered}"
+    unknown = sorted(set(enabled) - listed)
+    assert not unknown, f"scenarios enable points missing from the catalogue: {unknown}"
+
+
+def test_scenarios_arrays_match_the_scenario_files():
+    enabled = scenario_points()
+    for p in catalogue():
+        assert sorted(p["scenarios"]) == sorted(enabled.get(p["name"], ())), \
+            f"{p['name']}: catalogue lists {sorted(p['scenarios'])}, " \
+            f"scenario files enable it in {sorted(enabled.get(p['name'], ()))}"

@@ -1,0 +1,1423 @@
+/* checker.c -- the invariants; see checker.h for what each one means.
+ *
+ * Evidence comes from three places, and each invariant says which it trusts:
+ *   - the database: what the pipeline committed (outbox rows, inbox markers,
+ *     ledger and notification rows, idempotency records);
+ *   - the broker's log: what really crossed the wire (every publish with the
+ *     SHA-256 of its payload, every delivery), written by a process the
+ *     system under test cannot influence;
+ *   - the processes' events: what a relay believed it held (claims with
+ *     their lease end, marks, retries with next_attempt_at), needed for the
+ *     lease and backoff invariants that no table records.
+ * Statements are constant SQL with bind parameters; the outbox is loaded
+ * once into a sorted array so the log-driven checks are lookups, not
+ * queries per message. */
+#include "checker.h"
+#include "evlog.h"
+#include "pgx.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- witnesses ---------------------------------------------------------- */
+
+__attribute__((format(printf, 2, 3)))
+static void violation(struct chk_inv *inv, const char *fmt, ...)
+{
+    inv->violations++;
+    if (inv->witnesses == NULL)
+        inv->witnesses = cJSON_CreateArray();
+    if (cJSON_GetArraySize(inv->witnesses) >= CHK_MAX_WITNESSES)
+        return;
+    char buf[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    cJSON_AddItemToArray(inv->witnesses, cJSON_CreateString(buf));
+}
+
+/* ---- the outbox, loaded once -------------------------------------------- */
+
+struct orow {
+    char id[40];
+    char event_type[40];
+    char aggregate_id[40];
+    long long version;
+    int published, dead;
+    int attempts;
+    char sha[65];
+};
+
+struct requeue {
+    char id[40];
+    int64_t at_us;
+    int attempts_before;
+};
+
+struct ctx {
+    const struct chk_input *in;
+    struct chk_result *res;
+    struct orow *rows;
+    int nrows;
+    struct requeue *requeues;   /* operator requeues: attempts restart at 0 */
+    int nrequeues;
+    const char *consumers[SC_MAX_PROCS];
+    int nconsumers;
+    int db_failed;
+};
+
+static int cmp_orow(const void *a, const void *b)
+{
+    return strcmp(((const struct orow *)a)->id, ((const struct orow *)b)->id);
+}
+
+static struct orow *find_row(struct ctx *c, const char *id)
+{
+    struct orow key;
+    if (id == NULL)
+        return NULL;
+    snprintf(key.id, sizeof(key.id), "%s", id);
+    for (char *p = key.id; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    return bsearch(&key, c->rows, (size_t)c->nrows, sizeof(key), cmp_orow);
+}
+
+static PGresult *q(struct ctx *c, const char *sql, int n, const char *const *params)
+{
+    char err[256], state[6];
+    PGresult *r = pgx_exec(c->in->conn, sql, n, params, state, err, sizeof(err));
+    if (r == NULL && !c->db_failed) {
+        c->db_failed = 1;
+        snprintf(c->res->error, sizeof(c->res->error), "checker query failed: %s (%s)", err,
+                 state);
+    }
+    return r;
+}
+
+static long q_long(struct ctx *c, const char *sql, int n, const char *const *params)
+{
+    PGresult *r = q(c, sql, n, params);
+    long v = 0;
+    if (r != NULL && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+        v = atol(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return v;
+}
+
+static int load_outbox(struct ctx *c)
+{
+    PGresult *r = q(c,
+        "SELECT id::text, event_type, aggregate_id::text, aggregate_version,"
+        "       published_at IS NOT NULL, dead_lettered_at IS NOT NULL, attempts,"
+        "       encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')"
+        "  FROM outbox_messages", 0, NULL);
+    if (r == NULL)
+        return -1;
+    c->nrows = PQntuples(r);
+    c->rows = calloc((size_t)c->nrows + 1, sizeof(*c->rows));
+    if (c->rows == NULL) {
+        PQclear(r);
+        return -1;
+    }
+    for (int i = 0; i < c->nrows; i++) {
+        struct orow *o = &c->rows[i];
+        snprintf(o->id, sizeof(o->id), "%s", PQgetvalue(r, i, 0));
+        snprintf(o->event_type, sizeof(o->event_type), "%s", PQgetvalue(r, i, 1));
+        snprintf(o->aggregate_id, sizeof(o->aggregate_id), "%s", PQgetvalue(r, i, 2));
+        o->version = atoll(PQgetvalue(r, i, 3));
+        o->published = PQgetvalue(r, i, 4)[0] == 't';
+        o->dead = PQgetvalue(r, i, 5)[0] == 't';
+        o->attempts = atoi(PQgetvalue(r, i, 6));
+        snprintf(o->sha, sizeof(o->sha), "%s", PQgetvalue(r, i, 7));
+    }
+    PQclear(r);
+    qsort(c->rows, (size_t)c->nrows, sizeof(*c->rows), cmp_orow);
+    return 0;
+}
+
+static int load_requeues(struct ctx *c)
+{
+    PGresult *r = q(c,
+        "SELECT message_id::text, (extract(epoch FROM requeued_at) * 1000000)::bigint,"
+        "       attempts_before"
+        "  FROM outbox_requeues", 0, NULL);
+    if (r == NULL)
+        return -1;
+    c->nrequeues = PQntuples(r);
+    c->requeues = calloc((size_t)c->nrequeues + 1, sizeof(*c->requeues));
+    if (c->requeues == NULL) {
+        PQclear(r);
+        return -1;
+    }
+    for (int i = 0; i < c->nrequeues; i++) {
+        snprintf(c->requeues[i].id, sizeof(c->requeues[i].id), "%s", PQgetvalue(r, i, 0));
+        c->requeues[i].at_us = atoll(PQgetvalue(r, i, 1));
+        c->requeues[i].attempts_before = atoi(PQgetvalue(r, i, 2));
+    }
+    PQclear(r);
+    return 0;
+}
+
+/* Was id requeued by the operator between from and to (microseconds)? */
+static int requeued_between(const struct ctx *c, const char *id, int64_t from, int64_t to)
+{
+    for (int i = 0; i < c->nrequeues; i++)
+        if (strcasecmp(c->requeues[i].id, id) == 0 && c->requeues[i].at_us > from &&
+            c->requeues[i].at_us < to)
+            return 1;
+    return 0;
+}
+
+/* Effects of consumer $1: its ledger entries and notifications. */
+#define EFFECTS_SQL                                                              \
+    "(SELECT id, message_id, payment_id, aggregate_version, 'ledger' AS tbl"     \
+    "   FROM ledger_entries WHERE consumer_name = $1"                            \
+    " UNION ALL"                                                                 \
+    " SELECT id, message_id, payment_id, aggregate_version, 'notification'"      \
+    "   FROM notifications WHERE consumer_name = $1)"
+
+/* ---- broker log helpers ------------------------------------------------- */
+
+static const char *const K_MSGID[] = { "message_id", "id", NULL };
+static const char *const K_STATUS[] = { "status", NULL };
+static const char *const K_SHA[] = { "payload_sha256", "sha256", NULL };
+
+static int is_publish(const cJSON *ev)
+{
+    return strcmp(ev_name(ev), "publish") == 0;
+}
+
+static int publish_stored(const cJSON *ev)
+{
+    const char *st = ev_str(ev, K_STATUS);
+    return st == NULL || strcmp(st, "stored") == 0;
+}
+
+/* ---- 1. payment_one_creation_event -------------------------------------- */
+
+static void inv_payment_one_creation_event(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_PAYMENT_ONE_CREATION_EVENT];
+    PGresult *r = q(c,
+        "SELECT p.id::text, count(o.id)"
+        "  FROM payments p"
+        "  LEFT JOIN outbox_messages o"
+        "    ON o.aggregate_id = p.id AND o.event_type = 'PaymentCreated'"
+        " GROUP BY p.id", 0, NULL);
+    if (r == NULL)
+        return;
+    inv->ran = 1;
+    for (int i = 0; i < PQntuples(r); i++) {
+        inv->checked++;
+        long n = atol(PQgetvalue(r, i, 1));
+        if (n != 1)
+            violation(inv, "payment %s has %ld PaymentCreated events in the outbox (want 1)",
+                      PQgetvalue(r, i, 0), n);
+    }
+    PQclear(r);
+    r = q(c,
+        "SELECT o.id::text, o.aggregate_id::text"
+        "  FROM outbox_messages o"
+        " WHERE o.event_type = 'PaymentCreated'"
+        "   AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.id = o.aggregate_id)", 0, NULL);
+    if (r == NULL)
+        return;
+    for (int i = 0; i < PQntuples(r); i++) {
+        inv->checked++;
+        violation(inv, "outbox event %s announces payment %s, which does not exist "
+                  "(the command rolled back but its event survived)",
+                  PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+    }
+    PQclear(r);
+}
+
+/* ---- 2. nothing_lost ---------------------------------------------------- */
+
+static void inv_nothing_lost(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_NOTHING_LOST];
+    PGresult *r = q(c,
+        "SELECT id::text, event_type, attempts, coalesce(left(last_error, 120), ''),"
+        "       lock_id IS NOT NULL AND locked_until > now(), next_attempt_at > now()"
+        "  FROM outbox_messages"
+        " WHERE published_at IS NULL AND dead_lettered_at IS NULL", 0, NULL);
+    if (r == NULL)
+        return;
+    inv->ran = 1;
+    inv->checked += c->nrows;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *why = PQgetvalue(r, i, 4)[0] == 't' ? "under a live lease"
+                          : PQgetvalue(r, i, 5)[0] == 't' ? "waiting on its backoff"
+                                                          : "ready but never published";
+        violation(inv, "event %s (%s) is still pending after heal, %s (attempts %s%s%s)",
+                  PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), why, PQgetvalue(r, i, 2),
+                  PQgetvalue(r, i, 3)[0] ? ", last error: " : "", PQgetvalue(r, i, 3));
+    }
+    PQclear(r);
+
+    for (int k = 0; k < c->nconsumers; k++) {
+        const char *p[1] = { c->consumers[k] };
+        r = q(c,
+            "SELECT o.id::text, o.event_type, o.aggregate_version, o.aggregate_id::text"
+            "  FROM outbox_messages o"
+            " WHERE o.published_at IS NOT NULL"
+            "   AND NOT EXISTS (SELECT 1 FROM " EFFECTS_SQL " e WHERE e.message_id = o.id)"
+            "   AND NOT EXISTS (SELECT 1 FROM consumer_dead_letters d"
+            "                    WHERE d.consumer_name = $1 AND d.message_id = o.id::text)"
+            "   AND NOT EXISTS (SELECT 1 FROM consumer_anomalies a"
+            "                    WHERE a.consumer_name = $1 AND a.message_id = o.id"
+            "                      AND a.kind IN ('poison', 'gap_parked'))"
+            " ORDER BY o.occurred_at, o.id", 1, p);
+        if (r == NULL)
+            return;
+        inv->checked += c->nrows;
+        for (int i = 0; i < PQntuples(r); i++)
+            violation(inv, "event %s (%s v%s of %s) was published but never applied by %s "
+                      "and is not parked",
+                      PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                      PQgetvalue(r, i, 3), c->consumers[k]);
+        PQclear(r);
+    }
+
+    /* What the client was told exists must exist. */
+    for (int i = 0; i < c->in->nhttp; i++) {
+        const struct http_rec *h = &c->in->http[i];
+        if (!h->creation || h->status < 200 || h->status > 299 || h->payment_id[0] == '\0')
+            continue;
+        const char *p[1] = { h->payment_id };
+        inv->checked++;
+        if (q_long(c, "SELECT count(*) FROM payments WHERE id::text = $1", 1, p) != 1)
+            violation(inv, "payment %s was confirmed to the client (HTTP %d for key %s) "
+                      "but is not in the database", h->payment_id, h->status, h->key);
+    }
+}
+
+/* ---- 3. effect_once ----------------------------------------------------- */
+
+static void inv_effect_once(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_EFFECT_ONCE];
+    inv->ran = 1;
+    for (int k = 0; k < c->nconsumers; k++) {
+        const char *p[1] = { c->consumers[k] };
+        PGresult *r = q(c,
+            "SELECT e.message_id::text, count(*), string_agg(e.tbl || ' row ' || e.id, ', ' ORDER BY e.id)"
+            "  FROM " EFFECTS_SQL " e GROUP BY e.message_id ORDER BY min(e.id)", 1, p);
+        if (r == NULL)
+            return;
+        for (int i = 0; i < PQntuples(r); i++) {
+            inv->checked++;
+            long n = atol(PQgetvalue(r, i, 1));
+            if (n > 1)
+                violation(inv, "event %s was applied %ld times by %s: %s", PQgetvalue(r, i, 0),
+                          n, c->consumers[k], PQgetvalue(r, i, 2));
+            if (find_row(c, PQgetvalue(r, i, 0)) == NULL)
+                violation(inv, "%s applied event %s (%s), which is not in the outbox "
+                          "(an effect without a committed event)",
+                          c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
+        }
+        PQclear(r);
+        r = q(c,
+            "SELECT e.message_id::text, e.tbl || ' row ' || e.id"
+            "  FROM " EFFECTS_SQL " e"
+            " WHERE NOT EXISTS (SELECT 1 FROM inbox_messages i"
+            "                    WHERE i.consumer_name = $1 AND i.message_id = e.message_id)"
+            " ORDER BY e.id", 1, p);
+        if (r == NULL)
+            return;
+        for (int i = 0; i < PQntuples(r); i++)
+            violation(inv, "%s has an effect for event %s (%s) but no inbox marker for it",
+                      c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+        PQclear(r);
+        r = q(c,
+            "SELECT i.message_id::text FROM inbox_messages i"
+            " WHERE i.consumer_name = $1"
+            "   AND NOT EXISTS (SELECT 1 FROM " EFFECTS_SQL " e WHERE e.message_id = i.message_id)"
+            "   AND NOT EXISTS (SELECT 1 FROM consumer_anomalies a"
+            "                    WHERE a.consumer_name = $1 AND a.message_id = i.message_id"
+            "                      AND a.kind IN ('stale', 'duplicate', 'poison', 'gap_parked'))"
+            "   AND NOT EXISTS (SELECT 1 FROM consumer_dead_letters d"
+            "                    WHERE d.consumer_name = $1 AND d.message_id = i.message_id::text)"
+            " ORDER BY i.processed_at", 1, p);
+        if (r == NULL)
+            return;
+        for (int i = 0; i < PQntuples(r); i++) {
+            inv->checked++;
+            violation(inv, "%s holds an inbox marker for event %s without its effect "
+                      "(the marker committed apart from the effect)",
+                      c->consumers[k], PQgetvalue(r, i, 0));
+        }
+        PQclear(r);
+    }
+}
+
+/* ---- 4. broker_log_matches_outbox --------------------------------------- */
+
+static void inv_broker_log_matches_outbox(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_BROKER_LOG_MATCHES_OUTBOX];
+    inv->ran = 1;
+    const cJSON *ev;
+    /* Marks on the rows: a stored publish seen. */
+    char *seen = calloc((size_t)c->nrows + 1, 1);
+    if (seen == NULL)
+        return;
+    cJSON_ArrayForEach(ev, c->in->broker_events) {
+        if (!is_publish(ev) || !publish_stored(ev))
+            continue;
+        const char *id = ev_str(ev, K_MSGID);
+        inv->checked++;
+        struct orow *o = find_row(c, id);
+        if (o == NULL) {
+            const char *client = ev_str(ev, (const char *const[]){ "client", NULL });
+            violation(inv, "the broker stored message %s (from %s), which is not an outbox row "
+                      "(a ghost, or a fresh id per attempt)", id ? id : "(no id)",
+                      client ? client : "an unnamed client");
+            continue;
+        }
+        seen[o - c->rows] = 1;
+    }
+    for (int i = 0; i < c->nrows; i++) {
+        if (!c->rows[i].published)
+            continue;
+        inv->checked++;
+        if (!seen[i])
+            violation(inv, "event %s (%s) is marked published but the broker never stored it",
+                      c->rows[i].id, c->rows[i].event_type);
+    }
+    free(seen);
+}
+
+/* ---- 5. republish_same_payload ------------------------------------------ */
+
+static void inv_republish_same_payload(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_REPUBLISH_SAME_PAYLOAD];
+    inv->ran = 1;
+    /* First hash seen per row, then every later publish must match it and
+     * the row's own payload hash. */
+    char (*first)[65] = calloc((size_t)c->nrows + 1, 65);
+    int *count = calloc((size_t)c->nrows + 1, sizeof(int));
+    if (first == NULL || count == NULL) {
+        free(first);
+        free(count);
+        return;
+    }
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, c->in->broker_events) {
+        if (!is_publish(ev))
+            continue;
+        const char *status = ev_str(ev, K_STATUS);
+        if (status != NULL && strcmp(status, "stored") != 0 && strcmp(status, "refused") != 0)
+            continue;
+        struct orow *o = find_row(c, ev_str(ev, K_MSGID));
+        const char *sha = ev_str(ev, K_SHA);
+        if (o == NULL || sha == NULL)
+            continue;
+        size_t i = (size_t)(o - c->rows);
+        count[i]++;
+        if (count[i] == 1) {
+            snprintf(first[i], 65, "%s", sha);
+            inv->checked++;
+            if (strcasecmp(sha, o->sha) != 0)
+                violation(inv, "message %s was published with payload sha256 %.12s..., but its "
+                          "outbox payload hashes to %.12s...", o->id, sha, o->sha);
+        } else if (strcasecmp(sha, first[i]) != 0) {
+            violation(inv, "message %s was published again with a different payload "
+                      "(sha256 %.12s... after %.12s...)", o->id, sha, first[i]);
+        }
+    }
+    for (int i = 0; i < c->nrows; i++)
+        if (count[i] > 1)
+            c->res->republished_same_id++;
+    free(first);
+    free(count);
+}
+
+/* ---- relay events: claims and releases ---------------------------------- */
+
+static const char *const K_IDS[] = { "ids", "message_ids", "messages", NULL };
+static const char *const K_ONE_ID[] = { "id", "message_id", NULL };
+static const char *const K_LEASE[] = { "lease_until", "locked_until", "lease_until_us",
+                                       "locked_until_us", NULL };
+static const char *const K_NEXT[] = { "next_attempt_at", "next_attempt_at_us", NULL };
+static const char *const K_ATTEMPT[] = { "attempt", "attempts", NULL };
+static const char *const K_WORKER[] = { "lock_id", "worker", NULL };
+
+struct lease {
+    int proc;            /* scenario process index */
+    int pid;
+    char worker[48];     /* lock_id or worker name: one per claim */
+    char id[40];
+    int64_t claimed_us;  /* the claim event */
+    int64_t until_us;    /* lease end */
+    int64_t released_us; /* first release by the same worker, or INT64_MAX */
+    long attempt;        /* -1 when the event did not say */
+};
+
+struct leases {
+    struct lease *v;
+    int n, cap;
+};
+
+static int lease_add(struct leases *l, const struct lease *x)
+{
+    if (l->n == l->cap) {
+        int ncap = l->cap ? l->cap * 2 : 256;
+        struct lease *nv = realloc(l->v, (size_t)ncap * sizeof(*nv));
+        if (nv == NULL)
+            return -1;
+        l->v = nv;
+        l->cap = ncap;
+    }
+    l->v[l->n++] = *x;
+    return 0;
+}
+
+static int cmp_lease(const void *a, const void *b)
+{
+    const struct lease *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+    if (c != 0)
+        return c;
+    return x->claimed_us < y->claimed_us ? -1 : x->claimed_us > y->claimed_us;
+}
+
+/* Fills id (lowercased) from an array item that is a string or an object
+ * with an id field. */
+static int item_id(const cJSON *it, char *id, size_t idlen)
+{
+    const char *s = NULL;
+    if (cJSON_IsString(it))
+        s = it->valuestring;
+    else if (cJSON_IsObject(it))
+        s = ev_str(it, K_ONE_ID);
+    if (s == NULL)
+        return 0;
+    snprintf(id, idlen, "%s", s);
+    for (char *p = id; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    return 1;
+}
+
+/* Collects every (claim, id) of every relay, with its lease end and the
+ * moment the same claim released the row (mark, retry, dead letter). */
+static void collect_leases(struct ctx *c, struct leases *out)
+{
+    const struct scenario *sc = c->in->sc;
+    for (int p = 0; p < sc->nprocs; p++) {
+        if (sc->procs[p].kind != SC_RELAY || c->in->proc_events[p] == NULL)
+            continue;
+        int first_lease = out->n;
+        const cJSON *ev;
+        cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
+            const char *name = ev_name(ev);
+            int64_t ts = ev_ts(ev);
+            double pidd = 0;
+            ev_num(ev, (const char *const[]){ "pid", NULL }, &pidd);
+            if (strcmp(name, "claim") == 0) {
+                struct lease l;
+                memset(&l, 0, sizeof(l));
+                l.proc = p;
+                l.pid = (int)pidd;
+                l.claimed_us = ts;
+                l.released_us = INT64_MAX;
+                const char *w = ev_str(ev, K_WORKER);
+                snprintf(l.worker, sizeof(l.worker), "%s:%d:%s", sc->procs[p].name, l.pid,
+                         w ? w : "");
+                int64_t until;
+                const cJSON *lu = NULL;
+                for (const char *const *k = K_LEASE; *k && lu == NULL; k++)
+                    lu = cJSON_GetObjectItemCaseSensitive(ev, *k);
+                if (lu == NULL || !ev_time_us(lu, &until))
+                    until = ts + (int64_t)sc->procs[p].lease_ms * 1000;
+                l.until_us = until;
+                double att = -1;
+                const cJSON *atts = ev_arr(ev, (const char *const[]){ "attempts", NULL });
+                if (atts == NULL)
+                    ev_num(ev, K_ATTEMPT, &att);
+                const cJSON *ids = ev_arr(ev, K_IDS);
+                const cJSON *it;
+                int idx = 0;
+                cJSON_ArrayForEach(it, ids) {
+                    if (!item_id(it, l.id, sizeof(l.id)))
+                        continue;
+                    double a = att;
+                    if (cJSON_IsObject(it))
+                        ev_num(it, K_ATTEMPT, &a);
+                    else if (atts != NULL && cJSON_IsNumber(cJSON_GetArrayItem(atts, idx)))
+                        a = cJSON_GetArrayItem(atts, idx)->valuedouble;
+                    l.attempt = (long)a;
+                    lease_add(out, &l);
+                    idx++;
+                }
+                if (ids == NULL && item_id(cJSON_GetObjectItemCaseSensitive(ev, "id"), l.id,
+                                           sizeof(l.id))) {
+                    l.attempt = (long)att;
+                    lease_add(out, &l);
+                }
+            } else if (strcmp(name, "mark") == 0 || strcmp(name, "retry") == 0 ||
+                       strcmp(name, "dead_letter") == 0 || strcmp(name, "lease_lost") == 0 ||
+                       strcmp(name, "release") == 0) {
+                /* Releases end the latest claim of this process incarnation
+                 * for each id they name.  A retry's next_attempt_at bounds
+                 * how early anyone may claim again, so it is the release
+                 * moment when it comes before the log line. */
+                int64_t rel = ts;
+                if (strcmp(name, "retry") == 0) {
+                    const cJSON *na = NULL;
+                    int64_t t;
+                    for (const char *const *k = K_NEXT; *k && na == NULL; k++)
+                        na = cJSON_GetObjectItemCaseSensitive(ev, *k);
+                    if (na != NULL && ev_time_us(na, &t) && t < rel)
+                        rel = t;
+                }
+                char ids_buf[64][40];
+                int nid = 0;
+                const cJSON *ids = ev_arr(ev, K_IDS);
+                const cJSON *it;
+                cJSON_ArrayForEach(it, ids) {
+                    if (nid < 64 && item_id(it, ids_buf[nid], sizeof(ids_buf[0])))
+                        nid++;
+                }
+                if (ids == NULL && item_id(cJSON_GetObjectItemCaseSensitive(ev, "id"), ids_buf[0],
+                                           sizeof(ids_buf[0])))
+                    nid = 1;
+                if (ids == NULL && nid == 0 &&
+                    item_id(cJSON_GetObjectItemCaseSensitive(ev, "message_id"), ids_buf[0],
+                            sizeof(ids_buf[0])))
+                    nid = 1;
+                for (int j = 0; j < nid; j++) {
+                    for (int k = out->n - 1; k >= first_lease; k--) {
+                        struct lease *l = &out->v[k];
+                        if (l->pid == (int)pidd && strcmp(l->id, ids_buf[j]) == 0) {
+                            if (l->released_us == INT64_MAX)
+                                l->released_us = rel;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    qsort(out->v, (size_t)out->n, sizeof(*out->v), cmp_lease);
+}
+
+static void fmt_time(int64_t us, char *out, size_t n)
+{
+    if (us == INT64_MAX) {
+        snprintf(out, n, "never");
+        return;
+    }
+    char iso[40];
+    us_to_iso(us, iso, sizeof(iso));
+    snprintf(out, n, "%s", iso + 11); /* the time of day is enough here */
+}
+
+/* ---- 6. no_two_live_leases ---------------------------------------------- */
+
+static void inv_no_two_live_leases(struct ctx *c, const struct leases *ls)
+{
+    struct chk_inv *inv = &c->res->inv[INV_NO_TWO_LIVE_LEASES];
+    const struct scenario *sc = c->in->sc;
+    inv->ran = 1;
+    for (int i = 0; i < ls->n; i++) {
+        const struct lease *b = &ls->v[i];
+        inv->checked++;
+        /* Every earlier claim of the same message by another worker must
+         * have ended (lease expired or released) before b claimed it. */
+        for (int j = i - 1; j >= 0 && strcmp(ls->v[j].id, b->id) == 0; j--) {
+            const struct lease *a = &ls->v[j];
+            if (strcmp(a->worker, b->worker) == 0)
+                continue;
+            int64_t end = a->until_us < a->released_us ? a->until_us : a->released_us;
+            if (b->claimed_us < end) {
+                char t1[32], t2[32], t3[32];
+                fmt_time(b->claimed_us, t1, sizeof(t1));
+                fmt_time(a->claimed_us, t2, sizeof(t2));
+                fmt_time(a->until_us, t3, sizeof(t3));
+                violation(inv, "message %s was claimed by %s at %s while %s's lease "
+                          "(claimed %s) was live until %s", b->id, sc->procs[b->proc].name, t1,
+                          sc->procs[a->proc].name, t2, t3);
+                break;
+            }
+        }
+    }
+    /* A stale worker must not mark: a mark logged after its own lease ended
+     * while another worker had claimed the message in between. */
+    const cJSON *ev;
+    for (int p = 0; p < sc->nprocs; p++) {
+        if (sc->procs[p].kind != SC_RELAY || c->in->proc_events[p] == NULL)
+            continue;
+        cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
+            if (strcmp(ev_name(ev), "mark") != 0)
+                continue;
+            double upd = 1;
+            if (ev_num(ev, (const char *const[]){ "updated", "rows", "marked", NULL }, &upd) &&
+                upd <= 0)
+                continue;
+            double pidd = 0;
+            ev_num(ev, (const char *const[]){ "pid", NULL }, &pidd);
+            int64_t ts = ev_ts(ev);
+            char idb[40];
+            const cJSON *ids = ev_arr(ev, K_IDS);
+            const cJSON *it;
+            cJSON *one = NULL;
+            if (ids == NULL) {
+                const char *s = ev_str(ev, K_ONE_ID);
+                if (s == NULL)
+                    continue;
+                one = cJSON_CreateArray();
+                cJSON_AddItemToArray(one, cJSON_CreateString(s));
+                ids = one;
+            }
+            cJSON_ArrayForEach(it, ids) {
+                if (!item_id(it, idb, sizeof(idb)))
+                    continue;
+                /* The marking worker's latest claim of idb before ts. */
+                const struct lease *mine = NULL;
+                for (int i = 0; i < ls->n; i++) {
+                    const struct lease *l = &ls->v[i];
+                    if (l->proc == p && l->pid == (int)pidd && strcmp(l->id, idb) == 0 &&
+                        l->claimed_us <= ts)
+                        mine = l;
+                }
+                if (mine == NULL || ts <= mine->until_us)
+                    continue;
+                for (int i = 0; i < ls->n; i++) {
+                    const struct lease *o = &ls->v[i];
+                    if (strcmp(o->id, idb) == 0 && strcmp(o->worker, mine->worker) != 0 &&
+                        o->claimed_us > mine->claimed_us && o->claimed_us < ts) {
+                        char t1[32], t2[32], t3[32];
+                        fmt_time(ts, t1, sizeof(t1));
+                        fmt_time(mine->until_us, t2, sizeof(t2));
+                        fmt_time(o->claimed_us, t3, sizeof(t3));
+                        violation(inv, "%s marked message %s published at %s although its lease "
+                                  "ended at %s and %s had claimed it at %s (a stale worker marked)",
+                                  sc->procs[p].name, idb, t1, t2, sc->procs[o->proc].name, t3);
+                        break;
+                    }
+                }
+            }
+            cJSON_Delete(one);
+        }
+    }
+}
+
+/* ---- 7. retry_respects_backoff ------------------------------------------ */
+
+static void inv_retry_respects_backoff(struct ctx *c, const struct leases *ls)
+{
+    struct chk_inv *inv = &c->res->inv[INV_RETRY_RESPECTS_BACKOFF];
+    const struct scenario *sc = c->in->sc;
+    inv->ran = 1;
+    const cJSON *ev;
+    for (int p = 0; p < sc->nprocs; p++) {
+        if (sc->procs[p].kind != SC_RELAY || c->in->proc_events[p] == NULL)
+            continue;
+        cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
+            if (strcmp(ev_name(ev), "retry") != 0)
+                continue;
+            const cJSON *na = NULL;
+            for (const char *const *k = K_NEXT; *k && na == NULL; k++)
+                na = cJSON_GetObjectItemCaseSensitive(ev, *k);
+            int64_t next;
+            char id[40];
+            if (na == NULL || !ev_time_us(na, &next) ||
+                !item_id(cJSON_GetObjectItemCaseSensitive(ev, "id"), id, sizeof(id))) {
+                if (!item_id(cJSON_GetObjectItemCaseSensitive(ev, "message_id"), id, sizeof(id)) ||
+                    na == NULL || !ev_time_us(na, &next))
+                    continue;
+            }
+            int64_t ts = ev_ts(ev);
+            inv->checked++;
+            /* Nobody may publish it between this retry and its next_attempt_at. */
+            const cJSON *b;
+            cJSON_ArrayForEach(b, c->in->broker_events) {
+                if (!is_publish(b))
+                    continue;
+                const char *mid = ev_str(b, K_MSGID);
+                int64_t bt = ev_ts(b);
+                if (mid == NULL || strcasecmp(mid, id) != 0 || bt <= ts || bt >= next ||
+                    requeued_between(c, id, ts, bt))
+                    continue;
+                char t1[32], t2[32];
+                fmt_time(bt, t1, sizeof(t1));
+                fmt_time(next, t2, sizeof(t2));
+                violation(inv, "message %s was published at %s, before the next_attempt_at %s "
+                          "that %s persisted for it", id, t1, t2, sc->procs[p].name);
+                break;
+            }
+            /* Nor claim it. */
+            for (int i = 0; i < ls->n; i++) {
+                const struct lease *l = &ls->v[i];
+                if (strcmp(l->id, id) != 0 || l->claimed_us <= ts || l->claimed_us >= next ||
+                    requeued_between(c, id, ts, l->claimed_us))
+                    continue;
+                char t1[32], t2[32];
+                fmt_time(l->claimed_us, t1, sizeof(t1));
+                fmt_time(next, t2, sizeof(t2));
+                violation(inv, "message %s was claimed by %s at %s, before its next_attempt_at %s",
+                          id, sc->procs[l->proc].name, t1, t2);
+                break;
+            }
+        }
+    }
+    /* Attempts never decrease: per message, successive claims carry growing
+     * attempt numbers, and the row holds at least the last one. */
+    for (int i = 1; i < ls->n; i++) {
+        const struct lease *a = &ls->v[i - 1], *b = &ls->v[i];
+        if (strcmp(a->id, b->id) != 0 || a->attempt < 0 || b->attempt < 0 ||
+            requeued_between(c, a->id, a->claimed_us, b->claimed_us))
+            continue;
+        inv->checked++;
+        if (b->attempt <= a->attempt)
+            violation(inv, "message %s was claimed with attempt %ld after attempt %ld: "
+                      "attempts went backwards", b->id, b->attempt, a->attempt);
+    }
+    /* Every publish follows a committed claim, and every claim counts an
+     * attempt: a row that reached the broker more often than its attempts
+     * (plus those an operator requeue reset) was published without a
+     * committed lease -- inside the claim's transaction, or retried behind
+     * the outbox's back. */
+    int *pubs = calloc((size_t)c->nrows + 1, sizeof(int));
+    if (pubs != NULL) {
+        const cJSON *b;
+        cJSON_ArrayForEach(b, c->in->broker_events) {
+            struct orow *o = is_publish(b) ? find_row(c, ev_str(b, K_MSGID)) : NULL;
+            if (o != NULL)
+                pubs[o - c->rows]++;
+        }
+        for (int i = 0; i < c->nrows; i++) {
+            if (pubs[i] == 0)
+                continue;
+            inv->checked++;
+            long allowed = c->rows[i].attempts;
+            for (int k = 0; k < c->nrequeues; k++)
+                if (strcasecmp(c->requeues[k].id, c->rows[i].id) == 0)
+                    allowed += c->requeues[k].attempts_before;
+            if (pubs[i] > allowed)
+                violation(inv, "message %s reached the broker %d times but only %ld claims "
+                          "were committed (attempts = %d): a publish without a committed lease",
+                          c->rows[i].id, pubs[i], allowed, c->rows[i].attempts);
+        }
+        free(pubs);
+    }
+    for (int i = 0; i < ls->n; i++) {
+        const struct lease *l = &ls->v[i];
+        if (l->attempt < 0 || (i + 1 < ls->n && strcmp(ls->v[i + 1].id, l->id) == 0))
+            continue;
+        struct orow *o = find_row(c, l->id);
+        if (o != NULL && o->attempts < l->attempt)
+            violation(inv, "message %s holds attempts = %d although it was claimed with "
+                      "attempt %ld", o->id, o->attempts, l->attempt);
+    }
+}
+
+/* ---- 8. dead_letter_at_limit -------------------------------------------- */
+
+int checker_error_sanitized(const char *err, const char *payload, char *why, size_t whylen)
+{
+    static const char *const secrets[] = { "password", "passwd", "secret", "token=",
+                                           "apikey", "api_key", "authorization:", NULL };
+    if (err == NULL)
+        return 1;
+    for (const char *const *s = secrets; *s; s++) {
+        if (strcasestr(err, *s) != NULL) {
+            snprintf(why, whylen, "it contains \"%s\"", *s);
+            return 0;
+        }
+    }
+    if (strlen(err) > 2048) {
+        snprintf(why, whylen, "it is %zu bytes long (unbounded)", strlen(err));
+        return 0;
+    }
+    size_t pl = payload ? strlen(payload) : 0;
+    const size_t win = 16;
+    for (size_t i = 0; pl >= win && i + win <= pl; i++) {
+        if (memmem(err, strlen(err), payload + i, win) != NULL) {
+            snprintf(why, whylen, "it quotes the payload (\"%.*s\")", (int)win, payload + i);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void inv_dead_letter_at_limit(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_DEAD_LETTER_AT_LIMIT];
+    const struct scenario *sc = c->in->sc;
+    int limits[SC_MAX_PROCS], nl = 0;
+    for (int p = 0; p < sc->nprocs; p++) {
+        if (sc->procs[p].kind != SC_RELAY)
+            continue;
+        int dup = 0;
+        for (int j = 0; j < nl; j++)
+            dup |= limits[j] == sc->procs[p].max_attempts;
+        if (!dup)
+            limits[nl++] = sc->procs[p].max_attempts;
+    }
+    PGresult *r = q(c,
+        "SELECT id::text, attempts, last_error, payload::text"
+        "  FROM outbox_messages WHERE dead_lettered_at IS NOT NULL ORDER BY dead_lettered_at", 0, NULL);
+    if (r == NULL)
+        return;
+    inv->ran = 1;
+    for (int i = 0; i < PQntuples(r); i++) {
+        inv->checked++;
+        int attempts = atoi(PQgetvalue(r, i, 1));
+        int ok = nl == 0;
+        for (int j = 0; j < nl; j++)
+            ok |= attempts == limits[j];
+        if (!ok)
+            violation(inv, "event %s was dead-lettered after %d attempts, not at the limit (%d)",
+                      PQgetvalue(r, i, 0), attempts, nl ? limits[0] : 12);
+        if (PQgetisnull(r, i, 2)) {
+            violation(inv, "event %s was dead-lettered without a last_error", PQgetvalue(r, i, 0));
+            continue;
+        }
+        char why[160];
+        if (!checker_error_sanitized(PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), why, sizeof(why)))
+            violation(inv, "event %s: last_error is not sanitized: %s", PQgetvalue(r, i, 0), why);
+    }
+    PQclear(r);
+    /* A requeued dead letter was dead at the limit too, and its recorded
+     * error was sanitized then. */
+    r = q(c,
+        "SELECT q.message_id::text, q.attempts_before, q.last_error_before, o.payload::text"
+        "  FROM outbox_requeues q LEFT JOIN outbox_messages o ON o.id = q.message_id"
+        " ORDER BY q.id", 0, NULL);
+    if (r == NULL)
+        return;
+    for (int i = 0; i < PQntuples(r); i++) {
+        inv->checked++;
+        int attempts = atoi(PQgetvalue(r, i, 1));
+        int ok = nl == 0;
+        for (int j = 0; j < nl; j++)
+            ok |= attempts == limits[j];
+        if (!ok)
+            violation(inv, "event %s was requeued from a dead letter with %d attempts, "
+                      "not the limit (%d)", PQgetvalue(r, i, 0), attempts, nl ? limits[0] : 12);
+        char why[160];
+        if (!PQgetisnull(r, i, 2) &&
+            !checker_error_sanitized(PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), why, sizeof(why)))
+            violation(inv, "event %s: its dead-letter error was not sanitized: %s",
+                      PQgetvalue(r, i, 0), why);
+    }
+    PQclear(r);
+}
+
+/* ---- 9. versions_in_order ----------------------------------------------- */
+
+static void inv_versions_in_order(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_VERSIONS_IN_ORDER];
+    inv->ran = 1;
+    for (int k = 0; k < c->nconsumers; k++) {
+        const char *p[1] = { c->consumers[k] };
+        PGresult *r = q(c,
+            "SELECT e.payment_id::text, e.aggregate_version, e.tbl || ' row ' || e.id"
+            "  FROM " EFFECTS_SQL " e ORDER BY e.payment_id, e.id", 1, p);
+        if (r == NULL)
+            return;
+        const char *agg = NULL;
+        long long last = 0;
+        int broken = 0;
+        for (int i = 0; i < PQntuples(r); i++) {
+            const char *a = PQgetvalue(r, i, 0);
+            long long v = atoll(PQgetvalue(r, i, 1));
+            if (agg == NULL || strcmp(a, agg) != 0) {
+                agg = a;
+                last = 0;
+                broken = 0;
+                inv->checked++;
+            }
+            if (broken || v == last)
+                continue; /* a repeat is effect_once's business */
+            if (v != last + 1) {
+                if (v < last)
+                    violation(inv, "%s applied version %lld of payment %s after version %lld (%s)",
+                              c->consumers[k], v, a, last, PQgetvalue(r, i, 2));
+                else
+                    violation(inv, "%s applied version %lld of payment %s without version %lld "
+                              "before it (%s): a gap was applied", c->consumers[k], v, a,
+                              last + 1, PQgetvalue(r, i, 2));
+                broken = 1;
+                continue;
+            }
+            last = v;
+        }
+        PQclear(r);
+    }
+}
+
+/* ---- 10. one_payment_per_key -------------------------------------------- */
+
+static void inv_one_payment_per_key(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_ONE_PAYMENT_PER_KEY];
+    const struct chk_input *in = c->in;
+    inv->ran = 1;
+    /* The client's view: every settled answer to one key is the same. */
+    for (int i = 0; i < in->nhttp; i++) {
+        const struct http_rec *a = &in->http[i];
+        if (!a->creation || a->key[0] == '\0')
+            continue;
+        int first = 1;
+        for (int j = 0; j < i; j++)
+            if (in->http[j].creation && strcmp(in->http[j].key, a->key) == 0)
+                first = 0;
+        if (!first)
+            continue;
+        inv->checked++;
+        /* The reference answer: the first settled one (2xx, or 4xx but 409,
+         * which only says "in flight, retry"). */
+        const struct http_rec *ref = NULL;
+        for (int j = i; j < in->nhttp; j++) {
+            const struct http_rec *b = &in->http[j];
+            if (!b->creation || strcmp(b->key, a->key) != 0)
+                continue;
+            int settled = (b->status >= 200 && b->status < 300) ||
+                          (b->status >= 400 && b->status < 500 && b->status != 409);
+            if (!settled)
+                continue;
+            if (ref == NULL) {
+                ref = b;
+                continue;
+            }
+            /* A different body under the same key must be refused (422),
+             * and is not a replay. */
+            if (b->status == 422 || ref->status == 422)
+                continue;
+            if (b->status != ref->status || strcmp(b->body ? b->body : "", ref->body ? ref->body : "") != 0)
+                violation(inv, "key %s: a retry got HTTP %d %.80s, the first answer was HTTP %d %.80s",
+                          a->key, b->status, b->body ? b->body : "", ref->status,
+                          ref->body ? ref->body : "");
+            else if (b->payment_id[0] && ref->payment_id[0] && strcmp(b->payment_id, ref->payment_id) != 0)
+                violation(inv, "key %s: answered with payments %s and %s", a->key,
+                          ref->payment_id, b->payment_id);
+        }
+        /* The database's view: the key's record names the payment the client got. */
+        if (ref != NULL && ref->status >= 200 && ref->status < 300 && ref->payment_id[0]) {
+            const char *p[2] = { a->key, ref->payment_id };
+            long n = q_long(c,
+                "SELECT count(*) FROM idempotency_records"
+                " WHERE idempotency_key = $1 AND payment_id::text <> $2", 2, p);
+            if (n > 0)
+                violation(inv, "key %s: the idempotency record names another payment than %s, "
+                          "which the client was given", a->key, ref->payment_id);
+        }
+    }
+    PGresult *r = q(c,
+        "SELECT p.id::text FROM payments p"
+        " WHERE NOT EXISTS (SELECT 1 FROM idempotency_records r WHERE r.payment_id = p.id)", 0, NULL);
+    if (r == NULL)
+        return;
+    for (int i = 0; i < PQntuples(r); i++)
+        violation(inv, "payment %s has no idempotency record (created outside the keyed path)",
+                  PQgetvalue(r, i, 0));
+    PQclear(r);
+    /* Two payments answered to one key's creation: counted from the
+     * payments created per key through their PaymentCreated record. */
+    r = q(c,
+        "SELECT r.client_id, r.idempotency_key, count(DISTINCT r.payment_id)"
+        "  FROM idempotency_records r"
+        " WHERE r.payment_id IS NOT NULL"
+        " GROUP BY r.client_id, r.idempotency_key HAVING count(DISTINCT r.payment_id) > 1", 0, NULL);
+    if (r == NULL)
+        return;
+    for (int i = 0; i < PQntuples(r); i++)
+        violation(inv, "key %s of client %s maps to %s payments", PQgetvalue(r, i, 1),
+                  PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
+    PQclear(r);
+    inv->checked += q_long(c, "SELECT count(*) FROM payments", 0, NULL);
+}
+
+/* ---- counts and classification ------------------------------------------ */
+
+static void counts(struct ctx *c)
+{
+    struct chk_result *res = c->res;
+    const struct scenario *sc = c->in->sc;
+    res->payments = q_long(c, "SELECT count(*) FROM payments", 0, NULL);
+    res->outbox_rows = c->nrows;
+    for (int i = 0; i < c->nrows; i++) {
+        res->published += c->rows[i].published;
+        res->dead_lettered += c->rows[i].dead;
+        if (c->rows[i].attempts > res->max_attempts)
+            res->max_attempts = c->rows[i].attempts;
+    }
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, c->in->broker_events) {
+        const char *n = ev_name(ev);
+        if (strcmp(n, "publish") == 0) {
+            if (publish_stored(ev))
+                res->publishes++;
+            else
+                res->publishes_refused++;
+        } else if (strcmp(n, "deliver") == 0) {
+            res->deliveries++;
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "redelivered")))
+                res->redeliveries++;
+        }
+    }
+    long dup_events = 0, gap_events = 0;
+    for (int p = 0; p < sc->nprocs; p++) {
+        if (sc->procs[p].kind != SC_CONSUMER || c->in->proc_events[p] == NULL)
+            continue;
+        cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
+            const char *n = ev_name(ev);
+            if (strcmp(n, "inbox_dup") == 0 || strcmp(n, "duplicate") == 0)
+                dup_events++;
+            if (strcmp(n, "gap") == 0)
+                gap_events++;
+        }
+    }
+    long dup_rows = q_long(c, "SELECT count(*) FROM consumer_anomalies WHERE kind = 'duplicate'",
+                           0, NULL);
+    res->duplicates_absorbed = dup_events > dup_rows ? dup_events : dup_rows;
+    long gap_rows = q_long(c, "SELECT count(*) FROM consumer_anomalies WHERE kind IN ('gap', 'gap_parked')",
+                           0, NULL);
+    res->gaps_detected = gap_events > gap_rows ? gap_events : gap_rows;
+    res->effects = q_long(c, "SELECT (SELECT count(*) FROM ledger_entries)"
+                             " + (SELECT count(*) FROM notifications)", 0, NULL);
+    res->requeues = q_long(c, "SELECT count(*) FROM outbox_requeues", 0, NULL);
+}
+
+static void classify(struct ctx *c)
+{
+    struct chk_result *res = c->res;
+    const struct chk_input *in = c->in;
+    /* Per outbox event: the fewest and the most effects over the consumer
+     * groups, and whether some group parked it. */
+    int *minv = malloc(sizeof(int) * ((size_t)c->nrows + 1));
+    int *maxv = calloc((size_t)c->nrows + 1, sizeof(int));
+    char *parked = calloc((size_t)c->nrows + 1, 1);
+    char *recovered = calloc((size_t)c->nrows + 1, 1);
+    if (minv == NULL || maxv == NULL || parked == NULL || recovered == NULL)
+        goto out;
+    for (int i = 0; i < c->nrows; i++)
+        minv[i] = c->nconsumers > 0 ? 1 << 30 : 1;
+    for (int k = 0; k < c->nconsumers; k++) {
+        const char *p[1] = { c->consumers[k] };
+        int *got = calloc((size_t)c->nrows + 1, sizeof(int));
+        if (got == NULL)
+            goto out;
+        PGresult *r = q(c, "SELECT e.message_id::text, count(*) FROM " EFFECTS_SQL " e"
+                           " GROUP BY e.message_id", 1, p);
+        for (int i = 0; r != NULL && i < PQntuples(r); i++) {
+            struct orow *o = find_row(c, PQgetvalue(r, i, 0));
+            if (o == NULL)
+                res->unexpected++;
+            else
+                got[o - c->rows] = atoi(PQgetvalue(r, i, 1));
+        }
+        PQclear(r);
+        r = q(c, "SELECT d.message_id FROM consumer_dead_letters d WHERE d.consumer_name = $1"
+                 " UNION SELECT a.message_id::text FROM consumer_anomalies a"
+                 "  WHERE a.consumer_name = $1 AND a.kind IN ('poison', 'gap_parked')", 1, p);
+        for (int i = 0; r != NULL && i < PQntuples(r); i++) {
+            struct orow *o = find_row(c, PQgetvalue(r, i, 0));
+            if (o != NULL)
+                parked[o - c->rows] = 1;
+        }
+        PQclear(r);
+        for (int i = 0; i < c->nrows; i++) {
+            if (got[i] < minv[i])
+                minv[i] = got[i];
+            if (got[i] > maxv[i])
+                maxv[i] = got[i];
+        }
+        free(got);
+    }
+    /* Recovered: the creation event of a payment whose key saw an error. */
+    for (int i = 0; i < in->nhttp; i++) {
+        const struct http_rec *h = &in->http[i];
+        if (!h->creation || h->key[0] == '\0' || (h->status != 0 && h->status < 500))
+            continue;
+        const char *p[1] = { h->key };
+        PGresult *r = q(c,
+            "SELECT o.id::text FROM idempotency_records r"
+            "  JOIN outbox_messages o ON o.aggregate_id = r.payment_id"
+            "   AND o.event_type = 'PaymentCreated'"
+            " WHERE r.idempotency_key = $1", 1, p);
+        for (int j = 0; r != NULL && j < PQntuples(r); j++) {
+            struct orow *o = find_row(c, PQgetvalue(r, j, 0));
+            if (o != NULL)
+                recovered[o - c->rows] = 1;
+        }
+        PQclear(r);
+    }
+    for (int i = 0; i < c->nrows; i++) {
+        if (maxv[i] > 1)
+            res->duplicated++;
+        else if (minv[i] == 0 && !c->rows[i].dead && !parked[i])
+            res->lost++;
+        else if (recovered[i] && minv[i] >= 1)
+            res->recovered++;
+        else
+            res->ok++;
+    }
+out:
+    free(minv);
+    free(maxv);
+    free(parked);
+    free(recovered);
+}
+
+/* ---- driver ------------------------------------------------------------- */
+
+int checker_run(const struct chk_input *in, struct chk_result *res)
+{
+    struct ctx c;
+    memset(res, 0, sizeof(*res));
+    memset(&c, 0, sizeof(c));
+    c.in = in;
+    c.res = res;
+    for (int i = 0; i < INV_COUNT; i++)
+        res->inv[i].witnesses = cJSON_CreateArray();
+    for (int p = 0; p < in->sc->nprocs; p++) {
+        if (in->sc->procs[p].kind != SC_CONSUMER)
+            continue;
+        int dup = 0;
+        for (int k = 0; k < c.nconsumers; k++)
+            dup |= strcmp(c.consumers[k], in->sc->procs[p].consumer_name) == 0;
+        if (!dup)
+            c.consumers[c.nconsumers++] = in->sc->procs[p].consumer_name;
+    }
+    if (load_outbox(&c) == 0 && load_requeues(&c) == 0) {
+        struct leases ls = { NULL, 0, 0 };
+        collect_leases(&c, &ls);
+        inv_payment_one_creation_event(&c);
+        inv_nothing_lost(&c);
+        inv_effect_once(&c);
+        inv_broker_log_matches_outbox(&c);
+        inv_republish_same_payload(&c);
+        inv_no_two_live_leases(&c, &ls);
+        inv_retry_respects_backoff(&c, &ls);
+        inv_dead_letter_at_limit(&c);
+        inv_versions_in_order(&c);
+        inv_one_payment_per_key(&c);
+        counts(&c);
+        classify(&c);
+        free(ls.v);
+    }
+    free(c.rows);
+    free(c.requeues);
+    for (int i = 0; i < INV_COUNT; i++)
+        res->inv[i].pass = res->inv[i].ran && res->inv[i].violations == 0 && !c.db_failed;
+    return c.db_failed ? -1 : 0;
+}
+
+void checker_free(struct chk_result *res)
+{
+    for (int i = 0; i < INV_COUNT; i++) {
+        cJSON_Delete(res->inv[i].witnesses);
+        res->inv[i].witnesses = NULL;
+    }
+}
+
+static int listed(const struct scenario *sc, int inv)
+{
+    for (int i = 0; i < sc->ninvariants; i++)
+        if ((int)sc->invariants[i] == inv)
+            return 1;
+    return 0;
+}
+
+int checker_inv_pass(const struct chk_result *res, const struct scenario *sc, int inv)
+{
+    const struct chk_inv *x = &res->inv[inv];
+    if (!x->pass)
+        return 0;
+    return !(listed(sc, inv) && x->checked == 0);
+}
+
+cJSON *checker_invariants_json(const struct chk_result *res, const struct scenario *sc)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < INV_COUNT; i++) {
+        const struct chk_inv *x = &res->inv[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", sc_invariant_name((enum sc_invariant)i));
+        cJSON_AddStringToObject(o, "verdict", checker_inv_pass(res, sc, i) ? "pass" : "fail");
+        cJSON_AddNumberToObject(o, "checked", (double)x->checked);
+        cJSON_AddNumberToObject(o, "violations", (double)x->violations);
+        cJSON_AddBoolToObject(o, "listed", listed(sc, i));
+        cJSON *w = x->witnesses ? cJSON_Duplicate(x->witnesses, 1) : cJSON_CreateArray();
+        if (listed(sc, i) && x->ran && x->checked == 0 && x->violations == 0)
+            cJSON_AddItemToArray(w, cJSON_CreateString(
+                "vacuous: the scenario lists this invariant but nothing was there to check"));
+        if (!x->ran)
+            cJSON_AddItemToArray(w, cJSON_CreateString(
+                res->error[0] ? res->error : "not run: the checker could not read the database"));
+        cJSON_AddItemToObject(o, "witnesses", w);
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
+cJSON *checker_counts_json(const struct chk_result *res)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "payments", (double)res->payments);
+    cJSON_AddNumberToObject(o, "outbox_rows", (double)res->outbox_rows);
+    cJSON_AddNumberToObject(o, "published", (double)res->published);
+    cJSON_AddNumberToObject(o, "dead_lettered", (double)res->dead_lettered);
+    cJSON_AddNumberToObject(o, "publishes", (double)res->publishes);
+    cJSON_AddNumberToObject(o, "deliveries", (double)res->deliveries);
+    cJSON_AddNumberToObject(o, "redeliveries", (double)res->redeliveries);
+    cJSON_AddNumberToObject(o, "duplicates_absorbed", (double)res->duplicates_absorbed);
+    cJSON_AddNumberToObject(o, "effects", (double)res->effects);
+    cJSON_AddNumberToObject(o, "republished_same_id", (double)res->republished_same_id);
+    cJSON_AddNumberToObject(o, "publishes_refused", (double)res->publishes_refused);
+    cJSON_AddNumberToObject(o, "requeues", (double)res->requeues);
+    cJSON_AddNumberToObject(o, "gaps_detected", (double)res->gaps_detected);
+    cJSON_AddNumberToObject(o, "max_attempts", (double)res->max_attempts);
+    return o;
+}
+
+cJSON *checker_class_json(const struct chk_result *res)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "ok", (double)res->ok);
+    cJSON_AddNumberToObject(o, "lost", (double)res->lost);
+    cJSON_AddNumberToObject(o, "duplicated", (double)res->duplicated);
+    cJSON_AddNumberToObject(o, "unexpected", (double)res->unexpected);
+    cJSON_AddNumberToObject(o, "recovered", (double)res->recovered);
+    return o;
+}
+
+/* ---- expectations ------------------------------------------------------- */
+
+static int metric(const struct chk_result *r, const char *name, long *v)
+{
+    struct { const char *n; long v; } m[] = {
+        { "payments", r->payments }, { "outbox_rows", r->outbox_rows },
+        { "published", r->published }, { "dead_lettered", r->dead_lettered },
+        { "publishes", r->publishes }, { "deliveries", r->deliveries },
+        { "redeliveries", r->redeliveries }, { "duplicates_absorbed", r->duplicates_absorbed },
+        { "effects", r->effects }, { "ok", r->ok }, { "lost", r->lost },
+        { "duplicated", r->duplicated }, { "unexpected", r->unexpected },
+        { "recovered", r->recovered }, { "republished_same_id", r->republished_same_id },
+        { "publishes_refused", r->publishes_refused }, { "requeues", r->requeues },
+        { "gaps_detected", r->gaps_detected }, { "max_attempts", r->max_attempts },
+    };
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        if (strcmp(m[i].n, name) == 0) {
+            *v = m[i].v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int event_matches(const cJSON *ev, const char *name, const char *wk, const char *wv)
+{
+    if (strcmp(ev_name(ev), name) != 0)
+        return 0;
+    if (wk == NULL)
+        return 1;
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(ev, wk);
+    char buf[64];
+    if (cJSON_IsString(it))
+        return strcmp(it->valuestring, wv) == 0;
+    if (cJSON_IsNumber(it)) {
+        snprintf(buf, sizeof(buf), "%.0f", it->valuedouble);
+        return strcmp(buf, wv) == 0;
+    }
+    if (cJSON_IsBool(it))
+        return strcmp(cJSON_IsTrue(it) ? "true" : "false", wv) == 0;
+    return 0;
+}
+
+static long count_events(const cJSON *arr, const char *name, const char *wk, const char *wv)
+{
+    long n = 0;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, arr) {
+        if (event_matches(ev, name, wk, wv))
+            n++;
+    }
+    return n;
+}
+
+int checker_expect(const struct chk_input *in, const struct chk_result *res,
+                   const struct sc_expect *x, char *detail, size_t detaillen)
+{
+    long v = 0;
+    char what[160];
+    snprintf(what, sizeof(what), "%s", x->check);
+    if (metric(res, x->check, &v)) {
+        /* a counter */
+    } else if (strcmp(x->check, "events") == 0 || strcmp(x->check, "faults_fired") == 0) {
+        const char *name = strcmp(x->check, "events") == 0 ? x->event : "fault_hit";
+        const char *wk = x->where_key, *wv = x->where_value;
+        if (x->point != NULL) {
+            wk = "point";
+            wv = x->point;
+        }
+        if (x->proc != NULL && strcmp(x->proc, "broker") == 0) {
+            v = count_events(in->broker_events, name, wk, wv);
+        } else {
+            for (int p = 0; p < in->sc->nprocs; p++)
+                if ((x->proc_idx < 0 || x->proc_idx == p) && in->proc_events[p] != NULL)
+                    v += count_events(in->proc_events[p], name, wk, wv);
+        }
+        snprintf(what, sizeof(what), "%s%s%s%s%s%s%s", name, x->proc ? " of " : "",
+                 x->proc ? x->proc : "", wk ? " where " : "", wk ? wk : "", wk ? "=" : "",
+                 wv ? wv : "");
+    } else if (strcmp(x->check, "sql") == 0) {
+        char err[256];
+        PGresult *r = pgx_exec(in->conn, x->sql, 0, NULL, NULL, err, sizeof(err));
+        if (r == NULL) {
+            snprintf(detail, detaillen, "sql failed: %s", err);
+            return 0;
+        }
+        if (PQntuples(r) < 1 || PQnfields(r) < 1 || PQgetisnull(r, 0, 0)) {
+            PQclear(r);
+            snprintf(detail, detaillen, "sql returned no value");
+            return 0;
+        }
+        v = atol(PQgetvalue(r, 0, 0));
+        PQclear(r);
+        snprintf(what, sizeof(what), "sql %.120s", x->sql);
+    } else if (strcmp(x->check, "http_status") == 0) {
+        int found = 0;
+        for (int i = 0; i < in->nhttp; i++)
+            if (strcmp(in->http[i].name, x->request) == 0) {
+                v = in->http[i].status;
+                found = 1;
+            }
+        if (!found) {
+            snprintf(detail, detaillen, "request %s was never sent", x->request);
+            return 0;
+        }
+        snprintf(what, sizeof(what), "HTTP status of %s", x->request);
+    } else {
+        snprintf(detail, detaillen, "unknown check %s", x->check);
+        return 0;
+    }
+    int ok = 1;
+    char want[96] = "";
+    size_t n = 0;
+    if (x->has_equals) {
+        ok &= v == x->equals;
+        n += (size_t)snprintf(want + n, sizeof(want) - n, "= %lld", x->equals);
+    }
+    if (x->has_min) {
+        ok &= v >= x->min;
+        n += (size_t)snprintf(want + n, sizeof(want) - n, "%s>= %lld", n ? ", " : "", x->min);
+    }
+    if (x->has_max) {
+        ok &= v <= x->max;
+        snprintf(want + n, sizeof(want) - n, "%s<= %lld", n ? ", " : "", x->max);
+    }
+    snprintf(detail, detaillen, "%s = %ld (want %s)", what, v, want);
+    return ok;
+}

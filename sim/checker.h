@@ -1,0 +1,98 @@
+/* checker.h -- the invariant checker: named checks over SQL and the logs.
+ *
+ * After the heal phase the runner hands the checker the scenario's database,
+ * the broker's log (every publish with its payload hash, every delivery),
+ * each process's events (the relays' claims, marks and retries) and its own
+ * HTTP log (what the client saw).  Each invariant returns how many things it
+ * checked, how many broke it, and up to CHK_MAX_WITNESSES offending rows in
+ * plain words ("event E was applied 2 times by accounting: ledger rows 17
+ * and 18").  An invariant the scenario lists that checked nothing fails as
+ * vacuous: a scenario that never exercises its window proves nothing.
+ *
+ * The checker also classifies every outbox event as a Jepsen queue check
+ * does: ok, lost (never applied by a consumer group and not parked),
+ * duplicated (an effect twice), unexpected (an effect without a committed
+ * outbox event), recovered (the client saw an error or a timeout, yet the
+ * payment exists and its event was delivered).  A dead-lettered event is
+ * counted ok: it is parked where an operator sees it, not lost. */
+#ifndef CW_CHECKER_H
+#define CW_CHECKER_H
+
+#include "scenario.h"
+
+#include <cjson/cJSON.h>
+#include <libpq-fe.h>
+#include <stdint.h>
+
+#define CHK_MAX_WITNESSES 20
+
+/* One request the runner made to the API, as the client saw it. */
+struct http_rec {
+    int step;               /* index of the step that made it */
+    char name[32];          /* the http step's name, or "" */
+    char method[8];
+    char path[160];
+    char key[160];          /* Idempotency-Key, or "" */
+    int creation;           /* POST /payments */
+    int status;             /* 0: no complete response (crash, timeout) */
+    char *body;             /* owned */
+    char error[160];
+    char payment_id[40];    /* "id" of a JSON response body, or "" */
+    int64_t t0_us, t1_us;
+};
+
+struct chk_inv {
+    int ran;
+    int pass;
+    long checked;
+    long violations;
+    cJSON *witnesses;       /* array of strings, at most CHK_MAX_WITNESSES */
+};
+
+struct chk_result {
+    struct chk_inv inv[INV_COUNT];
+    /* counts of result.json */
+    long payments, outbox_rows, published, dead_lettered, publishes, deliveries,
+        redeliveries, duplicates_absorbed, effects;
+    /* classification */
+    long ok, lost, duplicated, unexpected, recovered;
+    /* further figures for "expect" */
+    long republished_same_id, publishes_refused, requeues, gaps_detected, max_attempts;
+    char error[512];        /* the checker itself could not run (SQL failed) */
+};
+
+struct chk_input {
+    const struct scenario *sc;
+    PGconn *conn;
+    const cJSON *proc_events[SC_MAX_PROCS];  /* arrays, one per scenario process */
+    const cJSON *broker_events;              /* array */
+    const struct http_rec *http;
+    int nhttp;
+};
+
+/* Runs every invariant and fills res.  Returns 0, or -1 when the database
+ * could not be read (res->error says why; the invariants that could not run
+ * are marked failed). */
+int checker_run(const struct chk_input *in, struct chk_result *res);
+void checker_free(struct chk_result *res);
+
+/* The verdict of one invariant for the scenario: violations fail it, and so
+ * does checking nothing when the scenario lists it. */
+int checker_inv_pass(const struct chk_result *res, const struct scenario *sc, int inv);
+
+/* Evaluates one expectation; writes "republished_same_id = 2 (want >= 1)"
+ * into detail.  Returns 1 pass, 0 fail. */
+int checker_expect(const struct chk_input *in, const struct chk_result *res,
+                   const struct sc_expect *x, char *detail, size_t detaillen);
+
+/* The JSON objects of result.json: "counts", "classification", and the
+ * "invariants" array (caller frees). */
+cJSON *checker_counts_json(const struct chk_result *res);
+cJSON *checker_class_json(const struct chk_result *res);
+cJSON *checker_invariants_json(const struct chk_result *res, const struct scenario *sc);
+
+/* Sanitization test used by dead_letter_at_limit (exposed for unit tests):
+ * 1 when err holds no secret marker and no 16-byte run of payload. */
+int checker_error_sanitized(const char *err, const char *payload, char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,61 @@
+/* crashwindow -- the harness's command line.
+ *
+ *   crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO] [--out DIR]
+ *                   [--keep] [--dry-run] [--repeat N] [--bin DIR]
+ *   crashwindow report DIR -o FILE.html
+ *   crashwindow mutants [--only NAME...] [--out DIR] [--pg CONNINFO] [--list]
+ *   crashwindow sim [--seed S] [--runs N] [--replay S:I] [--shrink] ...
+ *
+ * Each subcommand lives in its own module; this file only dispatches. */
+#include "cwlog.h"
+#include "fault.h"
+#include "report.h"
+#include "runner.h"
+#include "simulator.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int mutants_main(int argc, char **argv);
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: crashwindow COMMAND [ARGS]\n"
+        "commands:\n"
+        "  run       run failure scenarios against the real binaries and check invariants\n"
+        "  report    write the HTML reliability report of a run directory\n"
+        "  mutants   build known-wrong variants and show the scenarios catch each one\n"
+        "  sim       randomized fault schedules from a seed: replay and shrink failures\n"
+        "run 'crashwindow COMMAND --help' for a command's options\n");
+}
+
+int main(int argc, char **argv)
+{
+    char err[256];
+    cwlog_open(NULL, "crashwindow");
+    if (fault_init(err, sizeof(err)) < 0) {
+        fprintf(stderr, "crashwindow: %s\n", err);
+        return 2;
+    }
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "run") == 0)
+        return runner_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return report_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "mutants") == 0)
+        return mutants_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "sim") == 0)
+        return simulator_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "crashwindow: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

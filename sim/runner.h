@@ -1,0 +1,76 @@
+/* runner.h -- `crashwindow run`: scenarios against the real binaries.
+ *
+ * For each scenario the runner
+ *   1. clones a fresh database from the run's migrated template,
+ *   2. starts the fake broker and the declared processes (payments-api,
+ *      outbox-relay, accounting-consumer) with their events files,
+ *   3. drives the steps: workload over HTTP, faults fired through CW_FAULTS
+ *      or libfiu's remote control, kills, pauses at fault points, restarts,
+ *      broker switches, operator commands, and bounded waits,
+ *   4. heals: faults off, broker switches reset, every process running
+ *      again; then waits until the pipeline converges (liveness),
+ *   5. runs the invariant checker and the scenario's expectations,
+ *   6. stops everything and writes DIR/<scenario>/ (scenario.json as run,
+ *      each process's events, broker.events.jsonl, timeline.jsonl,
+ *      metrics.jsonl) and DIR/result.json.
+ *
+ * Every wait is a condition polled against a deadline and fails with a
+ * message naming what it waited for; no step sleeps for a fixed time.
+ *
+ * Exit codes: 0 every invariant and expectation of every scenario held,
+ * 1 one did not (or a scenario could not run), 2 bad usage or a bad
+ * scenario file. */
+#ifndef CW_RUNNER_H
+#define CW_RUNNER_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+struct run_opts {
+    const char *const *files;  /* scenario files (ignored with all) */
+    int nfiles;
+    int all;                   /* every .json file in the source tree's scenarios/ */
+    const char *pg;            /* an existing server, or NULL for a throwaway cluster */
+    const char *out;           /* run directory, or NULL for reports/run-<timestamp> */
+    const char *bin;           /* where the binaries are, or NULL for this build */
+    const char *bin_fallback;  /* a binary missing from bin is taken from here (NULL: none) */
+    const char *mutant;        /* recorded in result.json; NULL for none */
+    int heal_cap_ms;           /* > 0: no heal phase waits longer than this */
+    int wait_cap_ms;           /* > 0: no wait step waits longer than this */
+    int keep;
+    int dry_run;
+    int repeat;                /* >= 1 */
+    int brief;                 /* progress: one line per scenario, no step lines */
+    const char *report;        /* write the HTML report here when done, or NULL */
+};
+
+/* `crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO] [--out DIR]
+ * [--keep] [--dry-run] [--repeat N] [--bin DIR] [--report FILE.html]`:
+ * returns the exit code. */
+int runner_main(int argc, char **argv);
+
+/* Runs with parsed options.  When result is not NULL it receives the
+ * result.json object (caller frees).  Returns the exit code. */
+int runner_run(const struct run_opts *o, cJSON **result);
+
+/* The source tree (scenarios/, scripts/, fault-points/): $CW_SOURCE_DIR, or
+ * the tree this binary was built from. */
+const char *runner_source_dir(void);
+
+/* The build tree this binary lives in (its directory's parent). */
+int runner_build_dir(char *out, size_t outlen);
+
+/* The scenario files of the source tree, sorted (caller frees the array and
+ * each string).  Returns the count, or -1. */
+int runner_all_scenarios(char ***files);
+
+/* The catalogued fault point names, NULL-terminated (caller frees with
+ * runner_free_points), or NULL when the catalogue cannot be read. */
+char **runner_load_points(void);
+void runner_free_points(char **points);
+
+/* Set by SIGINT/SIGTERM: every wait gives up, the scenario is torn down. */
+int runner_interrupted(void);
+void runner_install_signals(void);
+
+#endif

@@ -1,0 +1,1235 @@
+/* scenario.c -- loading and validating scenario files; see scenario.h.
+ *
+ * Validation is strict on purpose: a misspelt field ("procs" for "proc", a
+ * wait without a timeout) would otherwise make a scenario silently prove
+ * less than its author thinks.  Every object is checked against the list of
+ * fields its kind allows, and every message carries the file and the JSON
+ * path of the offending field.  The parsed scenario keeps the cJSON tree and
+ * borrows its strings, so nothing is copied twice. */
+#include "scenario.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Validation context: the file name and where the message goes. */
+struct vctx {
+    const char *path;
+    char *err;
+    size_t errlen;
+    const char *const *points;
+};
+
+__attribute__((format(printf, 3, 4)))
+static int verr(struct vctx *v, const char *field, const char *fmt, ...)
+{
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (field != NULL && field[0] != '\0')
+        snprintf(v->err, v->errlen, "%s: %s: %s", v->path, field, msg);
+    else
+        snprintf(v->err, v->errlen, "%s: %s", v->path, msg);
+    return -1;
+}
+
+static const char *const kind_names[] = { "api", "relay", "consumer" };
+static const char *const verb_names[] = {
+    "start", "restart", "stop", "kill", "pause", "resume", "fault", "http",
+    "payments", "broker", "sql", "outboxctl", "wait"
+};
+static const char *const until_names[] = {
+    "exited", "parked", "event", "published", "consumed", "dead_lettered",
+    "lease_expired", "quiet", "sql"
+};
+static const char *const invariant_names[] = {
+    "payment_one_creation_event", "nothing_lost", "effect_once",
+    "broker_log_matches_outbox", "republish_same_payload", "no_two_live_leases",
+    "retry_respects_backoff", "dead_letter_at_limit", "versions_in_order",
+    "one_payment_per_key"
+};
+
+/* Checks available in "expect": the counters of result.json, the
+ * classification, and a few computed ones that take parameters. */
+static const char *const expect_checks[] = {
+    "payments", "outbox_rows", "published", "dead_lettered", "publishes",
+    "deliveries", "redeliveries", "duplicates_absorbed", "effects",
+    "ok", "lost", "duplicated", "unexpected", "recovered",
+    "republished_same_id", "publishes_refused", "requeues", "gaps_detected",
+    "max_attempts", "events", "faults_fired", "sql", "http_status", NULL
+};
+
+/* Broker switches a scenario may set (sim/fakebroker.h). */
+static const char *const broker_switches[] = {
+    "outage", "duplicate", "delay_ms", "reorder", "drop_before_confirm",
+    "visibility_timeout_ms", "max_payload_bytes", "reset", NULL
+};
+
+const char *sc_kind_name(enum sc_kind k) { return kind_names[k]; }
+const char *sc_verb_name(enum sc_verb v) { return verb_names[v]; }
+const char *sc_until_name(enum sc_until u) { return until_names[u]; }
+const char *sc_invariant_name(enum sc_invariant i) { return invariant_names[i]; }
+
+int sc_invariant_from_name(const char *name)
+{
+    for (int i = 0; i < INV_COUNT; i++)
+        if (strcmp(invariant_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+static int in_list(const char *s, const char *const *list)
+{
+    for (; *list != NULL; list++)
+        if (strcmp(*list, s) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every key of obj must be in allowed. */
+static int only_fields(struct vctx *v, const cJSON *obj, const char *field,
+                       const char *const *allowed)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        if (!in_list(it->string, allowed))
+            return verr(v, field, "unknown field '%s'", it->string);
+    }
+    return 0;
+}
+
+/* A string field: 1 found, 0 absent (when optional), -1 error. */
+static int get_str(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+                   int required, const char **out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    char f[160];
+    snprintf(f, sizeof(f), "%s%s%s", field, field[0] ? "." : "", key);
+    if (it == NULL || cJSON_IsNull(it)) {
+        if (required)
+            return verr(v, f, "missing (a string is required)");
+        return 0;
+    }
+    if (!cJSON_IsString(it) || it->valuestring[0] == '\0')
+        return verr(v, f, "must be a non-empty string");
+    *out = it->valuestring;
+    return 1;
+}
+
+/* An integer field within [lo, hi]. */
+static int get_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+                   int required, long long lo, long long hi, long long *out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    char f[160];
+    snprintf(f, sizeof(f), "%s%s%s", field, field[0] ? "." : "", key);
+    if (it == NULL || cJSON_IsNull(it)) {
+        if (required)
+            return verr(v, f, "missing (an integer is required)");
+        return 0;
+    }
+    if (!cJSON_IsNumber(it) || it->valuedouble != (double)(long long)it->valuedouble)
+        return verr(v, f, "must be an integer");
+    long long x = (long long)it->valuedouble;
+    if (x < lo || x > hi)
+        return verr(v, f, "%lld is out of range [%lld, %lld]", x, lo, hi);
+    *out = x;
+    return 1;
+}
+
+static int get_bool(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+                    int *out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (it == NULL)
+        return 0;
+    if (!cJSON_IsBool(it)) {
+        char f[160];
+        snprintf(f, sizeof(f), "%s.%s", field, key);
+        return verr(v, f, "must be true or false");
+    }
+    *out = cJSON_IsTrue(it);
+    return 1;
+}
+
+static int valid_name(const char *s, size_t max, int allow_underscore)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= max || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!(islower(c) || isdigit(c) || c == '-' || (allow_underscore && c == '_')))
+            return 0;
+    }
+    return 1;
+}
+
+int scenario_fault_points(const char *spec, char *buf, size_t buflen,
+                          const char **names, int max)
+{
+    snprintf(buf, buflen, "%s", spec);
+    int n = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ";", &save); item != NULL && n < max;
+         item = strtok_r(NULL, ";", &save)) {
+        char *eq = strchr(item, '=');
+        if (eq != NULL)
+            *eq = '\0';
+        if (item[0] != '\0')
+            names[n++] = item;
+    }
+    return n;
+}
+
+/* Checks "crash|fail|park|stall:MS"; returns 0 or -1. */
+static int check_action(const char *act)
+{
+    if (strcmp(act, "crash") == 0 || strcmp(act, "fail") == 0 || strcmp(act, "park") == 0)
+        return 0;
+    if (strncmp(act, "stall:", 6) == 0) {
+        char *end;
+        errno = 0;
+        long ms = strtol(act + 6, &end, 10);
+        if (errno == 0 && end != act + 6 && *end == '\0' && ms >= 3 && ms <= 3600000)
+            return 0;
+    }
+    return -1;
+}
+
+int scenario_check_faults(const char *spec, const char *const *known_points,
+                          char *err, size_t errlen)
+{
+    char buf[1024];
+    if (strlen(spec) >= sizeof(buf)) {
+        snprintf(err, errlen, "too long");
+        return -1;
+    }
+    snprintf(buf, sizeof(buf), "%s", spec);
+    char *save = NULL;
+    int n = 0;
+    for (char *item = strtok_r(buf, ";", &save); item != NULL;
+         item = strtok_r(NULL, ";", &save)) {
+        char *eq = strchr(item, '=');
+        if (eq == NULL || eq == item) {
+            snprintf(err, errlen, "'%s' is not NAME=ACTION", item);
+            return -1;
+        }
+        *eq = '\0';
+        const char *name = item;
+        char *act = eq + 1;
+        size_t alen = strlen(act);
+        if (alen > 0 && act[alen - 1] == '+')
+            act[--alen] = '\0';
+        char *at = strchr(act, '@');
+        if (at != NULL) {
+            char *end;
+            errno = 0;
+            long hit = strtol(at + 1, &end, 10);
+            if (errno != 0 || end == at + 1 || *end != '\0' || hit < 1 || hit > 1000000) {
+                snprintf(err, errlen, "bad hit number for %s (want @N, N >= 1)", name);
+                return -1;
+            }
+            *at = '\0';
+        }
+        if (check_action(act) < 0) {
+            snprintf(err, errlen, "bad action '%s' for %s (crash, fail, park, stall:MS)",
+                     act, name);
+            return -1;
+        }
+        if (known_points != NULL && !in_list(name, known_points)) {
+            snprintf(err, errlen, "unknown fault point '%s' (not in the catalogue)", name);
+            return -1;
+        }
+        n++;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "no fault given");
+        return -1;
+    }
+    return 0;
+}
+
+static int find_proc(const struct scenario *sc, const char *name)
+{
+    for (int i = 0; i < sc->nprocs; i++)
+        if (strcmp(sc->procs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Renders a scalar arg value as command-line text; NULL for a bare flag. */
+static int arg_text(const cJSON *it, char **out)
+{
+    char buf[64];
+    if (cJSON_IsTrue(it)) {
+        *out = NULL;
+        return 0;
+    }
+    if (cJSON_IsString(it)) {
+        *out = strdup(it->valuestring);
+    } else if (cJSON_IsNumber(it)) {
+        if (it->valuedouble == (double)(long long)it->valuedouble)
+            snprintf(buf, sizeof(buf), "%lld", (long long)it->valuedouble);
+        else
+            snprintf(buf, sizeof(buf), "%g", it->valuedouble);
+        *out = strdup(buf);
+    } else {
+        return -1;
+    }
+    return *out == NULL ? -1 : 0;
+}
+
+static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
+{
+    static const char *const fields[] = { "kind", "args", "faults", "autostart", "heal",
+                                          "why", NULL };
+    char field[96];
+    snprintf(field, sizeof(field), "processes.%s", it->string);
+    if (!valid_name(it->string, SC_NAME_MAX, 1))
+        return verr(v, field, "process names are 1-31 of [a-z0-9_-], starting with a letter or digit");
+    if (strcmp(it->string, "broker") == 0 || strcmp(it->string, "runner") == 0)
+        return verr(v, field, "'%s' is reserved", it->string);
+    if (!cJSON_IsObject(it))
+        return verr(v, field, "must be an object");
+    if (only_fields(v, it, field, fields) < 0)
+        return -1;
+    if (sc->nprocs == SC_MAX_PROCS)
+        return verr(v, "processes", "more than %d processes", SC_MAX_PROCS);
+    struct sc_proc *p = &sc->procs[sc->nprocs];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "%s", it->string);
+    const char *kind = NULL;
+    if (get_str(v, it, "kind", field, 1, &kind) < 0)
+        return -1;
+    int k;
+    for (k = 0; k < 3; k++)
+        if (strcmp(kind, kind_names[k]) == 0)
+            break;
+    if (k == 3)
+        return verr(v, field, "kind: unknown kind '%s' (api, relay, consumer)", kind);
+    p->kind = (enum sc_kind)k;
+    p->autostart = 1;
+    p->heal = 1;
+    p->max_attempts = 12;
+    p->lease_ms = 30000;
+    p->consumer_name = "accounting";
+    sc->nprocs++; /* from here on scenario_free releases its args */
+    if (get_bool(v, it, "autostart", field, &p->autostart) < 0 ||
+        get_bool(v, it, "heal", field, &p->heal) < 0)
+        return -1;
+    int r = get_str(v, it, "faults", field, 0, &p->faults);
+    if (r < 0)
+        return -1;
+    if (r == 1) {
+        char msg[256];
+        if (scenario_check_faults(p->faults, v->points, msg, sizeof(msg)) < 0)
+            return verr(v, field, "faults: %s", msg);
+    }
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "args");
+    if (args != NULL) {
+        char af[128];
+        snprintf(af, sizeof(af), "%s.args", field);
+        if (!cJSON_IsObject(args))
+            return verr(v, af, "must be an object of option: value");
+        const cJSON *a;
+        cJSON_ArrayForEach(a, args) {
+            char f2[192];
+            snprintf(f2, sizeof(f2), "%s.%s", af, a->string);
+            if (!valid_name(a->string, 40, 0))
+                return verr(v, f2, "option names are [a-z0-9-] without the leading --");
+            static const char *const reserved[] = { "db", "broker", "events", "listen", "socket", NULL };
+            if (in_list(a->string, reserved))
+                return verr(v, f2, "--%s is set by the runner", a->string);
+            if (cJSON_IsFalse(a))
+                continue;
+            if (p->nargs == SC_MAX_ARGS)
+                return verr(v, af, "more than %d options", SC_MAX_ARGS);
+            char *val = NULL;
+            if (arg_text(a, &val) < 0)
+                return verr(v, f2, "must be a string, a number or true");
+            p->arg_key[p->nargs] = a->string;
+            p->arg_val[p->nargs] = val;
+            p->nargs++;
+            if (strcmp(a->string, "name") == 0 && val != NULL)
+                p->consumer_name = val;
+            if (strcmp(a->string, "group") == 0 && val != NULL)
+                p->group = val;
+            if (strcmp(a->string, "max-attempts") == 0 && val != NULL)
+                p->max_attempts = atoi(val);
+            if (strcmp(a->string, "lease-ms") == 0 && val != NULL)
+                p->lease_ms = atoi(val);
+        }
+    }
+    if (p->group == NULL)
+        p->group = p->consumer_name;
+    return 0;
+}
+
+static int parse_broker(struct vctx *v, struct scenario *sc, const cJSON *b)
+{
+    if (b == NULL)
+        return 0;
+    if (!cJSON_IsObject(b))
+        return verr(v, "broker", "must be an object");
+    if (only_fields(v, b, "broker", broker_switches) < 0)
+        return -1;
+    long long x;
+    int r = get_int(v, b, "visibility_timeout_ms", "broker", 0, 1, 86400000, &x);
+    if (r < 0)
+        return -1;
+    if (r == 1)
+        sc->visibility_timeout_ms = (int)x;
+    int others = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, b) {
+        if (strcmp(it->string, "visibility_timeout_ms") != 0)
+            others++;
+    }
+    if (others > 0)
+        sc->broker_control = b;
+    return 0;
+}
+
+/* Validates the switches of a broker control object (types only: the
+ * broker itself rejects a bad value, and the step then fails loudly). */
+static int check_control(struct vctx *v, const cJSON *c, const char *field)
+{
+    if (!cJSON_IsObject(c) || c->child == NULL)
+        return verr(v, field, "must be a non-empty object of broker switches");
+    if (only_fields(v, c, field, broker_switches) < 0)
+        return -1;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, c) {
+        char f[160];
+        snprintf(f, sizeof(f), "%s.%s", field, it->string);
+        if (strcmp(it->string, "outage") == 0) {
+            if (!cJSON_IsString(it) || !(strcmp(it->valuestring, "off") == 0 ||
+                                         strcmp(it->valuestring, "refuse") == 0 ||
+                                         strcmp(it->valuestring, "hang") == 0))
+                return verr(v, f, "must be \"off\", \"refuse\" or \"hang\"");
+        } else if (strcmp(it->string, "duplicate") == 0 || strcmp(it->string, "reorder") == 0 ||
+                   strcmp(it->string, "reset") == 0) {
+            if (!cJSON_IsBool(it))
+                return verr(v, f, "must be true or false");
+        } else if (!cJSON_IsNumber(it) || it->valuedouble < 0) {
+            return verr(v, f, "must be a non-negative number");
+        }
+    }
+    return 0;
+}
+
+static int step_proc(struct vctx *v, struct scenario *sc, const cJSON *s, const char *field,
+                     int required, int kind, struct sc_step *st)
+{
+    const char *name = NULL;
+    int r = get_str(v, s, "proc", field, required, &name);
+    if (r < 0)
+        return -1;
+    if (r == 0) {
+        if (kind < 0)
+            return 0;
+        /* Default: the only process of that kind. */
+        int found = -1;
+        for (int i = 0; i < sc->nprocs; i++) {
+            if ((int)sc->procs[i].kind != kind)
+                continue;
+            if (found >= 0) {
+                char f[160];
+                snprintf(f, sizeof(f), "%s.proc", field);
+                return verr(v, f, "missing: several %s processes, say which", kind_names[kind]);
+            }
+            found = i;
+        }
+        if (found < 0)
+            return verr(v, field, "needs a %s process and the scenario declares none",
+                        kind_names[kind]);
+        st->proc = found;
+        return 0;
+    }
+    st->proc = find_proc(sc, name);
+    if (st->proc < 0) {
+        char f[160];
+        snprintf(f, sizeof(f), "%s.proc", field);
+        return verr(v, f, "unknown process '%s'", name);
+    }
+    if (kind >= 0 && (int)sc->procs[st->proc].kind != kind) {
+        char f[160];
+        snprintf(f, sizeof(f), "%s.proc", field);
+        return verr(v, f, "'%s' is a %s, not a %s", name,
+                    kind_names[sc->procs[st->proc].kind], kind_names[kind]);
+    }
+    return 0;
+}
+
+static int get_where(struct vctx *v, const cJSON *s, const char *field,
+                     const char **key, const char **value, char *buf, size_t buflen)
+{
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(s, "where");
+    if (w == NULL)
+        return 0;
+    char f[160];
+    snprintf(f, sizeof(f), "%s.where", field);
+    if (!cJSON_IsObject(w) || w->child == NULL || w->child->next != NULL)
+        return verr(v, f, "must be an object with one field: value");
+    const cJSON *it = w->child;
+    *key = it->string;
+    if (cJSON_IsString(it)) {
+        *value = it->valuestring;
+    } else if (cJSON_IsNumber(it)) {
+        snprintf(buf, buflen, "%.0f", it->valuedouble);
+        *value = buf;
+    } else if (cJSON_IsBool(it)) {
+        *value = cJSON_IsTrue(it) ? "true" : "false";
+    } else {
+        return verr(v, f, "the value must be a string, a number or a boolean");
+    }
+    return 0;
+}
+
+static int parse_wait(struct vctx *v, struct scenario *sc, const cJSON *s, const char *field,
+                      struct sc_step *st)
+{
+    static const char *const fields[] = { "do", "why", "until", "proc", "event", "count",
+                                          "where", "consumer", "sql", "point", "timeout_ms",
+                                          NULL };
+    if (only_fields(v, s, field, fields) < 0)
+        return -1;
+    const char *until = NULL;
+    if (get_str(v, s, "until", field, 1, &until) < 0)
+        return -1;
+    int u;
+    for (u = 0; u < (int)(sizeof(until_names) / sizeof(until_names[0])); u++)
+        if (strcmp(until, until_names[u]) == 0)
+            break;
+    if (u == (int)(sizeof(until_names) / sizeof(until_names[0]))) {
+        char f[160];
+        snprintf(f, sizeof(f), "%s.until", field);
+        return verr(v, f, "unknown condition '%s' (exited, parked, event, published, "
+                    "consumed, dead_lettered, lease_expired, quiet, sql)", until);
+    }
+    st->until = (enum sc_until)u;
+    long long x;
+    if (get_int(v, s, "timeout_ms", field, 1, 1, 600000, &x) < 0)
+        return -1;
+    st->timeout_ms = (int)x;
+    st->count = 1;
+    if (get_int(v, s, "count", field, 0, 0, 10000000, &x) < 0)
+        return -1;
+    if (cJSON_GetObjectItemCaseSensitive(s, "count") != NULL)
+        st->count = (int)x;
+    int need_proc = st->until == U_EXITED || st->until == U_PARKED || st->until == U_EVENT;
+    if (step_proc(v, sc, s, field, need_proc, -1, st) < 0)
+        return -1;
+    if (st->until == U_EVENT && get_str(v, s, "event", field, 1, &st->event) < 0)
+        return -1;
+    if (get_where(v, s, field, &st->where_key, &st->where_value, st->where_buf,
+                  sizeof(st->where_buf)) < 0)
+        return -1;
+    if (st->until == U_SQL && get_str(v, s, "sql", field, 1, &st->sql) < 0)
+        return -1;
+    if (get_str(v, s, "point", field, 0, &st->point) < 0)
+        return -1;
+    if (get_str(v, s, "consumer", field, 0, &st->consumer) < 0)
+        return -1;
+    if (st->until == U_CONSUMED && st->consumer == NULL) {
+        /* Default: the consumer name of the only consumer process. */
+        for (int i = 0; i < sc->nprocs; i++) {
+            if (sc->procs[i].kind != SC_CONSUMER)
+                continue;
+            if (st->consumer != NULL && strcmp(st->consumer, sc->procs[i].consumer_name) != 0)
+                return verr(v, field, "several consumer names: say which with \"consumer\"");
+            st->consumer = sc->procs[i].consumer_name;
+        }
+        if (st->consumer == NULL)
+            return verr(v, field, "until consumed needs a consumer process");
+    }
+    if ((st->event != NULL && st->until != U_EVENT) || (st->sql != NULL && st->until != U_SQL) ||
+        (st->point != NULL && st->until != U_PARKED))
+        return verr(v, field, "a field does not apply to until '%s'", until);
+    return 0;
+}
+
+static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int idx)
+{
+    char field[48];
+    snprintf(field, sizeof(field), "steps[%d]", idx);
+    struct sc_step *st = &sc->steps[idx];
+    memset(st, 0, sizeof(*st));
+    st->proc = -1;
+    st->expect_rows = -1;
+    st->expect_exit = -1;
+    if (!cJSON_IsObject(s))
+        return verr(v, field, "must be an object");
+    const char *verb = NULL;
+    if (get_str(v, s, "do", field, 1, &verb) < 0)
+        return -1;
+    int vb;
+    for (vb = 0; vb < (int)(sizeof(verb_names) / sizeof(verb_names[0])); vb++)
+        if (strcmp(verb, verb_names[vb]) == 0)
+            break;
+    if (vb == (int)(sizeof(verb_names) / sizeof(verb_names[0]))) {
+        char f[64];
+        snprintf(f, sizeof(f), "%s.do", field);
+        return verr(v, f, "unknown verb '%s' (start, restart, stop, kill, pause, resume, "
+                    "fault, http, payments, broker, sql, outboxctl, wait)", verb);
+    }
+    st->verb = (enum sc_verb)vb;
+    if (get_str(v, s, "why", field, 0, &st->why) < 0)
+        return -1;
+    long long x;
+    switch (st->verb) {
+    case V_START:
+    case V_RESTART: {
+        static const char *const f[] = { "do", "why", "proc", "faults", NULL };
+        if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
+            return -1;
+        int r = get_str(v, s, "faults", field, 0, &st->faults);
+        if (r < 0)
+            return -1;
+        if (r == 1) {
+            char msg[256];
+            if (scenario_check_faults(st->faults, v->points, msg, sizeof(msg)) < 0) {
+                char ff[64];
+                snprintf(ff, sizeof(ff), "%s.faults", field);
+                return verr(v, ff, "%s", msg);
+            }
+        }
+        return 0;
+    }
+    case V_STOP:
+    case V_KILL:
+    case V_PAUSE:
+    case V_RESUME: {
+        static const char *const f[] = { "do", "why", "proc", "timeout_ms", NULL };
+        if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
+            return -1;
+        st->timeout_ms = 5000;
+        if (get_int(v, s, "timeout_ms", field, 0, 1, 600000, &x) < 0)
+            return -1;
+        if (cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL)
+            st->timeout_ms = (int)x;
+        return 0;
+    }
+    case V_FAULT: {
+        static const char *const f[] = { "do", "why", "proc", "point", "action", "disable", NULL };
+        if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0 ||
+            get_str(v, s, "point", field, 1, &st->point) < 0 ||
+            get_bool(v, s, "disable", field, &st->disable) < 0)
+            return -1;
+        if (v->points != NULL && !in_list(st->point, v->points)) {
+            char ff[64];
+            snprintf(ff, sizeof(ff), "%s.point", field);
+            return verr(v, ff, "unknown fault point '%s' (not in the catalogue)", st->point);
+        }
+        if (get_str(v, s, "action", field, !st->disable, &st->action) < 0)
+            return -1;
+        if (st->action != NULL && (check_action(st->action) < 0 || st->disable)) {
+            char ff[64];
+            snprintf(ff, sizeof(ff), "%s.action", field);
+            return verr(v, ff, st->disable ? "not allowed with disable"
+                                           : "must be crash, fail, park or stall:MS");
+        }
+        return 0;
+    }
+    case V_HTTP: {
+        static const char *const f[] = { "do", "why", "proc", "name", "method", "path", "body",
+                                         "key", "headers", "same_as", "expect_status",
+                                         "timeout_ms", NULL };
+        if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0 ||
+            get_str(v, s, "name", field, 0, &st->name) < 0 ||
+            get_str(v, s, "method", field, 0, &st->method) < 0 ||
+            get_str(v, s, "path", field, 0, &st->path) < 0 ||
+            get_str(v, s, "key", field, 0, &st->key) < 0 ||
+            get_str(v, s, "same_as", field, 0, &st->same_as) < 0)
+            return -1;
+        if (st->method == NULL)
+            st->method = "POST";
+        if (st->path == NULL)
+            st->path = "/payments";
+        if (st->path[0] != '/' || strpbrk(st->path, " \r\n") != NULL)
+            return verr(v, field, "path must start with '/' and hold no spaces");
+        if (strcmp(st->method, "GET") != 0 && strcmp(st->method, "POST") != 0 &&
+            strcmp(st->method, "PUT") != 0 && strcmp(st->method, "DELETE") != 0)
+            return verr(v, field, "method must be GET, POST, PUT or DELETE");
+        const cJSON *body = cJSON_GetObjectItemCaseSensitive(s, "body");
+        if (body != NULL) {
+            if (cJSON_IsString(body))
+                st->body = strdup(body->valuestring);
+            else if (cJSON_IsObject(body) || cJSON_IsArray(body))
+                st->body = cJSON_PrintUnformatted(body);
+            else
+                return verr(v, field, "body must be a string or a JSON object");
+        }
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "headers");
+        if (h != NULL) {
+            const cJSON *it;
+            if (!cJSON_IsObject(h))
+                return verr(v, field, "headers must be an object of strings");
+            cJSON_ArrayForEach(it, h) {
+                if (!cJSON_IsString(it) || strpbrk(it->valuestring, "\r\n") != NULL ||
+                    strpbrk(it->string, " :\r\n") != NULL)
+                    return verr(v, field, "header '%s' must be a single-line string", it->string);
+            }
+            st->headers = h;
+        }
+        if (st->key != NULL && strpbrk(st->key, "\r\n") != NULL)
+            return verr(v, field, "key must be a single line");
+        if (get_int(v, s, "expect_status", field, 0, 100, 599, &x) < 0)
+            return -1;
+        if (cJSON_GetObjectItemCaseSensitive(s, "expect_status") != NULL)
+            st->expect_status = (int)x;
+        st->timeout_ms = 5000;
+        if (get_int(v, s, "timeout_ms", field, 0, 1, 600000, &x) < 0)
+            return -1;
+        if (cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL)
+            st->timeout_ms = (int)x;
+        if (st->same_as != NULL) {
+            int found = 0;
+            for (int i = 0; i < idx; i++)
+                if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
+                    strcmp(sc->steps[i].name, st->same_as) == 0)
+                    found = 1;
+            if (!found) {
+                char ff[64];
+                snprintf(ff, sizeof(ff), "%s.same_as", field);
+                return verr(v, ff, "no earlier http step is named '%s'", st->same_as);
+            }
+        }
+        if (st->name != NULL) {
+            for (int i = 0; i < idx; i++)
+                if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
+                    strcmp(sc->steps[i].name, st->name) == 0)
+                    return verr(v, field, "another http step is already named '%s'", st->name);
+        }
+        return 0;
+    }
+    case V_PAYMENTS: {
+        static const char *const f[] = { "do", "why", "proc", "count", "key_prefix", "amount",
+                                         "currency", "concurrency", "retries", "authorize",
+                                         "capture", "timeout_ms", NULL };
+        if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0)
+            return -1;
+        if (get_int(v, s, "count", field, 1, 1, 100000, &x) < 0)
+            return -1;
+        st->count = (int)x;
+        st->key_prefix = "pay";
+        st->currency = "EUR";
+        st->concurrency = 1;
+        if (get_str(v, s, "key_prefix", field, 0, &st->key_prefix) < 0 ||
+            get_str(v, s, "amount", field, 0, &st->amount) < 0 ||
+            get_str(v, s, "currency", field, 0, &st->currency) < 0 ||
+            get_bool(v, s, "authorize", field, &st->authorize) < 0 ||
+            get_bool(v, s, "capture", field, &st->capture) < 0)
+            return -1;
+        if (strpbrk(st->key_prefix, "\r\n") != NULL || strpbrk(st->currency, "\"\\") != NULL ||
+            (st->amount != NULL && strpbrk(st->amount, "\"\\") != NULL))
+            return verr(v, field, "key_prefix, amount and currency must be plain text");
+        if (st->capture && !st->authorize)
+            return verr(v, field, "capture needs authorize (versions 1, 2, 3)");
+        if (get_int(v, s, "concurrency", field, 0, 1, 64, &x) < 0)
+            return -1;
+        if (cJSON_GetObjectItemCaseSensitive(s, "concurrency") != NULL)
+            st->concurrency = (int)x;
+        if (get_int(v, s, "retries", field, 0, 0, 100, &x) < 0)
+            return -1;
+        if (cJSON_GetObjectItemCaseSensitive(s, "retries") != NULL)
+            st->retries = (int)x;
+        st->timeout_ms = 5000;
+        if (get_int(v, s, "timeout_ms", field, 0, 1, 600000, &x) < 0)
+            return -1;
+        if (cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL)
+            st->timeout_ms = (int)x;
+        return 0;
+    }
+    case V_BROKER: {
+        static const char *const f[] = { "do", "why", "control", NULL };
+        char ff[64];
+        snprintf(ff, sizeof(ff), "%s.control", field);
+        if (only_fields(v, s, field, f) < 0)
+            return -1;
+        st->control = cJSON_GetObjectItemCaseSensitive(s, "control");
+        if (st->control == NULL)
+            return verr(v, ff, "missing (an object of broker switches)");
+        return check_control(v, st->control, ff);
+    }
+    case V_SQL: {
+        static const char *const f[] = { "do", "why", "sql", "expect_rows", NULL };
+        if (only_fields(v, s, field, f) < 0 || get_str(v, s, "sql", field, 1, &st->sql) < 0)
+            return -1;
+        if (get_int(v, s, "expect_rows", field, 0, 0, 100000000, &x) < 0)
+            return -1;
+        if (cJSON_GetObjectItemCaseSensitive(s, "expect_rows") != NULL)
+            st->expect_rows = (int)x;
+        return 0;
+    }
+    case V_OUTBOXCTL: {
+        static const char *const f[] = { "do", "why", "args", "expect_exit", "expect_output",
+                                         "timeout_ms", NULL };
+        if (only_fields(v, s, field, f) < 0)
+            return -1;
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(s, "args");
+        if (!cJSON_IsArray(args) || cJSON_GetArraySize(args) < 1 ||
+            cJSON_GetArraySize(args) > 16)
+            return verr(v, field, "args must be an array of 1-16 strings");
+        const cJSON *a;
+        cJSON_ArrayForEach(a, args) {
+            if (!cJSON_IsString(a))
+                return verr(v, field, "args must be an array of strings");
+            if (strcmp(a->valuestring, "--db") == 0)
+                return verr(v, field, "--db is set by the runner");
+            st->argv[st->argc++] = a->valuestring;
+        }
+        if (get_int(v, s, "expect_exit", field, 0, 0, 255, &x) < 0)
+            return -1;
+        if (cJSON_GetObjectItemCaseSensitive(s, "expect_exit") != NULL)
+            st->expect_exit = (int)x;
+        if (get_str(v, s, "expect_output", field, 0, &st->expect_output) < 0)
+            return -1;
+        st->timeout_ms = 10000;
+        if (get_int(v, s, "timeout_ms", field, 0, 1, 600000, &x) < 0)
+            return -1;
+        if (cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL)
+            st->timeout_ms = (int)x;
+        return 0;
+    }
+    case V_WAIT:
+        return parse_wait(v, sc, s, field, st);
+    }
+    return verr(v, field, "unhandled verb");
+}
+
+static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int idx)
+{
+    static const char *const fields[] = { "check", "min", "max", "equals", "proc", "event",
+                                          "where", "point", "sql", "request", "why", NULL };
+    char field[48];
+    snprintf(field, sizeof(field), "expect[%d]", idx);
+    struct sc_expect *x = &sc->expect[idx];
+    memset(x, 0, sizeof(*x));
+    x->proc_idx = -1;
+    if (!cJSON_IsObject(e))
+        return verr(v, field, "must be an object");
+    if (only_fields(v, e, field, fields) < 0 || get_str(v, e, "check", field, 1, &x->check) < 0)
+        return -1;
+    if (!in_list(x->check, expect_checks)) {
+        char f[64];
+        snprintf(f, sizeof(f), "%s.check", field);
+        return verr(v, f, "unknown check '%s'", x->check);
+    }
+    long long n;
+    int r;
+    if ((r = get_int(v, e, "min", field, 0, 0, 100000000, &n)) < 0)
+        return -1;
+    if (r == 1) { x->has_min = 1; x->min = n; }
+    if ((r = get_int(v, e, "max", field, 0, 0, 100000000, &n)) < 0)
+        return -1;
+    if (r == 1) { x->has_max = 1; x->max = n; }
+    if ((r = get_int(v, e, "equals", field, 0, 0, 100000000, &n)) < 0)
+        return -1;
+    if (r == 1) { x->has_equals = 1; x->equals = n; }
+    if (!x->has_min && !x->has_max && !x->has_equals)
+        return verr(v, field, "give min, max or equals");
+    if (get_str(v, e, "proc", field, 0, &x->proc) < 0 ||
+        get_str(v, e, "event", field, 0, &x->event) < 0 ||
+        get_str(v, e, "point", field, 0, &x->point) < 0 ||
+        get_str(v, e, "sql", field, 0, &x->sql) < 0 ||
+        get_str(v, e, "request", field, 0, &x->request) < 0 ||
+        get_str(v, e, "why", field, 0, &x->why) < 0)
+        return -1;
+    if (get_where(v, e, field, &x->where_key, &x->where_value, x->where_buf,
+                  sizeof(x->where_buf)) < 0)
+        return -1;
+    if (x->proc != NULL) {
+        x->proc_idx = find_proc(sc, x->proc);
+        if (x->proc_idx < 0 && strcmp(x->proc, "broker") != 0) {
+            char f[64];
+            snprintf(f, sizeof(f), "%s.proc", field);
+            return verr(v, f, "unknown process '%s'", x->proc);
+        }
+    }
+    if (strcmp(x->check, "events") == 0 && x->event == NULL)
+        return verr(v, field, "check events needs \"event\"");
+    if (strcmp(x->check, "sql") == 0 && x->sql == NULL)
+        return verr(v, field, "check sql needs \"sql\"");
+    if (strcmp(x->check, "http_status") == 0) {
+        int found = 0;
+        if (x->request == NULL)
+            return verr(v, field, "check http_status needs \"request\"");
+        for (int i = 0; i < sc->nsteps; i++)
+            if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
+                strcmp(sc->steps[i].name, x->request) == 0)
+                found = 1;
+        if (!found)
+            return verr(v, field, "no http step is named '%s'", x->request);
+    }
+    return 0;
+}
+
+struct scenario *scenario_parse(const char *text, const char *path,
+                                const char *const *known_points,
+                                char *err, size_t errlen)
+{
+    static const char *const fields[] = { "name", "title", "article_case", "crash_window",
+                                          "description", "processes", "broker", "steps",
+                                          "heal", "invariants", "expect", "timeout_ms", NULL };
+    struct vctx v = { path, err, errlen, known_points };
+    struct scenario *sc = calloc(1, sizeof(*sc));
+    if (sc == NULL) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    sc->path = strdup(path);
+    sc->root = cJSON_Parse(text);
+    if (sc->root == NULL) {
+        const char *at = cJSON_GetErrorPtr();
+        int line = 1;
+        for (const char *p = text; at != NULL && p < at && *p; p++)
+            line += *p == '\n';
+        verr(&v, NULL, "not valid JSON (near line %d)", line);
+        goto fail;
+    }
+    if (!cJSON_IsObject(sc->root)) {
+        verr(&v, NULL, "must hold a JSON object");
+        goto fail;
+    }
+    const cJSON *root = sc->root;
+    if (only_fields(&v, root, "", fields) < 0 ||
+        get_str(&v, root, "name", "", 1, &sc->name) < 0 ||
+        get_str(&v, root, "title", "", 1, &sc->title) < 0 ||
+        get_str(&v, root, "crash_window", "", 1, &sc->crash_window) < 0)
+        goto fail;
+    if (!valid_name(sc->name, 64, 0)) {
+        verr(&v, "name", "'%s': use 1-63 of [a-z0-9-]", sc->name);
+        goto fail;
+    }
+    {
+        const char *slash = strchr(sc->crash_window, '/');
+        if (slash == NULL || slash == sc->crash_window || slash[1] == '\0') {
+            verr(&v, "crash_window", "'%s' is not component/window", sc->crash_window);
+            goto fail;
+        }
+    }
+    long long x;
+    if (get_int(&v, root, "article_case", "", 0, 1, 10, &x) < 0)
+        goto fail;
+    if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(root, "article_case")))
+        sc->article_case = (int)x;
+
+    const cJSON *procs = cJSON_GetObjectItemCaseSensitive(root, "processes");
+    if (!cJSON_IsObject(procs) || procs->child == NULL) {
+        verr(&v, "processes", "must be a non-empty object of name: {kind, args}");
+        goto fail;
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, procs) {
+        if (parse_proc(&v, sc, it) < 0)
+            goto fail;
+    }
+    if (parse_broker(&v, sc, cJSON_GetObjectItemCaseSensitive(root, "broker")) < 0)
+        goto fail;
+
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(root, "steps");
+    if (!cJSON_IsArray(steps)) {
+        verr(&v, "steps", "must be an array");
+        goto fail;
+    }
+    sc->nsteps = cJSON_GetArraySize(steps);
+    sc->steps = calloc((size_t)sc->nsteps + 1, sizeof(*sc->steps));
+    if (sc->steps == NULL)
+        goto fail;
+    int idx = 0;
+    cJSON_ArrayForEach(it, steps) {
+        if (parse_step(&v, sc, it, idx) < 0) {
+            sc->nsteps = idx + 1; /* free what this step owns */
+            goto fail;
+        }
+        idx++;
+    }
+
+    sc->heal_timeout_ms = 20000;
+    const cJSON *heal = cJSON_GetObjectItemCaseSensitive(root, "heal");
+    if (heal != NULL) {
+        static const char *const hf[] = { "timeout_ms", NULL };
+        if (!cJSON_IsObject(heal) || only_fields(&v, heal, "heal", hf) < 0) {
+            if (!cJSON_IsObject(heal))
+                verr(&v, "heal", "must be an object");
+            goto fail;
+        }
+        if (get_int(&v, heal, "timeout_ms", "heal", 0, 100, 600000, &x) < 0)
+            goto fail;
+        if (cJSON_GetObjectItemCaseSensitive(heal, "timeout_ms") != NULL)
+            sc->heal_timeout_ms = (int)x;
+    }
+    sc->timeout_ms = 120000;
+    if (get_int(&v, root, "timeout_ms", "", 0, 1000, 3600000, &x) < 0)
+        goto fail;
+    if (cJSON_GetObjectItemCaseSensitive(root, "timeout_ms") != NULL)
+        sc->timeout_ms = (int)x;
+
+    const cJSON *invs = cJSON_GetObjectItemCaseSensitive(root, "invariants");
+    if (!cJSON_IsArray(invs) || cJSON_GetArraySize(invs) == 0) {
+        verr(&v, "invariants", "must be a non-empty array of invariant names");
+        goto fail;
+    }
+    idx = 0;
+    cJSON_ArrayForEach(it, invs) {
+        char f[48];
+        snprintf(f, sizeof(f), "invariants[%d]", idx++);
+        int inv = cJSON_IsString(it) ? sc_invariant_from_name(it->valuestring) : -1;
+        if (inv < 0) {
+            verr(&v, f, "unknown invariant %s%s%s", cJSON_IsString(it) ? "'" : "",
+                 cJSON_IsString(it) ? it->valuestring : "(not a string)",
+                 cJSON_IsString(it) ? "'" : "");
+            goto fail;
+        }
+        for (int j = 0; j < sc->ninvariants; j++)
+            if ((int)sc->invariants[j] == inv) {
+                verr(&v, f, "'%s' is listed twice", it->valuestring);
+                goto fail;
+            }
+        sc->invariants[sc->ninvariants++] = (enum sc_invariant)inv;
+    }
+
+    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(root, "expect");
+    if (exp != NULL) {
+        if (!cJSON_IsArray(exp)) {
+            verr(&v, "expect", "must be an array");
+            goto fail;
+        }
+        sc->nexpect = cJSON_GetArraySize(exp);
+        sc->expect = calloc((size_t)sc->nexpect + 1, sizeof(*sc->expect));
+        if (sc->expect == NULL)
+            goto fail;
+        idx = 0;
+        cJSON_ArrayForEach(it, exp) {
+            if (parse_expect(&v, sc, it, idx++) < 0)
+                goto fail;
+        }
+    }
+    return sc;
+fail:
+    scenario_free(sc);
+    return NULL;
+}
+
+struct scenario *scenario_load(const char *path, const char *const *known_points,
+                               char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            size_t ncap = cap ? cap * 2 : 8192;
+            if (ncap > (size_t)4 << 20) {
+                snprintf(err, errlen, "%s: larger than 4 MiB", path);
+                free(text);
+                fclose(f);
+                return NULL;
+            }
+            char *n = realloc(text, ncap);
+            if (n == NULL) {
+                free(text);
+                fclose(f);
+                snprintf(err, errlen, "%s: out of memory", path);
+                return NULL;
+            }
+            text = n;
+            cap = ncap;
+        }
+        size_t r = fread(text + len, 1, cap - len - 1, f);
+        len += r;
+        if (r == 0)
+            break;
+    }
+    fclose(f);
+    text[len] = '\0';
+    struct scenario *sc = scenario_parse(text, path, known_points, err, errlen);
+    free(text);
+    return sc;
+}
+
+void scenario_free(struct scenario *sc)
+{
+    if (sc == NULL)
+        return;
+    for (int i = 0; i < sc->nprocs; i++)
+        for (int j = 0; j < sc->procs[i].nargs; j++)
+            free(sc->procs[i].arg_val[j]);
+    for (int i = 0; i < sc->nsteps && sc->steps != NULL; i++)
+        free(sc->steps[i].body);
+    free(sc->steps);
+    free(sc->expect);
+    cJSON_Delete(sc->root);
+    free(sc->path);
+    free(sc);
+}
+
+void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
+                            char *out, size_t outlen)
+{
+    const char *pn = st->proc >= 0 ? sc->procs[st->proc].name : "";
+    switch (st->verb) {
+    case V_START:
+    case V_RESTART:
+        snprintf(out, outlen, "%s %s%s%s", verb_names[st->verb], pn,
+                 st->faults ? " with faults " : "", st->faults ? st->faults : "");
+        break;
+    case V_STOP:
+        snprintf(out, outlen, "stop %s (SIGTERM, SIGKILL after %d ms)", pn, st->timeout_ms);
+        break;
+    case V_KILL:
+        snprintf(out, outlen, "kill %s (SIGKILL)", pn);
+        break;
+    case V_PAUSE:
+        snprintf(out, outlen, "pause %s (SIGSTOP)", pn);
+        break;
+    case V_RESUME:
+        snprintf(out, outlen, "resume %s (SIGCONT)", pn);
+        break;
+    case V_FAULT:
+        if (st->disable)
+            snprintf(out, outlen, "fault: disable %s in %s", st->point, pn);
+        else
+            snprintf(out, outlen, "fault: enable %s=%s in %s (every hit until disabled)",
+                     st->point, st->action, pn);
+        break;
+    case V_HTTP:
+        snprintf(out, outlen, "http%s%s: %s %s%s%s%s%s", st->name ? " " : "",
+                 st->name ? st->name : "", st->method, st->path,
+                 st->key ? " Idempotency-Key " : "", st->key ? st->key : "",
+                 st->same_as ? ", response must equal " : "", st->same_as ? st->same_as : "");
+        break;
+    case V_PAYMENTS:
+        snprintf(out, outlen, "payments: %d creation%s%s%s, keys %s-N, concurrency %d%s%s",
+                 st->count, st->count == 1 ? "" : "s", st->authorize ? " + authorize" : "",
+                 st->capture ? " + capture" : "", st->key_prefix, st->concurrency,
+                 st->retries ? ", each retried with its key" : "", "");
+        break;
+    case V_BROKER: {
+        char *c = cJSON_PrintUnformatted(st->control);
+        snprintf(out, outlen, "broker control %s", c ? c : "?");
+        cJSON_free(c);
+        break;
+    }
+    case V_SQL:
+        snprintf(out, outlen, "sql: %.160s%s", st->sql, strlen(st->sql) > 160 ? "..." : "");
+        break;
+    case V_OUTBOXCTL: {
+        char args[256] = "";
+        for (int i = 0; i < st->argc; i++) {
+            size_t n = strlen(args);
+            snprintf(args + n, sizeof(args) - n, " %s", st->argv[i]);
+        }
+        snprintf(out, outlen, "outboxctl%s%s", args,
+                 st->expect_exit >= 0 ? " (exit status checked)" : "");
+        break;
+    }
+    case V_WAIT: {
+        char what[256];
+        switch (st->until) {
+        case U_EXITED: snprintf(what, sizeof(what), "%s exited", pn); break;
+        case U_PARKED:
+            snprintf(what, sizeof(what), "%s parked%s%s", pn, st->point ? " at " : "",
+                     st->point ? st->point : " at a fault point");
+            break;
+        case U_EVENT:
+            snprintf(what, sizeof(what), "%s logged %d x %s%s%s%s%s", pn, st->count, st->event,
+                     st->where_key ? " where " : "", st->where_key ? st->where_key : "",
+                     st->where_key ? "=" : "", st->where_value ? st->where_value : "");
+            break;
+        case U_PUBLISHED: snprintf(what, sizeof(what), "%d outbox rows published", st->count); break;
+        case U_CONSUMED:
+            snprintf(what, sizeof(what), "%d events consumed by %s", st->count, st->consumer);
+            break;
+        case U_DEAD_LETTERED:
+            snprintf(what, sizeof(what), "%d outbox rows dead-lettered", st->count);
+            break;
+        case U_LEASE_EXPIRED:
+            snprintf(what, sizeof(what), "%d unpublished leases expired (locked_until < now())",
+                     st->count);
+            break;
+        case U_QUIET: snprintf(what, sizeof(what), "the pipeline is quiet"); break;
+        case U_SQL:
+            snprintf(what, sizeof(what), "sql value >= %d: %.120s", st->count, st->sql);
+            break;
+        }
+        snprintf(out, outlen, "wait until %s (%d ms)", what, st->timeout_ms);
+        break;
+    }
+    }
+}
+
+void scenario_print(const struct scenario *sc, FILE *f)
+{
+    fprintf(f, "scenario %s: %s\n", sc->name, sc->title);
+    fprintf(f, "  file: %s\n  crash window: %s", sc->path, sc->crash_window);
+    if (sc->article_case > 0)
+        fprintf(f, " (article case %d)", sc->article_case);
+    fprintf(f, "\n  broker:%s", sc->visibility_timeout_ms ? "" : " defaults");
+    if (sc->visibility_timeout_ms)
+        fprintf(f, " visibility timeout %d ms", sc->visibility_timeout_ms);
+    if (sc->broker_control != NULL) {
+        char *c = cJSON_PrintUnformatted(sc->broker_control);
+        fprintf(f, ", switches %s", c ? c : "?");
+        cJSON_free(c);
+    }
+    fprintf(f, "\n  processes:\n");
+    for (int i = 0; i < sc->nprocs; i++) {
+        const struct sc_proc *p = &sc->procs[i];
+        fprintf(f, "    %-14s %-8s", p->name, kind_names[p->kind]);
+        for (int j = 0; j < p->nargs; j++)
+            fprintf(f, " --%s%s%s", p->arg_key[j], p->arg_val[j] ? " " : "",
+                    p->arg_val[j] ? p->arg_val[j] : "");
+        if (p->faults)
+            fprintf(f, "  [CW_FAULTS=%s]", p->faults);
+        if (!p->autostart)
+            fprintf(f, "  (started by a step)");
+        fprintf(f, "\n");
+    }
+    fprintf(f, "  steps:\n");
+    for (int i = 0; i < sc->nsteps; i++) {
+        char d[512];
+        scenario_step_describe(sc, &sc->steps[i], d, sizeof(d));
+        fprintf(f, "    %2d. %s\n", i + 1, d);
+        if (sc->steps[i].why)
+            fprintf(f, "        why: %s\n", sc->steps[i].why);
+    }
+    fprintf(f, "  heal: faults off, broker reset, every process running, converge within %d ms\n",
+            sc->heal_timeout_ms);
+    fprintf(f, "  invariants:");
+    for (int i = 0; i < sc->ninvariants; i++)
+        fprintf(f, " %s", invariant_names[sc->invariants[i]]);
+    fprintf(f, "\n");
+    for (int i = 0; i < sc->nexpect; i++) {
+        const struct sc_expect *x = &sc->expect[i];
+        fprintf(f, "  expect %s", x->check);
+        if (x->event)
+            fprintf(f, " %s", x->event);
+        if (x->proc)
+            fprintf(f, " of %s", x->proc);
+        if (x->point)
+            fprintf(f, " at %s", x->point);
+        if (x->request)
+            fprintf(f, " of request %s", x->request);
+        if (x->has_equals)
+            fprintf(f, " = %lld", x->equals);
+        if (x->has_min)
+            fprintf(f, " >= %lld", x->min);
+        if (x->has_max)
+            fprintf(f, " <= %lld", x->max);
+        if (x->why)
+            fprintf(f, "  (%s)", x->why);
+        fprintf(f, "\n");
+    }
+}

@@ -1,0 +1,208 @@
+/* scenario.h -- failure scenarios as data: parsing, validation, description.
+ *
+ * A scenario file (scenarios/NN-name.json) names its crash window, declares
+ * the processes of the pipeline, drives them through steps (start, kill,
+ * pause at a fault point, wait for a condition, ...), and lists the
+ * invariants it must prove plus the expectations specific to its case.
+ * Like PostgreSQL's isolation specs, a scenario is data: the runner can
+ * print what it will do (--dry-run) without doing it.
+ *
+ * Shape (every field is validated; errors name the file and the field,
+ * e.g. "scenarios/04.json: steps[3].proc: unknown process 'relay-9'"):
+ *
+ *   {"name": "04-crash-after-publish", "title": "...", "article_case": 4,
+ *    "crash_window": "relay/after_publish",
+ *    "processes": {"api": {"kind": "api"},
+ *                  "relay-1": {"kind": "relay", "args": {"lease-ms": 800},
+ *                              "faults": "relay/after_publish=crash@1"},
+ *                  "accounting": {"kind": "consumer", "args": {"name": "accounting"},
+ *                                 "autostart": false}},
+ *    "broker": {"visibility_timeout_ms": 3000, "duplicate": true},
+ *    "steps": [{"do": "payments", "count": 5},
+ *              {"do": "wait", "until": "exited", "proc": "relay-1", "timeout_ms": 10000},
+ *              {"do": "restart", "proc": "relay-1"}],
+ *    "heal": {"timeout_ms": 20000},
+ *    "invariants": ["nothing_lost", "effect_once"],
+ *    "expect": [{"check": "republished_same_id", "min": 1}]}
+ *
+ * Processes are started in declaration order before the steps unless
+ * "autostart": false; "faults" (the CW_FAULTS grammar of src/fault.h) applies
+ * to that first start only.  The heal phase restarts every declared process
+ * unless "heal": false.  The fake broker is implicit and always runs. */
+#ifndef CW_SCENARIO_H
+#define CW_SCENARIO_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define SC_MAX_PROCS 16
+#define SC_MAX_ARGS 24
+#define SC_NAME_MAX 32
+
+enum sc_kind { SC_API = 0, SC_RELAY, SC_CONSUMER };
+
+struct sc_proc {
+    char name[SC_NAME_MAX];
+    enum sc_kind kind;
+    int nargs;
+    const char *arg_key[SC_MAX_ARGS];   /* without the leading "--" */
+    char *arg_val[SC_MAX_ARGS];         /* owned; NULL for a bare flag */
+    const char *faults;                 /* CW_FAULTS for the autostart, or NULL */
+    int autostart;
+    int heal;
+    /* Derived from args, for the checker. */
+    const char *consumer_name;          /* consumers: --name, default "accounting" */
+    const char *group;                  /* consumers: --group, default the name */
+    int max_attempts;                   /* relays: --max-attempts, default 12 */
+    int lease_ms;                       /* relays: --lease-ms, default 30000 */
+};
+
+enum sc_verb {
+    V_START, V_RESTART, V_STOP, V_KILL, V_PAUSE, V_RESUME, V_FAULT, V_HTTP,
+    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT
+};
+
+enum sc_until {
+    U_EXITED, U_PARKED, U_EVENT, U_PUBLISHED, U_CONSUMED, U_DEAD_LETTERED,
+    U_LEASE_EXPIRED, U_QUIET, U_SQL
+};
+
+/* One step.  Strings borrow from the scenario's JSON tree. */
+struct sc_step {
+    enum sc_verb verb;
+    int proc;                 /* index into processes, -1 when none */
+    const char *why;          /* free text shown by --dry-run */
+    int timeout_ms;           /* wait/stop/http/outboxctl bound */
+    /* start, restart */
+    const char *faults;
+    /* fault */
+    const char *point;
+    const char *action;       /* crash|fail|park|stall:MS; NULL with disable */
+    int disable;
+    /* http */
+    const char *name;
+    const char *method;
+    const char *path;
+    char *body;               /* owned (serialized when given as an object) */
+    const char *key;
+    const cJSON *headers;
+    const char *same_as;
+    int expect_status;        /* 0: not checked */
+    /* payments */
+    int count;
+    const char *key_prefix;
+    const char *amount;
+    const char *currency;
+    int concurrency;
+    int retries;
+    int authorize, capture;
+    /* broker */
+    const cJSON *control;
+    /* sql (also wait until sql) */
+    const char *sql;
+    int expect_rows;          /* -1: not checked */
+    /* outboxctl */
+    int argc;
+    const char *argv[16];
+    int expect_exit;          /* -1: not checked */
+    const char *expect_output;
+    /* wait */
+    enum sc_until until;
+    const char *event;
+    const char *where_key;
+    const char *where_value;  /* owned copy when given as a number */
+    char where_buf[32];
+    const char *consumer;
+};
+
+enum sc_invariant {
+    INV_PAYMENT_ONE_CREATION_EVENT = 0,
+    INV_NOTHING_LOST,
+    INV_EFFECT_ONCE,
+    INV_BROKER_LOG_MATCHES_OUTBOX,
+    INV_REPUBLISH_SAME_PAYLOAD,
+    INV_NO_TWO_LIVE_LEASES,
+    INV_RETRY_RESPECTS_BACKOFF,
+    INV_DEAD_LETTER_AT_LIMIT,
+    INV_VERSIONS_IN_ORDER,
+    INV_ONE_PAYMENT_PER_KEY,
+    INV_COUNT
+};
+
+/* One expectation specific to the scenario's case. */
+struct sc_expect {
+    const char *check;
+    int has_min, has_max, has_equals;
+    long long min, max, equals;
+    const char *proc;        /* events: that process only */
+    int proc_idx;
+    const char *event;
+    const char *where_key, *where_value;
+    char where_buf[32];
+    const char *point;       /* faults_fired */
+    const char *sql;         /* sql: first column of the first row */
+    const char *request;     /* http_status: name of an http step */
+    const char *why;
+};
+
+struct scenario {
+    cJSON *root;             /* the file as parsed; everything borrows from it */
+    char *path;              /* as given */
+    const char *name;
+    const char *title;
+    const char *crash_window;
+    int article_case;        /* 0 when null/absent */
+    int nprocs;
+    struct sc_proc procs[SC_MAX_PROCS];
+    int visibility_timeout_ms;   /* broker; 0: the broker's default */
+    const cJSON *broker_control; /* broker switches applied after it starts, or NULL */
+    int nsteps;
+    struct sc_step *steps;
+    int heal_timeout_ms;
+    int timeout_ms;          /* whole scenario */
+    int ninvariants;
+    enum sc_invariant invariants[INV_COUNT];
+    int nexpect;
+    struct sc_expect *expect;
+};
+
+/* Loads and validates a scenario file.  known_points (NULL-terminated, may
+ * be NULL to skip the check) are the catalogued fault point names.  Returns
+ * NULL with "FILE: FIELD: problem" in err. */
+struct scenario *scenario_load(const char *path, const char *const *known_points,
+                               char *err, size_t errlen);
+/* The same from text (path is used in messages only). */
+struct scenario *scenario_parse(const char *text, const char *path,
+                                const char *const *known_points,
+                                char *err, size_t errlen);
+void scenario_free(struct scenario *sc);
+
+/* Names, for messages and result.json. */
+const char *sc_kind_name(enum sc_kind k);
+const char *sc_verb_name(enum sc_verb v);
+const char *sc_until_name(enum sc_until u);
+const char *sc_invariant_name(enum sc_invariant i);
+/* -1 when name is not an invariant. */
+int sc_invariant_from_name(const char *name);
+
+/* One line in words: "kill relay-1 (SIGKILL)", "wait until relay-1 exited
+ * (10000 ms)".  Used by --dry-run and the progress lines. */
+void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
+                            char *out, size_t outlen);
+
+/* Prints what the scenario will do, without doing it. */
+void scenario_print(const struct scenario *sc, FILE *f);
+
+/* Validates a CW_FAULTS value: NAME=crash|fail|park|stall:MS[@N][+] items
+ * separated by ';', names among known_points when given.  0, or -1 with a
+ * message in err (without the file/field prefix). */
+int scenario_check_faults(const char *spec, const char *const *known_points,
+                          char *err, size_t errlen);
+
+/* The point names a CW_FAULTS value enables, into names[max] (pointers into
+ * buf, which receives a copy of spec).  Returns the count. */
+int scenario_fault_points(const char *spec, char *buf, size_t buflen,
+                          const char **names, int max);
+
+#endif

@@ -1,0 +1,1050 @@
+/* simulator.c -- `crashwindow sim`: the run loop, the failing-seed store,
+ * the statistics and the shrinking driver; see simulator.h.
+ *
+ * Each run is one call of runner_run() on a scenario file the generator
+ * wrote, against one PostgreSQL cluster started here for all runs (or the
+ * server given with --pg): the simulator never evaluates an invariant
+ * itself, so a failure it reports is exactly what `crashwindow run` would
+ * report for the same file.  The runner's chatter goes to a log file; the
+ * terminal gets two lines per run (what it does, what came of it) and, for
+ * a failure, the one line that replays it.
+ *
+ * Output directory:
+ *   DIR/result.json       runner-format result: "scenarios" (one per run)
+ *                         plus "simulator" (statistics, failing runs)
+ *   DIR/failing.jsonl     one line per failing run: the store of seeds
+ *   DIR/runs/sim-S-I/     a failing run's files (passing runs' are removed
+ *                         unless --keep-passing)
+ *   DIR/shrunk-S-I.json   with --shrink: the smallest failing schedule found
+ *   DIR/shrink/           the shrinker's candidate runs (failing ones kept)
+ *   DIR/sim.events.jsonl  the simulator's own decisions */
+#include "simulator.h"
+#include "cwlog.h"
+#include "runner.h"
+#include "runner_db.h"
+#include "scenario.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_RUNS 100
+#define DEFAULT_BUDGET_S 300
+#define DEFAULT_SHRINK_BUDGET_S 300
+
+struct sim_opts {
+    uint64_t seed;
+    int have_seed;
+    long runs;
+    int have_runs;
+    long budget_s;
+    long shrink_budget_s;
+    const char *out;
+    int replay;
+    uint64_t replay_seed, replay_run;
+    int shrink;
+    const char *bin;
+    const char *pg;
+    int dry_run;
+    int keep_passing;
+    long max_failures;       /* stop after this many failing runs; 0: never */
+};
+
+/* What one run came to. */
+struct outcome {
+    int ran;                 /* the runner produced a verdict */
+    int pass;
+    int primary;             /* first failed invariant, or -1 */
+    unsigned failed;         /* bit per failed invariant */
+    char sig[64];            /* invariant name, "heal" or "error" */
+    char witness[768];
+    int64_t ms;
+    cJSON *scenario;         /* owned: its object of result.json */
+};
+
+struct sim {
+    struct sim_opts o;
+    struct sim_catalogue cat;
+    char out[PATH_MAX];
+    char runs_dir[PATH_MAX];
+    char shrink_dir[PATH_MAX];
+    char own_build[PATH_MAX];
+    char script[PATH_MAX];
+    struct rdb db;
+    int own_cluster;
+    const char *pg;
+    long runs, failures, kills, pauses, redeliveries, dups, inv_checks, shrink_runs;
+    long restarts, faults_total, passed;
+    int64_t run_ms;
+    int64_t t0;
+    char started_at[40];
+    cJSON *faults_fired;     /* point -> count */
+    cJSON *failing;          /* array */
+    cJSON *shrunk;           /* array */
+    cJSON *scenarios;        /* array */
+    cJSON *base;             /* header fields of the first runner result */
+};
+
+__attribute__((format(printf, 3, 4)))
+static int fmt(char *out, size_t outlen, const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    int n = vsnprintf(out, outlen, format, ap);
+    va_end(ap);
+    return n;
+}
+
+static int mkdir_p(const char *path)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Removes a run directory: the runner writes plain files only, one level. */
+static void rm_run_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *de;
+    for (de = readdir(d); de != NULL; de = readdir(d)) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char p[PATH_MAX + 256];
+        fmt(p, sizeof(p), "%s/%s", dir, de->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int write_text(const char *path, const char *text)
+{
+    char tmp[PATH_MAX + 16];
+    fmt(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return -1;
+    fputs(text, f);
+    fputc('\n', f);
+    if (fclose(f) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    /* Written whole, then renamed: a reader never sees half a file. */
+    return rename(tmp, path);
+}
+
+/* A seed or run index: a whole number in [0, 2^64). */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+    if (s == NULL)
+        return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Seeds go into JSON as numbers while a double holds them exactly. */
+static cJSON *u64_json(uint64_t v)
+{
+    if (v <= (1ULL << 53))
+        return cJSON_CreateNumber((double)v);
+    char buf[24];
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+    return cJSON_CreateString(buf);
+}
+
+static void replay_cmd(const struct sim *s, uint64_t seed, uint64_t run, char *out,
+                       size_t outlen)
+{
+    if (s->o.bin != NULL)
+        fmt(out, outlen, "crashwindow sim --replay %llu:%llu --bin %s",
+            (unsigned long long)seed, (unsigned long long)run, s->o.bin);
+    else
+        fmt(out, outlen, "crashwindow sim --replay %llu:%llu", (unsigned long long)seed,
+            (unsigned long long)run);
+}
+
+/* ---- one run ------------------------------------------------------------- */
+
+static void outcome_free(struct outcome *oc)
+{
+    cJSON_Delete(oc->scenario);
+    oc->scenario = NULL;
+}
+
+/* Reads the verdict of the scenario object into oc. */
+static void read_verdict(struct outcome *oc)
+{
+    const cJSON *sc = oc->scenario;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(sc, "verdict");
+    oc->pass = cJSON_IsString(v) && strcmp(v->valuestring, "pass") == 0;
+    oc->primary = -1;
+    oc->failed = 0;
+    oc->sig[0] = oc->witness[0] = '\0';
+    if (oc->pass)
+        return;
+    const cJSON *inv;
+    cJSON_ArrayForEach(inv, cJSON_GetObjectItemCaseSensitive(sc, "invariants")) {
+        const cJSON *iv = cJSON_GetObjectItemCaseSensitive(inv, "verdict");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(inv, "name");
+        if (!cJSON_IsString(iv) || strcmp(iv->valuestring, "fail") != 0 || !cJSON_IsString(nm))
+            continue;
+        int idx = sc_invariant_from_name(nm->valuestring);
+        if (idx < 0)
+            continue;
+        oc->failed |= 1u << idx;
+        if (oc->primary >= 0)
+            continue;
+        oc->primary = idx;
+        snprintf(oc->sig, sizeof(oc->sig), "%s", nm->valuestring);
+        const cJSON *w = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(inv, "witnesses"), 0);
+        if (cJSON_IsString(w))
+            snprintf(oc->witness, sizeof(oc->witness), "%s", w->valuestring);
+    }
+    if (oc->primary >= 0)
+        return;
+    /* An expectation of a step (the reused key's 422). */
+    const cJSON *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(sc, "expect")) {
+        const cJSON *xv = cJSON_GetObjectItemCaseSensitive(x, "verdict");
+        const cJSON *detail = cJSON_GetObjectItemCaseSensitive(x, "detail");
+        if (!cJSON_IsString(xv) || strcmp(xv->valuestring, "fail") != 0)
+            continue;
+        snprintf(oc->sig, sizeof(oc->sig), "expectation");
+        snprintf(oc->witness, sizeof(oc->witness), "%s",
+                 cJSON_IsString(detail) ? detail->valuestring : "an expectation failed");
+        return;
+    }
+    /* No invariant failed: the pipeline did not converge, or a step or the
+     * checker could not do its job. */
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(sc, "error");
+    const char *e = cJSON_IsString(err) ? err->valuestring : "no verdict";
+    snprintf(oc->sig, sizeof(oc->sig), "%s", strncmp(e, "heal:", 5) == 0 ? "heal" : "error");
+    snprintf(oc->witness, sizeof(oc->witness), "%s", e);
+}
+
+/* Does cand fail the way orig did: the same invariant, or the same kind of
+ * error when no invariant failed? */
+static int same_failure(const struct outcome *orig, const struct outcome *cand)
+{
+    if (!cand->ran || cand->pass)
+        return 0;
+    if (orig->primary >= 0)
+        return (cand->failed & (1u << orig->primary)) != 0;
+    return strcmp(orig->sig, cand->sig) == 0;
+}
+
+#define MAX_BATCH 8
+
+/* Runs plans[0..n) as scenarios names[0..n) in one call of the runner, with
+ * their files under dir.  One call per run would repeat the runner's fixed
+ * cost (template database, catalogue, binaries) every time; a batch pays it
+ * once.  Returns 0 with oc[0..n) filled (each oc->ms the run's share of the
+ * wall time), or -1 when the runner could not run them (message printed). */
+static int run_batch(struct sim *s, const struct sim_plan *plans, const char *const *names,
+                     int n, const char *dir, struct outcome *oc)
+{
+    char paths[MAX_BATCH][PATH_MAX + 64];
+    const char *files[MAX_BATCH];
+    char logp[PATH_MAX + 32];
+    int rc = -1;
+    for (int i = 0; i < n; i++) {
+        memset(&oc[i], 0, sizeof(oc[i]));
+        oc[i].primary = -1;
+        fmt(paths[i], sizeof(paths[i]), "%s/%s.json", dir, names[i]);
+        files[i] = paths[i];
+    }
+    int written = 0;
+    for (; written < n; written++) {
+        cJSON *sc = sim_render(&plans[written], names[written], NULL);
+        char *text = sc ? cJSON_PrintUnformatted(sc) : NULL;
+        cJSON_Delete(sc);
+        int ok = text != NULL && write_text(paths[written], text) == 0;
+        cJSON_free(text);
+        if (!ok) {
+            fprintf(stderr, "crashwindow sim: cannot write %s\n", paths[written]);
+            goto out;
+        }
+    }
+
+    struct run_opts ro;
+    memset(&ro, 0, sizeof(ro));
+    ro.files = files;
+    ro.nfiles = n;
+    ro.pg = s->pg;
+    ro.out = dir;
+    ro.bin = s->o.bin;
+    ro.bin_fallback = s->o.bin != NULL ? s->own_build : NULL;
+    ro.repeat = 1;
+    ro.brief = 1;
+
+    /* The runner's progress lines go to a log: a long simulation would
+     * otherwise bury its own verdicts. */
+    fmt(logp, sizeof(logp), "%s/runner.log", dir);
+    fflush(stdout);
+    int saved = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
+    int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (saved >= 0 && fd >= 0)
+        dup2(fd, STDOUT_FILENO);
+    if (fd >= 0)
+        close(fd);
+    int64_t t0 = cw_mono_ms();
+    cJSON *res = NULL;
+    int rrc = runner_run(&ro, &res);
+    int64_t wall = cw_mono_ms() - t0;
+    fflush(stdout);
+    if (saved >= 0) {
+        dup2(saved, STDOUT_FILENO);
+        close(saved);
+    }
+
+    cJSON *scs = cJSON_GetObjectItemCaseSensitive(res, "scenarios");
+    for (int i = 0; i < n; i++) {
+        cJSON *sc = NULL;
+        int at = 0;
+        cJSON_ArrayForEach(sc, scs) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(sc, "name");
+            if (cJSON_IsString(nm) && strcmp(nm->valuestring, names[i]) == 0)
+                break;
+            at++;
+        }
+        if (sc == NULL) {
+            fprintf(stderr, "crashwindow sim: the runner could not run %s (exit %d; see %s)\n",
+                    names[i], rrc, logp);
+            for (int j = 0; j < i; j++)
+                outcome_free(&oc[j]);
+            cJSON_Delete(res);
+            goto out;
+        }
+        oc[i].scenario = cJSON_DetachItemFromArray(scs, at);
+        oc[i].ran = 1;
+        oc[i].ms = wall / n;
+        read_verdict(&oc[i]);
+    }
+    if (s->base == NULL) {
+        cJSON_DeleteItemFromObjectCaseSensitive(res, "scenarios");
+        s->base = res;
+    } else {
+        cJSON_Delete(res);
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < written; i++)
+        unlink(paths[i]);
+    return rc;
+}
+
+/* ---- statistics and result.json ------------------------------------------ */
+
+static double jnum(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static void count_run(struct sim *s, const struct outcome *oc)
+{
+    const cJSON *sc = oc->scenario;
+    s->runs++;
+    s->passed += oc->pass;
+    s->run_ms += oc->ms;
+    s->kills += (long)jnum(sc, "kills");
+    s->pauses += (long)jnum(sc, "pauses");
+    s->restarts += (long)jnum(sc, "restarts");
+    const cJSON *counts = cJSON_GetObjectItemCaseSensitive(sc, "counts");
+    s->redeliveries += (long)jnum(counts, "redeliveries");
+    s->dups += (long)jnum(counts, "duplicates_absorbed");
+    s->inv_checks += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sc, "invariants"));
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(sc, "faults_fired")) {
+        const cJSON *pt = cJSON_GetObjectItemCaseSensitive(f, "point");
+        if (!cJSON_IsString(pt))
+            continue;
+        s->faults_total++;
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(s->faults_fired, pt->valuestring);
+        if (c == NULL)
+            cJSON_AddNumberToObject(s->faults_fired, pt->valuestring, 1);
+        else
+            cJSON_SetNumberValue(c, c->valuedouble + 1);
+    }
+}
+
+static double runs_per_minute(const struct sim *s)
+{
+    return s->run_ms > 0 ? (double)s->runs * 60000.0 / (double)s->run_ms : 0;
+}
+
+static void write_result(struct sim *s, int done)
+{
+    cJSON *r = s->base ? cJSON_Duplicate(s->base, 1) : cJSON_CreateObject();
+    if (r == NULL)
+        return;
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "tool");
+    cJSON_AddStringToObject(r, "tool", "crashwindow");
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "kind");
+    cJSON_AddStringToObject(r, "kind", "sim");
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "started_at");
+    cJSON_AddStringToObject(r, "started_at", s->started_at);
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "duration_ms");
+    cJSON_AddNumberToObject(r, "duration_ms", (double)(cw_mono_ms() - s->t0));
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "verdict");
+    cJSON_AddStringToObject(r, "verdict", s->failures == 0 && s->runs > 0 ? "pass" : "fail");
+    cJSON_AddBoolToObject(r, "complete", done);
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "totals");
+    cJSON *tot = cJSON_AddObjectToObject(r, "totals");
+    cJSON_AddNumberToObject(tot, "scenarios", (double)s->runs);
+    cJSON_AddNumberToObject(tot, "passed", (double)s->passed);
+    cJSON_AddNumberToObject(tot, "invariants_checked", (double)s->inv_checks);
+    cJSON_AddNumberToObject(tot, "faults_fired", (double)s->faults_total);
+    cJSON_AddNumberToObject(tot, "kills", (double)s->kills);
+    cJSON_AddNumberToObject(tot, "pauses", (double)s->pauses);
+    cJSON_AddNumberToObject(tot, "restarts", (double)s->restarts);
+
+    cJSON *sim = cJSON_AddObjectToObject(r, "simulator");
+    uint64_t seed = s->o.replay ? s->o.replay_seed : s->o.seed;
+    cJSON_AddItemToObject(sim, "seed", u64_json(seed));
+    cJSON_AddNumberToObject(sim, "runs", (double)s->runs);
+    cJSON_AddNumberToObject(sim, "failures", (double)s->failures);
+    cJSON_AddNumberToObject(sim, "runs_per_minute", (double)(long)(runs_per_minute(s) * 10) / 10);
+    cJSON_AddItemReferenceToObject(sim, "faults_fired", s->faults_fired);
+    cJSON_AddNumberToObject(sim, "kills", (double)s->kills);
+    cJSON_AddNumberToObject(sim, "pauses", (double)s->pauses);
+    cJSON_AddNumberToObject(sim, "redeliveries", (double)s->redeliveries);
+    cJSON_AddNumberToObject(sim, "duplicates_absorbed", (double)s->dups);
+    cJSON_AddNumberToObject(sim, "invariant_checks", (double)s->inv_checks);
+    cJSON_AddItemReferenceToObject(sim, "failing", s->failing);
+    cJSON_AddItemReferenceToObject(sim, "shrunk", s->shrunk);
+    cJSON_AddNumberToObject(sim, "time_budget_s", (double)s->o.budget_s);
+    cJSON_AddNumberToObject(sim, "run_seconds", (double)s->run_ms / 1000.0);
+    cJSON_AddNumberToObject(sim, "shrink_runs", (double)s->shrink_runs);
+    if (s->o.replay)
+        cJSON_AddItemToObject(sim, "replay_run", u64_json(s->o.replay_run));
+    if (s->o.bin != NULL)
+        cJSON_AddStringToObject(sim, "bin", s->o.bin);
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "scenarios");
+    cJSON_AddItemReferenceToObject(r, "scenarios", s->scenarios);
+
+    char path[PATH_MAX + 32];
+    fmt(path, sizeof(path), "%s/result.json", s->out);
+    char *text = cJSON_Print(r);
+    if (text == NULL || write_text(path, text) < 0)
+        fprintf(stderr, "crashwindow sim: cannot write %s\n", path);
+    cJSON_free(text);
+    cJSON_Delete(r);
+}
+
+/* Appends the failing run to DIR/failing.jsonl and to the statistics. */
+static void record_failure(struct sim *s, const struct sim_plan *p, const struct outcome *oc,
+                           const char *dir_rel)
+{
+    char run[64], replay[PATH_MAX + 96], iso[40];
+    fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)p->seed, (unsigned long long)p->run);
+    replay_cmd(s, p->seed, p->run, replay, sizeof(replay));
+    cJSON *f = cJSON_CreateObject();
+    cJSON_AddStringToObject(f, "run", run);
+    cJSON_AddStringToObject(f, "replay", replay);
+    cJSON_AddStringToObject(f, "invariant", oc->sig);
+    cJSON_AddStringToObject(f, "witness", oc->witness);
+    cJSON_AddStringToObject(f, "dir", dir_rel);
+    cJSON_AddNumberToObject(f, "size", (double)sim_plan_size(p));
+    cJSON_AddItemToArray(s->failing, f);
+
+    cJSON *line = cJSON_Duplicate(f, 1);
+    cJSON_AddItemToObject(line, "seed", u64_json(p->seed));
+    cJSON_AddItemToObject(line, "index", u64_json(p->run));
+    if (s->o.bin != NULL)
+        cJSON_AddStringToObject(line, "bin", s->o.bin);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON_AddStringToObject(line, "at", iso);
+    char *text = cJSON_PrintUnformatted(line);
+    cJSON_Delete(line);
+    char path[PATH_MAX + 32];
+    fmt(path, sizeof(path), "%s/failing.jsonl", s->out);
+    FILE *fp = text ? fopen(path, "a") : NULL;
+    if (fp != NULL) {
+        fprintf(fp, "%s\n", text);
+        fclose(fp);
+    } else {
+        fprintf(stderr, "crashwindow sim: cannot append to %s\n", path);
+    }
+    cJSON_free(text);
+}
+
+/* ---- the run loop -------------------------------------------------------- */
+
+static void log_run(const char *event, const struct sim_plan *p, const struct outcome *oc)
+{
+    cJSON *ev = cwlog_begin(event);
+    char run[64];
+    fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)p->seed, (unsigned long long)p->run);
+    cJSON_AddStringToObject(ev, "run", run);
+    cJSON_AddNumberToObject(ev, "size", (double)sim_plan_size(p));
+    if (oc != NULL) {
+        cJSON_AddStringToObject(ev, "verdict", oc->pass ? "pass" : "fail");
+        if (!oc->pass)
+            cJSON_AddStringToObject(ev, "invariant", oc->sig);
+        cJSON_AddNumberToObject(ev, "duration_ms", (double)oc->ms);
+    } else {
+        cJSON_AddNumberToObject(ev, "faults", p->nfaults);
+        cJSON_AddNumberToObject(ev, "actions", p->nacts);
+    }
+    cwlog_emit(ev);
+}
+
+/* Reports the outcome of a finished run: its verdict line, and for a
+ * failure the line that replays it and an entry in the seed store.  Takes
+ * oc's scenario object into the results.  Returns 1 failed, 0 passed. */
+static int finish_run(struct sim *s, const struct sim_plan *p, struct outcome *oc)
+{
+    char name[64], dir[PATH_MAX + 80], rel[96];
+    sim_scenario_name(p->seed, p->run, name, sizeof(name));
+    log_run("run_end", p, oc);
+    count_run(s, oc);
+    fmt(dir, sizeof(dir), "%s/%s", s->runs_dir, name);
+    fmt(rel, sizeof(rel), "runs/%s", name);
+    cJSON_ReplaceItemInObjectCaseSensitive(oc->scenario, "dir", cJSON_CreateString(rel));
+    const cJSON *sc = oc->scenario;
+    int nfired = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sc, "faults_fired"));
+    double secs = jnum(sc, "duration_ms") / 1000.0;
+    if (oc->pass) {
+        printf("    %llu:%llu pass in %.1f s (%d faults fired, %.0f kills, %.0f pauses, "
+               "%.0f redeliveries)\n", (unsigned long long)p->seed, (unsigned long long)p->run,
+               secs, nfired, jnum(sc, "kills"), jnum(sc, "pauses"),
+               jnum(cJSON_GetObjectItemCaseSensitive(sc, "counts"), "redeliveries"));
+        if (!s->o.keep_passing) {
+            rm_run_dir(dir);
+            cJSON_DeleteItemFromObjectCaseSensitive(oc->scenario, "dir");
+        }
+    } else {
+        char replay[PATH_MAX + 96];
+        replay_cmd(s, p->seed, p->run, replay, sizeof(replay));
+        s->failures++;
+        printf("    %llu:%llu FAIL in %.1f s: %s: %s\n", (unsigned long long)p->seed,
+               (unsigned long long)p->run, secs, oc->sig, oc->witness);
+        printf("    replay: %s\n", replay);
+        record_failure(s, p, oc, rel);
+    }
+    fflush(stdout);
+    cJSON_AddItemToArray(s->scenarios, oc->scenario);
+    oc->scenario = NULL;
+    return !oc->pass;
+}
+
+/* Runs first..first+n-1 of seed in one batch: prints what each run does
+ * before any starts, then each verdict.  Failed run indexes are appended to
+ * failed[*nfailed] (up to cap).  0, or -1 when the runner could not run. */
+static int run_runs(struct sim *s, uint64_t seed, uint64_t first, int n, long index, long total,
+                    uint64_t *failed, int *nfailed, int cap)
+{
+    struct sim_plan plans[MAX_BATCH];
+    char namebuf[MAX_BATCH][64];
+    const char *names[MAX_BATCH];
+    struct outcome oc[MAX_BATCH];
+    for (int i = 0; i < n; i++) {
+        char desc[2048];
+        sim_generate(&s->cat, seed, first + (uint64_t)i, &plans[i]);
+        sim_scenario_name(seed, first + (uint64_t)i, namebuf[i], sizeof(namebuf[i]));
+        names[i] = namebuf[i];
+        sim_describe(&plans[i], desc, sizeof(desc));
+        if (total > 0)
+            printf("[%ld/%ld] run %llu:%llu  %s\n", index + i, total, (unsigned long long)seed,
+                   (unsigned long long)(first + (uint64_t)i), desc);
+        else
+            printf("run %llu:%llu  %s\n", (unsigned long long)seed,
+                   (unsigned long long)(first + (uint64_t)i), desc);
+        log_run("run_start", &plans[i], NULL);
+    }
+    fflush(stdout);
+    if (run_batch(s, plans, names, n, s->runs_dir, oc) < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (finish_run(s, &plans[i], &oc[i]) && *nfailed < cap)
+            failed[(*nfailed)++] = plans[i].run;
+    }
+    write_result(s, 0);
+    return 0;
+}
+
+/* ---- shrinking ----------------------------------------------------------- */
+
+/* Greedy delta debugging: walk the one-edit-smaller variants in order and
+ * keep each edit whose run still fails the same way.  After a kept edit the
+ * walk goes on at the same index (the list shifted under it: that index now
+ * names the next edit of the same kind); a pass that kept anything is
+ * followed by another, since an edit refused earlier may work on the smaller
+ * plan.  Ends when a whole pass keeps nothing, or at the deadline.  Writes
+ * DIR/shrunk-S-I.json. */
+static void shrink_one(struct sim *s, const struct sim_plan *orig, const struct outcome *fail,
+                       int64_t deadline)
+{
+    struct sim_plan best = *orig, cand;
+    long size0 = sim_plan_size(orig);
+    int tries = 0, kept = 0;
+    int64_t t0 = cw_mono_ms();
+    printf("shrink %llu:%llu: size %ld, failing on %s; budget %lld s\n",
+           (unsigned long long)orig->seed, (unsigned long long)orig->run, size0, fail->sig,
+           (long long)((deadline - t0) / 1000));
+    fflush(stdout);
+    int k = 0, kept_in_pass = 0;
+    while (cw_mono_ms() < deadline && !runner_interrupted()) {
+        char what[160], name[96], base[64];
+        if (!sim_shrink_variant(&best, k, &cand, what, sizeof(what))) {
+            if (!kept_in_pass)
+                break;
+            k = 0;
+            kept_in_pass = 0;
+            continue;
+        }
+        sim_scenario_name(orig->seed, orig->run, base, sizeof(base));
+        fmt(name, sizeof(name), "%s-s%d", base, ++tries);
+        struct outcome oc;
+        const char *names[1] = { name };
+        int rc = run_batch(s, &cand, names, 1, s->shrink_dir, &oc);
+        s->shrink_runs++;
+        int keep = rc == 0 && same_failure(fail, &oc);
+        cJSON *ev = cwlog_begin(keep ? "shrink_keep" : "shrink_drop");
+        cJSON_AddStringToObject(ev, "candidate", name);
+        cJSON_AddStringToObject(ev, "edit", what);
+        cJSON_AddNumberToObject(ev, "size", (double)sim_plan_size(&cand));
+        cJSON_AddStringToObject(ev, "outcome", rc < 0 ? "not run" : oc.pass ? "pass" : oc.sig);
+        cwlog_emit(ev);
+        printf("    %-5s %-44s -> %s (size %ld)\n", keep ? "keep" : "undo", what,
+               rc < 0 ? "could not run" : oc.pass ? "passes" : oc.sig, sim_plan_size(&cand));
+        fflush(stdout);
+        char dir[PATH_MAX + 100];
+        fmt(dir, sizeof(dir), "%s/%s", s->shrink_dir, name);
+        if (!keep)
+            rm_run_dir(dir);
+        outcome_free(&oc);
+        if (keep) {
+            best = cand;
+            kept++;
+            kept_in_pass = 1;
+        } else {
+            k++;
+        }
+    }
+    long size1 = sim_plan_size(&best);
+    char name[96], title[256], path[PATH_MAX + 64], rel[96];
+    fmt(name, sizeof(name), "sim-%llu-%llu-shrunk", (unsigned long long)orig->seed,
+        (unsigned long long)orig->run);
+    fmt(title, sizeof(title), "Shrunk from randomized run %llu of seed %llu: %s fails "
+        "(size %ld, from %ld)", (unsigned long long)orig->run,
+        (unsigned long long)orig->seed, fail->sig, size1, size0);
+    cJSON *sc = sim_render(&best, name, title);
+    if (sc == NULL)
+        return;
+    char desc[1024], replay[PATH_MAX + 96];
+    replay_cmd(s, orig->seed, orig->run, replay, sizeof(replay));
+    fmt(desc, sizeof(desc), "Found by crashwindow sim (replay: %s) failing %s: %.300s. "
+        "Shrunk by %d of %d edits tried.", replay, fail->sig, fail->witness, kept, tries);
+    cJSON_ReplaceItemInObjectCaseSensitive(sc, "description", cJSON_CreateString(desc));
+    /* List the invariant it breaks, so that the file states what it proves. */
+    cJSON *invs = cJSON_GetObjectItemCaseSensitive(sc, "invariants");
+    int listed = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, invs) {
+        listed |= cJSON_IsString(it) && strcmp(it->valuestring, fail->sig) == 0;
+    }
+    if (!listed && fail->primary >= 0)
+        cJSON_AddItemToArray(invs, cJSON_CreateString(fail->sig));
+    char *text = cJSON_Print(sc);
+    cJSON_Delete(sc);
+    fmt(rel, sizeof(rel), "shrunk-%llu-%llu.json", (unsigned long long)orig->seed,
+        (unsigned long long)orig->run);
+    fmt(path, sizeof(path), "%s/%s", s->out, rel);
+    if (text == NULL || write_text(path, text) < 0) {
+        fprintf(stderr, "crashwindow sim: cannot write %s\n", path);
+        cJSON_free(text);
+        return;
+    }
+    cJSON_free(text);
+    char run[64];
+    fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)orig->seed,
+        (unsigned long long)orig->run);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "run", run);
+    cJSON_AddStringToObject(o, "file", rel);
+    cJSON_AddStringToObject(o, "invariant", fail->sig);
+    cJSON_AddNumberToObject(o, "size_before", (double)size0);
+    cJSON_AddNumberToObject(o, "size_after", (double)size1);
+    cJSON_AddNumberToObject(o, "tries", tries);
+    cJSON_AddNumberToObject(o, "kept", kept);
+    cJSON_AddNumberToObject(o, "seconds", (double)(cw_mono_ms() - t0) / 1000.0);
+    cJSON_AddItemToArray(s->shrunk, o);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, s->failing) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(f, "run");
+        if (cJSON_IsString(r) && strcmp(r->valuestring, run) == 0)
+            cJSON_AddStringToObject((cJSON *)f, "shrunk", rel);
+    }
+    cJSON *ev = cwlog_begin("shrunk");
+    cJSON_AddStringToObject(ev, "run", run);
+    cJSON_AddStringToObject(ev, "file", path);
+    cJSON_AddNumberToObject(ev, "size_before", (double)size0);
+    cJSON_AddNumberToObject(ev, "size_after", (double)size1);
+    cwlog_emit(ev);
+    printf("shrunk %s: size %ld -> %ld in %d runs (%d edits kept): %s\n", run, size0, size1,
+           tries, kept, path);
+    fflush(stdout);
+}
+
+/* ---- command line -------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: crashwindow sim [--seed S] [--runs N] [--time-budget SECONDS] [--out DIR]\n"
+        "                       [--replay S:I] [--shrink] [--shrink-budget SECONDS]\n"
+        "                       [--bin DIR] [--pg CONNINFO] [--max-failures N] [--dry-run]\n"
+        "                       [--keep-passing]\n"
+        "  --seed S            runs S:1, S:2, ... (default: a seed from the clock, printed)\n"
+        "  --runs N            how many runs (default %d)\n"
+        "  --time-budget SEC   start no run after this many seconds (default %d)\n"
+        "  --out DIR           failing runs, failing.jsonl, result.json, shrunk scenarios\n"
+        "                      (default reports/sim-<timestamp>)\n"
+        "  --replay S:I        run I of seed S again: the same schedule\n"
+        "  --shrink            shrink failing runs to a smallest failing scenario file\n"
+        "  --shrink-budget SEC time for all shrinking (default %d)\n"
+        "  --bin DIR           the binaries under test (a binary missing there is taken\n"
+        "                      from this build)\n"
+        "  --pg CONNINFO       use this PostgreSQL server instead of a throwaway cluster\n"
+        "  --max-failures N    stop after N failing runs\n"
+        "  --dry-run           print the generated scenarios, run nothing\n"
+        "  --keep-passing      keep the files of passing runs too\n"
+        "exit status: 0 every run passed, 1 a run failed, 2 bad usage\n",
+        DEFAULT_RUNS, DEFAULT_BUDGET_S, DEFAULT_SHRINK_BUDGET_S);
+}
+
+static int parse_args(struct sim_opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof(*o));
+    o->runs = DEFAULT_RUNS;
+    o->budget_s = DEFAULT_BUDGET_S;
+    o->shrink_budget_s = DEFAULT_SHRINK_BUDGET_S;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        } else if (strcmp(a, "--shrink") == 0) {
+            o->shrink = 1;
+        } else if (strcmp(a, "--dry-run") == 0) {
+            o->dry_run = 1;
+        } else if (strcmp(a, "--keep-passing") == 0) {
+            o->keep_passing = 1;
+        } else if (v == NULL) {
+            fprintf(stderr, "crashwindow sim: unknown option or missing value: '%s'\n", a);
+            return -1;
+        } else if (strcmp(a, "--seed") == 0) {
+            if (parse_u64(v, &o->seed) < 0) {
+                fprintf(stderr, "crashwindow sim: --seed takes a whole number below 2^64, "
+                        "not '%s'\n", v);
+                return -1;
+            }
+            o->have_seed = 1;
+            i++;
+        } else if (strcmp(a, "--runs") == 0) {
+            if (parse_long(v, 1, 1000000, &o->runs) < 0) {
+                fprintf(stderr, "crashwindow sim: --runs takes a number from 1 to 1000000\n");
+                return -1;
+            }
+            o->have_runs = 1;
+            i++;
+        } else if (strcmp(a, "--max-failures") == 0) {
+            if (parse_long(v, 1, 1000000, &o->max_failures) < 0) {
+                fprintf(stderr, "crashwindow sim: --max-failures takes a number from 1 to "
+                        "1000000\n");
+                return -1;
+            }
+            i++;
+        } else if (strcmp(a, "--time-budget") == 0 || strcmp(a, "--shrink-budget") == 0) {
+            long *dst = strcmp(a, "--time-budget") == 0 ? &o->budget_s : &o->shrink_budget_s;
+            if (parse_long(v, 1, 604800, dst) < 0) {
+                fprintf(stderr, "crashwindow sim: %s takes seconds from 1 to 604800\n", a);
+                return -1;
+            }
+            i++;
+        } else if (strcmp(a, "--replay") == 0) {
+            char buf[64];
+            snprintf(buf, sizeof(buf), "%s", v);
+            char *colon = strchr(buf, ':');
+            if (colon != NULL)
+                *colon = '\0';
+            if (colon == NULL || parse_u64(buf, &o->replay_seed) < 0 ||
+                parse_u64(colon + 1, &o->replay_run) < 0 || o->replay_run < 1) {
+                fprintf(stderr, "crashwindow sim: --replay takes SEED:RUN (whole numbers, "
+                        "RUN from 1), not '%s'\n", v);
+                return -1;
+            }
+            o->replay = 1;
+            i++;
+        } else if (strcmp(a, "--out") == 0) {
+            o->out = v;
+            i++;
+        } else if (strcmp(a, "--bin") == 0) {
+            o->bin = v;
+            i++;
+        } else if (strcmp(a, "--pg") == 0) {
+            o->pg = v;
+            i++;
+        } else {
+            fprintf(stderr, "crashwindow sim: unknown option '%s'\n", a);
+            return -1;
+        }
+    }
+    if (o->replay && (o->have_seed || o->have_runs)) {
+        fprintf(stderr, "crashwindow sim: --replay S:I runs one run; it takes no --seed "
+                "or --runs\n");
+        return -1;
+    }
+    if (o->bin != NULL && access(o->bin, F_OK) != 0) {
+        fprintf(stderr, "crashwindow sim: --bin %s: no such directory\n", o->bin);
+        return -1;
+    }
+    return 0;
+}
+
+static int dry_run(struct sim *s)
+{
+    uint64_t seed = s->o.replay ? s->o.replay_seed : s->o.seed;
+    uint64_t first = s->o.replay ? s->o.replay_run : 1;
+    uint64_t last = s->o.replay ? s->o.replay_run : (uint64_t)s->o.runs;
+    for (uint64_t i = first; i <= last; i++) {
+        struct sim_plan p;
+        char name[64];
+        sim_generate(&s->cat, seed, i, &p);
+        sim_scenario_name(seed, i, name, sizeof(name));
+        cJSON *sc = sim_render(&p, name, NULL);
+        char *text = sc ? cJSON_Print(sc) : NULL;
+        if (text == NULL) {
+            cJSON_Delete(sc);
+            return 1;
+        }
+        printf("%s\n", text);
+        cJSON_free(text);
+        cJSON_Delete(sc);
+    }
+    return 0;
+}
+
+static void sim_free(struct sim *s)
+{
+    cJSON_Delete(s->faults_fired);
+    cJSON_Delete(s->failing);
+    cJSON_Delete(s->shrunk);
+    cJSON_Delete(s->scenarios);
+    cJSON_Delete(s->base);
+}
+
+int simulator_main(int argc, char **argv)
+{
+    struct sim sim, *s = &sim;
+    memset(s, 0, sizeof(*s));
+    int pr = parse_args(&s->o, argc, argv);
+    if (pr != 0) {
+        if (pr < 0)
+            usage(stderr);
+        return pr < 0 ? 2 : 0;
+    }
+    char err[1024], path[PATH_MAX];
+    fmt(path, sizeof(path), "%s/fault-points/catalogue.json", runner_source_dir());
+    if (sim_catalogue_load(&s->cat, path, err, sizeof(err)) < 0) {
+        fprintf(stderr, "crashwindow sim: %s\n", err);
+        return 2;
+    }
+    if (!s->o.have_seed && !s->o.replay) {
+        /* The only use of the clock: choosing a seed nobody gave.  It is
+         * printed, and everything after depends on the seed alone. */
+        s->o.seed = (uint64_t)(cw_now_us() / 1000) % 1000000000ULL;
+        if (!s->o.dry_run)
+            printf("crashwindow sim: no --seed given; using seed %llu\n",
+                   (unsigned long long)s->o.seed);
+    }
+    if (s->o.dry_run)
+        return dry_run(s);
+
+    runner_install_signals();
+    s->t0 = cw_mono_ms();
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(s->started_at, sizeof(s->started_at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (s->o.out != NULL) {
+        fmt(s->out, sizeof(s->out), "%s", s->o.out);
+    } else {
+        char stamp[32];
+        strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+        fmt(s->out, sizeof(s->out), "%s/reports/sim-%s", runner_source_dir(), stamp);
+    }
+    fmt(s->runs_dir, sizeof(s->runs_dir), "%s/runs", s->out);
+    fmt(s->shrink_dir, sizeof(s->shrink_dir), "%s/shrink", s->out);
+    if (mkdir_p(s->runs_dir) < 0 || (s->o.shrink && mkdir_p(s->shrink_dir) < 0)) {
+        fprintf(stderr, "crashwindow sim: cannot create %s: %s\n", s->out, strerror(errno));
+        return 2;
+    }
+    fmt(path, sizeof(path), "%s/sim.events.jsonl", s->out);
+    if (cwlog_open(path, "sim") < 0)
+        fprintf(stderr, "crashwindow sim: cannot open %s; events go to stderr\n", path);
+    if (runner_build_dir(s->own_build, sizeof(s->own_build)) < 0)
+        snprintf(s->own_build, sizeof(s->own_build), ".");
+    fmt(s->script, sizeof(s->script), "%s/scripts/pg-cluster", runner_source_dir());
+    s->faults_fired = cJSON_CreateObject();
+    s->failing = cJSON_CreateArray();
+    s->shrunk = cJSON_CreateArray();
+    s->scenarios = cJSON_CreateArray();
+
+    /* One cluster for every run: starting one costs more than a run. */
+    if (s->o.pg != NULL) {
+        s->pg = s->o.pg;
+    } else {
+        if (rdb_start_cluster(&s->db, s->script, err, sizeof(err)) < 0) {
+            fprintf(stderr, "crashwindow sim: %s\n", err);
+            sim_free(s);
+            return 1;
+        }
+        s->own_cluster = 1;
+        s->pg = s->db.admin;
+    }
+
+    uint64_t seed = s->o.replay ? s->o.replay_seed : s->o.seed;
+    long total = s->o.replay ? 1 : s->o.runs;
+    printf("crashwindow sim: seed %llu, %ld run%s, time budget %ld s, output in %s\n",
+           (unsigned long long)seed, total, total == 1 ? "" : "s", s->o.budget_s, s->out);
+    fflush(stdout);
+    cJSON *ev = cwlog_begin("sim_start");
+    cJSON_AddItemToObject(ev, "seed", u64_json(seed));
+    cJSON_AddNumberToObject(ev, "runs", (double)total);
+    cJSON_AddNumberToObject(ev, "time_budget_s", (double)s->o.budget_s);
+    if (s->o.bin != NULL)
+        cJSON_AddStringToObject(ev, "bin", s->o.bin);
+    cwlog_emit(ev);
+
+    int broken = 0;
+    uint64_t failed_runs[64];
+    int nfailed = 0;
+    int64_t budget_end = s->t0 + s->o.budget_s * 1000;
+    for (long i = 1; i <= total && !runner_interrupted();) {
+        if (s->o.max_failures > 0 && s->failures >= s->o.max_failures) {
+            printf("crashwindow sim: stopping after %ld failing run%s (--max-failures)\n",
+                   s->failures, s->failures == 1 ? "" : "s");
+            break;
+        }
+        int64_t left = budget_end - cw_mono_ms();
+        if (left <= 0) {
+            printf("crashwindow sim: time budget of %ld s used up after %ld runs\n",
+                   s->o.budget_s, i - 1);
+            break;
+        }
+        /* Batches of up to MAX_BATCH runs, fewer when the budget is nearly
+         * used up (judged by the runs so far; one run when none yet). */
+        long n = total - i + 1;
+        if (n > MAX_BATCH)
+            n = MAX_BATCH;
+        if (s->runs == 0)
+            n = 1;
+        else if (s->run_ms / s->runs > 0 && left / (s->run_ms / s->runs) < n)
+            n = left / (s->run_ms / s->runs) > 0 ? left / (s->run_ms / s->runs) : 1;
+        uint64_t first = s->o.replay ? s->o.replay_run : (uint64_t)i;
+        if (run_runs(s, seed, first, (int)n, i, s->o.replay ? 0 : total, failed_runs, &nfailed,
+                     64) < 0) {
+            broken = 1;
+            break;
+        }
+        i += n;
+    }
+    double rpm = runs_per_minute(s);
+
+    if (s->o.shrink && nfailed > 0 && !broken) {
+        int64_t deadline = cw_mono_ms() + s->o.shrink_budget_s * 1000;
+        for (int k = 0; k < nfailed && cw_mono_ms() < deadline && !runner_interrupted(); k++) {
+            struct sim_plan p;
+            sim_generate(&s->cat, seed, failed_runs[k], &p);
+            /* The failure to preserve is the one recorded for this run. */
+            struct outcome fo;
+            memset(&fo, 0, sizeof(fo));
+            const cJSON *f = cJSON_GetArrayItem(s->failing, k);
+            const char *inv = cJSON_GetObjectItemCaseSensitive(f, "invariant")->valuestring;
+            const char *wit = cJSON_GetObjectItemCaseSensitive(f, "witness")->valuestring;
+            snprintf(fo.sig, sizeof(fo.sig), "%s", inv);
+            snprintf(fo.witness, sizeof(fo.witness), "%s", wit);
+            fo.primary = sc_invariant_from_name(inv);
+            fo.ran = 1;
+            shrink_one(s, &p, &fo, deadline);
+            write_result(s, 0);
+        }
+    }
+
+    write_result(s, !broken && !runner_interrupted());
+    ev = cwlog_begin("sim_end");
+    cJSON_AddNumberToObject(ev, "runs", (double)s->runs);
+    cJSON_AddNumberToObject(ev, "failures", (double)s->failures);
+    cJSON_AddNumberToObject(ev, "runs_per_minute", rpm);
+    cwlog_emit(ev);
+    /* The runner's result.json of the last run is superseded by ours. */
+    fmt(path, sizeof(path), "%s/result.json", s->runs_dir);
+    unlink(path);
+    fmt(path, sizeof(path), "%s/result.json", s->shrink_dir);
+    unlink(path);
+    if (s->own_cluster)
+        rdb_finish(&s->db, s->script, 0);
+
+    printf("crashwindow sim: %s: %ld run%s, %ld failed, %.1f runs/minute; %ld faults fired, "
+           "%ld kills, %ld pauses, %ld redeliveries, %ld duplicates absorbed, %ld invariant "
+           "checks\n", s->failures == 0 && !broken && s->runs > 0 ? "PASS" : "FAIL", s->runs,
+           s->runs == 1 ? "" : "s", s->failures, rpm, s->faults_total, s->kills, s->pauses,
+           s->redeliveries, s->dups, s->inv_checks);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, s->failing) {
+        printf("  failed %s on %s: replay with: %s\n",
+               cJSON_GetObjectItemCaseSensitive(f, "run")->valuestring,
+               cJSON_GetObjectItemCaseSensitive(f, "invariant")->valuestring,
+               cJSON_GetObjectItemCaseSensitive(f, "replay")->valuestring);
+    }
+    printf("result: %s/result.json\n", s->out);
+    fflush(stdout);
+    int rc = s->failures == 0 && !broken && s->runs > 0 && !runner_interrupted() ? 0 : 1;
+    sim_free(s);
+    return rc;
+}

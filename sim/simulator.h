@@ -1,0 +1,184 @@
+/* simulator.h -- `crashwindow sim`: seeded randomized fault schedules,
+ * replay and shrinking.
+ *
+ * The scenarios in scenarios/ each aim at one crash window someone thought
+ * of.  The simulator looks for the failures nobody wrote a scenario for, in
+ * the manner of FoundationDB's simulator, TigerBeetle's VOPR and Jepsen's
+ * nemesis: run I of seed S derives a whole schedule from (S, I) alone -- a
+ * process layout, a workload and a fault schedule -- renders it as an
+ * ordinary scenario (the JSON the runner reads) and runs it through the
+ * runner, the same code path as `crashwindow run`.  So:
+ *
+ *   replay   = generate (S, I) again + run it;
+ *   a shrunk failure is a scenario file, ready for scenarios/.
+ *
+ * The pieces:
+ *   - a PRNG (xoshiro256**, seeded through splitmix64 from S and I): the
+ *     only source of randomness of generation; never rand() or the clock;
+ *   - a plan (struct sim_plan): processes, faults armed per incarnation,
+ *     and a list of actions (payments, settle, kill, pause, resume, restart,
+ *     broker switches).  Generation fills a plan; shrinking edits one;
+ *   - rendering: plan -> scenario JSON.  Rendering tracks what each process
+ *     may be doing at every step and leaves out an action the runner could
+ *     not perform (kill of a process that may already have crashed, ...),
+ *     so that every plan, shrunk ones included, renders to a scenario whose
+ *     steps cannot fail for reasons of their own: a failing run is a broken
+ *     invariant or a pipeline that does not converge, never a broken step;
+ *   - shrinking: sim_shrink_variant() enumerates the one-edit-smaller
+ *     variants of a plan; the driver keeps an edit only when the run still
+ *     fails on the same invariant (greedy delta debugging). */
+#ifndef CW_SIMULATOR_H
+#define CW_SIMULATOR_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- PRNG ---------------------------------------------------------------- */
+
+struct sim_rng {
+    uint64_t s[4];
+};
+
+/* Seeds the generator for run `run` of seed `seed`.  Distinct (seed, run)
+ * pairs give unrelated streams. */
+void sim_rng_init(struct sim_rng *r, uint64_t seed, uint64_t run);
+uint64_t sim_rng_next(struct sim_rng *r);
+/* Uniform in [0, n) for n >= 1 (0 when n < 1). */
+int sim_rng_below(struct sim_rng *r, int n);
+/* Uniform in [lo, hi] (lo when hi < lo). */
+int sim_rng_range(struct sim_rng *r, int lo, int hi);
+/* True with the given probability in percent. */
+int sim_rng_chance(struct sim_rng *r, int percent);
+
+/* ---- the fault point catalogue ------------------------------------------- */
+
+enum sim_action { SIM_CRASH = 0, SIM_FAIL, SIM_PARK, SIM_STALL };
+
+#define SIM_MAX_POINTS 64
+#define SIM_POINT_MAX 64
+
+struct sim_point {
+    char name[SIM_POINT_MAX];    /* component/window */
+    unsigned actions;            /* bit (1u << enum sim_action) per allowed action */
+};
+
+/* The catalogued points sorted by name, so that generation does not depend
+ * on the order of the file. */
+struct sim_catalogue {
+    int n;
+    struct sim_point p[SIM_MAX_POINTS];
+};
+
+/* Parses fault-points/catalogue.json text.  0, or -1 with a message in err
+ * (cat then holds no points). */
+int sim_catalogue_parse(struct sim_catalogue *cat, const char *text, char *err, size_t errlen);
+/* The same from a file. */
+int sim_catalogue_load(struct sim_catalogue *cat, const char *path, char *err, size_t errlen);
+
+/* ---- the plan ------------------------------------------------------------ */
+
+#define SIM_MAX_PROCS 10
+#define SIM_MAX_FAULTS 32
+#define SIM_MAX_ACTS 48
+
+enum sim_kind { SIM_API = 0, SIM_RELAY, SIM_CONSUMER };
+
+struct sim_proc {
+    enum sim_kind kind;
+    int group;               /* consumers: 0 accounting, 1 notifications */
+    int autostart;
+    /* relays */
+    int lease_ms, idle_ms, batch, backoff_base_ms, backoff_cap_ms, max_attempts;
+    int per_aggregate;       /* --order per-aggregate (else fifo) */
+    /* consumers */
+    int prefetch, cbatch, retry_delay_ms, gap_delay_ms, gap_park_ms;
+};
+
+struct sim_fault {
+    int proc;                /* index into procs */
+    int incarnation;         /* -1: the first start; else the index of the
+                                SIM_RESTART action whose start arms it */
+    char point[SIM_POINT_MAX];
+    enum sim_action action;
+    int stall_ms;            /* SIM_STALL */
+    int hit;                 /* fires on the hit-th pass, >= 1 */
+    int every;               /* and on every pass after it */
+};
+
+enum sim_act_kind {
+    SIM_PAY = 0,   /* a batch of payments through the API */
+    SIM_SETTLE,    /* let the pipeline work: until it caught up, at most ms */
+    SIM_KILL,      /* SIGKILL */
+    SIM_PAUSE,     /* SIGSTOP */
+    SIM_RESUME,    /* SIGCONT (a pause, or a park fault) */
+    SIM_RESTART,   /* stop (SIGTERM) if running, start again: a fresh incarnation */
+    SIM_BROKER,    /* broker switches */
+    SIM_REUSE      /* the first key of the latest batch again, another body: 422 */
+};
+
+/* Broker switch values: -1 leaves a switch as it is. */
+enum sim_outage { SIM_OUTAGE_OFF = 0, SIM_OUTAGE_REFUSE, SIM_OUTAGE_HANG };
+
+struct sim_act {
+    enum sim_act_kind kind;
+    int proc;                /* kill, pause, resume, restart */
+    /* pay */
+    int count, retries, authorize, capture;
+    /* settle */
+    int ms;
+    /* broker (-1: unchanged) */
+    int outage, duplicate, drop, max_payload;
+};
+
+struct sim_plan {
+    uint64_t seed, run;
+    int nprocs;
+    struct sim_proc procs[SIM_MAX_PROCS];
+    /* broker at start */
+    int visibility_ms;
+    int duplicate, reorder, delay_ms;   /* 0 = off */
+    int nfaults;
+    struct sim_fault faults[SIM_MAX_FAULTS];
+    int nacts;
+    struct sim_act acts[SIM_MAX_ACTS];
+};
+
+/* Fills plan with run `run` of seed `seed`: a pure function of (cat, seed,
+ * run).  Uses only the points of cat whose component it knows (api/,
+ * relay/, consumer/). */
+void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
+                  struct sim_plan *plan);
+
+/* The scenario JSON of plan (caller frees), or NULL on out of memory.
+ * name must be a valid scenario name ([a-z0-9-], at most 63).  title may
+ * be NULL for a generated one.  Byte-identical output for equal plans. */
+cJSON *sim_render(const struct sim_plan *plan, const char *name, const char *title);
+
+/* "sim-S-I" into out. */
+void sim_scenario_name(uint64_t seed, uint64_t run, char *out, size_t outlen);
+
+/* One line saying what the plan does ("api relay-1 relay-2 acct-1 | faults
+ * ... | pay(4,auth) kill(relay-1) settle(800) ...").  Truncated to outlen. */
+void sim_describe(const struct sim_plan *plan, char *out, size_t outlen);
+
+/* A measure of a plan's size: processes + faults + actions + payments +
+ * broker switches + (hit - 1) of each fault.  Every shrinking edit lowers it. */
+long sim_plan_size(const struct sim_plan *plan);
+
+/* The k-th one-edit-smaller variant of in (k = 0, 1, ...): drop a process,
+ * an action, a fault, a broker switch, fewer payments, an earlier hit...
+ * Returns 1 with the variant in out and its description in what, or 0 when
+ * there is no k-th variant.  Every variant has sim_plan_size < that of in. */
+int sim_shrink_variant(const struct sim_plan *in, int k, struct sim_plan *out,
+                       char *what, size_t whatlen);
+
+/* ---- the command --------------------------------------------------------- */
+
+/* `crashwindow sim --seed S [--runs N] [--time-budget SECONDS] [--out DIR]
+ * [--replay S:I] [--shrink] [--shrink-budget SECONDS] [--bin DIR]
+ * [--pg CONNINFO] [--max-failures N] [--dry-run] [--keep-passing]`.
+ * Exit: 0 every run passed, 1 a run failed (or could not run), 2 bad usage. */
+int simulator_main(int argc, char **argv);
+
+#endif

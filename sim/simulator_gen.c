@@ -1,0 +1,939 @@
+/* simulator_gen.c -- the simulator's PRNG, catalogue, generator and
+ * renderer; see simulator.h.
+ *
+ * Generation is swarm testing (Groce et al.): rather than switching every
+ * fault on a little, each run switches a random few on hard -- some points
+ * active with a chosen action and hit, some nemesis actions, some broker
+ * switches -- so that runs differ from each other in kind, not only in
+ * timing.  Every draw goes through one PRNG in a fixed order; nothing else
+ * (clock, environment, hash order) influences the plan.
+ *
+ * Rendering turns a plan into the runner's scenario JSON.  It is a small
+ * state machine over the processes -- up or not, may have crashed (a crash
+ * fault armed in this incarnation), paused by us, holding a park fault --
+ * that decides, step by step, whether an action can be performed: a kill of
+ * a process that may already be dead would make the step itself fail, and a
+ * failing step is not what the simulator looks for.  Such actions are left
+ * out, deterministically; shrinking relies on it, since dropping one action
+ * can make a later one impossible. */
+#include "simulator.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- PRNG: splitmix64 seeds xoshiro256** -------------------------------- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+void sim_rng_init(struct sim_rng *r, uint64_t seed, uint64_t run)
+{
+    /* The run index goes through its own splitmix step before it meets the
+     * seed, so (S, I) and (S + 1, I - 1) do not collide. */
+    uint64_t x = run;
+    uint64_t mixed = seed ^ splitmix64(&x);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&mixed);
+}
+
+uint64_t sim_rng_next(struct sim_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+int sim_rng_below(struct sim_rng *r, int n)
+{
+    if (n < 1)
+        return 0;
+    /* Rejection keeps it unbiased; the loop ends with probability 1 and in
+     * practice at once (n is tiny next to 2^64). */
+    uint64_t bound = (uint64_t)n;
+    uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    uint64_t v;
+    do {
+        v = sim_rng_next(r);
+    } while (v >= limit);
+    return (int)(v % bound);
+}
+
+int sim_rng_range(struct sim_rng *r, int lo, int hi)
+{
+    if (hi < lo)
+        return lo;
+    return lo + sim_rng_below(r, hi - lo + 1);
+}
+
+int sim_rng_chance(struct sim_rng *r, int percent)
+{
+    return sim_rng_below(r, 100) < percent;
+}
+
+/* ---- catalogue ----------------------------------------------------------- */
+
+static const char *const action_names[] = { "crash", "fail", "park", "stall" };
+
+static int cmp_point(const void *a, const void *b)
+{
+    return strcmp(((const struct sim_point *)a)->name, ((const struct sim_point *)b)->name);
+}
+
+int sim_catalogue_parse(struct sim_catalogue *cat, const char *text, char *err, size_t errlen)
+{
+    memset(cat, 0, sizeof(*cat));
+    cJSON *root = cJSON_Parse(text);
+    const cJSON *points = cJSON_GetObjectItemCaseSensitive(root, "points");
+    if (!cJSON_IsArray(points)) {
+        snprintf(err, errlen, "the catalogue has no \"points\" array");
+        cJSON_Delete(root);
+        return -1;
+    }
+    const cJSON *it;
+    int idx = 0;
+    cJSON_ArrayForEach(it, points) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+        const cJSON *acts = cJSON_GetObjectItemCaseSensitive(it, "actions");
+        if (!cJSON_IsString(name) || strchr(name->valuestring, '/') == NULL ||
+            strlen(name->valuestring) >= SIM_POINT_MAX || !cJSON_IsArray(acts)) {
+            snprintf(err, errlen, "catalogue points[%d]: needs a component/window \"name\" "
+                     "shorter than %d and an \"actions\" array", idx, SIM_POINT_MAX);
+            goto fail;
+        }
+        if (cat->n == SIM_MAX_POINTS) {
+            snprintf(err, errlen, "the catalogue has more than %d points", SIM_MAX_POINTS);
+            goto fail;
+        }
+        struct sim_point *p = &cat->p[cat->n];
+        snprintf(p->name, sizeof(p->name), "%s", name->valuestring);
+        p->actions = 0;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, acts) {
+            for (int k = 0; k < 4; k++)
+                if (cJSON_IsString(a) && strcmp(a->valuestring, action_names[k]) == 0)
+                    p->actions |= 1u << k;
+        }
+        if (p->actions != 0)
+            cat->n++;
+        idx++;
+    }
+    cJSON_Delete(root);
+    qsort(cat->p, (size_t)cat->n, sizeof(cat->p[0]), cmp_point);
+    return 0;
+fail:
+    cJSON_Delete(root);
+    cat->n = 0;
+    return -1;
+}
+
+int sim_catalogue_load(struct sim_catalogue *cat, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        memset(cat, 0, sizeof(*cat));
+        snprintf(err, errlen, "cannot read the fault point catalogue %s", path);
+        return -1;
+    }
+    char *text = NULL;
+    size_t cap = 0;
+    ssize_t len = getdelim(&text, &cap, '\0', f);
+    fclose(f);
+    int rc = -1;
+    if (len > 0)
+        rc = sim_catalogue_parse(cat, text, err, errlen);
+    else
+        snprintf(err, errlen, "the fault point catalogue %s is empty", path);
+    free(text);
+    return rc;
+}
+
+/* The component a point belongs to, from its name; -1 when unknown. */
+static int point_kind(const char *name)
+{
+    if (strncmp(name, "api/", 4) == 0)
+        return SIM_API;
+    if (strncmp(name, "relay/", 6) == 0)
+        return SIM_RELAY;
+    if (strncmp(name, "consumer/", 9) == 0)
+        return SIM_CONSUMER;
+    return -1;
+}
+
+/* ---- generation ---------------------------------------------------------- */
+
+static int pick(struct sim_rng *r, const int *v, int n)
+{
+    return v[sim_rng_below(r, n)];
+}
+#define PICK(r, ...) pick((r), (const int[]){ __VA_ARGS__ }, \
+                          (int)(sizeof((const int[]){ __VA_ARGS__ }) / sizeof(int)))
+
+static int add_proc(struct sim_plan *p, enum sim_kind kind)
+{
+    if (p->nprocs == SIM_MAX_PROCS)
+        return -1;
+    struct sim_proc *x = &p->procs[p->nprocs];
+    memset(x, 0, sizeof(*x));
+    x->kind = kind;
+    x->autostart = 1;
+    return p->nprocs++;
+}
+
+static struct sim_act *add_act(struct sim_plan *p, enum sim_act_kind kind, int proc)
+{
+    if (p->nacts == SIM_MAX_ACTS)
+        return NULL;
+    struct sim_act *a = &p->acts[p->nacts++];
+    memset(a, 0, sizeof(*a));
+    a->kind = kind;
+    a->proc = proc;
+    a->outage = -1;
+    a->duplicate = -1;
+    a->max_payload = -1;
+    return a;
+}
+
+/* A random process of kind, or -1. */
+static int random_of_kind(struct sim_rng *r, const struct sim_plan *p, int kind)
+{
+    int idx[SIM_MAX_PROCS], n = 0;
+    for (int i = 0; i < p->nprocs; i++)
+        if ((int)p->procs[i].kind == kind)
+            idx[n++] = i;
+    return n ? idx[sim_rng_below(r, n)] : -1;
+}
+
+/* A random relay or consumer. */
+static int random_worker(struct sim_rng *r, const struct sim_plan *p)
+{
+    int idx[SIM_MAX_PROCS], n = 0;
+    for (int i = 0; i < p->nprocs; i++)
+        if (p->procs[i].kind != SIM_API)
+            idx[n++] = i;
+    return n ? idx[sim_rng_below(r, n)] : -1;
+}
+
+static int fault_taken(const struct sim_plan *p, int proc, int inc, const char *point)
+{
+    for (int i = 0; i < p->nfaults; i++)
+        if (p->faults[i].proc == proc && p->faults[i].incarnation == inc &&
+            strcmp(p->faults[i].point, point) == 0)
+            return 1;
+    return 0;
+}
+
+/* Arms point pt in incarnation inc of proc: a random allowed action, hit
+ * and duration.  0, or -1 when nothing could be armed. */
+static int add_fault(struct sim_rng *r, struct sim_plan *p, const struct sim_point *pt,
+                     int proc, int inc)
+{
+    const struct sim_proc *sp = &p->procs[proc];
+    unsigned allowed = pt->actions;
+    /* A parked API would hold every request until its client timeout: the
+     * run would crawl and prove nothing the relay and consumer parks do not. */
+    if (sp->kind == SIM_API)
+        allowed &= ~(1u << SIM_PARK);
+    int choices[4], n = 0;
+    for (int k = 0; k < 4; k++)
+        if (allowed & (1u << k))
+            choices[n++] = k;
+    if (n == 0 || p->nfaults == SIM_MAX_FAULTS || fault_taken(p, proc, inc, pt->name))
+        return -1;
+    struct sim_fault *f = &p->faults[p->nfaults];
+    memset(f, 0, sizeof(*f));
+    f->proc = proc;
+    f->incarnation = inc;
+    snprintf(f->point, sizeof(f->point), "%s", pt->name);
+    f->action = (enum sim_action)choices[sim_rng_below(r, n)];
+    f->hit = sim_rng_range(r, 1, sp->kind == SIM_API ? 3 : 5);
+    if (f->action == SIM_STALL) {
+        if (strcmp(pt->name, "relay/lease_stall") == 0)
+            /* Long enough for the lease to run out: the interesting case. */
+            f->stall_ms = sp->lease_ms + sim_rng_range(r, 100, 700);
+        else
+            f->stall_ms = sim_rng_range(r, 20, sp->kind == SIM_API ? 300 : 500);
+    }
+    if ((f->action == SIM_FAIL || f->action == SIM_STALL) && sim_rng_chance(r, 15))
+        f->every = 1;
+    p->nfaults++;
+    return 0;
+}
+
+/* Arms one random point of proc's component in incarnation inc. */
+static void add_random_fault(struct sim_rng *r, struct sim_plan *p,
+                             const struct sim_catalogue *cat, int proc, int inc)
+{
+    int idx[SIM_MAX_POINTS], n = 0;
+    for (int i = 0; i < cat->n; i++)
+        if (point_kind(cat->p[i].name) == (int)p->procs[proc].kind)
+            idx[n++] = i;
+    if (n > 0)
+        add_fault(r, p, &cat->p[idx[sim_rng_below(r, n)]], proc, inc);
+}
+
+/* Follow-ups: actions promised for after the next payments batch (the
+ * resume of a pause, the end of a broker outage, a restart after a kill). */
+struct pending {
+    int n;
+    struct sim_act v[8];
+};
+
+static void later(struct pending *pd, enum sim_act_kind kind, int proc)
+{
+    if (pd->n == 8)
+        return;
+    struct sim_act *a = &pd->v[pd->n++];
+    memset(a, 0, sizeof(*a));
+    a->kind = kind;
+    a->proc = proc;
+    a->outage = -1;
+    a->duplicate = -1;
+    a->max_payload = -1;
+}
+
+static void flush_later(struct sim_plan *p, struct pending *pd)
+{
+    for (int i = 0; i < pd->n && p->nacts < SIM_MAX_ACTS; i++)
+        p->acts[p->nacts++] = pd->v[i];
+    pd->n = 0;
+}
+
+/* One nemesis action between payments batches. */
+static void add_nemesis(struct sim_rng *r, struct sim_plan *p, const struct sim_catalogue *cat,
+                        struct pending *pd)
+{
+    int roll = sim_rng_below(r, 100);
+    int target = random_worker(r, p);
+    struct sim_act *a;
+    if (roll < 28) {
+        if (add_act(p, SIM_KILL, target) != NULL && sim_rng_chance(r, 60))
+            later(pd, SIM_RESTART, target);
+    } else if (roll < 46) {
+        if (add_act(p, SIM_PAUSE, target) != NULL)
+            later(pd, sim_rng_chance(r, 70) ? SIM_RESUME : SIM_KILL, target);
+    } else if (roll < 66) {
+        a = add_act(p, SIM_RESTART, target);
+        if (a != NULL && sim_rng_chance(r, 45))
+            add_random_fault(r, p, cat, target, p->nacts - 1);
+    } else if (roll < 78) {
+        a = add_act(p, SIM_BROKER, -1);
+        if (a != NULL) {
+            a->outage = sim_rng_chance(r, 65) ? SIM_OUTAGE_REFUSE : SIM_OUTAGE_HANG;
+            later(pd, SIM_BROKER, -1);
+            pd->v[pd->n - 1].outage = SIM_OUTAGE_OFF;
+        }
+    } else if (roll < 90) {
+        a = add_act(p, SIM_BROKER, -1);
+        if (a == NULL)
+            return;
+        if (p->procs[1].max_attempts <= 3 && sim_rng_chance(r, 40)) {
+            /* A poison window: every payload is too large for the broker,
+             * whose refusal quotes the payload; what the relays try now
+             * reaches the attempt limit and is dead-lettered. */
+            a->max_payload = 64;
+            later(pd, SIM_BROKER, -1);
+            pd->v[pd->n - 1].max_payload = 0;
+        } else if (sim_rng_chance(r, 50)) {
+            a->duplicate = sim_rng_chance(r, 60);
+        } else {
+            a->drop = sim_rng_range(r, 1, 2);
+        }
+    } else {
+        add_act(p, SIM_RESTART, 0); /* a clean restart of the API between batches */
+    }
+}
+
+void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
+                  struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed, run);
+    memset(p, 0, sizeof(*p));
+    p->seed = seed;
+    p->run = run;
+
+    /* Layout: the API, 1-3 relays, 1-2 accounting consumers, sometimes a
+     * notifications group of 1-2.  Leases are short so that they expire
+     * within a run; backoff is short so that retries happen within one. */
+    add_proc(p, SIM_API);
+    int nrelays = sim_rng_range(r, 1, 3);
+    int lease = PICK(r, 500, 800, 1000, 1500);
+    /* fifo lets a newer version of a payment overtake an older one that is
+     * leased or backing off; per-aggregate holds it back.  Both are
+     * supported modes, so both are exercised. */
+    int per_aggregate = sim_rng_chance(r, 50);
+    /* A low attempt limit makes dead letters (outages, poison windows).
+     * Only with fifo: per-aggregate holds every later version of a payment
+     * behind a dead-lettered one until an operator requeues it, which no
+     * run does, so the pipeline would never converge. */
+    int max_attempts = !per_aggregate && sim_rng_chance(r, 30) ? 3 : 12;
+    for (int i = 0; i < nrelays; i++) {
+        struct sim_proc *x = &p->procs[add_proc(p, SIM_RELAY)];
+        x->lease_ms = lease;
+        x->idle_ms = PICK(r, 50, 100);
+        x->batch = PICK(r, 1, 2, 5, 10);
+        x->backoff_base_ms = PICK(r, 20, 50, 100);
+        x->backoff_cap_ms = PICK(r, 500, 1000);
+        x->max_attempts = max_attempts;
+        x->per_aggregate = per_aggregate;
+        /* A later relay may join mid-run and take over expired leases. */
+        x->autostart = i == 0 || !sim_rng_chance(r, 25);
+    }
+    int groups = sim_rng_chance(r, 35) ? 2 : 1;
+    for (int g = 0; g < groups; g++) {
+        int n = sim_rng_range(r, 1, 2);
+        for (int i = 0; i < n; i++) {
+            struct sim_proc *x = &p->procs[add_proc(p, SIM_CONSUMER)];
+            x->group = g;
+            x->prefetch = PICK(r, 1, 5, 10);
+            x->cbatch = PICK(r, 1, 1, 3);
+            x->retry_delay_ms = PICK(r, 50, 100, 200);
+            x->gap_delay_ms = PICK(r, 50, 100);
+            /* A version that overtook its predecessor blocks its ordered
+             * partition until it is parked (the predecessor cannot be
+             * delivered while it is redelivered first): the default 30 s
+             * would outlast the heal, so gaps are parked sooner here. */
+            x->gap_park_ms = PICK(r, 1500, 3000);
+        }
+    }
+    p->visibility_ms = PICK(r, 1000, 2000);
+    p->duplicate = sim_rng_chance(r, 25);
+    p->reorder = sim_rng_chance(r, 15);
+    p->delay_ms = sim_rng_chance(r, 15) ? PICK(r, 50, 150, 300) : 0;
+
+    /* Faults armed at the first start: each catalogued point is active in
+     * this run or not (swarm), on one process of its component. */
+    for (int i = 0; i < cat->n; i++) {
+        int kind = point_kind(cat->p[i].name);
+        if (kind < 0 || !sim_rng_chance(r, kind == SIM_API ? 20 : 30))
+            continue;
+        int target = random_of_kind(r, p, kind);
+        if (target >= 0 && p->procs[target].autostart)
+            add_fault(r, p, &cat->p[i], target, -1);
+    }
+
+    /* Workload and nemesis, interleaved. */
+    struct pending pd = { 0 };
+    int nbatches = sim_rng_range(r, 2, 4);
+    int join_at[SIM_MAX_PROCS];
+    for (int i = 0; i < p->nprocs; i++)
+        join_at[i] = p->procs[i].autostart ? -1 : sim_rng_range(r, 0, nbatches - 1);
+    for (int b = 0; b < nbatches; b++) {
+        struct sim_act *a = add_act(p, SIM_PAY, 0);
+        if (a != NULL) {
+            a->count = sim_rng_range(r, 2, 6);
+            a->retries = sim_rng_chance(r, 30) ? sim_rng_range(r, 1, 2) : 0;
+            a->authorize = sim_rng_chance(r, 55);
+            a->capture = a->authorize && sim_rng_chance(r, 55);
+        }
+        if (sim_rng_chance(r, 20))
+            add_act(p, SIM_REUSE, 0);
+        flush_later(p, &pd);
+        for (int i = 0; i < p->nprocs; i++)
+            if (join_at[i] == b)
+                add_act(p, SIM_RESTART, i);
+        if (b == 0) {
+            /* "park, then resume or kill" for the processes that may park. */
+            for (int i = 0; i < p->nfaults; i++) {
+                const struct sim_fault *f = &p->faults[i];
+                if (f->action != SIM_PARK || f->incarnation != -1 || !sim_rng_chance(r, 60))
+                    continue;
+                struct sim_act *s = add_act(p, SIM_SETTLE, -1);
+                if (s != NULL)
+                    s->ms = sim_rng_range(r, 200, 600);
+                add_act(p, sim_rng_chance(r, 65) ? SIM_RESUME : SIM_KILL, f->proc);
+            }
+        }
+        int nn = sim_rng_range(r, 0, 2);
+        for (int k = 0; k < nn; k++)
+            add_nemesis(r, p, cat, &pd);
+        if (sim_rng_chance(r, 50)) {
+            struct sim_act *s = add_act(p, SIM_SETTLE, -1);
+            if (s != NULL)
+                s->ms = sim_rng_range(r, 200, 700);
+        }
+    }
+    flush_later(p, &pd);
+    if (sim_rng_chance(r, 50)) {
+        struct sim_act *s = add_act(p, SIM_SETTLE, -1);
+        if (s != NULL)
+            s->ms = sim_rng_range(r, 300, 800);
+    }
+}
+
+/* ---- rendering ----------------------------------------------------------- */
+
+void sim_scenario_name(uint64_t seed, uint64_t run, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "sim-%llu-%llu", (unsigned long long)seed, (unsigned long long)run);
+}
+
+static const char *const group_names[] = { "accounting", "notifications" };
+
+/* "api", "relay-2", "acct-1", "notif-2": ordinal among the same kind/group. */
+static void proc_name(const struct sim_plan *p, int idx, char *out, size_t outlen)
+{
+    const struct sim_proc *x = &p->procs[idx];
+    int ord = 1;
+    for (int i = 0; i < idx; i++)
+        if (p->procs[i].kind == x->kind && p->procs[i].group == x->group)
+            ord++;
+    switch (x->kind) {
+    case SIM_API:
+        snprintf(out, outlen, ord == 1 ? "api" : "api-%d", ord);
+        break;
+    case SIM_RELAY:
+        snprintf(out, outlen, "relay-%d", ord);
+        break;
+    case SIM_CONSUMER:
+        snprintf(out, outlen, "%s-%d", x->group ? "notif" : "acct", ord);
+        break;
+    }
+}
+
+/* The CW_FAULTS value of incarnation inc of proc into out ("" for none).
+ * Returns the number of faults; *crashy says whether one may kill it,
+ * *parky whether one may park it. */
+static int fault_spec(const struct sim_plan *p, int proc, int inc, char *out, size_t outlen,
+                      int *crashy, int *parky)
+{
+    size_t n = 0;
+    int count = 0;
+    out[0] = '\0';
+    *crashy = *parky = 0;
+    for (int i = 0; i < p->nfaults; i++) {
+        const struct sim_fault *f = &p->faults[i];
+        if (f->proc != proc || f->incarnation != inc)
+            continue;
+        char act[32];
+        if (f->action == SIM_STALL)
+            snprintf(act, sizeof(act), "stall:%d", f->stall_ms);
+        else
+            snprintf(act, sizeof(act), "%s", action_names[f->action]);
+        int w = snprintf(out + n, outlen - n, "%s%s=%s@%d%s", count ? ";" : "", f->point, act,
+                         f->hit, f->every ? "+" : "");
+        if (w < 0 || (size_t)w >= outlen - n)
+            break;
+        n += (size_t)w;
+        count++;
+        *crashy |= f->action == SIM_CRASH;
+        *parky |= f->action == SIM_PARK;
+    }
+    return count;
+}
+
+/* Per-process state while rendering. */
+struct rstate {
+    int up;        /* started and not killed by us */
+    int crashy;    /* this incarnation may have crashed on its own */
+    int parky;     /* this incarnation may have parked itself */
+    int paused;    /* stopped by us */
+    int faulty;    /* (API) this incarnation has faults */
+    int spent;     /* (API) a payments batch already met those faults */
+};
+
+static cJSON *relay_args(const struct sim_proc *x)
+{
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddNumberToObject(a, "lease-ms", x->lease_ms);
+    cJSON_AddNumberToObject(a, "idle-ms", x->idle_ms);
+    cJSON_AddNumberToObject(a, "batch", x->batch);
+    cJSON_AddNumberToObject(a, "backoff-base-ms", x->backoff_base_ms);
+    cJSON_AddNumberToObject(a, "backoff-cap-ms", x->backoff_cap_ms);
+    cJSON_AddNumberToObject(a, "max-attempts", x->max_attempts);
+    if (x->per_aggregate)
+        cJSON_AddStringToObject(a, "order", "per-aggregate");
+    return a;
+}
+
+static cJSON *consumer_args(const struct sim_proc *x)
+{
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "name", group_names[x->group]);
+    cJSON_AddNumberToObject(a, "prefetch", x->prefetch);
+    cJSON_AddNumberToObject(a, "batch", x->cbatch);
+    cJSON_AddNumberToObject(a, "retry-delay-ms", x->retry_delay_ms);
+    cJSON_AddNumberToObject(a, "gap-delay-ms", x->gap_delay_ms);
+    cJSON_AddNumberToObject(a, "gap-park-after-ms", x->gap_park_ms);
+    return a;
+}
+
+/* The settle condition: every live event published and taken in by every
+ * consumer group, or ms passed since the newest event.  A bounded wait
+ * that ends at once when the pipeline has caught up: the processes get
+ * time to walk into their armed faults before the heal switches them off. */
+static void settle_sql(const struct sim_plan *p, int ms, char *out, size_t outlen)
+{
+    int has[2] = { 0, 0 };
+    for (int i = 0; i < p->nprocs; i++)
+        if (p->procs[i].kind == SIM_CONSUMER)
+            has[p->procs[i].group] = 1;
+    char groups[256] = "";
+    size_t n = 0;
+    for (int g = 0; g < 2; g++) {
+        if (!has[g])
+            continue;
+        int w = snprintf(groups + n, sizeof(groups) - n,
+                         " OR NOT EXISTS (SELECT 1 FROM inbox_messages i"
+                         " WHERE i.message_id = o.id AND i.consumer_name = '%s')",
+                         group_names[g]);
+        if (w > 0 && (size_t)w < sizeof(groups) - n)
+            n += (size_t)w;
+    }
+    snprintf(out, outlen,
+             "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM outbox_messages o"
+             " WHERE o.dead_lettered_at IS NULL AND (o.published_at IS NULL%s))"
+             " OR clock_timestamp() - (SELECT max(occurred_at) FROM outbox_messages)"
+             " > interval '%d milliseconds' THEN 1 ELSE 0 END", groups, ms);
+}
+
+static cJSON *step(cJSON *steps, const char *verb)
+{
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "do", verb);
+    cJSON_AddItemToArray(steps, s);
+    return s;
+}
+
+static void render_steps(const struct sim_plan *p, cJSON *steps)
+{
+    struct rstate st[SIM_MAX_PROCS];
+    memset(st, 0, sizeof(st));
+    char spec[1024], name[32];
+    for (int i = 0; i < p->nprocs; i++) {
+        st[i].up = p->procs[i].autostart;
+        st[i].faulty = fault_spec(p, i, -1, spec, sizeof(spec), &st[i].crashy, &st[i].parky) > 0;
+    }
+    int batch = 0, batch_clean = 0, reuses = 0;
+    for (int k = 0; k < p->nacts; k++) {
+        const struct sim_act *a = &p->acts[k];
+        struct rstate *s = a->proc >= 0 ? &st[a->proc] : NULL;
+        cJSON *o;
+        if (a->proc >= 0)
+            proc_name(p, a->proc, name, sizeof(name));
+        switch (a->kind) {
+        case SIM_PAY: {
+            struct rstate *api = &st[0];
+            /* The API's faults meet one batch; the next one gets a fresh,
+             * fault-free API (and so does any batch after a kill). */
+            if (!api->up || (api->faulty && api->spent)) {
+                o = step(steps, "restart");
+                cJSON_AddStringToObject(o, "proc", "api");
+                cJSON_AddStringToObject(o, "why", "a fresh API for the next batch");
+                memset(api, 0, sizeof(*api));
+                api->up = 1;
+            }
+            char prefix[32];
+            snprintf(prefix, sizeof(prefix), "b%d", ++batch);
+            o = step(steps, "payments");
+            cJSON_AddNumberToObject(o, "count", a->count);
+            cJSON_AddStringToObject(o, "key_prefix", prefix);
+            if (a->retries > 0)
+                cJSON_AddNumberToObject(o, "retries", a->retries);
+            if (a->authorize)
+                cJSON_AddBoolToObject(o, "authorize", 1);
+            if (a->capture)
+                cJSON_AddBoolToObject(o, "capture", 1);
+            api->spent = api->faulty;
+            batch_clean = !api->faulty;
+            break;
+        }
+        case SIM_REUSE: {
+            /* Only after a batch the API served without faults, whose first
+             * key therefore holds a committed payment, and to an API without
+             * faults: anything else than 422 is then the API's mistake. */
+            struct rstate *api = &st[0];
+            if (batch == 0 || !batch_clean || !api->up || api->faulty)
+                break;
+            char rname[32], key[32];
+            snprintf(rname, sizeof(rname), "reuse-%d", ++reuses);
+            snprintf(key, sizeof(key), "b%d-1", batch);
+            o = step(steps, "http");
+            cJSON_AddStringToObject(o, "name", rname);
+            cJSON_AddStringToObject(o, "method", "POST");
+            cJSON_AddStringToObject(o, "path", "/payments");
+            cJSON_AddStringToObject(o, "key", key);
+            cJSON *body = cJSON_AddObjectToObject(o, "body");
+            cJSON_AddStringToObject(body, "amount", "77.77");
+            cJSON_AddStringToObject(body, "currency", "EUR");
+            cJSON_AddNumberToObject(o, "expect_status", 422);
+            cJSON_AddStringToObject(o, "why", "the same key with another body must be refused");
+            break;
+        }
+        case SIM_SETTLE: {
+            char sql[1024];
+            settle_sql(p, a->ms, sql, sizeof(sql));
+            o = step(steps, "wait");
+            cJSON_AddStringToObject(o, "until", "sql");
+            cJSON_AddStringToObject(o, "sql", sql);
+            cJSON_AddNumberToObject(o, "timeout_ms", a->ms + 10000);
+            char why[96];
+            snprintf(why, sizeof(why), "let the pipeline work: until it caught up, "
+                     "at most %d ms after the newest event", a->ms);
+            cJSON_AddStringToObject(o, "why", why);
+            break;
+        }
+        case SIM_KILL:
+            if (!s->up || s->crashy)
+                break;
+            o = step(steps, "kill");
+            cJSON_AddStringToObject(o, "proc", name);
+            s->up = 0;
+            s->paused = 0;
+            break;
+        case SIM_PAUSE:
+            if (!s->up || s->crashy || s->paused || p->procs[a->proc].kind == SIM_API)
+                break;
+            o = step(steps, "pause");
+            cJSON_AddStringToObject(o, "proc", name);
+            s->paused = 1;
+            break;
+        case SIM_RESUME:
+            if (!s->up || s->crashy || !(s->paused || s->parky))
+                break;
+            o = step(steps, "resume");
+            cJSON_AddStringToObject(o, "proc", name);
+            s->paused = 0;
+            break;
+        case SIM_RESTART: {
+            int crashy, parky;
+            int nf = fault_spec(p, a->proc, k, spec, sizeof(spec), &crashy, &parky);
+            o = step(steps, "restart");
+            cJSON_AddStringToObject(o, "proc", name);
+            if (nf > 0)
+                cJSON_AddStringToObject(o, "faults", spec);
+            memset(s, 0, sizeof(*s));
+            s->up = 1;
+            s->crashy = crashy;
+            s->parky = parky;
+            s->faulty = nf > 0;
+            break;
+        }
+        case SIM_BROKER: {
+            cJSON *c = cJSON_CreateObject();
+            if (a->outage >= 0)
+                cJSON_AddStringToObject(c, "outage", a->outage == SIM_OUTAGE_REFUSE ? "refuse"
+                                                     : a->outage == SIM_OUTAGE_HANG ? "hang"
+                                                                                    : "off");
+            if (a->duplicate >= 0)
+                cJSON_AddBoolToObject(c, "duplicate", a->duplicate);
+            if (a->drop > 0)
+                cJSON_AddNumberToObject(c, "drop_before_confirm", a->drop);
+            if (a->max_payload >= 0)
+                cJSON_AddNumberToObject(c, "max_payload_bytes", a->max_payload);
+            if (c->child == NULL) {
+                cJSON_Delete(c);
+                break;
+            }
+            o = step(steps, "broker");
+            cJSON_AddItemToObject(o, "control", c);
+            break;
+        }
+        }
+    }
+}
+
+cJSON *sim_render(const struct sim_plan *p, const char *name, const char *title)
+{
+    char buf[1024], tbuf[256];
+    cJSON *root = cJSON_CreateObject();
+    if (root == NULL)
+        return NULL;
+    int nrel = 0, ncons = 0;
+    for (int i = 0; i < p->nprocs; i++) {
+        nrel += p->procs[i].kind == SIM_RELAY;
+        ncons += p->procs[i].kind == SIM_CONSUMER;
+    }
+    cJSON_AddStringToObject(root, "name", name);
+    if (title == NULL) {
+        snprintf(tbuf, sizeof(tbuf), "Randomized run %llu of seed %llu: %d relay%s, %d "
+                 "consumer%s, %d fault%s, %d action%s",
+                 (unsigned long long)p->run, (unsigned long long)p->seed, nrel,
+                 nrel == 1 ? "" : "s", ncons, ncons == 1 ? "" : "s", p->nfaults,
+                 p->nfaults == 1 ? "" : "s", p->nacts, p->nacts == 1 ? "" : "s");
+        title = tbuf;
+    }
+    cJSON_AddStringToObject(root, "title", title);
+    cJSON_AddStringToObject(root, "crash_window",
+                            p->nfaults > 0 ? p->faults[0].point : "sim/nemesis");
+    snprintf(buf, sizeof(buf), "Generated by crashwindow sim from seed %llu, run %llu "
+             "(replay: crashwindow sim --replay %llu:%llu).",
+             (unsigned long long)p->seed, (unsigned long long)p->run,
+             (unsigned long long)p->seed, (unsigned long long)p->run);
+    cJSON_AddStringToObject(root, "description", buf);
+
+    cJSON *procs = cJSON_AddObjectToObject(root, "processes");
+    for (int i = 0; i < p->nprocs; i++) {
+        const struct sim_proc *x = &p->procs[i];
+        char pname[32];
+        proc_name(p, i, pname, sizeof(pname));
+        cJSON *o = cJSON_AddObjectToObject(procs, pname);
+        static const char *const kinds[] = { "api", "relay", "consumer" };
+        cJSON_AddStringToObject(o, "kind", kinds[x->kind]);
+        if (x->kind == SIM_RELAY)
+            cJSON_AddItemToObject(o, "args", relay_args(x));
+        else if (x->kind == SIM_CONSUMER)
+            cJSON_AddItemToObject(o, "args", consumer_args(x));
+        int crashy, parky;
+        if (fault_spec(p, i, -1, buf, sizeof(buf), &crashy, &parky) > 0)
+            cJSON_AddStringToObject(o, "faults", buf);
+        if (!x->autostart)
+            cJSON_AddBoolToObject(o, "autostart", 0);
+    }
+    cJSON *broker = cJSON_AddObjectToObject(root, "broker");
+    cJSON_AddNumberToObject(broker, "visibility_timeout_ms", p->visibility_ms);
+    if (p->duplicate)
+        cJSON_AddBoolToObject(broker, "duplicate", 1);
+    if (p->reorder)
+        cJSON_AddBoolToObject(broker, "reorder", 1);
+    if (p->delay_ms > 0)
+        cJSON_AddNumberToObject(broker, "delay_ms", p->delay_ms);
+
+    render_steps(p, cJSON_AddArrayToObject(root, "steps"));
+
+    cJSON *heal = cJSON_AddObjectToObject(root, "heal");
+    /* Convergence needs at most a lease, a backoff cap, a visibility timeout
+     * and a gap park (1.5 + 1 + 2 + 3 s); a lost event never converges, and
+     * each failing run pays the whole timeout. */
+    cJSON_AddNumberToObject(heal, "timeout_ms", 12000);
+    cJSON_AddNumberToObject(root, "timeout_ms", 90000);
+    /* Listed for their vacuity check: every run creates payments, so these
+     * always have something to check.  The checker runs every invariant
+     * anyway, and any violation fails the run. */
+    cJSON *inv = cJSON_AddArrayToObject(root, "invariants");
+    cJSON_AddItemToArray(inv, cJSON_CreateString("payment_one_creation_event"));
+    cJSON_AddItemToArray(inv, cJSON_CreateString("nothing_lost"));
+    cJSON_AddItemToArray(inv, cJSON_CreateString("effect_once"));
+    return root;
+}
+
+/* ---- description and size ------------------------------------------------ */
+
+struct sbuf {
+    char *p;
+    size_t len, cap;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void sb_add(struct sbuf *b, const char *fmt, ...)
+{
+    if (b->len + 1 >= b->cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (w < 0)
+        return;
+    b->len += (size_t)w;
+    if (b->len >= b->cap)
+        b->len = b->cap - 1;
+}
+
+void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
+{
+    struct sbuf b = { out, 0, outlen };
+    char name[32];
+    if (outlen == 0)
+        return;
+    out[0] = '\0';
+    for (int i = 0; i < p->nprocs; i++) {
+        proc_name(p, i, name, sizeof(name));
+        sb_add(&b, "%s%s%s", i ? " " : "", name, p->procs[i].autostart ? "" : "(late)");
+    }
+    if (p->duplicate || p->reorder || p->delay_ms)
+        sb_add(&b, " | broker%s%s", p->duplicate ? " dup" : "", p->reorder ? " reorder" : "");
+    if (p->delay_ms)
+        sb_add(&b, " delay%d", p->delay_ms);
+    sb_add(&b, " | faults");
+    if (p->nfaults == 0)
+        sb_add(&b, " none");
+    for (int i = 0; i < p->nfaults; i++) {
+        const struct sim_fault *f = &p->faults[i];
+        proc_name(p, f->proc, name, sizeof(name));
+        sb_add(&b, " %s%s:%s=%s", name, f->incarnation >= 0 ? "'" : "", f->point,
+               action_names[f->action]);
+        if (f->action == SIM_STALL)
+            sb_add(&b, ":%d", f->stall_ms);
+        sb_add(&b, "@%d%s", f->hit, f->every ? "+" : "");
+    }
+    sb_add(&b, " | steps");
+    for (int k = 0; k < p->nacts; k++) {
+        const struct sim_act *a = &p->acts[k];
+        if (a->proc >= 0)
+            proc_name(p, a->proc, name, sizeof(name));
+        switch (a->kind) {
+        case SIM_PAY:
+            sb_add(&b, " pay(%d%s%s", a->count, a->authorize ? ",auth" : "",
+                   a->capture ? ",capt" : "");
+            if (a->retries)
+                sb_add(&b, ",retry%d", a->retries);
+            sb_add(&b, ")");
+            break;
+        case SIM_SETTLE:
+            sb_add(&b, " settle(%d)", a->ms);
+            break;
+        case SIM_KILL:
+            sb_add(&b, " kill(%s)", name);
+            break;
+        case SIM_PAUSE:
+            sb_add(&b, " pause(%s)", name);
+            break;
+        case SIM_RESUME:
+            sb_add(&b, " resume(%s)", name);
+            break;
+        case SIM_RESTART:
+            sb_add(&b, " restart(%s)", name);
+            break;
+        case SIM_BROKER:
+            sb_add(&b, " broker(");
+            if (a->outage >= 0)
+                sb_add(&b, "outage=%s", a->outage == SIM_OUTAGE_REFUSE ? "refuse"
+                                        : a->outage == SIM_OUTAGE_HANG ? "hang" : "off");
+            if (a->duplicate >= 0)
+                sb_add(&b, "dup=%s", a->duplicate ? "on" : "off");
+            if (a->drop > 0)
+                sb_add(&b, "drop=%d", a->drop);
+            if (a->max_payload >= 0)
+                sb_add(&b, "max_payload=%d", a->max_payload);
+            sb_add(&b, ")");
+            break;
+        case SIM_REUSE:
+            sb_add(&b, " reuse-key");
+            break;
+        }
+    }
+}
+
+long sim_plan_size(const struct sim_plan *p)
+{
+    long n = p->nprocs + p->nfaults + p->nacts;
+    n += (p->duplicate != 0) + (p->reorder != 0) + (p->delay_ms != 0);
+    for (int i = 0; i < p->nfaults; i++)
+        n += (p->faults[i].hit - 1) + p->faults[i].every;
+    for (int k = 0; k < p->nacts; k++) {
+        const struct sim_act *a = &p->acts[k];
+        if (a->kind == SIM_PAY)
+            n += a->count + a->retries + a->authorize + a->capture;
+    }
+    return n;
+}

@@ -1,0 +1,311 @@
+"""`crashwindow run` itself: usage, validation, dry runs, and a harness that
+can fail -- broken data makes the named invariant fail with its offending
+rows, a wait that cannot be met fails naming what it waited for, and the
+exit status follows the verdict.  Also --keep, --repeat, result.json's
+shape, and fault control at runtime through libfiu's FIFOs.
+
+Scenarios here are written into tmp_path: they test the runner, they are not
+part of the suite in scenarios/.
+"""
+import json
+import os
+import signal
+import subprocess
+import urllib.request
+
+import pytest
+
+from conftest import SOURCE_DIR, binary, read_events, wait_for
+
+RELAY = {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100, "batch": 10}}
+PIPELINE = {
+    "api": {"kind": "api"},
+    "relay-1": RELAY,
+    "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
+}
+
+
+def scenario(tmp_path, name, steps, invariants=("nothing_lost",), **extra):
+    spec = {"name": name, "title": f"test {name}", "crash_window": "test/window",
+            "processes": extra.pop("processes", PIPELINE), "steps": steps,
+            "invariants": list(invariants)}
+    spec.update(extra)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(spec, indent=1))
+    return str(path)
+
+
+def crashwindow(*args, timeout=300):
+    return subprocess.run([binary("crashwindow"), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def load_result(out):
+    with open(os.path.join(out, "result.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def by_name(result):
+    return {s["name"]: s for s in result["scenarios"]}
+
+
+def inv(sc, name):
+    return next(i for i in sc["invariants"] if i["name"] == name)
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert crashwindow().returncode == 2
+    assert crashwindow("frobnicate").returncode == 2
+    r = crashwindow("run")
+    assert r.returncode == 2 and "give scenario files or --all" in r.stderr
+    assert crashwindow("run", "--all", "--repeat", "0").returncode == 2
+    assert crashwindow("run", "--all", "--bogus").returncode == 2
+    assert crashwindow("run", "--all", "x.json").returncode == 2
+    assert crashwindow("run", "--help").returncode == 0
+
+
+@pytest.mark.parametrize("steps,extra,message", [
+    ([{"do": "kill", "proc": "relay-9"}], {}, "steps[0].proc: unknown process 'relay-9'"),
+    ([{"do": "wait", "until": "exited", "proc": "api"}], {}, "steps[0].timeout_ms: missing"),
+    ([{"do": "sleep", "ms": 500}], {}, "steps[0].do: unknown verb 'sleep'"),
+    ([{"do": "start", "proc": "api", "faults": "api/no_such_window=crash"}], {},
+     "steps[0].faults: unknown fault point 'api/no_such_window'"),
+    ([], {"invariants": ["everything_fine"]}, "invariants[0]: unknown invariant 'everything_fine'"),
+    ([], {"expect": [{"check": "effects"}]}, "expect[0]: give min, max or equals"),
+])
+def test_bad_scenario_names_file_and_field(tmp_path, steps, extra, message):
+    path = scenario(tmp_path, "bad", steps, **extra)
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--out", str(out))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{path}: {message}" in r.stderr
+    assert not out.exists(), "a bad scenario file must stop the run before anything starts"
+
+
+def test_not_json_is_reported(tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text('{"name": "x",\n "title": ')
+    r = crashwindow("run", str(path))
+    assert r.returncode == 2 and f"{path}: not valid JSON (near line 2)" in r.stderr
+
+
+def test_dry_run_prints_every_scenario_and_does_nothing(tmp_path):
+    out = tmp_path / "out"
+    r = crashwindow("run", "--all", "--dry-run", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    names = sorted(n[:-5] for n in os.listdir(os.path.join(SOURCE_DIR, "scenarios"))
+                   if n.endswith(".json"))
+    assert len(names) >= 15
+    for n in names:
+        assert f"scenario {n}:" in r.stdout
+    assert "crash window: relay/after_publish" in r.stdout
+    assert "wait until relay-1 exited (10000 ms)" in r.stdout
+    assert not out.exists()
+
+
+def test_broken_data_fails_the_named_invariants(tmp_path, pg_cluster):
+    """The checker must be able to fail: a second ledger entry for one event,
+    an effect for an event that does not exist, a consumed event whose effect
+    and marker vanish, and a wait that cannot be met."""
+    ledger_copy = (
+        "INSERT INTO ledger_entries (consumer_name, message_id, payment_id, event_type,"
+        " aggregate_version, amount, currency)"
+        " SELECT consumer_name, message_id, payment_id, event_type, aggregate_version, amount,"
+        " currency FROM ledger_entries ORDER BY id LIMIT 1")
+    ghost = (
+        "INSERT INTO ledger_entries (consumer_name, message_id, payment_id, event_type,"
+        " aggregate_version, amount, currency) VALUES ('accounting',"
+        " '00000000-0000-4000-8000-00000000beef', '00000000-0000-4000-8000-00000000cafe',"
+        " 'PaymentCreated', 1, 1.00, 'EUR')")
+    double = scenario(tmp_path, "double-effect", [
+        {"do": "payments", "count": 2, "key_prefix": "t-dbl"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+        {"do": "sql", "sql": ledger_copy, "expect_rows": 1},
+        {"do": "sql", "sql": ghost},
+    ], invariants=["effect_once", "nothing_lost"])
+    forget = (
+        "WITH gone AS (DELETE FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries)"
+        " RETURNING message_id)"
+        " DELETE FROM inbox_messages WHERE message_id IN (SELECT message_id FROM gone)")
+    lost = scenario(tmp_path, "lost-event", [
+        {"do": "payments", "count": 2, "key_prefix": "t-lost"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+        {"do": "sql", "sql": forget},
+    ], invariants=["nothing_lost"], heal={"timeout_ms": 1000})
+    stuck = scenario(tmp_path, "stuck-wait", [
+        {"do": "payments", "count": 1, "key_prefix": "t-stuck"},
+        {"do": "wait", "until": "consumed", "count": 5, "timeout_ms": 500},
+        {"do": "payments", "count": 1, "key_prefix": "t-never"},
+    ])
+    out = tmp_path / "out"
+    r = crashwindow("run", double, lost, stuck, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr
+    res = load_result(out)
+    assert res["verdict"] == "fail" and res["totals"]["passed"] == 0
+    scs = by_name(res)
+
+    d = scs["double-effect"]
+    assert d["verdict"] == "fail" and d["error"] is None
+    eo = inv(d, "effect_once")
+    assert eo["verdict"] == "fail" and eo["violations"] >= 2
+    assert any("was applied 2 times by accounting: ledger row" in w for w in eo["witnesses"])
+    assert any("00000000-0000-4000-8000-00000000beef" in w and "not in the outbox" in w
+               for w in eo["witnesses"])
+    assert d["classification"]["duplicated"] == 1 and d["classification"]["unexpected"] == 1
+    assert inv(d, "nothing_lost")["verdict"] == "pass"
+    assert "invariant effect_once failed" in r.stdout
+
+    lo = scs["lost-event"]
+    assert lo["verdict"] == "fail"
+    assert "heal: the pipeline did not converge within 1000 ms" in lo["error"]
+    assert "1 published events not yet consumed by accounting" in lo["error"]
+    nl = inv(lo, "nothing_lost")
+    assert nl["verdict"] == "fail" and nl["violations"] == 1
+    assert "was published but never applied by accounting" in nl["witnesses"][0]
+    assert lo["classification"]["lost"] == 1
+
+    st = scs["stuck-wait"]
+    assert st["verdict"] == "fail"
+    assert st["error"].startswith("steps[1]: wait until 5 events consumed by accounting (500 ms): "
+                                  "timed out after")
+    assert "(last: 1 consumed)" in st["error"]
+    # The steps after the failed wait never ran; heal and the checker did.
+    assert st["counts"]["payments"] == 1
+    assert all(i["verdict"] == "pass" for i in st["invariants"])
+
+
+def test_restart_is_fresh_and_runtime_faults_park(tmp_path, pg_cluster):
+    """A one-time crash from CW_FAULTS does not come back after a restart; a
+    fault enabled at runtime through fiu-ctrl parks the relay at its window
+    (state T), and can be turned off once it is resumed."""
+    path = scenario(tmp_path, "runtime-faults", [
+        {"do": "start", "proc": "relay-1", "faults": "relay/after_claim=crash@1"},
+        {"do": "payments", "count": 1, "key_prefix": "t-rt"},
+        {"do": "wait", "until": "exited", "proc": "relay-1", "timeout_ms": 10000},
+        {"do": "restart", "proc": "relay-1"},
+        {"do": "fault", "proc": "relay-1", "point": "relay/after_publish", "action": "park"},
+        {"do": "wait", "until": "parked", "proc": "relay-1", "point": "relay/after_publish",
+         "timeout_ms": 10000},
+        {"do": "resume", "proc": "relay-1"},
+        {"do": "fault", "proc": "relay-1", "point": "relay/after_publish", "disable": True},
+        {"do": "payments", "count": 2, "key_prefix": "t-rt2"},
+        {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 10000},
+    ], invariants=["nothing_lost", "effect_once"],
+        processes={**PIPELINE, "relay-1": {**RELAY, "autostart": False}},
+        expect=[{"check": "faults_fired", "point": "relay/after_claim", "equals": 1},
+                {"check": "faults_fired", "point": "relay/after_publish", "min": 1},
+                {"check": "effects", "equals": 3}])
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out))
+    res = load_result(out)
+    sc = res["scenarios"][0]
+    assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout + r.stderr
+    assert sc["kills"] == 1 and sc["pauses"] == 1 and sc["restarts"] == 1
+    points = [f["point"] for f in sc["faults_fired"]]
+    assert points.count("relay/after_claim") == 1
+    assert sc["faults_not_hit"] == []
+    runner = read_events(str(out / sc["dir"] / "runner.events.jsonl"))
+    kinds = [e["event"] for e in runner]
+    for k in ("start", "restart", "fault", "exit", "resume", "heal_start", "heal_done"):
+        assert k in kinds, f"runner event {k} missing"
+    fault = next(e for e in runner if e["event"] == "fault")
+    assert fault["command"] == "enable name=relay/after_publish,failinfo=2"
+
+
+def test_unhit_fault_is_reported(tmp_path, pg_cluster):
+    path = scenario(tmp_path, "never-hit", [
+        {"do": "payments", "count": 1, "key_prefix": "t-nh"},
+        {"do": "wait", "until": "consumed", "count": 1, "timeout_ms": 10000},
+    ], processes={**PIPELINE, "relay-1": {**RELAY, "faults": "relay/before_mark=crash@50"}})
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out))
+    sc = load_result(out)["scenarios"][0]
+    assert sc["faults_not_hit"] == [{"point": "relay/before_mark", "proc": "relay-1",
+                                     "action": "crash@50"}]
+    assert "note: fault relay/before_mark armed in relay-1 was never hit" in r.stdout
+    assert r.returncode == 0
+
+
+def test_keep_leaves_it_running_and_cleans_dead_fifos(tmp_path, pg_cluster):
+    path = scenario(tmp_path, "keep-me", [
+        {"do": "payments", "count": 2, "key_prefix": "t-keep"},
+        {"do": "wait", "until": "exited", "proc": "relay-1", "timeout_ms": 10000},
+        {"do": "restart", "proc": "relay-1"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+    ], processes={**PIPELINE, "relay-1": {**RELAY, "faults": "relay/after_publish=crash@1"}})
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out), "--keep")
+    sc = load_result(out)["scenarios"][0]
+    runner = read_events(str(out / sc["dir"] / "runner.events.jsonl"))
+    started = [e["target_pid"] for e in runner if e["event"] in ("start", "restart")]
+    exited = {e["target_pid"] for e in runner if e["event"] == "exit"}
+    alive = [p for p in started if p not in exited]
+    try:
+        assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout + r.stderr
+        assert "psql \"" in r.stdout and "fiu-ctrl -f " in r.stdout and "curl -s -X POST" in r.stdout
+        assert len(exited) == 1 and len(alive) == 4  # broker, api, relay-1 (2nd), accounting
+        for pid in alive:
+            os.kill(pid, 0)
+        prefix = r.stdout.split("fiu-ctrl -f ", 1)[1].split()[0]
+        fifo_dir = os.path.dirname(prefix)
+        crashed = next(iter(exited))
+        assert not os.path.exists(f"{prefix}-{crashed}.in"), "a SIGKILLed process's FIFO was left"
+        live_relay = [e["target_pid"] for e in runner if e["event"] == "restart"][0]
+        assert os.path.exists(f"{prefix}-{live_relay}.in")
+        port = int(r.stdout.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/payments", method="POST",
+                                     data=b'{"amount":"1.00","currency":"EUR"}',
+                                     headers={"Idempotency-Key": "poke-1",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.status == 201
+    finally:
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for pid in alive:
+        wait_for(lambda p=pid: not os.path.exists(f"/proc/{p}"), 10, f"kept process {pid} to go")
+    for name in os.listdir(fifo_dir):
+        os.unlink(os.path.join(fifo_dir, name))
+    os.rmdir(fifo_dir)
+
+
+def test_repeat_and_result_shape(tmp_path, pg_cluster):
+    path = os.path.join(SOURCE_DIR, "scenarios", "02-crash-after-commit.json")
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--repeat", "2", "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = load_result(out)
+    for key in ("tool", "kind", "version", "started_at", "duration_ms", "commit", "machine",
+                "bin", "mutant", "verdict", "totals", "scenarios"):
+        assert key in res, key
+    assert res["tool"] == "crashwindow" and res["kind"] == "run" and res["version"] == 1
+    assert res["mutant"] is None and res["verdict"] == "pass"
+    assert set(res["machine"]) == {"hostname", "cpus", "postgres"}
+    assert res["machine"]["postgres"].startswith("15.")
+    t = res["totals"]
+    assert t["scenarios"] == 2 and t["passed"] == 2 and t["invariants_checked"] == 20
+    assert t["kills"] == 2 and t["restarts"] == 2 and t["faults_fired"] == 2
+    assert [s["repeat"] for s in res["scenarios"]] == [1, 2]
+    assert [s["dir"] for s in res["scenarios"]] == ["02-crash-after-commit.r1",
+                                                     "02-crash-after-commit.r2"]
+    sc = res["scenarios"][0]
+    for key in ("name", "title", "crash_window", "article_case", "verdict", "duration_ms", "dir",
+                "faults_fired", "faults_not_hit", "kills", "pauses", "restarts", "counts",
+                "classification", "invariants", "expect", "error"):
+        assert key in sc, key
+    assert set(sc["classification"]) == {"ok", "lost", "duplicated", "unexpected", "recovered"}
+    for key in ("payments", "outbox_rows", "published", "dead_lettered", "publishes",
+                "deliveries", "redeliveries", "duplicates_absorbed", "effects"):
+        assert isinstance(sc["counts"][key], int)
+    assert sc["faults_fired"][0]["point"] == "api/after_commit"
+    assert sc["faults_fired"][0]["proc"] == "api" and sc["faults_fired"][0]["action"] == "crash"
+    metrics = read_events(str(out / sc["dir"] / "metrics.jsonl"))
+    for key in ("ts_us", "pending", "oldest_pending_age_ms", "attempts_total", "dead_letters",
+                "published", "consumed", "duplicates_ignored", "publish_latency_p50_ms",
+                "publish_latency_p99_ms", "processing_latency_p50_ms",
+                "processing_latency_p99_ms"):
+        assert key in metrics[-1], key
+    assert metrics[-1]["consumed"] == {"accounting": 3}

@@ -1,0 +1,65 @@
+"""`crashwindow mutants`: the harness fails when the code is wrong.
+
+One real mutant end to end (the API replaying an old response for a reused
+key with another body): the baseline passes, the mutant is built into
+build-mutant-<name>/ next to the build tree, its scenario fails, and the
+matrix in result.json names what caught it.  The full matrix (every mutant)
+is what CI runs with `crashwindow mutants`; it takes minutes, so the test
+suite proves the mechanism with one.
+"""
+import json
+import os
+import subprocess
+
+from conftest import BUILD_DIR, binary, read_events
+
+
+def crashwindow(*args, timeout=900):
+    return subprocess.run([binary("crashwindow"), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_list_and_usage():
+    r = crashwindow("mutants", "--list")
+    assert r.returncode == 0
+    names = [line.split()[0] for line in r.stdout.splitlines() if not line.startswith(" ")]
+    assert len(names) >= 15
+    for n in ("dual_write", "ack_before_commit", "claim_ignores_lease", "new_id_per_attempt",
+              "idempotency_without_hash", "blind_version_apply"):
+        assert n in names
+    assert r.stdout.count("scenarios:") == len(names)
+    r = crashwindow("mutants", "--only", "not_a_mutant")
+    assert r.returncode == 2 and "unknown mutant 'not_a_mutant'" in r.stderr
+    assert crashwindow("mutants", "--frobnicate").returncode == 2
+
+
+def test_one_mutant_is_killed(tmp_path, pg_cluster):
+    name = "idempotency_without_hash"
+    out = tmp_path / "mut"
+    r = crashwindow("mutants", "--only", name, "--out", str(out), "--pg", pg_cluster)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr
+    assert "1/1 mutants killed" in r.stdout
+    assert f"{name}: killed by 11-http-retry-after-crash" in r.stdout
+
+    with open(out / "result.json", encoding="utf-8") as f:
+        res = json.load(f)
+    assert res["kind"] == "mutants" and res["verdict"] == "pass"
+    assert res["baseline_verdict"] == "pass"
+    assert len(res["scenarios"]) >= 15 and all(s["verdict"] == "pass" for s in res["scenarios"])
+    (m,) = res["mutants"]
+    assert m["name"] == name and m["killed"] is True
+    assert m["rebuilt"] == ["payments-api"]
+    (cell,) = m["scenarios"]
+    assert cell["name"] == "11-http-retry-after-crash" and cell["verdict"] == "fail"
+    assert any(k.startswith("expect:") for k in cell["killed_by"])
+    assert "got 201 (want 422)" in cell["witness"]
+
+    # The mutated binary really ran: its start event names the mutant.
+    build_mut = os.path.join(os.path.dirname(os.path.abspath(BUILD_DIR)), f"build-mutant-{name}")
+    assert os.path.exists(os.path.join(build_mut, "src", "payments-api"))
+    with open(out / m["dir"] / "result.json", encoding="utf-8") as f:
+        mres = json.load(f)
+    assert mres["mutant"] == name and mres["bin"] == build_mut
+    api = read_events(str(out / m["dir"] / mres["scenarios"][0]["dir"] / "api.events.jsonl"))
+    starts = [e for e in api if e["event"] == "start"]
+    assert starts and all(e.get("mutant") == name for e in starts)

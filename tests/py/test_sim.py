@@ -1,0 +1,207 @@
+"""crashwindow sim: deterministic generation, replay of a failing seed on a
+mutant build, and shrinking.
+
+The simulator runs real processes against the session's PostgreSQL cluster
+(--pg), so its verdicts come from the runner's checker over the database;
+these tests check them against the broker's log, which the system under test
+cannot influence.
+
+A mutant build (-DCW_MUTANT=ack_before_commit: the consumer ACKs before its
+COMMIT) is made next to the build directory, as build-sim-mut-<name>, with
+every binary a run needs (`crashwindow run --bin` takes them all from there).
+
+KNOWN_FAILING is run 30 of seed 7: its only accounting consumer fails at
+consumer/before_commit on its first delivery, which the mutant has already
+acknowledged.  The run depends on the generator: if the generator changes,
+find a new one with `crashwindow sim --seed 7 --runs 60 --bin <mutant build>`.
+"""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import BUILD_DIR, SOURCE_DIR, binary, read_events
+
+MUTANT = "ack_before_commit"
+KNOWN_FAILING = "7:30"
+
+
+def sim(args, timeout=300):
+    return subprocess.run([binary("crashwindow"), "sim"] + args, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def scenarios_in(text):
+    """The JSON objects printed one after the other by --dry-run."""
+    dec = json.JSONDecoder()
+    out, i = [], 0
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            return out
+        obj, i = dec.raw_decode(text, i)
+        out.append(obj)
+
+
+def load_result(out_dir):
+    with open(os.path.join(out_dir, "result.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def failing_lines(out_dir):
+    return read_events(os.path.join(out_dir, "failing.jsonl"))
+
+
+def acked_ids(broker_log, group):
+    return {e["message_id"] for e in broker_log if e.get("event") == "ack" and e.get("group") == group}
+
+
+def stored_ids(broker_log):
+    return {e["message_id"] for e in broker_log
+            if e.get("event") == "publish" and e.get("status", "stored") == "stored"}
+
+
+@pytest.fixture(scope="session")
+def mutant_build():
+    """build-sim-mut-ack_before_commit next to the build directory
+    (configured once, rebuilt incrementally)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(BUILD_DIR)), f"build-sim-mut-{MUTANT}")
+    if not os.path.exists(os.path.join(path, "CMakeCache.txt")):
+        subprocess.run(["cmake", "-S", SOURCE_DIR, "-B", path, f"-DCW_MUTANT={MUTANT}"],
+                       check=True, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(["cmake", "--build", path, "--target", "payments-api", "outbox-relay",
+                        "accounting-consumer", "outboxctl", "fakebroker", "-j2"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return path
+
+
+def test_same_seed_and_run_give_the_same_scenario():
+    a = sim(["--replay", "11:3", "--dry-run"])
+    b = sim(["--replay", "11:3", "--dry-run"])
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    sc = json.loads(a.stdout)
+    assert sc["name"] == "sim-11-3"
+    # Run 3 of a three-run seed is the very same schedule as its replay.
+    runs = sim(["--seed", "11", "--runs", "3", "--dry-run"])
+    scs = scenarios_in(runs.stdout)
+    assert [s["name"] for s in scs] == ["sim-11-1", "sim-11-2", "sim-11-3"]
+    assert scs[2] == sc
+    # Other runs and other seeds are other schedules.
+    assert scs[0] != sc and scs[1] != sc
+    other = sim(["--replay", "12:3", "--dry-run"])
+    assert json.loads(other.stdout)["steps"] != sc["steps"] or \
+        json.loads(other.stdout)["processes"] != sc["processes"]
+    # The layout the simulator promises.
+    kinds = [p["kind"] for p in sc["processes"].values()]
+    assert kinds.count("api") == 1 and 1 <= kinds.count("relay") <= 3
+    groups = [p["args"]["name"] for p in sc["processes"].values() if p["kind"] == "consumer"]
+    assert 1 <= groups.count("accounting") <= 2 and groups.count("notifications") <= 2
+
+
+def test_bad_usage_is_refused():
+    for args, needle in [(["--replay", "7:0"], "--replay"),
+                         (["--replay", "7"], "--replay"),
+                         (["--seed", "-3"], "--seed"),
+                         (["--runs", "0"], "--runs"),
+                         (["--replay", "1:2", "--runs", "3"], "--replay"),
+                         (["--frobnicate", "1"], "frobnicate")]:
+        r = sim(args + ["--dry-run"])
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert needle in r.stderr, (args, r.stderr)
+
+
+def test_unmutated_runs_pass_and_every_event_is_applied(pg_cluster, tmp_path):
+    out = str(tmp_path / "sim")
+    r = sim(["--seed", "3", "--runs", "2", "--pg", pg_cluster, "--out", out, "--keep-passing"])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    res = load_result(out)
+    st = res["simulator"]
+    assert st["seed"] == 3 and st["runs"] == 2 and st["failures"] == 0
+    assert st["invariant_checks"] == 20 and st["runs_per_minute"] > 0
+    assert [s["verdict"] for s in res["scenarios"]] == ["pass", "pass"]
+    assert failing_lines(out) == []
+    for sc in res["scenarios"]:
+        run_dir = os.path.join(out, sc["dir"])
+        log = read_events(os.path.join(run_dir, "broker.events.jsonl"))
+        stored = stored_ids(log)
+        assert stored, f"{sc['name']}: nothing was published"
+        # Converged: every stored event was acked by the accounting group.
+        assert stored <= acked_ids(log, "accounting"), sc["name"]
+        assert sc["counts"]["payments"] > 0
+
+
+def test_known_failing_seed_fails_again_on_replay(pg_cluster, mutant_build, tmp_path):
+    verdicts = []
+    for attempt in ("a", "b"):
+        out = str(tmp_path / attempt)
+        r = sim(["--replay", KNOWN_FAILING, "--bin", mutant_build, "--pg", pg_cluster,
+                 "--out", out])
+        assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+        assert f"crashwindow sim --replay {KNOWN_FAILING} --bin {mutant_build}" in r.stdout
+        (line,) = failing_lines(out)
+        assert line["run"] == KNOWN_FAILING and line["invariant"] == "nothing_lost"
+        run_dir = os.path.join(out, line["dir"])
+        with open(os.path.join(run_dir, "scenario.json"), encoding="utf-8") as f:
+            verdicts.append(json.load(f))
+        # The broker's log shows the mutant's mistake: a stored event that
+        # the accounting group acknowledged, which the checker found never
+        # applied.
+        event = line["witness"].split()[1]
+        log = read_events(os.path.join(run_dir, "broker.events.jsonl"))
+        assert event in stored_ids(log)
+        assert event in acked_ids(log, "accounting")
+        res = load_result(out)
+        assert res["simulator"]["failing"][0]["replay"] == line["replay"]
+    # The replay ran the very same schedule.
+    assert verdicts[0] == verdicts[1]
+    # And the unmutated build survives that schedule.
+    out = str(tmp_path / "good")
+    r = sim(["--replay", KNOWN_FAILING, "--pg", pg_cluster, "--out", out])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+
+
+def scenario_size(sc):
+    procs = sc["processes"]
+    faults = sum(len(p.get("faults", "").split(";")) for p in procs.values() if p.get("faults"))
+    faults += sum(len(s["faults"].split(";")) for s in sc["steps"] if s.get("faults"))
+    payments = sum(s["count"] for s in sc["steps"] if s["do"] == "payments")
+    return len(procs), faults, len(sc["steps"]), payments
+
+
+def test_shrinking_keeps_the_failure_and_is_no_larger(pg_cluster, mutant_build, tmp_path):
+    out = str(tmp_path / "sim")
+    r = sim(["--replay", KNOWN_FAILING, "--bin", mutant_build, "--pg", pg_cluster, "--out", out,
+             "--shrink", "--shrink-budget", "75"], timeout=600)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    res = load_result(out)
+    (shrunk,) = res["simulator"]["shrunk"]
+    assert shrunk["size_after"] <= shrunk["size_before"]
+    assert shrunk["invariant"] == "nothing_lost"
+    path = os.path.join(out, shrunk["file"])
+    with open(path, encoding="utf-8") as f:
+        small = json.load(f)
+    with open(os.path.join(out, "runs", "sim-7-30", "scenario.json"), encoding="utf-8") as f:
+        original = json.load(f)
+    for a, b in zip(scenario_size(small), scenario_size(original)):
+        assert a <= b, (scenario_size(small), scenario_size(original))
+    assert "nothing_lost" in small["invariants"]
+
+    # The file is an ordinary scenario: `crashwindow run` fails it on the
+    # mutant, on the same invariant, with the evidence in the broker log...
+    run_out = str(tmp_path / "run")
+    r = subprocess.run([binary("crashwindow"), "run", path, "--pg", pg_cluster, "--out", run_out,
+                        "--bin", mutant_build, "--brief"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    run_res = load_result(run_out)
+    (sc,) = run_res["scenarios"]
+    failed = {i["name"] for i in sc["invariants"] if i["verdict"] == "fail"}
+    assert "nothing_lost" in failed
+    log = read_events(os.path.join(run_out, sc["dir"], "broker.events.jsonl"))
+    lost = [w.split()[1] for i in sc["invariants"] if i["name"] == "nothing_lost"
+            for w in i["witnesses"] if w.startswith("event ")]
+    assert lost and all(e in acked_ids(log, "accounting") for e in lost)

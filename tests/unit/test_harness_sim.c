@@ -1,0 +1,273 @@
+/* test_harness_sim.c -- the simulator's generator, renderer and shrinker.
+ *
+ * Generation must be a pure function of (seed, run): the same pair renders
+ * byte-identical JSON every time, different pairs differ.  Every generated
+ * or shrunk plan must render to a scenario the runner accepts (validated by
+ * the runner's own parser against the real catalogue), within the layout
+ * the simulator promises, and every shrinking edit must make the plan
+ * strictly smaller.  The renderer must leave out the actions the runner
+ * could not perform. */
+#include "check.h"
+#include "runner.h"
+#include "scenario.h"
+#include "simulator.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *render_text(const struct sim_plan *p)
+{
+    char name[64];
+    sim_scenario_name(p->seed, p->run, name, sizeof(name));
+    cJSON *sc = sim_render(p, name, NULL);
+    char *text = sc ? cJSON_PrintUnformatted(sc) : NULL;
+    cJSON_Delete(sc);
+    return text;
+}
+
+/* Renders p and validates it with the runner's parser; 1 when accepted. */
+static int parses(const struct sim_plan *p, char **points)
+{
+    char *text = render_text(p);
+    char err[512];
+    struct scenario *sc = text ? scenario_parse(text, "generated", (const char *const *)points,
+                                                err, sizeof(err)) : NULL;
+    if (sc == NULL)
+        fprintf(stderr, "rejected: %s\n%s\n", text ? err : "no text", text ? text : "");
+    int ok = sc != NULL;
+    scenario_free(sc);
+    free(text);
+    return ok;
+}
+
+static void test_rng(void)
+{
+    struct sim_rng a, b, c;
+    sim_rng_init(&a, 7, 1);
+    sim_rng_init(&b, 7, 1);
+    sim_rng_init(&c, 7, 2);
+    int same = 1, differ = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t x = sim_rng_next(&a), y = sim_rng_next(&b), z = sim_rng_next(&c);
+        same &= x == y;
+        differ |= x != z;
+    }
+    CHECK(same);
+    CHECK(differ);
+    int seen[5] = { 0 }, in_range = 1;
+    for (int i = 0; i < 5000; i++) {
+        int v = sim_rng_range(&a, 3, 7);
+        in_range &= v >= 3 && v <= 7;
+        if (v >= 3 && v <= 7)
+            seen[v - 3]++;
+    }
+    CHECK(in_range);
+    for (int i = 0; i < 5; i++)
+        CHECK(seen[i] > 700); /* roughly uniform: 1000 expected each */
+    CHECK(sim_rng_below(&a, 0) == 0);
+    CHECK(sim_rng_range(&a, 5, 4) == 5);
+}
+
+static void test_catalogue(const struct sim_catalogue *cat)
+{
+    struct sim_catalogue bad;
+    char err[256];
+    CHECK(sim_catalogue_parse(&bad, "{\"points\": 3}", err, sizeof(err)) < 0);
+    CHECK(strstr(err, "points") != NULL);
+    CHECK(sim_catalogue_parse(&bad, "{\"points\": [{\"name\": \"nocomponent\", "
+                              "\"actions\": [\"crash\"]}]}", err, sizeof(err)) < 0);
+    CHECK(sim_catalogue_parse(&bad, "{\"points\": [{\"name\": \"relay/x\", "
+                              "\"actions\": [\"crash\", \"stall\"]}]}", err, sizeof(err)) == 0);
+    CHECK(bad.n == 1 && bad.p[0].actions == ((1u << SIM_CRASH) | (1u << SIM_STALL)));
+    /* The real catalogue: sorted, every point with an action. */
+    CHECK(cat->n >= 10);
+    for (int i = 1; i < cat->n; i++)
+        CHECK(strcmp(cat->p[i - 1].name, cat->p[i].name) < 0);
+}
+
+static void test_generate(const struct sim_catalogue *cat, char **points)
+{
+    const uint64_t seeds[] = { 1, 42, 9007199254740993ULL, 18446744073709551615ULL };
+    long faults = 0, kills = 0, pauses = 0, restarts = 0, brokers = 0, settles = 0;
+    int two_groups = 0, three_relays = 0;
+    for (size_t si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++) {
+        for (uint64_t run = 1; run <= 150; run++) {
+            struct sim_plan p1, p2;
+            sim_generate(cat, seeds[si], run, &p1);
+            sim_generate(cat, seeds[si], run, &p2);
+            char *t1 = render_text(&p1), *t2 = render_text(&p2);
+            CHECK(t1 != NULL && t2 != NULL && strcmp(t1, t2) == 0);
+            struct sim_plan p3;
+            sim_generate(cat, seeds[si], run + 1, &p3);
+            char *t3 = render_text(&p3);
+            CHECK(t3 != NULL && t1 != NULL && strcmp(t1, t3) != 0);
+            free(t1);
+            free(t2);
+            free(t3);
+            CHECK(parses(&p1, points));
+
+            int relays = 0, groups[2] = { 0, 0 }, pays = 0;
+            CHECK(p1.procs[0].kind == SIM_API);
+            for (int i = 0; i < p1.nprocs; i++) {
+                relays += p1.procs[i].kind == SIM_RELAY;
+                if (p1.procs[i].kind == SIM_CONSUMER)
+                    groups[p1.procs[i].group]++;
+                if (p1.procs[i].kind == SIM_RELAY)
+                    CHECK(p1.procs[i].lease_ms <= 1500);
+            }
+            CHECK(relays >= 1 && relays <= 3);
+            CHECK(groups[0] >= 1 && groups[0] <= 2 && groups[1] <= 2);
+            CHECK(p1.procs[1].kind == SIM_RELAY && p1.procs[1].autostart);
+            two_groups |= groups[1] > 0;
+            three_relays |= relays == 3;
+            for (int i = 0; i < p1.nfaults; i++) {
+                const struct sim_fault *f = &p1.faults[i];
+                CHECK(f->hit >= 1);
+                CHECK(f->proc >= 0 && f->proc < p1.nprocs);
+                CHECK(!(p1.procs[f->proc].kind == SIM_API && f->action == SIM_PARK));
+                CHECK(f->incarnation == -1 ||
+                      (f->incarnation < p1.nacts && p1.acts[f->incarnation].kind == SIM_RESTART &&
+                       p1.acts[f->incarnation].proc == f->proc));
+            }
+            for (int k = 0; k < p1.nacts; k++) {
+                pays += p1.acts[k].kind == SIM_PAY;
+                kills += p1.acts[k].kind == SIM_KILL;
+                pauses += p1.acts[k].kind == SIM_PAUSE;
+                restarts += p1.acts[k].kind == SIM_RESTART;
+                brokers += p1.acts[k].kind == SIM_BROKER;
+                settles += p1.acts[k].kind == SIM_SETTLE;
+            }
+            CHECK(pays >= 2 && pays <= 4);
+            faults += p1.nfaults;
+        }
+    }
+    /* Swarm: over 600 runs every kind of nemesis shows up. */
+    CHECK(two_groups && three_relays);
+    CHECK(faults > 600 && kills > 50 && pauses > 50 && restarts > 50 && brokers > 50 &&
+          settles > 300);
+}
+
+static void test_shrink(const struct sim_catalogue *cat, char **points)
+{
+    for (uint64_t run = 1; run <= 30; run++) {
+        struct sim_plan p, v;
+        sim_generate(cat, 5, run, &p);
+        long size = sim_plan_size(&p);
+        char what[160];
+        int k = 0;
+        for (; sim_shrink_variant(&p, k, &v, what, sizeof(what)); k++) {
+            CHECK(sim_plan_size(&v) < size);
+            CHECK(what[0] != '\0');
+            CHECK(v.nprocs >= 3 && v.procs[0].kind == SIM_API);
+            int pays = 0;
+            for (int a = 0; a < v.nacts; a++)
+                pays += v.acts[a].kind == SIM_PAY;
+            CHECK(pays >= 1);
+            for (int i = 0; i < v.nfaults; i++)
+                CHECK(v.faults[i].proc < v.nprocs &&
+                      (v.faults[i].incarnation < 0 ||
+                       v.acts[v.faults[i].incarnation].kind == SIM_RESTART));
+            if (k % 3 == 0)
+                CHECK(parses(&v, points));
+        }
+        CHECK(k > 5);
+        /* Shrinking all the way (every first variant) ends, parseable. */
+        struct sim_plan cur = p;
+        int steps = 0;
+        while (sim_shrink_variant(&cur, 0, &v, what, sizeof(what)) && steps < 1000) {
+            cur = v;
+            steps++;
+        }
+        CHECK(steps < 1000);
+        CHECK(parses(&cur, points));
+        CHECK(sim_plan_size(&cur) <= 5); /* api, relay, consumer, one batch of one */
+    }
+}
+
+/* A kill of a process that may have crashed on its own, a resume of one
+ * never paused, a pause of the API: left out.  A batch after an API with
+ * faults gets a fresh API. */
+static void test_render_rules(void)
+{
+    struct sim_plan p;
+    memset(&p, 0, sizeof(p));
+    p.seed = 3;
+    p.run = 4;
+    p.nprocs = 3;
+    p.procs[0].kind = SIM_API;
+    p.procs[0].autostart = 1;
+    p.procs[1].kind = SIM_RELAY;
+    p.procs[1].autostart = 1;
+    p.procs[1].lease_ms = 800;
+    p.procs[1].idle_ms = 50;
+    p.procs[1].batch = 1;
+    p.procs[1].backoff_base_ms = 20;
+    p.procs[1].backoff_cap_ms = 500;
+    p.procs[1].max_attempts = 12;
+    p.procs[2].kind = SIM_CONSUMER;
+    p.procs[2].autostart = 1;
+    p.procs[2].prefetch = 1;
+    p.procs[2].cbatch = 1;
+    p.visibility_ms = 1000;
+    p.nfaults = 2;
+    snprintf(p.faults[0].point, SIM_POINT_MAX, "relay/after_publish");
+    p.faults[0].proc = 1;
+    p.faults[0].incarnation = -1;
+    p.faults[0].action = SIM_CRASH;
+    p.faults[0].hit = 2;
+    snprintf(p.faults[1].point, SIM_POINT_MAX, "api/before_commit");
+    p.faults[1].proc = 0;
+    p.faults[1].incarnation = -1;
+    p.faults[1].action = SIM_FAIL;
+    p.faults[1].hit = 1;
+    enum sim_act_kind kinds[] = { SIM_PAY, SIM_KILL, SIM_RESUME, SIM_PAUSE, SIM_PAY,
+                                  SIM_RESTART, SIM_KILL };
+    int procs[] = { 0, 1, 2, 0, 0, 1, 1 };
+    p.nacts = 7;
+    for (int k = 0; k < p.nacts; k++) {
+        p.acts[k].kind = kinds[k];
+        p.acts[k].proc = procs[k];
+        p.acts[k].count = 2;
+        p.acts[k].outage = p.acts[k].duplicate = -1;
+    }
+    cJSON *sc = sim_render(&p, "sim-3-4", NULL);
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(sc, "steps");
+    char seq[256] = "";
+    const cJSON *st;
+    cJSON_ArrayForEach(st, steps) {
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(st, "do");
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(st, "proc");
+        size_t n = strlen(seq);
+        snprintf(seq + n, sizeof(seq) - n, "%s%s%s%s", n ? " " : "", d->valuestring,
+                 pr ? ":" : "", pr ? pr->valuestring : "");
+    }
+    /* kill:relay-1 (crash armed) dropped, resume:acct-1 (nothing to resume)
+     * dropped, pause:api dropped; the second batch gets a fresh API; after
+     * the restart relay-1 holds no fault, so the kill stays. */
+    CHECK(strcmp(seq, "payments restart:api payments restart:relay-1 kill:relay-1") == 0);
+    if (strcmp(seq, "payments restart:api payments restart:relay-1 kill:relay-1") != 0)
+        fprintf(stderr, "steps: %s\n", seq);
+    const cJSON *api = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(sc, "processes"), "api");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(api, "faults");
+    CHECK(cJSON_IsString(f) && strcmp(f->valuestring, "api/before_commit=fail@1") == 0);
+    cJSON_Delete(sc);
+}
+
+int main(void)
+{
+    char path[4096], err[256];
+    snprintf(path, sizeof(path), "%s/fault-points/catalogue.json", runner_source_dir());
+    struct sim_catalogue cat;
+    CHECK(sim_catalogue_load(&cat, path, err, sizeof(err)) == 0);
+    char **points = runner_load_points();
+    CHECK(points != NULL);
+    test_rng();
+    test_catalogue(&cat);
+    test_generate(&cat, points);
+    test_shrink(&cat, points);
+    test_render_rules();
+    runner_free_points(points);
+    return check_report("test_harness_sim");
+}
