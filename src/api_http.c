@@ -59,13 +59,6 @@ struct req {
  * connection is cut instead of answered. */
 #define DISCARD_MAX ((size_t)8 * 1024 * 1024)
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static int is_method(const char *m, const char *want)
 {
     return strcmp(m, want) == 0;
@@ -149,7 +142,7 @@ static void log_request(const char *method, const char *url, const struct req *q
     cJSON_AddStringToObject(ev, "method", method);
     cJSON_AddStringToObject(ev, "path", url);
     cJSON_AddNumberToObject(ev, "status", r->status);
-    cJSON_AddNumberToObject(ev, "duration_us", (double)(mono_us() - q->start_us));
+    cJSON_AddNumberToObject(ev, "duration_us", (double)(cw_mono_us() - q->start_us));
     if (q->client[0] != '\0')
         cJSON_AddStringToObject(ev, "client", q->client);
     else
@@ -307,7 +300,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         q = calloc(1, sizeof(*q));
         if (q == NULL)
             return MHD_NO;
-        q->start_us = mono_us();
+        q->start_us = cw_mono_us();
         *req_cls = q;
         atomic_fetch_add(&h->in_flight, 1);
 

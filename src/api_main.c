@@ -22,6 +22,7 @@
 #include "api_http.h"
 #include "api_pool.h"
 #include "api_store.h"
+#include "cliutil.h"
 #include "cwlog.h"
 #include "fault.h"
 
@@ -61,17 +62,6 @@ static void usage(FILE *f)
             "CW_DB may hold the connection string instead of --db.\n");
 }
 
-/* Parses a decimal int in [lo, hi]; 0 or -1. */
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static int parse_listen(const char *s, struct sockaddr_in *addr)
 {
     const char *colon = strrchr(s, ':');
@@ -81,7 +71,7 @@ static int parse_listen(const char *s, struct sockaddr_in *addr)
     memcpy(host, s, (size_t)(colon - s));
     host[colon - s] = '\0';
     int port;
-    if (parse_int(colon + 1, 0, 65535, &port) < 0)
+    if (cw_parse_int("--listen port", colon + 1, 0, 65535, &port, NULL, 0) < 0)
         return -1;
     memset(addr, 0, sizeof(*addr));
     addr->sin_family = AF_INET;
@@ -104,6 +94,7 @@ static int parse_args(int argc, char **argv, struct options *o)
             return -1;
         }
         const char *v = argv[++i];
+        char err[160];
         int bad = 0;
         if (strcmp(a, "--db") == 0)
             o->db = v;
@@ -116,19 +107,19 @@ static int parse_args(int argc, char **argv, struct options *o)
         else if (strcmp(a, "--broker") == 0)
             o->broker = v;
         else if (strcmp(a, "--threads") == 0)
-            bad = parse_int(v, 1, 64, &o->threads);
+            bad = cw_parse_int(a, v, 1, 64, &o->threads, err, sizeof(err));
         else if (strcmp(a, "--lock-timeout-ms") == 0)
-            bad = parse_int(v, 1, 60000, &o->lock_timeout_ms);
+            bad = cw_parse_int(a, v, 1, 60000, &o->lock_timeout_ms, err, sizeof(err));
         else if (strcmp(a, "--statement-timeout-ms") == 0)
-            bad = parse_int(v, 1, 3600000, &o->statement_timeout_ms);
+            bad = cw_parse_int(a, v, 1, 3600000, &o->statement_timeout_ms, err, sizeof(err));
         else if (strcmp(a, "--drain-ms") == 0)
-            bad = parse_int(v, 0, 3600000, &o->drain_ms);
+            bad = cw_parse_int(a, v, 0, 3600000, &o->drain_ms, err, sizeof(err));
         else {
             fprintf(stderr, "payments-api: unknown option '%s'\n", a);
             return -1;
         }
         if (bad) {
-            fprintf(stderr, "payments-api: bad value for %s: '%s'\n", a, v);
+            fprintf(stderr, "payments-api: %s\n", err);
             return -1;
         }
     }
@@ -163,20 +154,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "payments-api: cannot open events file '%s'\n", o.events);
         return 2;
     }
-    char err[512];
-    if (fault_init(err, sizeof(err)) < 0) {
-        fprintf(stderr, "payments-api: %s\n", err);
-        return 2;
-    }
-
-    /* Block the stop signals before any thread exists: every thread
-     * inherits the mask and only sigwait() below ever sees them. */
+    /* Block the stop signals before any thread exists -- fault_init starts
+     * libfiu's control thread -- so every thread inherits the mask and only
+     * sigwait() below ever sees them: a SIGTERM during startup must not land
+     * in a thread that would die of it. */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    char err[512];
+    if (fault_init(err, sizeof(err)) < 0) {
+        fprintf(stderr, "payments-api: %s\n", err);
+        return 2;
+    }
 
     cJSON *ev = cwlog_begin("start");
     cJSON_AddStringToObject(ev, "listen", o.listen);

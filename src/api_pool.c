@@ -6,6 +6,7 @@
  * released. */
 #include "api_pool.h"
 #include "pgx.h"
+#include "sanitize.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -42,10 +43,14 @@ static PGconn *pool_connect(const struct api_pool_config *cfg, char *err, size_t
         return NULL;
     }
     if (PQstatus(conn) != CONNECTION_OK) {
+        /* libpq's message may quote parts of the conninfo; err is logged
+         * (db_unavailable, exit events), so only its sanitized form goes on. */
         char msg[256];
         snprintf(msg, sizeof(msg), "%s", PQerrorMessage(conn));
         msg[strcspn(msg, "\n")] = '\0';
-        snprintf(err, errlen, "could not connect to database: %s", msg);
+        char safe[CW_ERROR_MAX + 1];
+        cw_sanitize_error(msg, safe, sizeof(safe));
+        snprintf(err, errlen, "could not connect to database: %s", safe);
         PQfinish(conn);
         return NULL;
     }
@@ -58,7 +63,9 @@ static PGconn *pool_connect(const struct api_pool_config *cfg, char *err, size_t
                 "SELECT set_config('lock_timeout', $1, false),"
                 " set_config('statement_timeout', $2, false)",
                 2, params, NULL, perr, sizeof(perr)) < 0) {
-        snprintf(err, errlen, "could not configure database session: %s", perr);
+        char safe[CW_ERROR_MAX + 1];
+        cw_sanitize_error(perr, safe, sizeof(safe));
+        snprintf(err, errlen, "could not configure database session: %s", safe);
         PQfinish(conn);
         return NULL;
     }

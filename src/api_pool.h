@@ -30,15 +30,17 @@ struct api_pool_config {
 };
 
 /* Creates the pool and opens one connection to prove the database is
- * reachable.  Returns NULL with a message in err (never the conninfo). */
+ * reachable.  Returns NULL with a message in err (never the conninfo; libpq's
+ * own text is passed through cw_sanitize_error, so err is safe to log). */
 api_pool *api_pool_new(const struct api_pool_config *cfg, char *err, size_t errlen);
 
 /* Frees every connection.  No connection may be checked out.  NULL is a no-op. */
 void api_pool_free(api_pool *p);
 
 /* Takes a connection, connecting a slot if needed; waits at most timeout_ms
- * for a free slot.  Returns NULL with a message in err when no slot freed up
- * in time or the connection could not be made. */
+ * for a free slot.  Returns NULL with a message in err (sanitized, as for
+ * api_pool_new) when no slot freed up in time or the connection could not be
+ * made. */
 PGconn *api_pool_acquire(api_pool *p, int timeout_ms, char *err, size_t errlen);
 
 /* Gives conn back.  With discard (or when conn is no longer CONNECTION_OK,

@@ -7,6 +7,7 @@
  * message text.  Each attempt ends in one of four outcomes (enum tx_outcome)
  * and api_store_execute is the only place that loops. */
 #include "api_store.h"
+#include "backoff.h"
 #include "cwlog.h"
 #include "fault.h"
 #include "ids.h"
@@ -25,6 +26,10 @@
 
 #define SQLSTATE_LOCK_NOT_AVAILABLE "55P03"
 #define SQLSTATE_QUERY_CANCELED "57014"
+
+/* The pause between attempts of one request: base * 2^attempt, capped. */
+#define RETRY_BASE_MS 5
+#define RETRY_CAP_MS 320
 
 struct api_store {
     struct api_store_config cfg;
@@ -83,13 +88,6 @@ static const char *kind_name(enum api_command_kind k)
     }
 }
 
-/* Rolls back; a failure leaves the connection inside a transaction, which
- * api_pool_release notices and discards. */
-static void rollback(PGconn *conn)
-{
-    pgx_cmd(conn, "ROLLBACK", 0, NULL, NULL, NULL, 0);
-}
-
 static void log_db_error(const char *stage, const char *sqlstate)
 {
     /* The server's message can quote values; the SQLSTATE and the stage say
@@ -118,7 +116,7 @@ static enum tx_outcome statement_failed(PGconn *conn, const char *stage, const c
 {
     if (pgx_conn_lost(conn, sqlstate))
         return TX_LOST;
-    rollback(conn);
+    pgx_rollback(conn);
     if (pgx_is_retryable(sqlstate))
         return TX_RETRY;
     log_db_error(stage, sqlstate);
@@ -153,19 +151,30 @@ static void reply_stored(int status, const char *body, const char *payment_id,
         snprintf(r->location, sizeof(r->location), "/payments/%s", payment_id);
 }
 
+/* Columns of lookup_record's result. */
+enum { REC_HASH, REC_STATUS, REC_BODY, REC_PAYMENT_ID };
+
+/* Reads the idempotency record of cmd's (client, key) on conn.  Returns the
+ * result, zero or one row of the REC_* columns (caller clears it), or NULL
+ * with the SQLSTATE (sqlstate may be NULL). */
+static PGresult *lookup_record(PGconn *conn, const struct api_command *cmd, char *sqlstate)
+{
+    const char *params[2] = { cmd->client_id, cmd->idem_key };
+    return pgx_exec(conn,
+                    "SELECT request_hash, status_code, response_body,"
+                    " coalesce(payment_id::text, '')"
+                    " FROM idempotency_records"
+                    " WHERE client_id = $1 AND idempotency_key = $2",
+                    2, params, sqlstate, NULL, 0);
+}
+
 /* The key is taken by a committed record: look it up (new statement, new
  * snapshot: the record is visible), then roll back and answer from it. */
 static enum tx_outcome key_taken(PGconn *conn, const struct api_command *cmd,
                                  struct api_reply *r)
 {
     char sqlstate[6];
-    const char *params[2] = { cmd->client_id, cmd->idem_key };
-    PGresult *res = pgx_exec(conn,
-                             "SELECT request_hash, status_code, response_body,"
-                             " coalesce(payment_id::text, '')"
-                             " FROM idempotency_records"
-                             " WHERE client_id = $1 AND idempotency_key = $2",
-                             2, params, sqlstate, NULL, 0);
+    PGresult *res = lookup_record(conn, cmd, sqlstate);
     if (res == NULL)
         return statement_failed(conn, "idempotency_lookup", sqlstate, r);
     if (PQntuples(res) == 0) {
@@ -173,14 +182,14 @@ static enum tx_outcome key_taken(PGconn *conn, const struct api_command *cmd,
          * operator cleanup): the key is free again, but only a retry can
          * take it cleanly. */
         PQclear(res);
-        rollback(conn);
+        pgx_rollback(conn);
         reply_key_in_flight(cmd, r);
         return TX_DONE;
     }
-    const char *hash = PQgetvalue(res, 0, 0);
-    int status = atoi(PQgetvalue(res, 0, 1));
-    const char *body = PQgetvalue(res, 0, 2);
-    const char *payment_id = PQgetvalue(res, 0, 3);
+    const char *hash = PQgetvalue(res, 0, REC_HASH);
+    int status = atoi(PQgetvalue(res, 0, REC_STATUS));
+    const char *body = PQgetvalue(res, 0, REC_BODY);
+    const char *payment_id = PQgetvalue(res, 0, REC_PAYMENT_ID);
 #ifndef CW_MUTANT_idempotency_without_hash
     if (strcmp(hash, cmd->request_hash) != 0) {
         log_conflict(cmd, "hash_mismatch");
@@ -188,7 +197,7 @@ static enum tx_outcome key_taken(PGconn *conn, const struct api_command *cmd,
                           "this Idempotency-Key was already used for a different request "
                           "(another method, path, amount or currency); use a new key");
         PQclear(res);
-        rollback(conn);
+        pgx_rollback(conn);
         return TX_DONE;
     }
 #else
@@ -198,7 +207,7 @@ static enum tx_outcome key_taken(PGconn *conn, const struct api_command *cmd,
         /* Only successes are ever stored; anything else is not ours to
          * replay. */
         PQclear(res);
-        rollback(conn);
+        pgx_rollback(conn);
         reply_key_in_flight(cmd, r);
         return TX_DONE;
     }
@@ -211,7 +220,7 @@ static enum tx_outcome key_taken(PGconn *conn, const struct api_command *cmd,
     cJSON_AddNumberToObject(ev, "status", status);
     cwlog_emit(ev);
     PQclear(res);
-    rollback(conn);
+    pgx_rollback(conn);
     return TX_DONE;
 }
 
@@ -288,7 +297,7 @@ static enum tx_outcome finish(api_store *s, PGconn *conn, const struct api_comma
     int fail_before = 0;
     CW_FAULT("api/before_commit", fail_before = 1);
     if (fail_before) {
-        rollback(conn);
+        pgx_rollback(conn);
         api_reply_problem(r, 503, "fault-injected", "Service unavailable",
                           "the request was rolled back before commit; nothing was stored, "
                           "retry with the same Idempotency-Key");
@@ -420,7 +429,7 @@ static enum tx_outcome create_tx(api_store *s, PGconn *conn, const struct api_co
     PGresult *res = pgx_exec(conn, create_sql, CREATE_NPARAMS, params, sqlstate, NULL, 0);
     if (res == NULL) {
         if (strcmp(sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0) {
-            rollback(conn);
+            pgx_rollback(conn);
             reply_key_in_flight(cmd, r);
             return TX_DONE;
         }
@@ -454,7 +463,7 @@ static enum tx_outcome transition_tx(api_store *s, PGconn *conn, const struct ap
                              6, iparams, sqlstate, NULL, 0);
     if (res == NULL) {
         if (strcmp(sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0) {
-            rollback(conn);
+            pgx_rollback(conn);
             reply_key_in_flight(cmd, r);
             return TX_DONE;
         }
@@ -470,7 +479,7 @@ static enum tx_outcome transition_tx(api_store *s, PGconn *conn, const struct ap
                    1, pparams, sqlstate, NULL, 0);
     if (res == NULL) {
         if (strcmp(sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0) {
-            rollback(conn);
+            pgx_rollback(conn);
             log_conflict(cmd, "payment_busy");
             api_reply_problem(r, 409, "payment-busy", "Payment busy",
                               "another request is changing this payment; retry later");
@@ -481,7 +490,7 @@ static enum tx_outcome transition_tx(api_store *s, PGconn *conn, const struct ap
     }
     if (PQntuples(res) == 0) {
         PQclear(res);
-        rollback(conn);
+        pgx_rollback(conn);
         api_reply_problem(r, 404, "payment-not-found", "Payment not found",
                           "no payment with id %s", plan->payment_id);
         return TX_DONE;
@@ -491,7 +500,7 @@ static enum tx_outcome transition_tx(api_store *s, PGconn *conn, const struct ap
     snprintf(currency, sizeof(currency), "%s", PQgetvalue(res, 0, 1));
     PQclear(res);
     if (strcmp(status, plan->from_status) != 0) {
-        rollback(conn);
+        pgx_rollback(conn);
         log_conflict(cmd, "illegal_transition");
         api_reply_problem(r, 409, "illegal-transition", "Illegal transition",
                           "payment %s is %s; %s needs a payment that is %s",
@@ -541,19 +550,14 @@ static enum tx_outcome transition_tx(api_store *s, PGconn *conn, const struct ap
  * exists with this request's hash, 0 when it does not, -1 on error. */
 static int answer_from_record(PGconn *conn, const struct api_command *cmd, struct api_reply *r)
 {
-    const char *params[2] = { cmd->client_id, cmd->idem_key };
-    PGresult *res = pgx_exec(conn,
-                             "SELECT request_hash, status_code, response_body,"
-                             " coalesce(payment_id::text, '')"
-                             " FROM idempotency_records"
-                             " WHERE client_id = $1 AND idempotency_key = $2",
-                             2, params, NULL, NULL, 0);
+    PGresult *res = lookup_record(conn, cmd, NULL);
     if (res == NULL)
         return -1;
-    int found = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), cmd->request_hash) == 0;
+    int found = PQntuples(res) == 1 &&
+                strcmp(PQgetvalue(res, 0, REC_HASH), cmd->request_hash) == 0;
     if (found)
-        reply_stored(atoi(PQgetvalue(res, 0, 1)), PQgetvalue(res, 0, 2),
-                     PQgetvalue(res, 0, 3), r);
+        reply_stored(atoi(PQgetvalue(res, 0, REC_STATUS)), PQgetvalue(res, 0, REC_BODY),
+                     PQgetvalue(res, 0, REC_PAYMENT_ID), r);
     PQclear(res);
     return found;
 }
@@ -768,9 +772,10 @@ void api_store_execute(api_store *s, const struct api_command *cmd, struct api_r
                                                               : "serialization");
         cJSON_AddStringToObject(ev, "event_id", plan.event_id);
         cwlog_emit(ev);
-        /* Short, growing pause: a deadlock partner or a restarting server
-         * gets room; the request stays bounded (max_attempts). */
-        sleep_ms(5 << (attempt < 6 ? attempt : 6));
+        /* Short, growing pause (10, 20, ... 320 ms): a deadlock partner or a
+         * restarting server gets room; the request stays bounded
+         * (max_attempts). */
+        sleep_ms((int)cw_backoff_ceiling_ms(attempt, RETRY_BASE_MS, RETRY_CAP_MS));
     }
     if (create_payload != NULL)
         cJSON_free(create_payload);

@@ -49,7 +49,9 @@ struct bus_delivery {
     char *type;
     char *partition_key;         /* may be NULL */
     char *traceparent;           /* may be NULL */
-    long long aggregate_version; /* 0 when the header is missing */
+    long long aggregate_version; /* 0 when the header is missing; a header that
+                                    is not an integer in 0..2^53 makes the
+                                    frame a protocol error (BUS_PROTOCOL) */
     int schema_version;          /* 0 when the header is missing */
     char *payload;               /* may be NULL when the frame had none */
     int redelivered;

@@ -311,8 +311,17 @@ static struct bus_delivery *parse_delivery(const cJSON *f, char *why, size_t why
     if (cJSON_IsObject(h)) {
         double v;
         d->traceparent = dup_str(h, "traceparent");
-        if (get_num(h, "aggregate_version", &v) == 0)
+        if (get_num(h, "aggregate_version", &v) == 0) {
+            /* Versions travel as JSON numbers, exact only up to 2^53; a
+             * fraction, a negative or a larger value is not a version, and
+             * casting it would be undefined beyond long long's range. */
+            if (v < 0 || v > 9007199254740992.0 || v != floor(v)) {
+                snprintf(why, whylen, "delivery %llu has an aggregate_version outside 0..2^53",
+                         (unsigned long long)d->tag);
+                goto bad;
+            }
             d->aggregate_version = (long long)v;
+        }
         if (get_num(h, "schema_version", &v) == 0 && v >= -2147483648.0 && v <= 2147483647.0)
             d->schema_version = (int)v;
     }

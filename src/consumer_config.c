@@ -4,8 +4,8 @@
  * daemon proper never meets a nonsensical setting: numbers must be whole,
  * in range, and nothing else; names are short and made of [A-Za-z0-9._-]. */
 #include "consumer_config.h"
+#include "cliutil.h"
 
-#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,25 +54,11 @@ static int valid_name(const char *s)
     return 1;
 }
 
-static int parse_int(const char *opt, const char *s, long lo, long hi, int *out, char *err,
-                     size_t errlen)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        snprintf(err, errlen, "%s: '%s' is not a whole number in %ld..%ld", opt, s, lo, hi);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 /* The integer options: name, where the value goes, range. */
 struct int_opt {
     const char *opt;
     size_t offset;
-    long lo, hi;
+    int lo, hi;
 };
 
 static const struct int_opt int_opts[] = {
@@ -131,7 +117,7 @@ int consumer_config_parse(int argc, char **argv, struct consumer_config *cfg,
         for (size_t k = 0; k < sizeof(int_opts) / sizeof(int_opts[0]); k++) {
             if (strcmp(a, int_opts[k].opt) == 0) {
                 int *dst = (int *)((char *)cfg + int_opts[k].offset);
-                if (parse_int(a, v, int_opts[k].lo, int_opts[k].hi, dst, err, errlen) < 0)
+                if (cw_parse_int(a, v, int_opts[k].lo, int_opts[k].hi, dst, err, errlen) < 0)
                     return -1;
                 matched = 1;
                 break;

@@ -4,25 +4,31 @@
  * statements inside a transaction are consumer_inbox.c's.  Every wait is
  * bounded: deliveries are awaited in short slices so a stop request is seen
  * promptly, reconnect pauses grow to 2 s and are cut short by a stop, and a
- * retried transaction gives up after --tx-retries attempts. */
+ * retried transaction pauses at most 200 ms (jittered, capped backoff) and
+ * gives up after --tx-retries attempts. */
 #include "consumer_loop.h"
+#include "backoff.h"
 #include "bus.h"
 #include "consumer_inbox.h"
 #include "cwlog.h"
 #include "fault.h"
 #include "pgx.h"
+#include "sanitize.h"
 
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define WAIT_SLICE_MS 250
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 2000
+/* The pause before a transaction is run again after 40001/40P01: jittered
+ * below min(cap, base * 2^retries).  The round runs with the stop signals
+ * blocked, so the cap also bounds how long a stop can wait on it. */
+#define TX_RETRY_BASE_MS 5
+#define TX_RETRY_CAP_MS 200
 
 static volatile sig_atomic_t stop_requested;
 
@@ -216,22 +222,25 @@ static int connect_with_backoff(struct consumer *c, const char *target,
                                 int (*open_once)(struct consumer *, char *, size_t),
                                 int64_t deadline_ms, int first)
 {
-    int delay = RECONNECT_MIN_MS;
     for (int attempt = 1;; attempt++) {
-        char err[512];
+        char err[512], safe[CW_ERROR_MAX + 1];
         if (open_once(c, err, sizeof(err)) == 0) {
             if (!first || attempt > 1)
                 log_reconnect(target, attempt, 1, NULL);
             return 0;
         }
-        log_reconnect(target, attempt, 0, err);
-        cwlog_warn("%s: %s", target, err);
+        /* libpq's and the broker's messages may quote the conninfo or a
+         * path with credentials: only the sanitized text is logged. */
+        cw_sanitize_error(err, safe, sizeof(safe));
+        log_reconnect(target, attempt, 0, safe);
+        cwlog_warn("%s: %s", target, safe);
         if (stop_requested || (deadline_ms > 0 && cw_mono_ms() >= deadline_ms))
             return -1;
-        pause_ms(delay);
+        /* 100, 200, 400 ... 2000 ms: no jitter, there is one consumer
+         * process per connection and nothing to spread apart. */
+        pause_ms((int)cw_backoff_ceiling_ms(attempt - 1, RECONNECT_MIN_MS, RECONNECT_MAX_MS));
         if (stop_requested)
             return -1;
-        delay = delay * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : delay * 2;
     }
 }
 
@@ -284,13 +293,6 @@ static void nack_item(struct consumer *c, struct item *it, int delay_ms, const c
     log_nack(it, delay_ms, reason, detail);
 }
 
-static void rollback(struct consumer *c)
-{
-    /* ROLLBACK may fail on a dead connection: nothing to undo then, and the
-     * caller learns of the loss from its own failed statement. */
-    pgx_cmd(c->db, "ROLLBACK", 0, NULL, NULL, NULL, 0);
-}
-
 /* ---- poison ---------------------------------------------------------------- */
 
 static void handle_poison(struct consumer *c, struct item *it, const char *reason)
@@ -319,7 +321,7 @@ static void handle_poison(struct consumer *c, struct item *it, const char *reaso
         if (pgx_conn_lost(c->db, sqlstate))
             drop_db(c);
         else
-            rollback(c);
+            pgx_rollback(c->db);
         /* Not parked: it comes back and is parked then. */
         nack_item(c, it, cfg->retry_delay_ms, "park_failed", NULL);
         return;
@@ -342,7 +344,7 @@ static enum tx_outcome failed_statement(struct consumer *c, const char *step,
     log_sql_error(step, sqlstate);
     if (pgx_conn_lost(c->db, sqlstate))
         return TX_DB_LOST;
-    rollback(c);
+    pgx_rollback(c->db);
     if (pgx_is_retryable(sqlstate))
         return TX_RETRY;
     return TX_ITEM_FAILED;
@@ -368,7 +370,7 @@ static enum tx_outcome try_tx(struct consumer *c, struct item *items, int n, int
         int rc = inbox_process(c->db, cfg->name, cfg->effect, &it->ev, &it->res, sqlstate, err,
                                sizeof(err));
         if (rc == INBOX_ERR_APPLY) {
-            rollback(c);
+            pgx_rollback(c->db);
             *failed = i;
             snprintf(reason, reasonlen, "apply_fail");
             return TX_ITEM_FAILED;
@@ -428,7 +430,7 @@ static enum tx_outcome try_tx(struct consumer *c, struct item *items, int n, int
 #endif
 
     CW_FAULT("consumer/before_commit", {
-        rollback(c);
+        pgx_rollback(c->db);
         snprintf(reason, reasonlen, "before_commit_fail");
         return TX_FAILED;
     });
@@ -521,7 +523,7 @@ static void run_tx(struct consumer *c, struct item *items, int n)
                 cJSON_AddStringToObject(ev, "reason", reason);
                 cwlog_emit(ev);
             }
-            pause_ms((5 << retries) + rand() % 10);
+            pause_ms((int)cw_backoff_delay_ms(retries, TX_RETRY_BASE_MS, TX_RETRY_CAP_MS));
             break;
         case TX_DB_LOST:
             drop_db(c);
@@ -598,7 +600,6 @@ int consumer_run(const struct consumer_config *cfg)
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     sigaddset(&term, SIGINT);
-    srand((unsigned)(cw_now_us() ^ (int64_t)getpid()));
 
     if (connect_with_backoff(&c, "db", db_open_once, deadline, 1) < 0 ||
         connect_with_backoff(&c, "broker", bus_open_once, deadline, 1) < 0) {

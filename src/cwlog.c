@@ -47,6 +47,13 @@ int64_t cw_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t cw_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 cJSON *cwlog_begin(const char *event)
 {
     cJSON *ev = cJSON_CreateObject();

@@ -37,6 +37,8 @@ void cwlog_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int64_t cw_now_us(void);
 /* Milliseconds on CLOCK_MONOTONIC, for deadlines. */
 int64_t cw_mono_ms(void);
+/* Microseconds on CLOCK_MONOTONIC, for durations shorter than a millisecond. */
+int64_t cw_mono_us(void);
 
 const char *cwlog_proc(void);
 

@@ -33,10 +33,6 @@ int ctl_parse_duration(const char *s, int64_t *ms, char *err, size_t errlen);
 /* Formats ms as a short human duration ("1d2h", "29m30s", "750ms") into out. */
 void ctl_format_duration(int64_t ms, char *out, size_t outlen);
 
-/* Parses a decimal integer in [lo, hi]; 0 or -1 with a message naming flag. */
-int ctl_parse_int(const char *flag, const char *s, long lo, long hi, long *out,
-                  char *err, size_t errlen);
-
 /* 1 when s is a 12-digit lowercase hex error fingerprint. */
 int ctl_fingerprint_valid(const char *s);
 

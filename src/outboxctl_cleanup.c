@@ -22,6 +22,7 @@
  * What it cannot know is a broker's own redelivery window or an operator
  * replaying old messages by hand: --horizon is the place to account for them. */
 #include "outboxctl.h"
+#include "cliutil.h"
 #include "cwlog.h"
 #include "pgx.h"
 #include "relay.h"
@@ -128,18 +129,18 @@ static int parse_cleanup(struct cleanup_args *a, int argc, char **argv, int inbo
             rc = ctl_parse_duration(v, &a->age_ms, err, sizeof(err));
             a->have_age = 1;
         } else if (strcmp(f, "--batch") == 0) {
-            rc = ctl_parse_int(f, v, 1, 100000, &a->batch, err, sizeof(err));
+            rc = cw_parse_long(f, v, 1, 100000, &a->batch, err, sizeof(err));
         } else if (inbox && strcmp(f, "--horizon") == 0) {
             rc = ctl_parse_duration(v, &a->horizon_ms, err, sizeof(err));
             a->have_horizon = 1;
         } else if (inbox && strcmp(f, "--max-attempts") == 0) {
-            rc = ctl_parse_int(f, v, 1, 1000, &a->max_attempts, err, sizeof(err));
+            rc = cw_parse_long(f, v, 1, 1000, &a->max_attempts, err, sizeof(err));
         } else if (inbox && strcmp(f, "--backoff-base-ms") == 0) {
-            rc = ctl_parse_int(f, v, 1, 86400000, &a->base_ms, err, sizeof(err));
+            rc = cw_parse_long(f, v, 1, 86400000, &a->base_ms, err, sizeof(err));
         } else if (inbox && strcmp(f, "--backoff-cap-ms") == 0) {
-            rc = ctl_parse_int(f, v, 1, 86400000, &a->cap_ms, err, sizeof(err));
+            rc = cw_parse_long(f, v, 1, 86400000, &a->cap_ms, err, sizeof(err));
         } else if (inbox && strcmp(f, "--lease-ms") == 0) {
-            rc = ctl_parse_int(f, v, 100, 86400000, &a->lease_ms, err, sizeof(err));
+            rc = cw_parse_long(f, v, 100, 86400000, &a->lease_ms, err, sizeof(err));
         } else {
             fprintf(stderr, "outboxctl: %s: unknown argument '%s'\n", a->cmd, f);
             return CTL_USAGE;

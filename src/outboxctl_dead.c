@@ -213,7 +213,7 @@ int ctl_dead_letters(struct ctl *c, int argc, char **argv)
 int ctl_requeue(struct ctl *c, int argc, char **argv)
 {
     const char *fp = NULL;
-    int nids = 0;
+    int nargs = 0;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--fingerprint") == 0) {
             if (i + 1 >= argc || !ctl_fingerprint_valid(argv[i + 1])) {
@@ -223,35 +223,38 @@ int ctl_requeue(struct ctl *c, int argc, char **argv)
             }
             fp = argv[++i];
         } else if (cw_uuid_valid(argv[i])) {
-            nids++;
+            nargs++;
         } else {
             fprintf(stderr, "outboxctl: requeue: '%s' is not a message id (a UUID)\n", argv[i]);
             return CTL_USAGE;
         }
     }
-    if ((fp == NULL) == (nids == 0)) {
+    if ((fp == NULL) == (nargs == 0)) {
         fprintf(stderr, "outboxctl: requeue needs message ids or --fingerprint F (not both)\n");
         return CTL_USAGE;
     }
 
-    /* The ids as an array literal; every one was validated as a UUID. */
+    /* The distinct ids (a UUID's case does not matter): an id given twice is
+     * one row to requeue, and success means every distinct id was requeued. */
+    const char **uniq = NULL;
+    int nids = 0;
+    if (nargs > 0) {
+        uniq = malloc((size_t)nargs * sizeof(*uniq));
+        if (uniq == NULL)
+            abort();
+        for (int i = 0; i < argc; i++) { /* without --fingerprint: all ids */
+            int dup = 0;
+            for (int k = 0; k < nids && !dup; k++)
+                dup = strcasecmp(uniq[k], argv[i]) == 0;
+            if (!dup)
+                uniq[nids++] = argv[i];
+        }
+    }
     char *ids = NULL;
     if (nids > 0) {
-        ids = malloc((size_t)nids * 37 + 3);
+        ids = pgx_uuid_array(uniq, (size_t)nids);
         if (ids == NULL)
-            abort();
-        size_t len = 0;
-        ids[len++] = '{';
-        for (int i = 0; i < argc; i++) {
-            if (!cw_uuid_valid(argv[i]))
-                continue;
-            if (len > 1)
-                ids[len++] = ',';
-            memcpy(ids + len, argv[i], 36);
-            len += 36;
-        }
-        ids[len++] = '}';
-        ids[len] = '\0';
+            abort(); /* every id was validated: only memory can run out */
     }
 
     int rc = CTL_FAILED;
@@ -282,24 +285,25 @@ int ctl_requeue(struct ctl *c, int argc, char **argv)
     }
     /* Explain every id that was not requeued. */
     st = pgx_exec(conn, sql_state, 1, params, NULL, err, sizeof(err));
-    for (int i = 0; i < argc; i++) {
+    for (int i = 0; i < nids; i++) {
         int requeued = 0;
         for (int k = 0; k < done && !requeued; k++)
-            requeued = strcasecmp(PQgetvalue(r, k, 0), argv[i]) == 0;
+            requeued = strcasecmp(PQgetvalue(r, k, 0), uniq[i]) == 0;
         if (requeued)
             continue;
         const char *why = "no such outbox row";
         for (int k = 0; st != NULL && k < PQntuples(st); k++) {
-            if (strcasecmp(PQgetvalue(st, k, 0), argv[i]) == 0)
+            if (strcasecmp(PQgetvalue(st, k, 0), uniq[i]) == 0)
                 why = PQgetvalue(st, k, 1)[0] == 't' ? "not a dead letter (published)"
                       : PQgetvalue(st, k, 2)[0] == 't' ? "not requeued"
                       : "not a dead letter (pending)";
         }
-        fprintf(stderr, "outboxctl: %s: %s\n", argv[i], why);
+        fprintf(stderr, "outboxctl: %s: %s\n", uniq[i], why);
     }
 out:
     PQclear(st);
     PQclear(r);
     free(ids);
+    free(uniq);
     return rc;
 }

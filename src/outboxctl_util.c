@@ -1,5 +1,6 @@
 /* outboxctl_util.c -- what every outboxctl command shares: the lazily opened
- * connection, duration and integer parsing, JSON string output. */
+ * connection, duration parsing and formatting, JSON string output.  Integer
+ * flags are parsed by the core's cw_parse_long (cliutil.h). */
 #include "outboxctl.h"
 #include "pgx.h"
 
@@ -73,20 +74,6 @@ void ctl_format_duration(int64_t ms, char *out, size_t outlen)
         snprintf(out, outlen, "%lld%c%lld%c", (long long)big, bu, (long long)small, su);
     else
         snprintf(out, outlen, "%lld%c", (long long)big, bu);
-}
-
-int ctl_parse_int(const char *flag, const char *s, long lo, long hi, long *out,
-                  char *err, size_t errlen)
-{
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (s == NULL || errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        snprintf(err, errlen, "%s: '%s' is not an integer in %ld..%ld", flag, s ? s : "", lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 int ctl_fingerprint_valid(const char *s)

@@ -1,7 +1,10 @@
 /* pgx.c -- libpq helpers; see pgx.h. */
 #include "pgx.h"
 
+#include "ids.h"
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Copies a libpq message into err without its trailing newline. */
@@ -62,6 +65,62 @@ int pgx_cmd(PGconn *conn, const char *sql, int nparams,
         return -1;
     PQclear(res);
     return 0;
+}
+
+PGresult *pgx_get_result(PGconn *conn, char *sqlstate, char *err, size_t errlen)
+{
+    PGresult *res, *first = NULL;
+    int seen = 0;
+    if (sqlstate != NULL)
+        sqlstate[0] = '\0';
+    /* Only the first result is the statement's; any later one is drained so
+     * that the connection can take the next command. */
+    while ((res = PQgetResult(conn)) != NULL) {
+        ExecStatusType st = PQresultStatus(res);
+        if (!seen && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)) {
+            first = res;
+        } else {
+            if (!seen) {
+                const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+                const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+                if (sqlstate != NULL)
+                    snprintf(sqlstate, 6, "%s", s ? s : "");
+                copy_msg(err, errlen, "", m ? m : PQerrorMessage(conn));
+            }
+            PQclear(res);
+        }
+        seen = 1;
+    }
+    if (!seen)
+        copy_msg(err, errlen, "", PQerrorMessage(conn));
+    return first;
+}
+
+void pgx_rollback(PGconn *conn)
+{
+    pgx_cmd(conn, "ROLLBACK", 0, NULL, NULL, NULL, 0);
+}
+
+char *pgx_uuid_array(const char *const *ids, size_t n)
+{
+    char *s = malloc(3 + n * (CW_UUID_LEN + 1));
+    if (s == NULL)
+        return NULL;
+    size_t len = 0;
+    s[len++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (!cw_uuid_valid(ids[i])) {
+            free(s);
+            return NULL;
+        }
+        if (i > 0)
+            s[len++] = ',';
+        memcpy(s + len, ids[i], CW_UUID_LEN);
+        len += CW_UUID_LEN;
+    }
+    s[len++] = '}';
+    s[len] = '\0';
+    return s;
 }
 
 int pgx_is_retryable(const char *sqlstate)

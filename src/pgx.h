@@ -25,6 +25,25 @@ PGresult *pgx_exec(PGconn *conn, const char *sql, int nparams,
 int pgx_cmd(PGconn *conn, const char *sql, int nparams,
             const char *const *params, char *sqlstate, char *err, size_t errlen);
 
+/* Reads the result of a statement sent with PQsendQueryParams, and every
+ * result after it, so that the connection is idle again whatever happened.
+ * Returns the statement's result when its status is PGRES_COMMAND_OK or
+ * PGRES_TUPLES_OK (caller clears it); otherwise NULL with the SQLSTATE and a
+ * short message, as pgx_exec.  sqlstate and err may be NULL. */
+PGresult *pgx_get_result(PGconn *conn, char *sqlstate, char *err, size_t errlen);
+
+/* Rolls back the open transaction, ignoring a failure: on a dead connection
+ * there is nothing left to undo, and the caller learns of the loss from its
+ * own failed statement (or from PQtransactionStatus). */
+void pgx_rollback(PGconn *conn);
+
+/* A PostgreSQL array literal "{id,id,...}" of the n UUIDs ids[0..n), to pass
+ * as a uuid[] parameter (n 0 gives "{}").  Every id must be canonical UUID
+ * text (cw_uuid_valid, either case): nothing else can then end up as an
+ * extra element.  Returns a malloc'd string (caller frees), or NULL when an
+ * id is not a UUID or memory ran out. */
+char *pgx_uuid_array(const char *const *ids, size_t n);
+
 /* True for SQLSTATEs a transaction may simply be retried on:
  * 40001 serialization_failure, 40P01 deadlock_detected. */
 int pgx_is_retryable(const char *sqlstate);

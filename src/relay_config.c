@@ -1,8 +1,8 @@
 /* relay_config.c -- the relay's command line: every flag validated, with a
  * message naming the flag and the accepted range. */
 #include "relay.h"
+#include "cliutil.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,8 @@ void relay_usage(FILE *f)
             "  --lease-ms N           lease on claimed rows, 100..86400000 (%d)\n"
             "  --backoff-base-ms N    retry delay base: min(cap, base*2^attempts), jittered (%d)\n"
             "  --backoff-cap-ms N     retry delay cap (%d)\n"
-            "  --max-attempts N       dead-letter when a publish fails at this attempt, 1..1000 (%d)\n"
+            "  --max-attempts N       dead-letter when a publish fails at this attempt, 1..1000 (%d);\n"
+            "                         a row claimed past it is dead-lettered unpublished\n"
             "  --idle-ms N            poll interval when idle; NOTIFY wakes earlier (%d)\n"
             "  --order MODE           fifo (default) or per-aggregate: a row waits while an\n"
             "                         older version of its aggregate is unpublished, a\n"
@@ -31,21 +32,6 @@ void relay_usage(FILE *f)
             "rest of the batch is left to its lease.\n",
             RELAY_DEFAULT_BATCH, RELAY_DEFAULT_LEASE_MS, RELAY_DEFAULT_BACKOFF_BASE_MS,
             RELAY_DEFAULT_BACKOFF_CAP_MS, RELAY_DEFAULT_MAX_ATTEMPTS, RELAY_DEFAULT_IDLE_MS);
-}
-
-/* Parses a decimal integer in [lo, hi] for flag; 0 or -1 with a message. */
-static int parse_int(const char *flag, const char *s, long lo, long hi, int *out,
-                     char *err, size_t errlen)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        snprintf(err, errlen, "%s: '%s' is not an integer in %ld..%ld", flag, s, lo, hi);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
 }
 
 int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
@@ -96,17 +82,17 @@ int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
             }
             snprintf(cfg->name, sizeof(cfg->name), "%s", v);
         } else if (strcmp(a, "--batch") == 0) {
-            rc = parse_int(a, v, 1, 10000, &cfg->batch, err, errlen);
+            rc = cw_parse_int(a, v, 1, 10000, &cfg->batch, err, errlen);
         } else if (strcmp(a, "--lease-ms") == 0) {
-            rc = parse_int(a, v, 100, 86400000, &cfg->lease_ms, err, errlen);
+            rc = cw_parse_int(a, v, 100, 86400000, &cfg->lease_ms, err, errlen);
         } else if (strcmp(a, "--backoff-base-ms") == 0) {
-            rc = parse_int(a, v, 1, 86400000, &cfg->backoff_base_ms, err, errlen);
+            rc = cw_parse_int(a, v, 1, 86400000, &cfg->backoff_base_ms, err, errlen);
         } else if (strcmp(a, "--backoff-cap-ms") == 0) {
-            rc = parse_int(a, v, 1, 86400000, &cfg->backoff_cap_ms, err, errlen);
+            rc = cw_parse_int(a, v, 1, 86400000, &cfg->backoff_cap_ms, err, errlen);
         } else if (strcmp(a, "--max-attempts") == 0) {
-            rc = parse_int(a, v, 1, 1000, &cfg->max_attempts, err, errlen);
+            rc = cw_parse_int(a, v, 1, 1000, &cfg->max_attempts, err, errlen);
         } else if (strcmp(a, "--idle-ms") == 0) {
-            rc = parse_int(a, v, 1, 3600000, &cfg->idle_ms, err, errlen);
+            rc = cw_parse_int(a, v, 1, 3600000, &cfg->idle_ms, err, errlen);
         } else if (strcmp(a, "--order") == 0) {
             if (strcmp(v, "fifo") == 0) {
                 cfg->order = RELAY_ORDER_FIFO;

@@ -11,13 +11,15 @@
  *      lease to expire and another worker to claim it: no publish starts
  *      after its lease ran out.  The broker call timeout equals the margin,
  *      so a publish that starts in time also ends (confirmed or failed) in
- *      time;
+ *      time.  A row claimed past --max-attempts is not published at all
+ *      (relay_store.h, invariant 6);
  *   4. settle: one fenced statement marks every confirmed message; each
  *      failed one gets a fenced retry (persisted, jittered backoff) or, at
- *      the attempt limit, a fenced dead letter.  Zero rows updated means the
- *      lease was lost: logged (lease_lost), counted (pipeline_counters
- *      'leases_lost'), and the row is not touched again.  A settle that fails
- *      is not retried: the lease expires and the row is claimed again.
+ *      the attempt limit, a fenced dead letter, as does a row claimed past
+ *      it.  Zero rows updated means the lease was lost: logged (lease_lost),
+ *      counted (pipeline_counters 'leases_lost'), and the row is not touched
+ *      again.  A settle that fails is not retried: the lease expires and the
+ *      row is claimed again.
  *
  * Overlap: while a full batch is at the broker, the claim of the next batch
  * is already running in the database (sent with PQsendQueryParams right
@@ -44,15 +46,15 @@
  * messages (sigpending) and while idle (ppoll with them unblocked), so a stop
  * never interrupts a publish or a statement half way. */
 #include "relay.h"
-#include "relay_backoff.h"
-#include "relay_sanitize.h"
 #include "relay_store.h"
 
+#include "backoff.h"
 #include "bus.h"
 #include "cwlog.h"
 #include "fault.h"
 #include "ids.h"
 #include "pgx.h"
+#include "sanitize.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -132,12 +134,12 @@ static int wait_ready(int fd, int ms)
 
 static void sanitized(const char *raw, char *out, size_t outlen)
 {
-    relay_sanitize(raw, out, outlen);
+    cw_sanitize_error(raw, out, outlen);
 }
 
 static void emit_reconnect(const char *target, int attempt, const char *raw, int64_t backoff_ms)
 {
-    char safe[RELAY_ERROR_MAX + 1];
+    char safe[CW_ERROR_MAX + 1];
     sanitized(raw, safe, sizeof(safe));
     cJSON *ev = cwlog_begin("reconnect");
     cJSON_AddStringToObject(ev, "target", target);
@@ -222,7 +224,7 @@ static void emit_publish(const struct relay_msg *m, const char *message_id)
     cJSON_AddNumberToObject(ev, "attempt", m->attempts);
     cJSON_AddBoolToObject(ev, "ok", m->state == RELAY_MSG_PUBLISHED);
     if (m->state != RELAY_MSG_PUBLISHED) {
-        char safe[RELAY_ERROR_MAX + 1];
+        char safe[CW_ERROR_MAX + 1];
         sanitized(m->error, safe, sizeof(safe));
         cJSON_AddStringToObject(ev, "error", safe);
     }
@@ -292,6 +294,20 @@ static void send_batch(struct relay *r, struct relay_batch *b, struct publish_st
             ps->stopped++;
             continue;
         }
+#ifndef CW_MUTANT_no_dead_letter_limit
+        if (m->attempts > r->cfg->max_attempts) {
+            /* Invariant 6 (relay_store.h): the claim at the limit ended
+             * without an outcome -- its publish took the relay down, or the
+             * lease ran out.  Publishing again could do the same forever;
+             * the row is dead-lettered unpublished instead. */
+            m->state = RELAY_MSG_EXHAUSTED;
+            snprintf(m->error, sizeof(m->error),
+                     "attempt limit exceeded without a settled outcome: claim %d, limit %d; "
+                     "not published again",
+                     m->attempts, r->cfg->max_attempts);
+            continue;
+        }
+#endif
         if (cw_mono_ms() + r->margin_ms > b->lease_deadline_ms) {
             m->state = RELAY_MSG_SKIPPED;
             ps->expiring++;
@@ -373,12 +389,12 @@ static void confirm_batch(struct relay *r, struct relay_batch *b, struct publish
     ps->sent_ids = NULL;
 }
 
-/* Schedules the retry or dead letter of one failed message.  Returns 1 when
- * the lease was lost, 0 when settled, -1 on a database error, -2 when the
- * database connection is gone. */
+/* Schedules the retry or dead letter of one FAILED message, or the dead
+ * letter of an EXHAUSTED one.  Returns 1 when the lease was lost, 0 when
+ * settled, -1 on a database error, -2 when the database connection is gone. */
 static int settle_failure(struct relay *r, struct relay_msg *m)
 {
-    char safe[RELAY_ERROR_MAX + 1];
+    char safe[CW_ERROR_MAX + 1];
     char err[512], sqlstate[6];
     sanitized(m->error, safe, sizeof(safe));
 #ifdef CW_MUTANT_unsanitized_last_error
@@ -398,13 +414,16 @@ static int settle_failure(struct relay *r, struct relay_msg *m)
             cJSON_AddStringToObject(ev, "id", m->id);
             cJSON_AddNumberToObject(ev, "attempt", m->attempts);
             cJSON_AddNumberToObject(ev, "max_attempts", r->cfg->max_attempts);
+            cJSON_AddStringToObject(ev, "reason", m->state == RELAY_MSG_EXHAUSTED
+                                                      ? "attempt_limit_exceeded"
+                                                      : "publish_failed");
             cJSON_AddStringToObject(ev, "error", safe);
             cwlog_emit(ev);
         }
     } else {
         char next_at[RELAY_TS_LEN];
-        int64_t delay = relay_backoff_delay_ms(m->attempts, r->cfg->backoff_base_ms,
-                                               r->cfg->backoff_cap_ms);
+        int64_t delay = cw_backoff_delay_ms(m->attempts, r->cfg->backoff_base_ms,
+                                            r->cfg->backoff_cap_ms);
         rc = relay_retry(r->db, r->worker, m->id, delay, stored, next_at, sqlstate, err,
                          sizeof(err));
         if (rc == 1) {
@@ -425,7 +444,7 @@ static int settle_failure(struct relay *r, struct relay_msg *m)
     if (rc < 0) {
         /* No pretending: the lease simply expires and the row is claimed
          * again later. */
-        char safe_db[RELAY_ERROR_MAX + 1];
+        char safe_db[CW_ERROR_MAX + 1];
         sanitized(err, safe_db, sizeof(safe_db));
         cJSON *ev = cwlog_begin(dead ? "dead_letter_failed" : "retry_failed");
         cJSON_AddStringToObject(ev, "id", m->id);
@@ -482,7 +501,7 @@ static int settle_end(struct relay *r, struct relay_batch *b, struct settle *st)
     else if (st->failed)
         snprintf(err, sizeof(err), "%s", st->err);
     if (st->failed || rc < 0) {
-        char safe[RELAY_ERROR_MAX + 1];
+        char safe[CW_ERROR_MAX + 1];
         sanitized(err, safe, sizeof(safe));
         emit_ids("mark_failed", r, b, RELAY_MSG_PUBLISHED, "error", safe);
         if (!st->injected && pgx_conn_lost(r->db, sqlstate))
@@ -499,7 +518,7 @@ static int settle_end(struct relay *r, struct relay_batch *b, struct settle *st)
     }
 
     for (int i = 0; i < b->n; i++) {
-        if (b->msgs[i].state != RELAY_MSG_FAILED)
+        if (b->msgs[i].state != RELAY_MSG_FAILED && b->msgs[i].state != RELAY_MSG_EXHAUSTED)
             continue;
         int frc = settle_failure(r, &b->msgs[i]);
         if (frc == 1)
@@ -550,7 +569,7 @@ static int claim_failed(struct relay *r, const char *sqlstate, const char *err)
 {
     if (pgx_conn_lost(r->db, sqlstate))
         return ITER_DB_LOST;
-    char safe[RELAY_ERROR_MAX + 1];
+    char safe[CW_ERROR_MAX + 1];
     sanitized(err, safe, sizeof(safe));
     cJSON *ev = cwlog_begin("claim_failed");
     cJSON_AddStringToObject(ev, "sqlstate", sqlstate);
@@ -574,7 +593,7 @@ static int claim_now(struct relay *r, struct relay_batch *b)
     if (relay_claim(r->db, r->worker, r->cfg->batch, r->cfg->lease_ms, r->cfg->order, b,
                     sqlstate, err, sizeof(err)) < 0) {
 #ifdef CW_MUTANT_publish_in_claim_tx
-        pgx_cmd(r->db, "ROLLBACK", 0, NULL, NULL, NULL, 0);
+        pgx_rollback(r->db);
 #endif
         return claim_failed(r, sqlstate, err);
     }
@@ -690,7 +709,7 @@ static void idle_wait(struct relay *r)
 
 static int64_t reconnect_delay(int failures)
 {
-    return relay_backoff_delay_ms(failures, RECONNECT_BASE_MS, RECONNECT_CAP_MS);
+    return cw_backoff_delay_ms(failures, RECONNECT_BASE_MS, RECONNECT_CAP_MS);
 }
 
 int relay_run(const struct relay_config *cfg)

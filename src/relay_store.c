@@ -216,39 +216,11 @@ int relay_claim_send(PGconn *conn, const char *worker, int batch, int lease_ms,
     return 0;
 }
 
-/* Reads the result of a statement sent with PQsendQueryParams, and every
- * result after it, so that the connection is idle again whatever happened.
- * Returns the statement's result when its rows came back (caller clears it),
- * or NULL with the SQLSTATE ("" if none) and a message. */
-static PGresult *async_result(PGconn *conn, char *sqlstate, char *err, size_t errlen)
-{
-    PGresult *res, *first = NULL;
-    int seen = 0;
-    sqlstate[0] = '\0';
-    while ((res = PQgetResult(conn)) != NULL) {
-        if (!seen && PQresultStatus(res) == PGRES_TUPLES_OK) {
-            first = res;
-        } else {
-            if (!seen) {
-                const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-                const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-                snprintf(sqlstate, 6, "%s", s ? s : "");
-                snprintf(err, errlen, "%s", m ? m : PQerrorMessage(conn));
-            }
-            PQclear(res);
-        }
-        seen = 1;
-    }
-    if (!seen)
-        snprintf(err, errlen, "%s", PQerrorMessage(conn));
-    return first;
-}
-
 int relay_claim_finish(PGconn *conn, int64_t sent_at, int lease_ms, struct relay_batch *out,
                        char *sqlstate, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    PGresult *res = async_result(conn, sqlstate, err, errlen);
+    PGresult *res = pgx_get_result(conn, sqlstate, err, errlen);
     if (res == NULL)
         return -1;
     parse_claim(res, sent_at, lease_ms, out);
@@ -285,26 +257,17 @@ void relay_batch_free(struct relay_batch *b)
 
 char *relay_id_array(const struct relay_batch *b, enum relay_msg_state state, int *count)
 {
-    size_t cap = 3 + (size_t)b->n * 37;
-    char *s = malloc(cap);
-    if (s == NULL)
+    const char **ids = malloc(((size_t)b->n + 1) * sizeof(*ids));
+    if (ids == NULL)
         return NULL;
-    size_t len = 0;
-    int k = 0;
-    s[len++] = '{';
-    for (int i = 0; i < b->n; i++) {
-        if (b->msgs[i].state != state)
-            continue;
-        if (k++ > 0)
-            s[len++] = ',';
-        size_t idl = strlen(b->msgs[i].id);
-        memcpy(s + len, b->msgs[i].id, idl);
-        len += idl;
-    }
-    s[len++] = '}';
-    s[len] = '\0';
-    if (count != NULL)
-        *count = k;
+    size_t k = 0;
+    for (int i = 0; i < b->n; i++)
+        if (b->msgs[i].state == state)
+            ids[k++] = b->msgs[i].id;
+    char *s = pgx_uuid_array(ids, k);
+    free(ids);
+    if (s != NULL && count != NULL)
+        *count = (int)k;
     return s;
 }
 
@@ -385,7 +348,7 @@ int relay_mark_send(PGconn *conn, const char *worker, const struct relay_batch *
 int relay_mark_finish(PGconn *conn, struct relay_batch *b, char *sqlstate, char *err,
                       size_t errlen)
 {
-    PGresult *res = async_result(conn, sqlstate, err, errlen);
+    PGresult *res = pgx_get_result(conn, sqlstate, err, errlen);
     if (res == NULL)
         return -1;
     int marked = apply_mark(res, b);

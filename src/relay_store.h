@@ -14,6 +14,9 @@
  *      |     lease expires (relay died, stalled,      |     sanitized last_error  -> PENDING
  *      |     or stopped before settling)              |
  *      |                                              +-- publish failed, attempts >= max:
+ *      |                                              |   dead letter (fenced) -> DEAD
+ *      |                                              +-- claimed with attempts > max (no
+ *      |                                                  earlier claim settled): not published,
  *      |                                                  dead letter (fenced) -> DEAD
  *      +-- outboxctl requeue (attempts reset to 0) ------------------------------ DEAD
  *
@@ -28,11 +31,14 @@
  *  4. attempts counts claims, not broker failures: a crash or an expired
  *     lease consumes an attempt too (as in the article).
  *  5. A claim that finds a row whose previous lease was never settled
- *     (locked_until still set, now past) counts an expired lease recovered. */
+ *     (locked_until still set, now past) counts an expired lease recovered.
+ *  6. No publish starts past the attempt limit: a row whose every attempt
+ *     ended without a settle (its publish crashed the relay, or the lease ran
+ *     out each time) is dead-lettered by the claim that takes it past the
+ *     limit, instead of being claimed and published forever.  Its attempts
+ *     then read max + 1. */
 #ifndef CW_RELAY_STORE_H
 #define CW_RELAY_STORE_H
-
-#include "relay_sanitize.h"
 
 #include <libpq-fe.h>
 #include <stddef.h>
@@ -48,6 +54,8 @@ enum relay_msg_state {
     RELAY_MSG_SENT,        /* publish sent, confirm not yet read */
     RELAY_MSG_PUBLISHED,   /* broker confirmed; not yet marked */
     RELAY_MSG_FAILED,      /* publish failed; retry or dead letter pending */
+    RELAY_MSG_EXHAUSTED,   /* claimed past the attempt limit: not published, dead
+                              letter pending (invariant 6) */
     RELAY_MSG_SKIPPED,     /* not published: lease too close to expiry, or stopping */
     RELAY_MSG_MARKED,      /* marked published */
     RELAY_MSG_LOST         /* settle updated zero rows: the lease was lost */
@@ -70,7 +78,7 @@ struct relay_msg {
     char *trace_parent;              /* owned; NULL when the row has none */
     enum relay_msg_state state;
     char error[RELAY_RAW_ERROR_MAX]; /* raw error of a failed publish (never stored
-                                        or logged as is: see relay_sanitize) */
+                                        or logged as is: see cw_sanitize_error) */
 };
 
 struct relay_batch {
@@ -116,8 +124,8 @@ void relay_batch_sort(struct relay_batch *b);
 void relay_batch_free(struct relay_batch *b);
 
 /* A PostgreSQL array literal "{id,id,...}" of the ids of the messages in
- * state; malloc'd (caller frees), NULL on out of memory.  *count receives the
- * number of ids. */
+ * state (pgx_uuid_array); malloc'd (caller frees), NULL on out of memory or
+ * when an id is not a UUID.  *count receives the number of ids. */
 char *relay_id_array(const struct relay_batch *b, enum relay_msg_state state, int *count);
 
 /* Marks every PUBLISHED message of the batch published, in one statement

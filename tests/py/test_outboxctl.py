@@ -176,6 +176,24 @@ def test_requeue_by_fingerprint_records_each_requeue_and_refuses_what_is_not_dea
         assert bad.returncode == 2, (args, bad.stderr)
 
 
+def test_requeue_with_a_repeated_id_requeues_it_once_and_exits_0(db):
+    ids = known_state(db)
+    dead, other = ids["dead"]
+    out = ctl(db, "requeue", dead, dead.upper(), dead)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count(f"requeued {dead}") == 1
+    assert query(db, "SELECT message_id::text, attempts_before FROM outbox_requeues") == \
+        [(dead, 12)]
+    assert scalar(db, "SELECT dead_lettered_at IS NULL AND attempts = 0 FROM outbox_messages"
+                      " WHERE id = %s", (dead,))
+    assert scalar(db, "SELECT dead_lettered_at IS NOT NULL FROM outbox_messages WHERE id = %s",
+                  (other,))
+    # A repeated id that cannot be requeued is explained once.
+    again = ctl(db, "requeue", dead, dead)
+    assert again.returncode == 1
+    assert again.stderr.count(f"{dead}: not a dead letter (pending)") == 1
+
+
 def test_requeued_dead_letter_is_published_again_under_its_id(db, procs, broker):
     _, sock = broker
     with broker_connect(sock) as b:

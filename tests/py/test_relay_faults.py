@@ -94,6 +94,40 @@ def test_poison_message_is_dead_lettered_at_the_limit_with_a_sanitized_error(db,
     assert relay.stop() == 0
 
 
+def test_row_whose_publish_crashes_the_relay_every_time_is_dead_lettered_past_the_limit(
+        db, procs, broker):
+    _, sock = broker
+    mid = insert_rows(db, 1)[0]
+    # Each claim of the row takes its relay down before the publish is
+    # settled: no failure is ever returned, only the claim count grows.
+    for n in (1, 2):
+        r = start_relay(procs, db, sock, f"relay-crash-{n}", lease_ms=300, max_attempts=2,
+                        faults="relay/before_publish=crash@1")
+        assert r.wait_exit(15) == -signal.SIGKILL
+        assert scalar(db, "SELECT attempts FROM outbox_messages WHERE id = %s", (mid,)) == n
+    good = insert_rows(db, 1, age_s=10)
+    relay = start_relay(procs, db, sock, "relay-ok", lease_ms=300, max_attempts=2)
+    wait_for(lambda: scalar(db, "SELECT dead_lettered_at IS NOT NULL FROM outbox_messages"
+                                " WHERE id = %s", (mid,)), 20, "the row dead-lettered")
+    wait_published(db, good)
+    assert relay.stop() == 0
+
+    # Claimed a third time, past the limit of 2: dead-lettered (by the relay
+    # that held the lease), never published, with an error that says why.
+    attempts, err, published, lock_id = query(
+        db, "SELECT attempts, last_error, published_at IS NOT NULL, lock_id::text"
+            " FROM outbox_messages WHERE id = %s", (mid,))[0]
+    assert attempts == 3 and not published
+    assert err.startswith("attempt limit exceeded without a settled outcome"), err
+    assert lock_id == relay.events("start")[0]["worker"]
+    assert [e for e in broker_log(sock) if e.get("message_id") == mid] == [], \
+        "the broker never saw it"
+    assert [(e["id"], e["attempt"], e["reason"]) for e in relay.events("dead_letter")] == \
+        [(mid, 3, "attempt_limit_exceeded")]
+    assert not [e for e in relay.events("publish") if e["id"] == mid]
+    assert [e["message_id"] for e in stored(sock)] == good
+
+
 def test_crash_after_publish_republishes_the_same_id_and_payload_after_the_lease(
         db, procs, broker):
     _, sock = broker

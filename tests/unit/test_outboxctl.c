@@ -1,5 +1,5 @@
-/* Unit tests for outboxctl's helpers: durations (parse and format), integer
- * flags, fingerprints, JSON strings, and the redelivery horizon that guards
+/* Unit tests for outboxctl's helpers: durations (parse and format),
+ * fingerprints, JSON strings, and the redelivery horizon that guards
  * cleanup-inbox. */
 #include "outboxctl.h"
 #include "relay.h"
@@ -56,14 +56,6 @@ int main(void)
     CHECK(strcmp(fmt(3600000), "1h") == 0);
     CHECK(strcmp(fmt(93600000), "1d2h") == 0);
     CHECK(strcmp(fmt(604800000), "7d") == 0);
-
-    long v;
-    CHECK(ctl_parse_int("--batch", "500", 1, 1000, &v, err, sizeof(err)) == 0 && v == 500);
-    CHECK(ctl_parse_int("--batch", "0", 1, 1000, &v, err, sizeof(err)) == -1);
-    CHECK(strstr(err, "--batch") != NULL);
-    CHECK(ctl_parse_int("--batch", "12abc", 1, 1000, &v, err, sizeof(err)) == -1);
-    CHECK(ctl_parse_int("--batch", "", 1, 1000, &v, err, sizeof(err)) == -1);
-    CHECK(ctl_parse_int("--batch", NULL, 1, 1000, &v, err, sizeof(err)) == -1);
 
     CHECK(ctl_fingerprint_valid("0123456789ab"));
     CHECK(!ctl_fingerprint_valid("0123456789AB"));

@@ -1,17 +1,17 @@
-/* Unit tests for relay_sanitize(): every kind of secret is removed, the
+/* Unit tests for cw_sanitize_error(): every kind of secret is removed, the
  * shape of the message stays, the result is bounded, cut on a character
  * boundary, and valid UTF-8 without control characters. */
-#include "relay_sanitize.h"
+#include "sanitize.h"
 #include "check.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static char out[RELAY_ERROR_MAX + 64];
+static char out[CW_ERROR_MAX + 64];
 
 static const char *san(const char *in)
 {
-    relay_sanitize(in, out, sizeof(out));
+    cw_sanitize_error(in, out, sizeof(out));
     return out;
 }
 
@@ -109,26 +109,26 @@ int main(void)
     CHECK(strcmp(san("caf\xc3\xa9 ok"), "caf\xc3\xa9 ok") == 0);
     CHECK(strcmp(san("cut \xe2\x82"), "cut ??") == 0);
 
-    /* Bounded: long input is cut to RELAY_ERROR_MAX with "...". */
+    /* Bounded: long input is cut to CW_ERROR_MAX with "...". */
     char big[4000];
     memset(big, 'a', sizeof(big) - 1);
     for (size_t i = 0; i < sizeof(big) - 1; i += 10)
         big[i] = ' ';
     big[sizeof(big) - 1] = '\0';
-    size_t n = relay_sanitize(big, out, sizeof(out));
-    CHECK(n == RELAY_ERROR_MAX && strlen(out) == n);
+    size_t n = cw_sanitize_error(big, out, sizeof(out));
+    CHECK(n == CW_ERROR_MAX && strlen(out) == n);
     CHECK(strcmp(out + n - 3, "...") == 0);
     /* A small caller buffer bounds it further. */
     char small[16];
-    n = relay_sanitize("a fairly long message text", small, sizeof(small));
+    n = cw_sanitize_error("a fairly long message text", small, sizeof(small));
     CHECK(n == 15 && strcmp(small + 12, "...") == 0);
-    CHECK(relay_sanitize("x", small, 0) == 0);
+    CHECK(cw_sanitize_error("x", small, 0) == 0);
     /* The cut never splits a multi-byte character. */
     char wide[2000] = "";
     for (int i = 0; i < 400; i++)
         strcat(wide, "\xc3\xa9 ");
-    relay_sanitize(wide, out, sizeof(out));
-    CHECK(strlen(out) <= RELAY_ERROR_MAX && valid_utf8((const unsigned char *)out));
+    cw_sanitize_error(wide, out, sizeof(out));
+    CHECK(strlen(out) <= CW_ERROR_MAX && valid_utf8((const unsigned char *)out));
     /* A secret straddling the bound is never partly emitted. */
     char edge[1200];
     memset(edge, 'b', 490);
@@ -136,17 +136,17 @@ int main(void)
     snprintf(edge + 491, sizeof(edge) - 491, "password=hunter2hunter2hunter2");
     for (int i = 0; i < 490; i += 7)
         edge[i] = ' ';
-    relay_sanitize(edge, out, sizeof(out));
+    cw_sanitize_error(edge, out, sizeof(out));
     CHECK(clean(out, "hunter", "password"));
 
     /* Everything out is valid UTF-8 without control characters. */
     const char *nasty[] = { "\x01\x02{\"a\":", "postgres://", "{", "\"", "[", "password=",
                             "Bearer", "eyJ", "\xf4\x90\x80\x80", "\xed\xa0\x80", NULL };
     for (int i = 0; nasty[i] != NULL; i++) {
-        relay_sanitize(nasty[i], out, sizeof(out));
+        cw_sanitize_error(nasty[i], out, sizeof(out));
         CHECK(valid_utf8((const unsigned char *)out));
         for (const char *p = out; *p; p++)
             CHECK((unsigned char)*p >= 0x20 && *p != 0x7f);
     }
-    return check_report("test_relay_sanitize");
+    return check_report("test_sanitize");
 }

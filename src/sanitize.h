@@ -1,12 +1,13 @@
-/* relay_sanitize.h -- error text made safe to store and to log.
+/* sanitize.h -- error text made safe to store and to log.
  *
  * A publish error ends up in outbox_messages.last_error, in the relay's
- * events and in outboxctl's output, all of which operators and log pipelines
- * read.  Brokers and drivers are careless with their messages: a refusal may
- * echo the start of the payload, a connection failure may quote a connection
- * string or a URL with credentials.  relay_sanitize() keeps the shape of the
- * message (what went wrong) and replaces what could be a secret or business
- * data:
+ * events and in outboxctl's output; a database or broker error ends up in the
+ * events of the relay, the consumer and the API.  Operators and log pipelines
+ * read all of them.  Brokers and drivers are careless with their messages: a
+ * refusal may echo the start of the payload, a connection failure (libpq's
+ * PQerrorMessage included) may quote a connection string or a URL with
+ * credentials.  cw_sanitize_error() keeps the shape of the message (what went
+ * wrong) and replaces what could be a secret or business data:
  *
  *   conninfo-like pairs      password=..., user=..., host=..., dbname=...  -> [redacted]
  *   secret-like pairs        token: ..., api_key=..., secret=..., authorization: ...
@@ -22,19 +23,19 @@
  *                            and "key": value members                     -> [payload]
  *
  * Control characters become spaces, invalid UTF-8 becomes '?', and the result
- * is bounded to RELAY_ERROR_MAX bytes (cut on a character boundary, "..."
+ * is bounded to CW_ERROR_MAX bytes (cut on a character boundary, "..."
  * appended).  Redaction errs on the side of removing too much. */
-#ifndef CW_RELAY_SANITIZE_H
-#define CW_RELAY_SANITIZE_H
+#ifndef CW_SANITIZE_H
+#define CW_SANITIZE_H
 
 #include <stddef.h>
 
 /* Longest sanitized error kept, in bytes, without the NUL. */
-#define RELAY_ERROR_MAX 500
+#define CW_ERROR_MAX 500
 
 /* Writes the sanitized form of in (NULL counts as "") into out, at most
- * min(outlen - 1, RELAY_ERROR_MAX) bytes plus a NUL.  Returns the length
+ * min(outlen - 1, CW_ERROR_MAX) bytes plus a NUL.  Returns the length
  * written.  outlen 0 writes nothing and returns 0. */
-size_t relay_sanitize(const char *in, char *out, size_t outlen);
+size_t cw_sanitize_error(const char *in, char *out, size_t outlen);
 
 #endif

@@ -1,5 +1,5 @@
-/* relay_sanitize.c -- error text made safe to store and to log; the rules are
- * listed in relay_sanitize.h.
+/* sanitize.c -- error text made safe to store and to log; the rules are
+ * listed in sanitize.h.
  *
  * One left-to-right pass over at most SCAN_MAX input bytes.  At each
  * position the scanner decides between copying one character and replacing
@@ -8,12 +8,12 @@
  * Words that are not recognised are copied whole, so a rule never fires in
  * the middle of an ordinary word.  Output goes to a fixed staging buffer and
  * is cut to the caller's bound at the end, on a UTF-8 character boundary. */
-#include "relay_sanitize.h"
+#include "sanitize.h"
 
 #include <string.h>
 
 #define SCAN_MAX 65536
-#define STAGE_MAX (RELAY_ERROR_MAX * 2 + 64)
+#define STAGE_MAX (CW_ERROR_MAX * 2 + 64)
 
 struct outbuf {
     char buf[STAGE_MAX];
@@ -31,7 +31,7 @@ static void put(struct outbuf *o, const char *s, size_t n)
     }
     memcpy(o->buf + o->len, s, n);
     o->len += n;
-    if (o->len > RELAY_ERROR_MAX)
+    if (o->len > CW_ERROR_MAX)
         o->full = 1;
 }
 
@@ -377,7 +377,7 @@ static size_t utf8_len(const unsigned char *s, size_t i, size_t n)
     return len;
 }
 
-size_t relay_sanitize(const char *in, char *out, size_t outlen)
+size_t cw_sanitize_error(const char *in, char *out, size_t outlen)
 {
     struct outbuf o;
     if (outlen == 0)
@@ -477,7 +477,7 @@ size_t relay_sanitize(const char *in, char *out, size_t outlen)
         i++;
     }
 
-    size_t bound = outlen - 1 < RELAY_ERROR_MAX ? outlen - 1 : RELAY_ERROR_MAX;
+    size_t bound = outlen - 1 < CW_ERROR_MAX ? outlen - 1 : CW_ERROR_MAX;
     size_t len = o.len;
     int cut = o.full || i < n || in[n] != '\0' || len > bound;
     if (cut) {
