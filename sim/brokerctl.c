@@ -1,5 +1,6 @@
 /* brokerctl.c -- control frames to the fake broker; see brokerctl.h. */
 #include "brokerctl.h"
+#include "cwlog.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -9,24 +10,16 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #define REPLY_MAX (1024 * 1024)
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 cJSON *brokerctl_call(const char *socket_path, const cJSON *frame, const char *want_op,
                       int timeout_ms, char *err, size_t errlen)
 {
     cJSON *reply = NULL;
     char *text = NULL, *buf = NULL;
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = cw_mono_ms() + timeout_ms;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(err, errlen, "broker: socket: %s", strerror(errno));
@@ -104,7 +97,7 @@ cJSON *brokerctl_call(const char *socket_path, const cJSON *frame, const char *w
             }
             cJSON_Delete(f);
         }
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - cw_mono_ms();
         if (left <= 0) {
             snprintf(err, errlen, "broker: no %s reply within %d ms", want_op, timeout_ms);
             goto out;

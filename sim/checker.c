@@ -17,6 +17,7 @@
 #include "pgx.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,13 +174,110 @@ static int requeued_between(const struct ctx *c, const char *id, int64_t from, i
     return 0;
 }
 
-/* Effects of consumer $1: its ledger entries and notifications. */
-#define EFFECTS_SQL                                                              \
-    "(SELECT id, message_id, payment_id, aggregate_version, 'ledger' AS tbl"     \
-    "   FROM ledger_entries WHERE consumer_name = $1"                            \
-    " UNION ALL"                                                                 \
-    " SELECT id, message_id, payment_id, aggregate_version, 'notification'"      \
-    "   FROM notifications WHERE consumer_name = $1)"
+/* ---- the effects: one list ---------------------------------------------
+ *
+ * Every statement about "what a consumer applied" is built from this list:
+ * the invariants, the counts, and the runner's heal (which waits on
+ * checker_unconsumed_sql), so an effect table added here is seen by all of
+ * them.  It mirrors the effect table of src/consumer_effect.c, which the
+ * harness does not link: the checker judges the consumer's work and does
+ * not borrow its code.  A new effect there needs its row here.
+ *
+ * The statements are assembled once from these constant identifiers (an
+ * identifier cannot be a bind parameter); every value still travels as a
+ * parameter. */
+static const struct {
+    const char *table;
+    const char *label;       /* in witnesses: "ledger row 17" */
+} EFFECT_TABLES[] = {
+    { "ledger_entries", "ledger" },
+    { "notifications", "notification" },
+};
+#define NEFFECT_TABLES (sizeof(EFFECT_TABLES) / sizeof(EFFECT_TABLES[0]))
+
+/* Consumer group $1 parked event ID (an expression of type uuid): a
+ * consumer dead letter, or a poison or gap_parked anomaly.  A parked event
+ * is handled -- nothing is left to wait for -- but it was not applied. */
+#define PARKED_BY_GROUP(ID)                                                         \
+    "(EXISTS (SELECT 1 FROM consumer_dead_letters d"                                \
+    "          WHERE d.consumer_name = $1 AND d.message_id = (" ID ")::text)"       \
+    " OR EXISTS (SELECT 1 FROM consumer_anomalies a"                                \
+    "             WHERE a.consumer_name = $1 AND a.message_id = " ID                \
+    "               AND a.kind IN ('poison', 'gap_parked')))"
+
+static struct {
+    pthread_once_t once;
+    char effects[2048];          /* (... UNION ALL ...) of consumer $1's effects */
+    char effects_total[1024];    /* one bigint: every effect row of every consumer */
+    char unconsumed[4096];
+    char unconsumed_count[4200];
+} sqlset = { PTHREAD_ONCE_INIT, "", "", "", "" };
+
+static void sqlset_build(void)
+{
+    size_t n = 0, t = 0;
+    n += (size_t)snprintf(sqlset.effects + n, sizeof(sqlset.effects) - n, "(");
+    t += (size_t)snprintf(sqlset.effects_total + t, sizeof(sqlset.effects_total) - t,
+                          "SELECT 0::bigint");
+    for (size_t i = 0; i < NEFFECT_TABLES; i++) {
+        n += (size_t)snprintf(sqlset.effects + n, sizeof(sqlset.effects) - n,
+                              "%sSELECT id, message_id, payment_id, aggregate_version,"
+                              " '%s'::text AS tbl FROM %s WHERE consumer_name = $1",
+                              i ? " UNION ALL " : "", EFFECT_TABLES[i].label,
+                              EFFECT_TABLES[i].table);
+        t += (size_t)snprintf(sqlset.effects_total + t, sizeof(sqlset.effects_total) - t,
+                              " + (SELECT count(*) FROM %s)", EFFECT_TABLES[i].table);
+    }
+    snprintf(sqlset.effects + n, sizeof(sqlset.effects) - n, ")");
+    snprintf(sqlset.unconsumed, sizeof(sqlset.unconsumed),
+             "SELECT o.id::text, o.event_type, o.aggregate_version, o.aggregate_id::text"
+             "  FROM outbox_messages o"
+             " WHERE o.published_at IS NOT NULL"
+             "   AND NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = o.id)"
+             "   AND NOT " PARKED_BY_GROUP("o.id")
+             " ORDER BY o.occurred_at, o.id", sqlset.effects);
+    snprintf(sqlset.unconsumed_count, sizeof(sqlset.unconsumed_count),
+             "SELECT count(*) FROM (%s) u", sqlset.unconsumed);
+}
+
+static const char *effects_sql(void)
+{
+    pthread_once(&sqlset.once, sqlset_build);
+    return sqlset.effects;
+}
+
+const char *checker_unconsumed_sql(void)
+{
+    pthread_once(&sqlset.once, sqlset_build);
+    return sqlset.unconsumed;
+}
+
+const char *checker_unconsumed_count_sql(void)
+{
+    pthread_once(&sqlset.once, sqlset_build);
+    return sqlset.unconsumed_count;
+}
+
+/* q() on a statement that names the effects union at each %s.  Formatting
+ * splices in only that union, built above from constant identifiers. */
+__attribute__((format(printf, 4, 5)))
+static PGresult *qf(struct ctx *c, int n, const char *const *params, const char *fmt, ...)
+{
+    char sql[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= sizeof(sql)) {
+        if (!c->db_failed) {
+            c->db_failed = 1;
+            snprintf(c->res->error, sizeof(c->res->error),
+                     "checker statement longer than %zu bytes", sizeof(sql));
+        }
+        return NULL;
+    }
+    return q(c, sql, n, params);
+}
 
 /* ---- broker log helpers ------------------------------------------------- */
 
@@ -260,19 +358,16 @@ static void inv_nothing_lost(struct ctx *c)
     }
     PQclear(r);
 
+    /* Parking is an outcome a scenario must ask for: a consumer that parks
+     * what it should apply (a gap parked at once) loses events as surely as
+     * one that drops them. */
+    int parking_expected = 0;
+    for (int i = 0; i < c->in->sc->nexpect; i++)
+        parking_expected |= strcmp(c->in->sc->expect[i].check, "parked") == 0;
+
     for (int k = 0; k < c->nconsumers; k++) {
         const char *p[1] = { c->consumers[k] };
-        r = q(c,
-            "SELECT o.id::text, o.event_type, o.aggregate_version, o.aggregate_id::text"
-            "  FROM outbox_messages o"
-            " WHERE o.published_at IS NOT NULL"
-            "   AND NOT EXISTS (SELECT 1 FROM " EFFECTS_SQL " e WHERE e.message_id = o.id)"
-            "   AND NOT EXISTS (SELECT 1 FROM consumer_dead_letters d"
-            "                    WHERE d.consumer_name = $1 AND d.message_id = o.id::text)"
-            "   AND NOT EXISTS (SELECT 1 FROM consumer_anomalies a"
-            "                    WHERE a.consumer_name = $1 AND a.message_id = o.id"
-            "                      AND a.kind IN ('poison', 'gap_parked'))"
-            " ORDER BY o.occurred_at, o.id", 1, p);
+        r = q(c, checker_unconsumed_sql(), 1, p);
         if (r == NULL)
             return;
         inv->checked += c->nrows;
@@ -281,6 +376,32 @@ static void inv_nothing_lost(struct ctx *c)
                       "and is not parked",
                       PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
                       PQgetvalue(r, i, 3), c->consumers[k]);
+        PQclear(r);
+
+        r = qf(c, 1, p,
+            "SELECT o.id::text, o.event_type, o.aggregate_version,"
+            "       coalesce((SELECT a.kind || coalesce(': ' || left(a.detail, 120), '')"
+            "                   FROM consumer_anomalies a"
+            "                  WHERE a.consumer_name = $1 AND a.message_id = o.id"
+            "                    AND a.kind IN ('poison', 'gap_parked')"
+            "                  ORDER BY a.id LIMIT 1),"
+            "                'dead letter: ' || (SELECT left(d.reason, 120)"
+            "                   FROM consumer_dead_letters d"
+            "                  WHERE d.consumer_name = $1 AND d.message_id = o.id::text), '')"
+            "  FROM outbox_messages o"
+            " WHERE NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = o.id)"
+            "   AND " PARKED_BY_GROUP("o.id")
+            " ORDER BY o.occurred_at, o.id", effects_sql());
+        if (r == NULL)
+            return;
+        for (int i = 0; i < PQntuples(r); i++) {
+            inv->checked++;
+            if (!parking_expected)
+                violation(inv, "event %s (%s v%s) was parked by %s instead of applied (%s); "
+                          "the scenario does not expect parked events (expect \"parked\" "
+                          "when it should)", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+                          PQgetvalue(r, i, 2), c->consumers[k], PQgetvalue(r, i, 3));
+        }
         PQclear(r);
     }
 
@@ -305,9 +426,9 @@ static void inv_effect_once(struct ctx *c)
     inv->ran = 1;
     for (int k = 0; k < c->nconsumers; k++) {
         const char *p[1] = { c->consumers[k] };
-        PGresult *r = q(c,
+        PGresult *r = qf(c, 1, p,
             "SELECT e.message_id::text, count(*), string_agg(e.tbl || ' row ' || e.id, ', ' ORDER BY e.id)"
-            "  FROM " EFFECTS_SQL " e GROUP BY e.message_id ORDER BY min(e.id)", 1, p);
+            "  FROM %s e GROUP BY e.message_id ORDER BY min(e.id)", effects_sql());
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++) {
@@ -322,28 +443,33 @@ static void inv_effect_once(struct ctx *c)
                           c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
         }
         PQclear(r);
-        r = q(c,
+        r = qf(c, 1, p,
             "SELECT e.message_id::text, e.tbl || ' row ' || e.id"
-            "  FROM " EFFECTS_SQL " e"
+            "  FROM %s e"
             " WHERE NOT EXISTS (SELECT 1 FROM inbox_messages i"
             "                    WHERE i.consumer_name = $1 AND i.message_id = e.message_id)"
-            " ORDER BY e.id", 1, p);
+            " ORDER BY e.id", effects_sql());
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++)
             violation(inv, "%s has an effect for event %s (%s) but no inbox marker for it",
                       c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
         PQclear(r);
-        r = q(c,
+        /* A marker without an effect is excused only where the consumer
+         * committed it knowingly without one: a stale version, or a parked
+         * event.  Not a duplicate: a redelivery finds the marker of the
+         * first delivery, whose effect must be there -- the marker that
+         * committed apart from its effect (then lost in a crash) is exactly
+         * what a redelivery reports as a duplicate. */
+        r = qf(c, 1, p,
             "SELECT i.message_id::text FROM inbox_messages i"
             " WHERE i.consumer_name = $1"
-            "   AND NOT EXISTS (SELECT 1 FROM " EFFECTS_SQL " e WHERE e.message_id = i.message_id)"
+            "   AND NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = i.message_id)"
             "   AND NOT EXISTS (SELECT 1 FROM consumer_anomalies a"
             "                    WHERE a.consumer_name = $1 AND a.message_id = i.message_id"
-            "                      AND a.kind IN ('stale', 'duplicate', 'poison', 'gap_parked'))"
-            "   AND NOT EXISTS (SELECT 1 FROM consumer_dead_letters d"
-            "                    WHERE d.consumer_name = $1 AND d.message_id = i.message_id::text)"
-            " ORDER BY i.processed_at", 1, p);
+            "                      AND a.kind = 'stale')"
+            "   AND NOT " PARKED_BY_GROUP("i.message_id")
+            " ORDER BY i.processed_at", effects_sql());
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++) {
@@ -457,6 +583,7 @@ struct lease {
     int64_t claimed_us;  /* the claim event */
     int64_t until_us;    /* lease end */
     int64_t released_us; /* first release by the same worker, or INT64_MAX */
+    char released_by[16];/* the releasing event: mark, retry, dead_letter, ...; "" */
     long attempt;        /* -1 when the event did not say */
 };
 
@@ -596,8 +723,10 @@ static void collect_leases(struct ctx *c, struct leases *out)
                     for (int k = out->n - 1; k >= first_lease; k--) {
                         struct lease *l = &out->v[k];
                         if (l->pid == (int)pidd && strcmp(l->id, ids_buf[j]) == 0) {
-                            if (l->released_us == INT64_MAX)
+                            if (l->released_us == INT64_MAX) {
                                 l->released_us = rel;
+                                snprintf(l->released_by, sizeof(l->released_by), "%s", name);
+                            }
                             break;
                         }
                     }
@@ -629,21 +758,24 @@ static void inv_no_two_live_leases(struct ctx *c, const struct leases *ls)
     for (int i = 0; i < ls->n; i++) {
         const struct lease *b = &ls->v[i];
         inv->checked++;
-        /* Every earlier claim of the same message by another worker must
-         * have ended (lease expired or released) before b claimed it. */
+        /* Every earlier claim of the same message must have ended (lease
+         * expired or released) before b claimed it -- whoever held it.  The
+         * same worker is no exception: a relay that claims ahead while its
+         * previous batch is still in flight must not take that batch's rows
+         * again, and only a claim that ignores leases would. */
         for (int j = i - 1; j >= 0 && strcmp(ls->v[j].id, b->id) == 0; j--) {
             const struct lease *a = &ls->v[j];
-            if (strcmp(a->worker, b->worker) == 0)
-                continue;
             int64_t end = a->until_us < a->released_us ? a->until_us : a->released_us;
             if (b->claimed_us < end) {
                 char t1[32], t2[32], t3[32];
                 fmt_time(b->claimed_us, t1, sizeof(t1));
                 fmt_time(a->claimed_us, t2, sizeof(t2));
                 fmt_time(a->until_us, t3, sizeof(t3));
-                violation(inv, "message %s was claimed by %s at %s while %s's lease "
-                          "(claimed %s) was live until %s", b->id, sc->procs[b->proc].name, t1,
-                          sc->procs[a->proc].name, t2, t3);
+                int own = strcmp(a->worker, b->worker) == 0;
+                violation(inv, "message %s was claimed by %s at %s while %s%s lease "
+                          "(claimed %s) was live until %s%s", b->id, sc->procs[b->proc].name, t1,
+                          own ? "its own" : sc->procs[a->proc].name, own ? "" : "'s", t2, t3,
+                          own ? " (a claim that ignored its own lease)" : "");
                 break;
             }
         }
@@ -848,20 +980,47 @@ int checker_error_sanitized(const char *err, const char *payload, char *why, siz
     return 1;
 }
 
-static void inv_dead_letter_at_limit(struct ctx *c)
+/* The attempt limit that applies to message id: the smallest limit of the
+ * relays that logged a dead letter for it, else the smallest of all relays;
+ * 0 when the scenario runs no relay (nothing to judge by). */
+static int limit_for(const struct ctx *c, const char *id)
 {
-    struct chk_inv *inv = &c->res->inv[INV_DEAD_LETTER_AT_LIMIT];
     const struct scenario *sc = c->in->sc;
-    int limits[SC_MAX_PROCS], nl = 0;
+    int any = 0, logged = 0;
     for (int p = 0; p < sc->nprocs; p++) {
         if (sc->procs[p].kind != SC_RELAY)
             continue;
-        int dup = 0;
-        for (int j = 0; j < nl; j++)
-            dup |= limits[j] == sc->procs[p].max_attempts;
-        if (!dup)
-            limits[nl++] = sc->procs[p].max_attempts;
+        int lim = sc->procs[p].max_attempts;
+        if (any == 0 || lim < any)
+            any = lim;
+        const cJSON *ev;
+        int dead_here = 0;
+        cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
+            char eid[40];
+            if (strcmp(ev_name(ev), "dead_letter") == 0 &&
+                item_id(cJSON_GetObjectItemCaseSensitive(ev, "id"), eid, sizeof(eid)) &&
+                strcasecmp(eid, id) == 0) {
+                dead_here = 1;
+                break;
+            }
+        }
+        if (dead_here && (logged == 0 || lim < logged))
+            logged = lim;
     }
+    return logged ? logged : any;
+}
+
+/* Dead letters come at the limit, never before it.  The row's attempts may
+ * pass the limit legitimately: a relay that crashes (or loses its lease) on
+ * the claim at the limit never settles it, and the next claim counts one
+ * more.  What must not happen is a settled failure at or past the limit
+ * that is retried instead of dead-lettered: checked on every claim from
+ * the relays' logs, so the claim before a dead letter at limit + k did not
+ * end in a retry. */
+static void inv_dead_letter_at_limit(struct ctx *c, const struct leases *ls)
+{
+    struct chk_inv *inv = &c->res->inv[INV_DEAD_LETTER_AT_LIMIT];
+    const struct scenario *sc = c->in->sc;
     PGresult *r = q(c,
         "SELECT id::text, attempts, last_error, payload::text"
         "  FROM outbox_messages WHERE dead_lettered_at IS NOT NULL ORDER BY dead_lettered_at", 0, NULL);
@@ -871,12 +1030,10 @@ static void inv_dead_letter_at_limit(struct ctx *c)
     for (int i = 0; i < PQntuples(r); i++) {
         inv->checked++;
         int attempts = atoi(PQgetvalue(r, i, 1));
-        int ok = nl == 0;
-        for (int j = 0; j < nl; j++)
-            ok |= attempts == limits[j];
-        if (!ok)
-            violation(inv, "event %s was dead-lettered after %d attempts, not at the limit (%d)",
-                      PQgetvalue(r, i, 0), attempts, nl ? limits[0] : 12);
+        int limit = limit_for(c, PQgetvalue(r, i, 0));
+        if (attempts < limit)
+            violation(inv, "event %s was dead-lettered after %d attempts, before the limit (%d)",
+                      PQgetvalue(r, i, 0), attempts, limit);
         if (PQgetisnull(r, i, 2)) {
             violation(inv, "event %s was dead-lettered without a last_error", PQgetvalue(r, i, 0));
             continue;
@@ -897,12 +1054,10 @@ static void inv_dead_letter_at_limit(struct ctx *c)
     for (int i = 0; i < PQntuples(r); i++) {
         inv->checked++;
         int attempts = atoi(PQgetvalue(r, i, 1));
-        int ok = nl == 0;
-        for (int j = 0; j < nl; j++)
-            ok |= attempts == limits[j];
-        if (!ok)
+        int limit = limit_for(c, PQgetvalue(r, i, 0));
+        if (attempts < limit)
             violation(inv, "event %s was requeued from a dead letter with %d attempts, "
-                      "not the limit (%d)", PQgetvalue(r, i, 0), attempts, nl ? limits[0] : 12);
+                      "before the limit (%d)", PQgetvalue(r, i, 0), attempts, limit);
         char why[160];
         if (!PQgetisnull(r, i, 2) &&
             !checker_error_sanitized(PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), why, sizeof(why)))
@@ -910,6 +1065,19 @@ static void inv_dead_letter_at_limit(struct ctx *c)
                       PQgetvalue(r, i, 0), why);
     }
     PQclear(r);
+    /* Every claim at or past its relay's limit ends in a dead letter, a
+     * publish, or nothing (crash, lease lost) -- never in a retry. */
+    for (int i = 0; i < ls->n; i++) {
+        const struct lease *l = &ls->v[i];
+        int limit = sc->procs[l->proc].max_attempts;
+        if (l->attempt < 0 || limit <= 0 || l->attempt < limit)
+            continue;
+        inv->checked++;
+        if (strcmp(l->released_by, "retry") == 0)
+            violation(inv, "%s retried message %s at attempt %ld although its limit is %d: "
+                      "it should have been dead-lettered", sc->procs[l->proc].name, l->id,
+                      l->attempt, limit);
+    }
 }
 
 /* ---- 9. versions_in_order ----------------------------------------------- */
@@ -920,9 +1088,9 @@ static void inv_versions_in_order(struct ctx *c)
     inv->ran = 1;
     for (int k = 0; k < c->nconsumers; k++) {
         const char *p[1] = { c->consumers[k] };
-        PGresult *r = q(c,
+        PGresult *r = qf(c, 1, p,
             "SELECT e.payment_id::text, e.aggregate_version, e.tbl || ' row ' || e.id"
-            "  FROM " EFFECTS_SQL " e ORDER BY e.payment_id, e.id", 1, p);
+            "  FROM %s e ORDER BY e.payment_id, e.id", effects_sql());
         if (r == NULL)
             return;
         const char *agg = NULL;
@@ -956,31 +1124,69 @@ static void inv_versions_in_order(struct ctx *c)
     }
 }
 
-/* ---- 10. one_payment_per_key -------------------------------------------- */
+/* ---- 10. one_payment_per_key --------------------------------------------
+ *
+ * An idempotency key belongs to a client: (client, key) is the unit, as in
+ * the API and the idempotency_records primary key.  Three views, each able
+ * to fail:
+ *   - the client's: the 2xx answers to one (client, key) name one payment
+ *     between them, and every settled answer is the same bytes;
+ *   - the record's: the (client, key) record names the payment the client
+ *     was given;
+ *   - the payments': every payment is named by some record.  The record is
+ *     unique per (client, key), so a second payment created for one key is
+ *     named by none: this is where the database shows it.  (Counting the
+ *     records' payments per (client, key) could never find two: that is
+ *     their primary key.) */
+
+static int same_owner(const struct http_rec *a, const struct http_rec *b)
+{
+    return a->creation && b->creation && strcmp(a->client, b->client) == 0 &&
+           strcmp(a->key, b->key) == 0;
+}
 
 static void inv_one_payment_per_key(struct ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_ONE_PAYMENT_PER_KEY];
     const struct chk_input *in = c->in;
     inv->ran = 1;
-    /* The client's view: every settled answer to one key is the same. */
     for (int i = 0; i < in->nhttp; i++) {
         const struct http_rec *a = &in->http[i];
         if (!a->creation || a->key[0] == '\0')
             continue;
         int first = 1;
-        for (int j = 0; j < i; j++)
-            if (in->http[j].creation && strcmp(in->http[j].key, a->key) == 0)
-                first = 0;
+        for (int j = 0; j < i && first; j++)
+            first = !same_owner(&in->http[j], a);
         if (!first)
             continue;
         inv->checked++;
+        /* The payments its 2xx answers named. */
+        const char *ids[8];
+        int nids = 0, more = 0;
+        for (int j = i; j < in->nhttp; j++) {
+            const struct http_rec *b = &in->http[j];
+            if (!same_owner(a, b) || b->status < 200 || b->status > 299 || !b->payment_id[0])
+                continue;
+            int seen = 0;
+            for (int k = 0; k < nids; k++)
+                seen |= strcmp(ids[k], b->payment_id) == 0;
+            if (seen)
+                continue;
+            if (nids < 8)
+                ids[nids++] = b->payment_id;
+            else
+                more++;
+        }
+        if (nids > 1)
+            violation(inv, "key %s of client %s created %d payments: %s, %s%s (each was "
+                      "answered with 2xx)", a->key, a->client, nids + more, ids[0], ids[1],
+                      nids + more > 2 ? ", ..." : "");
         /* The reference answer: the first settled one (2xx, or 4xx but 409,
          * which only says "in flight, retry"). */
         const struct http_rec *ref = NULL;
         for (int j = i; j < in->nhttp; j++) {
             const struct http_rec *b = &in->http[j];
-            if (!b->creation || strcmp(b->key, a->key) != 0)
+            if (!same_owner(a, b))
                 continue;
             int settled = (b->status >= 200 && b->status < 300) ||
                           (b->status >= 400 && b->status < 500 && b->status != 409);
@@ -991,49 +1197,39 @@ static void inv_one_payment_per_key(struct ctx *c)
                 continue;
             }
             /* A different body under the same key must be refused (422),
-             * and is not a replay. */
-            if (b->status == 422 || ref->status == 422)
+             * and is not a replay; two payments are reported above. */
+            if (b->status == 422 || ref->status == 422 ||
+                (b->payment_id[0] && ref->payment_id[0] &&
+                 strcmp(b->payment_id, ref->payment_id) != 0))
                 continue;
-            if (b->status != ref->status || strcmp(b->body ? b->body : "", ref->body ? ref->body : "") != 0)
-                violation(inv, "key %s: a retry got HTTP %d %.80s, the first answer was HTTP %d %.80s",
-                          a->key, b->status, b->body ? b->body : "", ref->status,
-                          ref->body ? ref->body : "");
-            else if (b->payment_id[0] && ref->payment_id[0] && strcmp(b->payment_id, ref->payment_id) != 0)
-                violation(inv, "key %s: answered with payments %s and %s", a->key,
-                          ref->payment_id, b->payment_id);
+            if (b->status != ref->status ||
+                strcmp(b->body ? b->body : "", ref->body ? ref->body : "") != 0)
+                violation(inv, "key %s of client %s: a retry got HTTP %d %.80s, the first "
+                          "answer was HTTP %d %.80s", a->key, a->client, b->status,
+                          b->body ? b->body : "", ref->status, ref->body ? ref->body : "");
         }
-        /* The database's view: the key's record names the payment the client got. */
-        if (ref != NULL && ref->status >= 200 && ref->status < 300 && ref->payment_id[0]) {
-            const char *p[2] = { a->key, ref->payment_id };
+        /* The database's view: the (client, key) record names each payment
+         * the client was given. */
+        for (int k = 0; k < nids; k++) {
+            const char *p[3] = { a->client, a->key, ids[k] };
             long n = q_long(c,
                 "SELECT count(*) FROM idempotency_records"
-                " WHERE idempotency_key = $1 AND payment_id::text <> $2", 2, p);
-            if (n > 0)
-                violation(inv, "key %s: the idempotency record names another payment than %s, "
-                          "which the client was given", a->key, ref->payment_id);
+                " WHERE client_id = $1 AND idempotency_key = $2 AND payment_id::text = $3",
+                3, p);
+            if (n != 1)
+                violation(inv, "key %s of client %s: its idempotency record does not name "
+                          "payment %s, which the client was given", a->key, a->client, ids[k]);
         }
     }
     PGresult *r = q(c,
-        "SELECT p.id::text FROM payments p"
+        "SELECT p.id::text, p.client_id FROM payments p"
         " WHERE NOT EXISTS (SELECT 1 FROM idempotency_records r WHERE r.payment_id = p.id)", 0, NULL);
     if (r == NULL)
         return;
     for (int i = 0; i < PQntuples(r); i++)
-        violation(inv, "payment %s has no idempotency record (created outside the keyed path)",
-                  PQgetvalue(r, i, 0));
-    PQclear(r);
-    /* Two payments answered to one key's creation: counted from the
-     * payments created per key through their PaymentCreated record. */
-    r = q(c,
-        "SELECT r.client_id, r.idempotency_key, count(DISTINCT r.payment_id)"
-        "  FROM idempotency_records r"
-        " WHERE r.payment_id IS NOT NULL"
-        " GROUP BY r.client_id, r.idempotency_key HAVING count(DISTINCT r.payment_id) > 1", 0, NULL);
-    if (r == NULL)
-        return;
-    for (int i = 0; i < PQntuples(r); i++)
-        violation(inv, "key %s of client %s maps to %s payments", PQgetvalue(r, i, 1),
-                  PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
+        violation(inv, "payment %s of client %s is named by no idempotency record: a second "
+                  "payment for a key whose record names another, or one created outside "
+                  "the keyed path", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
     PQclear(r);
     inv->checked += q_long(c, "SELECT count(*) FROM payments", 0, NULL);
 }
@@ -1084,8 +1280,8 @@ static void counts(struct ctx *c)
     long gap_rows = q_long(c, "SELECT count(*) FROM consumer_anomalies WHERE kind IN ('gap', 'gap_parked')",
                            0, NULL);
     res->gaps_detected = gap_events > gap_rows ? gap_events : gap_rows;
-    res->effects = q_long(c, "SELECT (SELECT count(*) FROM ledger_entries)"
-                             " + (SELECT count(*) FROM notifications)", 0, NULL);
+    pthread_once(&sqlset.once, sqlset_build);
+    res->effects = q_long(c, sqlset.effects_total, 0, NULL);
     res->requeues = q_long(c, "SELECT count(*) FROM outbox_requeues", 0, NULL);
 }
 
@@ -1093,23 +1289,24 @@ static void classify(struct ctx *c)
 {
     struct chk_result *res = c->res;
     const struct chk_input *in = c->in;
-    /* Per outbox event: the fewest and the most effects over the consumer
-     * groups, and whether some group parked it. */
-    int *minv = malloc(sizeof(int) * ((size_t)c->nrows + 1));
+    /* Per outbox event, over the consumer groups: the most effects one
+     * group applied, whether some group neither applied nor parked it
+     * (lost), and whether some group parked it instead of applying it. */
     int *maxv = calloc((size_t)c->nrows + 1, sizeof(int));
+    char *lost = calloc((size_t)c->nrows + 1, 1);
     char *parked = calloc((size_t)c->nrows + 1, 1);
     char *recovered = calloc((size_t)c->nrows + 1, 1);
-    if (minv == NULL || maxv == NULL || parked == NULL || recovered == NULL)
+    int *got = calloc((size_t)c->nrows + 1, sizeof(int));
+    char *park_here = calloc((size_t)c->nrows + 1, 1);
+    if (maxv == NULL || lost == NULL || parked == NULL || recovered == NULL || got == NULL ||
+        park_here == NULL)
         goto out;
-    for (int i = 0; i < c->nrows; i++)
-        minv[i] = c->nconsumers > 0 ? 1 << 30 : 1;
     for (int k = 0; k < c->nconsumers; k++) {
         const char *p[1] = { c->consumers[k] };
-        int *got = calloc((size_t)c->nrows + 1, sizeof(int));
-        if (got == NULL)
-            goto out;
-        PGresult *r = q(c, "SELECT e.message_id::text, count(*) FROM " EFFECTS_SQL " e"
-                           " GROUP BY e.message_id", 1, p);
+        memset(got, 0, sizeof(int) * ((size_t)c->nrows + 1));
+        memset(park_here, 0, (size_t)c->nrows + 1);
+        PGresult *r = qf(c, 1, p, "SELECT e.message_id::text, count(*) FROM %s e"
+                                  " GROUP BY e.message_id", effects_sql());
         for (int i = 0; r != NULL && i < PQntuples(r); i++) {
             struct orow *o = find_row(c, PQgetvalue(r, i, 0));
             if (o == NULL)
@@ -1118,34 +1315,34 @@ static void classify(struct ctx *c)
                 got[o - c->rows] = atoi(PQgetvalue(r, i, 1));
         }
         PQclear(r);
-        r = q(c, "SELECT d.message_id FROM consumer_dead_letters d WHERE d.consumer_name = $1"
-                 " UNION SELECT a.message_id::text FROM consumer_anomalies a"
-                 "  WHERE a.consumer_name = $1 AND a.kind IN ('poison', 'gap_parked')", 1, p);
+        r = q(c, "SELECT o.id::text FROM outbox_messages o WHERE " PARKED_BY_GROUP("o.id"),
+              1, p);
         for (int i = 0; r != NULL && i < PQntuples(r); i++) {
             struct orow *o = find_row(c, PQgetvalue(r, i, 0));
             if (o != NULL)
-                parked[o - c->rows] = 1;
+                park_here[o - c->rows] = 1;
         }
         PQclear(r);
         for (int i = 0; i < c->nrows; i++) {
-            if (got[i] < minv[i])
-                minv[i] = got[i];
             if (got[i] > maxv[i])
                 maxv[i] = got[i];
+            if (got[i] == 0 && park_here[i])
+                parked[i] = 1;
+            else if (got[i] == 0)
+                lost[i] = 1;
         }
-        free(got);
     }
     /* Recovered: the creation event of a payment whose key saw an error. */
     for (int i = 0; i < in->nhttp; i++) {
         const struct http_rec *h = &in->http[i];
         if (!h->creation || h->key[0] == '\0' || (h->status != 0 && h->status < 500))
             continue;
-        const char *p[1] = { h->key };
+        const char *p[2] = { h->client, h->key };
         PGresult *r = q(c,
             "SELECT o.id::text FROM idempotency_records r"
             "  JOIN outbox_messages o ON o.aggregate_id = r.payment_id"
             "   AND o.event_type = 'PaymentCreated'"
-            " WHERE r.idempotency_key = $1", 1, p);
+            " WHERE r.client_id = $1 AND r.idempotency_key = $2", 2, p);
         for (int j = 0; r != NULL && j < PQntuples(r); j++) {
             struct orow *o = find_row(c, PQgetvalue(r, j, 0));
             if (o != NULL)
@@ -1153,21 +1350,28 @@ static void classify(struct ctx *c)
         }
         PQclear(r);
     }
+    /* An outbox dead letter never reached a consumer: it waits for an
+     * operator, counted ok (see checker.h). */
     for (int i = 0; i < c->nrows; i++) {
+        int dead = c->rows[i].dead;
         if (maxv[i] > 1)
             res->duplicated++;
-        else if (minv[i] == 0 && !c->rows[i].dead && !parked[i])
+        else if (lost[i] && !dead)
             res->lost++;
-        else if (recovered[i] && minv[i] >= 1)
+        else if (parked[i] && !dead)
+            res->parked++;
+        else if (recovered[i] && !dead)
             res->recovered++;
         else
             res->ok++;
     }
 out:
-    free(minv);
     free(maxv);
+    free(lost);
     free(parked);
     free(recovered);
+    free(got);
+    free(park_here);
 }
 
 /* ---- driver ------------------------------------------------------------- */
@@ -1200,7 +1404,7 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
         inv_republish_same_payload(&c);
         inv_no_two_live_leases(&c, &ls);
         inv_retry_respects_backoff(&c, &ls);
-        inv_dead_letter_at_limit(&c);
+        inv_dead_letter_at_limit(&c, &ls);
         inv_versions_in_order(&c);
         inv_one_payment_per_key(&c);
         counts(&c);
@@ -1290,6 +1494,7 @@ cJSON *checker_class_json(const struct chk_result *res)
     cJSON_AddNumberToObject(o, "duplicated", (double)res->duplicated);
     cJSON_AddNumberToObject(o, "unexpected", (double)res->unexpected);
     cJSON_AddNumberToObject(o, "recovered", (double)res->recovered);
+    cJSON_AddNumberToObject(o, "parked", (double)res->parked);
     return o;
 }
 
@@ -1304,7 +1509,8 @@ static int metric(const struct chk_result *r, const char *name, long *v)
         { "redeliveries", r->redeliveries }, { "duplicates_absorbed", r->duplicates_absorbed },
         { "effects", r->effects }, { "ok", r->ok }, { "lost", r->lost },
         { "duplicated", r->duplicated }, { "unexpected", r->unexpected },
-        { "recovered", r->recovered }, { "republished_same_id", r->republished_same_id },
+        { "recovered", r->recovered }, { "parked", r->parked },
+        { "republished_same_id", r->republished_same_id },
         { "publishes_refused", r->publishes_refused }, { "requeues", r->requeues },
         { "gaps_detected", r->gaps_detected }, { "max_attempts", r->max_attempts },
     };
@@ -1319,21 +1525,7 @@ static int metric(const struct chk_result *r, const char *name, long *v)
 
 static int event_matches(const cJSON *ev, const char *name, const char *wk, const char *wv)
 {
-    if (strcmp(ev_name(ev), name) != 0)
-        return 0;
-    if (wk == NULL)
-        return 1;
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(ev, wk);
-    char buf[64];
-    if (cJSON_IsString(it))
-        return strcmp(it->valuestring, wv) == 0;
-    if (cJSON_IsNumber(it)) {
-        snprintf(buf, sizeof(buf), "%.0f", it->valuedouble);
-        return strcmp(buf, wv) == 0;
-    }
-    if (cJSON_IsBool(it))
-        return strcmp(cJSON_IsTrue(it) ? "true" : "false", wv) == 0;
-    return 0;
+    return strcmp(ev_name(ev), name) == 0 && (wk == NULL || ev_field_equals(ev, wk, wv));
 }
 
 static long count_events(const cJSON *arr, const char *name, const char *wk, const char *wv)

@@ -10,11 +10,15 @@
  * vacuous: a scenario that never exercises its window proves nothing.
  *
  * The checker also classifies every outbox event as a Jepsen queue check
- * does: ok, lost (never applied by a consumer group and not parked),
+ * does: ok, lost (some consumer group neither applied nor parked it),
  * duplicated (an effect twice), unexpected (an effect without a committed
  * outbox event), recovered (the client saw an error or a timeout, yet the
- * payment exists and its event was delivered).  A dead-lettered event is
- * counted ok: it is parked where an operator sees it, not lost. */
+ * payment exists and its event was delivered), parked (a consumer group
+ * parked it instead of applying it: a version gap that never closed, a
+ * poison delivery).  Parked is its own outcome because parking can hide
+ * loss: nothing_lost fails on a parked event unless the scenario expects
+ * parking ("expect": [{"check": "parked", ...}]).  An event dead-lettered
+ * by the relay is counted ok: it waits where an operator sees it. */
 #ifndef CW_CHECKER_H
 #define CW_CHECKER_H
 
@@ -26,13 +30,17 @@
 
 #define CHK_MAX_WITNESSES 20
 
+/* The client the API assumes when a request carries no X-Client-Id. */
+#define CHK_DEFAULT_CLIENT "anonymous"
+
 /* One request the runner made to the API, as the client saw it. */
 struct http_rec {
     int step;               /* index of the step that made it */
     char name[32];          /* the http step's name, or "" */
     char method[8];
     char path[160];
-    char key[160];          /* Idempotency-Key, or "" */
+    char client[64];        /* X-Client-Id, or CHK_DEFAULT_CLIENT */
+    char key[160];          /* Idempotency-Key, or "" (keys are per client) */
     int creation;           /* POST /payments */
     int status;             /* 0: no complete response (crash, timeout) */
     char *body;             /* owned */
@@ -55,7 +63,7 @@ struct chk_result {
     long payments, outbox_rows, published, dead_lettered, publishes, deliveries,
         redeliveries, duplicates_absorbed, effects;
     /* classification */
-    long ok, lost, duplicated, unexpected, recovered;
+    long ok, lost, duplicated, unexpected, recovered, parked;
     /* further figures for "expect" */
     long republished_same_id, publishes_refused, requeues, gaps_detected, max_attempts;
     char error[512];        /* the checker itself could not run (SQL failed) */
@@ -90,6 +98,16 @@ int checker_expect(const struct chk_input *in, const struct chk_result *res,
 cJSON *checker_counts_json(const struct chk_result *res);
 cJSON *checker_class_json(const struct chk_result *res);
 cJSON *checker_invariants_json(const struct chk_result *res, const struct scenario *sc);
+
+/* The one definition of "published but not consumed yet" by consumer group
+ * $1 (the statement's only parameter): published events the group has
+ * neither applied (no row of it in any effect table) nor parked (a consumer
+ * dead letter, a poison or gap_parked anomaly).  Columns: id, event_type,
+ * aggregate_version, aggregate_id, in claim order.  The runner's heal waits
+ * until it is empty for every group; nothing_lost reports what is left. */
+const char *checker_unconsumed_sql(void);
+/* The same, counted: one row, one bigint. */
+const char *checker_unconsumed_count_sql(void);
 
 /* Sanitization test used by dead_letter_at_limit (exposed for unit tests):
  * 1 when err holds no secret marker and no 16-byte run of payload. */

@@ -61,7 +61,7 @@ struct count_ctx {
     int n;
 };
 
-static int field_equals(const cJSON *obj, const char *key, const char *value)
+int ev_field_equals(const cJSON *obj, const char *key, const char *value)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (cJSON_IsString(it))
@@ -80,7 +80,7 @@ static void count_one(void *arg, cJSON *obj)
 {
     struct count_ctx *c = arg;
     if ((c->event == NULL || strcmp(ev_name(obj), c->event) == 0) &&
-        (c->key == NULL || field_equals(obj, c->key, c->value)))
+        (c->key == NULL || ev_field_equals(obj, c->key, c->value)))
         c->n++;
     cJSON_Delete(obj);
 }

@@ -27,6 +27,12 @@ cJSON *evlog_read(const char *path, int *bad);
  * Reads the file each call: meant for bounded polling. */
 int evlog_count(const char *path, const char *event, const char *key, const char *value);
 
+/* Does field key of ev equal value?  A string compares as is, a number as
+ * its integer text ("%.0f": 4242, never 4242.0), a boolean as "true" or
+ * "false"; a missing field or another type never equals.  The one
+ * comparison behind evlog_count and the checker's event expectations. */
+int ev_field_equals(const cJSON *ev, const char *key, const char *value);
+
 /* The event's ts_us, or 0 when missing. */
 int64_t ev_ts(const cJSON *ev);
 /* The event name, or "" when missing. */

@@ -4,6 +4,7 @@
  * a non-blocking connect bounded by poll, one send, read to EOF under the
  * same deadline, then parse.  No keep-alive, no redirects, no TLS. */
 #include "httpc.h"
+#include "cwlog.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,17 +18,9 @@
 #include <strings.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define HTTP_MAX_RESPONSE (1024 * 1024 + 16384)
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void http_resp_free(struct http_resp *r)
 {
@@ -70,7 +63,9 @@ static int dechunk(const char *p, const char *end, struct http_resp *r)
         p = crlf + 2;
         if (sz == 0)
             break;
-        if ((size_t)(end - p) < sz + 2)
+        /* The chunk and its CRLF must fit in what is left; written as two
+         * comparisons because sz + 2 wraps for a size near ULONG_MAX. */
+        if (sz > (size_t)(end - p) || (size_t)(end - p) - sz < 2)
             goto bad;
         memcpy(out + n, p, sz);
         n += sz;
@@ -152,7 +147,7 @@ int http_request(int port, const char *method, const char *path,
 {
     memset(r, 0, sizeof(*r));
     set_body(r, "", 0);
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = cw_mono_ms() + timeout_ms;
     char *req = NULL, *resp = NULL;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
@@ -205,7 +200,7 @@ int http_request(int port, const char *method, const char *path,
     }
     size_t sent = 0;
     while (sent < (size_t)n) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - cw_mono_ms();
         if (left <= 0) {
             snprintf(r->error, sizeof(r->error), "timed out after %d ms sending", timeout_ms);
             goto fail;
@@ -230,7 +225,7 @@ int http_request(int port, const char *method, const char *path,
         goto fail;
     }
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - cw_mono_ms();
         if (left <= 0) {
             snprintf(r->error, sizeof(r->error), "timed out after %d ms waiting for the response",
                      timeout_ms);

@@ -152,13 +152,6 @@ static int mutant_targets(const char *name, const char **targets)
     return n;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Configures a mutant's build tree (blocking: a few seconds), then starts
  * building its targets in the background, so the build overlaps the previous
  * mutant's scenarios, which mostly wait.  -j1 leaves a core to the runs.
@@ -192,7 +185,7 @@ static int build_start(const char *name, const char *build_dir, const char **tar
     for (int i = 0; i < nt; i++)
         argv[n++] = (char *)targets[i];
     argv[n] = NULL;
-    return proc_spawn(b, argv, NULL, err, errlen);
+    return proc_spawn(b, argv, NULL, NULL, err, errlen);
 }
 
 /* Waits for a background build; 0 when it succeeded. */
@@ -362,7 +355,7 @@ int mutants_main(int argc, char **argv)
         return 0;
     }
     runner_install_signals();
-    int64_t t0 = mono_ms();
+    int64_t t0 = cw_mono_ms();
     char build[PATH_MAX], parent[PATH_MAX], out[PATH_MAX], err[1024];
     if (runner_build_dir(build, sizeof(build)) < 0) {
         fprintf(stderr, "crashwindow mutants: cannot tell where this build is\n");
@@ -557,7 +550,7 @@ int mutants_main(int argc, char **argv)
     cJSON_ReplaceItemInObjectCaseSensitive(result, "kind", cJSON_CreateString("mutants"));
     cJSON_ReplaceItemInObjectCaseSensitive(result, "verdict", cJSON_CreateString(ok ? "pass" : "fail"));
     cJSON_ReplaceItemInObjectCaseSensitive(result, "duration_ms",
-                                           cJSON_CreateNumber((double)(mono_ms() - t0)));
+                                           cJSON_CreateNumber((double)(cw_mono_ms() - t0)));
     cJSON_AddStringToObject(result, "baseline_verdict", base_rc == 0 ? "pass" : "fail");
     cJSON_AddItemToObject(result, "mutants", mutants);
     char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
@@ -577,6 +570,6 @@ int mutants_main(int argc, char **argv)
         rdb_finish(&db, script, 0);
     printf("crashwindow mutants: %s: baseline %s, %d/%d mutants killed in %.1f s\nresult: %s\n",
            ok ? "PASS" : "FAIL", base_rc == 0 ? "passes" : "FAILS", nkilled, total,
-           (double)(mono_ms() - t0) / 1000.0, path);
+           (double)(cw_mono_ms() - t0) / 1000.0, path);
     return ok ? 0 : 1;
 }

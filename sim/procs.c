@@ -5,6 +5,7 @@
  * used rather than fork so that the child runs nothing of ours between the
  * fork and the exec while other threads hold locks. */
 #include "procs.h"
+#include "cwlog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,20 +22,25 @@
 
 extern char **environ;
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void nap_ms(int ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
-/* The runner's environment without fault variables, plus extra. */
+/* Is entry ("NAME=value") a variable that one of list sets? */
+static int env_named_in(const char *entry, const char *const *list)
+{
+    const char *eq = strchr(entry, '=');
+    size_t n = eq != NULL ? (size_t)(eq - entry) + 1 : strlen(entry);
+    for (size_t i = 0; list != NULL && list[i] != NULL; i++)
+        if (strncmp(entry, list[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+/* The runner's environment without fault variables and without what extra
+ * sets (extra wins), plus extra. */
 static char **child_env(const char *const *extra)
 {
     size_t n = 0, k = 0;
@@ -51,7 +57,8 @@ static char **child_env(const char *const *extra)
             strncmp(environ[i], "CW_FIU_FIFO=", 12) == 0 ||
             strncmp(environ[i], "FIU_ENABLE=", 11) == 0 ||
             strncmp(environ[i], "FIU_CTRL_FIFO=", 14) == 0 ||
-            strncmp(environ[i], "LD_PRELOAD=", 11) == 0)
+            strncmp(environ[i], "LD_PRELOAD=", 11) == 0 ||
+            env_named_in(environ[i], extra))
             continue;
         env[k++] = environ[i];
     }
@@ -62,12 +69,20 @@ static char **child_env(const char *const *extra)
 }
 
 int proc_spawn(struct proc *p, char *const argv[], const char *faults,
-               char *err, size_t errlen)
+               const char *const *extra_env, char *err, size_t errlen)
 {
     char fifo_var[PATH_MAX + 16];
     char *faults_var = NULL;
-    const char *extra[3];
+    const char *extra[PROC_MAX_EXTRA_ENV + 3];
     int ne = 0;
+    for (int i = 0; extra_env != NULL && extra_env[i] != NULL; i++) {
+        if (i == PROC_MAX_EXTRA_ENV) {
+            snprintf(err, errlen, "cannot start %s: more than %d extra variables", p->name,
+                     PROC_MAX_EXTRA_ENV);
+            return -1;
+        }
+        extra[ne++] = extra_env[i];
+    }
     if (p->fifo_prefix != NULL) {
         snprintf(fifo_var, sizeof(fifo_var), "CW_FIU_FIFO=%s", p->fifo_prefix);
         extra[ne++] = fifo_var;
@@ -208,11 +223,11 @@ int proc_signal(struct proc *p, int sig)
 
 int proc_wait_exit(struct proc *p, int timeout_ms)
 {
-    int64_t deadline = mono_ms() + timeout_ms;
+    int64_t deadline = cw_mono_ms() + timeout_ms;
     for (;;) {
         if (!proc_poll(p))
             return 0;
-        if (mono_ms() >= deadline)
+        if (cw_mono_ms() >= deadline)
             return -1;
         nap_ms(5);
     }
@@ -290,9 +305,9 @@ int proc_run_capture(char *const argv[], const char *const *extra_env, int timeo
     }
     size_t len = 0;
     int timed_out = 0;
-    int64_t deadline = mono_ms() + timeout_ms;
+    int64_t deadline = cw_mono_ms() + timeout_ms;
     for (;;) {
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - cw_mono_ms();
         if (left <= 0) {
             timed_out = 1;
             break;
@@ -321,7 +336,7 @@ int proc_run_capture(char *const argv[], const char *const *extra_env, int timeo
         kill(pid, SIGKILL);
     }
     /* Bounded reap: after EOF the child is exiting or has exited. */
-    int64_t reap_deadline = mono_ms() + (timed_out ? 5000 : timeout_ms + 1000);
+    int64_t reap_deadline = cw_mono_ms() + (timed_out ? 5000 : timeout_ms + 1000);
     for (;;) {
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid)
@@ -330,11 +345,11 @@ int proc_run_capture(char *const argv[], const char *const *extra_env, int timeo
             st = 0;
             break;
         }
-        if (mono_ms() >= reap_deadline) {
+        if (cw_mono_ms() >= reap_deadline) {
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             timed_out = 1;
-            reap_deadline = mono_ms() + 5000;
+            reap_deadline = cw_mono_ms() + 5000;
         }
         nap_ms(5);
     }

@@ -4,8 +4,10 @@
  * (so a Ctrl-C at the terminal reaches the runner, which then cleans up,
  * rather than killing the pipeline half-way through a step), its stdout and
  * stderr appended to a log file, and an environment built from scratch:
- * the runner's own minus every fault variable, plus CW_FIU_FIFO and, only
- * when the step says so, CW_FAULTS.  That is what makes a restart "fresh":
+ * the runner's own minus every fault variable, plus CW_FIU_FIFO, the
+ * caller's extra variables (the runner hands the database's connection
+ * string over as CW_DB: an argv is world-readable in /proc and ps, an
+ * environment is not) and, only when the step says so, CW_FAULTS.  That is what makes a restart "fresh":
  * a one-time fault never reaches the next incarnation by inheritance.
  *
  * Exits are noticed by polling waitpid(WNOHANG) -- every wait of the runner
@@ -32,10 +34,14 @@ struct proc {
     const char *fifo_prefix; /* CW_FIU_FIFO given to it (hyphen-free) */
 };
 
-/* Starts argv[0] (a path) with argv.  faults (may be NULL) becomes CW_FAULTS.
- * Returns 0, or -1 with a message in err (p unchanged). */
+#define PROC_MAX_EXTRA_ENV 8
+
+/* Starts argv[0] (a path) with argv.  faults (may be NULL) becomes CW_FAULTS;
+ * extra_env (NULL-terminated "NAME=value" list, at most PROC_MAX_EXTRA_ENV,
+ * may be NULL) is added, replacing the runner's own variables of the same
+ * names.  Returns 0, or -1 with a message in err (p unchanged). */
 int proc_spawn(struct proc *p, char *const argv[], const char *faults,
-               char *err, size_t errlen);
+               const char *const *extra_env, char *err, size_t errlen);
 
 /* Reaps p if it has exited (non-blocking).  Returns 1 while it runs, 0 once
  * it has exited (p->status set, FIFOs removed). */
@@ -65,11 +71,11 @@ void proc_exit_text(const struct proc *p, char *out, size_t outlen);
 /* Removes the libfiu control FIFOs of pid under prefix (PREFIX-PID.in/out). */
 void proc_fifo_cleanup(const char *prefix, pid_t pid);
 
-/* Runs a helper command to completion: argv[0] is a path, stdin from
- * /dev/null, stdout+stderr captured into out (NUL-terminated, truncated to
- * outlen).  Killed after timeout_ms.  Returns the exit status (0-255), 128+N
- * when killed by signal N, or -1 (with a message in out) when it could not
- * run or timed out. */
+/* Runs a helper command to completion: argv[0] is a path, extra_env as for
+ * proc_spawn (may be NULL), stdin from /dev/null, stdout+stderr captured into
+ * out (NUL-terminated, truncated to outlen).  Killed after timeout_ms.
+ * Returns the exit status (0-255), 128+N when killed by signal N, or -1
+ * (with a message in out) when it could not run or timed out. */
 int proc_run_capture(char *const argv[], const char *const *extra_env, int timeout_ms,
                      char *out, size_t outlen);
 

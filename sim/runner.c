@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -261,6 +262,7 @@ struct sctx {
     char dir[PATH_MAX];
     char dbname[64];
     char *conninfo;
+    char *db_env;               /* "CW_DB=<conninfo>": children read it, argv never holds it */
     PGconn *conn;
     struct proc broker;
     char broker_sock[PATH_MAX];
@@ -516,8 +518,6 @@ static int start_proc(struct sctx *s, int idx, const char *faults)
     switch (sp->kind) {
     case SC_API:
         argv[n++] = r->exe_api;
-        argv[n++] = (char *)"--db";
-        argv[n++] = s->conninfo;
         argv[n++] = (char *)"--listen";
         argv[n++] = (char *)"127.0.0.1:0";
         /* The API of a sound build never publishes; a dual-write mutant
@@ -527,8 +527,6 @@ static int start_proc(struct sctx *s, int idx, const char *faults)
         break;
     case SC_RELAY:
         argv[n++] = r->exe_relay;
-        argv[n++] = (char *)"--db";
-        argv[n++] = s->conninfo;
         argv[n++] = (char *)"--broker";
         argv[n++] = s->broker_sock;
         if (!has_name) {
@@ -538,8 +536,6 @@ static int start_proc(struct sctx *s, int idx, const char *faults)
         break;
     case SC_CONSUMER:
         argv[n++] = r->exe_consumer;
-        argv[n++] = (char *)"--db";
-        argv[n++] = s->conninfo;
         argv[n++] = (char *)"--broker";
         argv[n++] = s->broker_sock;
         break;
@@ -558,7 +554,8 @@ static int start_proc(struct sctx *s, int idx, const char *faults)
     int restart = p->starts > 0;
     long off = file_size(p->log_path);
     char err[512];
-    if (proc_spawn(p, argv, faults, err, sizeof(err)) < 0)
+    const char *env[] = { s->db_env, NULL };
+    if (proc_spawn(p, argv, faults, env, err, sizeof(err)) < 0)
         return fail(s, "%s", err);
     if (restart)
         s->restarts++;
@@ -623,7 +620,7 @@ static int start_broker(struct sctx *s)
     unlink(s->broker_sock);
     char err[512];
     int restart = b->starts > 0;
-    if (proc_spawn(b, argv, NULL, err, sizeof(err)) < 0)
+    if (proc_spawn(b, argv, NULL, NULL, err, sizeof(err)) < 0)
         return fail(s, "%s", err);
     if (restart)
         s->restarts++;
@@ -741,6 +738,9 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
         headers[nh] = hbuf[nh];
         nh++;
     }
+    /* Idempotency keys belong to a client: the API's default one unless
+     * the request names another. */
+    snprintf(h.client, sizeof(h.client), "%s", CHK_DEFAULT_CLIENT);
     const cJSON *it;
     cJSON_ArrayForEach(it, extra_headers) {
         if (nh >= 22)
@@ -748,6 +748,8 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
         snprintf(hbuf[nh], sizeof(hbuf[nh]), "%s: %s", it->string, it->valuestring);
         headers[nh] = hbuf[nh];
         nh++;
+        if (strcasecmp(it->string, "X-Client-Id") == 0)
+            snprintf(h.client, sizeof(h.client), "%s", it->valuestring);
     }
     headers[nh] = NULL;
     h.t0_us = cw_now_us();
@@ -904,7 +906,7 @@ static long long sql_value(struct sctx *s, const char *sql, int n, const char *c
 }
 
 /* Is every committed event published or dead-lettered, and every published
- * one consumed (or parked) by every consumer group that runs, with nothing
+ * one applied (or parked) by every consumer group that runs, with nothing
  * left in flight at the broker?  1 yes, 0 no (why says what is missing). */
 static int pipeline_quiet(struct sctx *s, char *why, size_t whylen)
 {
@@ -935,17 +937,9 @@ static int pipeline_quiet(struct sctx *s, char *why, size_t whylen)
             continue;
         seen[nseen++] = sp->consumer_name;
         const char *p[1] = { sp->consumer_name };
-        long long missing = sql_value(s,
-            "SELECT count(*) FROM outbox_messages o"
-            " WHERE o.published_at IS NOT NULL"
-            "   AND NOT EXISTS (SELECT 1 FROM inbox_messages i"
-            "                    WHERE i.consumer_name = $1 AND i.message_id = o.id)"
-            "   AND NOT EXISTS (SELECT 1 FROM consumer_dead_letters d"
-            "                    WHERE d.consumer_name = $1 AND d.message_id = o.id::text)"
-            "   AND NOT EXISTS (SELECT 1 FROM consumer_anomalies a"
-            "                    WHERE a.consumer_name = $1 AND a.message_id = o.id"
-            "                      AND a.kind IN ('poison', 'gap_parked'))",
-            1, p, err, sizeof(err));
+        /* The checker's own definition of "not consumed yet": heal waits
+         * for exactly what nothing_lost will judge. */
+        long long missing = sql_value(s, checker_unconsumed_count_sql(), 1, p, err, sizeof(err));
         if (missing != 0) {
             if (missing < 0)
                 snprintf(why, whylen, "database: %s", err);
@@ -1353,13 +1347,12 @@ static int step_outboxctl(struct sctx *s, const struct sc_step *st)
     char *argv[24];
     int n = 0;
     argv[n++] = s->run->exe_outboxctl;
-    argv[n++] = (char *)"--db";
-    argv[n++] = s->conninfo;
     for (int i = 0; i < st->argc; i++)
         argv[n++] = (char *)st->argv[i];
     argv[n] = NULL;
     char out[16384];
-    int rc = proc_run_capture(argv, NULL, st->timeout_ms, out, sizeof(out));
+    const char *env[] = { s->db_env, NULL };
+    int rc = proc_run_capture(argv, env, st->timeout_ms, out, sizeof(out));
     char path[PATH_MAX + 64];
     snprintf(path, sizeof(path), "%s/outboxctl.step%d.log", s->dir, s->step + 1);
     FILE *f = fopen(path, "w");
@@ -1682,10 +1675,37 @@ static void fault_report(struct sctx *s, const cJSON *const *proc_events, cJSON 
     }
 }
 
+/* Fails the scenario naming every armed fault that never fired. */
+static void fail_not_hit(struct sctx *s, const cJSON *not_hit)
+{
+    char list[600] = "";
+    size_t n = 0;
+    const cJSON *nh;
+    cJSON_ArrayForEach(nh, not_hit) {
+        const cJSON *pt = cJSON_GetObjectItemCaseSensitive(nh, "point");
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(nh, "proc");
+        const cJSON *ac = cJSON_GetObjectItemCaseSensitive(nh, "action");
+        int w = snprintf(list + n, sizeof(list) - n, "%s%s=%s in %s", n ? ", " : "",
+                         cJSON_IsString(pt) ? pt->valuestring : "?",
+                         cJSON_IsString(ac) ? ac->valuestring : "?",
+                         cJSON_IsString(pr) ? pr->valuestring : "?");
+        if (w < 0 || (size_t)w >= sizeof(list) - n)
+            break; /* truncated: faults_not_hit in result.json has them all */
+        n += (size_t)w;
+    }
+    fail(s, "armed fault%s never hit: %s: the run never reached the window it is meant "
+         "to test (make the workload reach it, or mark the scenario faults_optional)",
+         cJSON_GetArraySize(not_hit) == 1 ? "" : "s", list);
+}
+
 static void print_keep(struct sctx *s)
 {
     printf("    --keep: the system stays up. To poke it:\n");
-    printf("      psql \"%s\"\n", s->conninfo);
+    int hidden = 0;
+    char *shown = conninfo_for_display(s->conninfo, &hidden);
+    printf("      psql \"%s\"%s\n", shown ? shown : "(connection string unreadable)",
+           hidden ? "   (password not shown: give it with PGPASSWORD)" : "");
+    free(shown);
     for (int i = 0; i < s->sc->nprocs; i++) {
         struct proc *p = &s->procs[i];
         if (!proc_poll(p))
@@ -1773,8 +1793,10 @@ static cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep,
     rev_emit(s, ev);
 
     s->conninfo = rdb_create_db(&r->db, s->label, s->dbname, err, sizeof(err));
-    if (s->conninfo == NULL) {
-        fail(s, "database: %s", err);
+    if (s->conninfo != NULL)
+        s->db_env = conninfo_env(s->conninfo);
+    if (s->conninfo == NULL || s->db_env == NULL) {
+        fail(s, "database: %s", s->conninfo == NULL ? err : "out of memory");
     } else {
         s->conn = pgx_connect(s->conninfo, err, sizeof(err));
         if (s->conn == NULL)
@@ -1859,6 +1881,18 @@ static cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep,
         teardown(s);
     reap_all(s);
 
+    /* Faults: a scenario whose armed fault never fired did not reach the
+     * window it is about, and proves nothing about it. */
+    cJSON *fired = cJSON_CreateArray(), *not_hit = cJSON_CreateArray();
+    const cJSON *pe[SC_MAX_PROCS];
+    cJSON *empty = cJSON_CreateArray();
+    for (int i = 0; i < sc->nprocs; i++)
+        pe[i] = proc_events[i] ? proc_events[i] : empty;
+    if (checked)
+        fault_report(s, pe, fired, not_hit);
+    if (checked && !sc->faults_optional && cJSON_GetArraySize(not_hit) > 0)
+        fail_not_hit(s, not_hit);
+
     /* Verdict. */
     int pass = s->error[0] == '\0' && checked;
     int ninv_checked = 0;
@@ -1873,13 +1907,6 @@ static cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep,
         if (cJSON_IsString(v) && strcmp(v->valuestring, "pass") != 0)
             pass = 0;
     }
-    cJSON *fired = cJSON_CreateArray(), *not_hit = cJSON_CreateArray();
-    const cJSON *pe[SC_MAX_PROCS];
-    cJSON *empty = cJSON_CreateArray();
-    for (int i = 0; i < sc->nprocs; i++)
-        pe[i] = proc_events[i] ? proc_events[i] : empty;
-    if (checked)
-        fault_report(s, pe, fired, not_hit);
     if (s->ev != NULL) {
         ev = rev_begin(s, "scenario_end");
         cJSON_AddStringToObject(ev, "verdict", pass ? "pass" : "fail");
@@ -1978,6 +2005,7 @@ static cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep,
         free(s->http[i].body);
     free(s->http);
     free(s->conninfo);
+    free(s->db_env);
     cJSON_Delete(s->expects);
     if (s->ev != NULL)
         fclose(s->ev);

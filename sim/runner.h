@@ -3,13 +3,16 @@
  * For each scenario the runner
  *   1. clones a fresh database from the run's migrated template,
  *   2. starts the fake broker and the declared processes (payments-api,
- *      outbox-relay, accounting-consumer) with their events files,
+ *      outbox-relay, accounting-consumer) with their events files and the
+ *      database's connection string in CW_DB (never on a command line),
  *   3. drives the steps: workload over HTTP, faults fired through CW_FAULTS
  *      or libfiu's remote control, kills, pauses at fault points, restarts,
  *      broker switches, operator commands, and bounded waits,
  *   4. heals: faults off, broker switches reset, every process running
  *      again; then waits until the pipeline converges (liveness),
- *   5. runs the invariant checker and the scenario's expectations,
+ *   5. runs the invariant checker and the scenario's expectations; a fault
+ *      it armed that never fired fails the scenario (it never reached its
+ *      window) unless the scenario says "faults_optional",
  *   6. stops everything and writes DIR/<scenario>/ (scenario.json as run,
  *      each process's events, broker.events.jsonl, timeline.jsonl,
  *      metrics.jsonl) and DIR/result.json.

@@ -68,15 +68,21 @@ out:
     return rc;
 }
 
-char *conninfo_with_db(const char *conninfo, const char *dbname)
+/* conninfo rebuilt as keyword='value' pairs: dbname replaced when dbname is
+ * not NULL, password left out when hide_password (*hidden says whether
+ * there was one).  NULL when conninfo does not parse or on out of memory. */
+static char *conninfo_rebuild(const char *conninfo, const char *dbname, int hide_password,
+                              int *hidden)
 {
     char *perr = NULL;
     PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
+    if (hidden != NULL)
+        *hidden = 0;
     if (opts == NULL) {
         PQfreemem(perr);
         return NULL;
     }
-    size_t cap = strlen(conninfo) * 2 + strlen(dbname) * 2 + 64;
+    size_t cap = strlen(conninfo) * 2 + (dbname ? strlen(dbname) * 2 : 0) + 64;
     char *out = malloc(cap);
     size_t n = 0;
     if (out == NULL) {
@@ -84,12 +90,19 @@ char *conninfo_with_db(const char *conninfo, const char *dbname)
         return NULL;
     }
     out[0] = '\0';
+    int have_db = 0;
     for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
         const char *val = o->val;
-        if (strcmp(o->keyword, "dbname") == 0)
+        if (dbname != NULL && strcmp(o->keyword, "dbname") == 0)
             val = dbname;
         if (val == NULL)
             continue;
+        if (hide_password && strcmp(o->keyword, "password") == 0) {
+            if (hidden != NULL)
+                *hidden = 1;
+            continue;
+        }
+        have_db |= strcmp(o->keyword, "dbname") == 0;
         /* keyword='value' with ' and \ escaped, as libpq reads it back. */
         size_t need = strlen(o->keyword) + strlen(val) * 2 + 5;
         if (n + need >= cap) {
@@ -112,7 +125,7 @@ char *conninfo_with_db(const char *conninfo, const char *dbname)
         out[n] = '\0';
     }
     /* dbname absent from the options list cannot happen with libpq, but be sure. */
-    if (strstr(out, "dbname=") == NULL) {
+    if (dbname != NULL && !have_db) {
         size_t need = strlen(dbname) * 2 + 16;
         char *nb = realloc(out, n + need);
         if (nb == NULL) {
@@ -125,6 +138,25 @@ char *conninfo_with_db(const char *conninfo, const char *dbname)
     }
     PQconninfoFree(opts);
     return out;
+}
+
+char *conninfo_with_db(const char *conninfo, const char *dbname)
+{
+    return conninfo_rebuild(conninfo, dbname, 0, NULL);
+}
+
+char *conninfo_for_display(const char *conninfo, int *hidden)
+{
+    return conninfo_rebuild(conninfo, NULL, 1, hidden);
+}
+
+char *conninfo_env(const char *conninfo)
+{
+    size_t len = strlen(conninfo) + sizeof("CW_DB=");
+    char *v = malloc(len);
+    if (v != NULL)
+        snprintf(v, len, "CW_DB=%s", conninfo);
+    return v;
 }
 
 void conninfo_get(const char *conninfo, const char *keyword, char *out, size_t outlen)
@@ -247,9 +279,16 @@ int rdb_make_template(struct rdb *db, const char *outboxctl, const char *tag,
         return -1;
     }
     char out[2048];
-    char *argv[] = { (char *)outboxctl, (char *)"--db", conn, (char *)"migrate", NULL };
-    int rc = proc_run_capture(argv, NULL, 60000, out, sizeof(out));
+    char *env = conninfo_env(conn);
     free(conn);
+    if (env == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    char *argv[] = { (char *)outboxctl, (char *)"migrate", NULL };
+    const char *extra[] = { env, NULL };
+    int rc = proc_run_capture(argv, extra, 60000, out, sizeof(out));
+    free(env);
     if (rc != 0) {
         size_t n = strlen(out);
         while (n > 0 && out[n - 1] == '\n')

@@ -49,6 +49,17 @@ void rdb_finish(struct rdb *db, const char *script, int keep);
  * does not parse. */
 char *conninfo_with_db(const char *conninfo, const char *dbname);
 
+/* conninfo fit to print: the same connection without its password (caller
+ * frees); *hidden (may be NULL) is set when a password was left out.  NULL
+ * when conninfo does not parse. */
+char *conninfo_for_display(const char *conninfo, int *hidden);
+
+/* "CW_DB=<conninfo>" for a child's environment (caller frees), or NULL on
+ * out of memory.  Every daemon and outboxctl read CW_DB when --db is not
+ * given; the runner never puts a connection string on a command line,
+ * which any user can read in ps or /proc. */
+char *conninfo_env(const char *conninfo);
+
 /* The value of one keyword of conninfo ("host", "port"...) into out, or "". */
 void conninfo_get(const char *conninfo, const char *keyword, char *out, size_t outlen);
 

@@ -59,7 +59,7 @@ static const char *const invariant_names[] = {
 static const char *const expect_checks[] = {
     "payments", "outbox_rows", "published", "dead_lettered", "publishes",
     "deliveries", "redeliveries", "duplicates_absorbed", "effects",
-    "ok", "lost", "duplicated", "unexpected", "recovered",
+    "ok", "lost", "duplicated", "unexpected", "recovered", "parked",
     "republished_same_id", "publishes_refused", "requeues", "gaps_detected",
     "max_attempts", "events", "faults_fired", "sql", "http_status", NULL
 };
@@ -877,7 +877,8 @@ struct scenario *scenario_parse(const char *text, const char *path,
 {
     static const char *const fields[] = { "name", "title", "article_case", "crash_window",
                                           "description", "processes", "broker", "steps",
-                                          "heal", "invariants", "expect", "timeout_ms", NULL };
+                                          "heal", "invariants", "expect", "timeout_ms",
+                                          "faults_optional", NULL };
     struct vctx v = { path, err, errlen, known_points };
     struct scenario *sc = calloc(1, sizeof(*sc));
     if (sc == NULL) {
@@ -966,6 +967,12 @@ struct scenario *scenario_parse(const char *text, const char *path,
         if (cJSON_GetObjectItemCaseSensitive(heal, "timeout_ms") != NULL)
             sc->heal_timeout_ms = (int)x;
     }
+    const cJSON *fo = cJSON_GetObjectItemCaseSensitive(root, "faults_optional");
+    if (fo != NULL && !cJSON_IsBool(fo)) {
+        verr(&v, "faults_optional", "must be true or false");
+        goto fail;
+    }
+    sc->faults_optional = cJSON_IsTrue(fo);
     sc->timeout_ms = 120000;
     if (get_int(&v, root, "timeout_ms", "", 0, 1000, 3600000, &x) < 0)
         goto fail;
@@ -1207,6 +1214,8 @@ void scenario_print(const struct scenario *sc, FILE *f)
     }
     fprintf(f, "  heal: faults off, broker reset, every process running, converge within %d ms\n",
             sc->heal_timeout_ms);
+    if (sc->faults_optional)
+        fprintf(f, "  faults: optional (an armed fault that never fires is noted, not failed)\n");
     fprintf(f, "  invariants:");
     for (int i = 0; i < sc->ninvariants; i++)
         fprintf(f, " %s", invariant_names[sc->invariants[i]]);

@@ -28,7 +28,13 @@
  * Processes are started in declaration order before the steps unless
  * "autostart": false; "faults" (the CW_FAULTS grammar of src/fault.h) applies
  * to that first start only.  The heal phase restarts every declared process
- * unless "heal": false.  The fake broker is implicit and always runs. */
+ * unless "heal": false.  The fake broker is implicit and always runs.
+ *
+ * Every fault a scenario arms must fire: one that never does means the run
+ * never reached the window the scenario is about, and the scenario fails.
+ * "faults_optional": true relaxes that for generated schedules (the
+ * simulator's), whose faults may legitimately lie beyond what a run reaches;
+ * unhit faults are then only noted. */
 #ifndef CW_SCENARIO_H
 #define CW_SCENARIO_H
 
@@ -161,6 +167,7 @@ struct scenario {
     struct sc_step *steps;
     int heal_timeout_ms;
     int timeout_ms;          /* whole scenario */
+    int faults_optional;     /* an armed fault that never fires does not fail the run */
     int ninvariants;
     enum sc_invariant invariants[INV_COUNT];
     int nexpect;

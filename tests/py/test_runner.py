@@ -174,6 +174,204 @@ def test_broken_data_fails_the_named_invariants(tmp_path, pg_cluster):
     assert all(i["verdict"] == "pass" for i in st["invariants"])
 
 
+def witnesses(sc, name):
+    return inv(sc, name)["witnesses"]
+
+
+def test_keys_are_per_client_and_a_second_payment_is_caught(tmp_path, pg_cluster):
+    """one_payment_per_key judges (client, key) pairs and can fail: a key
+    whose record vanished gets a second payment (the client sees two, the
+    first payment is named by no record); a record pointed at another
+    client's payment is caught; and two clients using the same key, each
+    with its own payment, is correct and passes."""
+    body = {"amount": "12.00", "currency": "EUR"}
+    twice = scenario(tmp_path, "two-payments-one-key", [
+        {"do": "http", "name": "first", "key": "k-dup", "body": body, "expect_status": 201},
+        {"do": "sql", "expect_rows": 1,
+         "why": "the key's record is lost, as if it had committed apart from its payment",
+         "sql": "DELETE FROM idempotency_records WHERE idempotency_key = 'k-dup'"},
+        {"do": "http", "name": "second", "key": "k-dup", "body": body, "expect_status": 201},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+    ], invariants=["one_payment_per_key"])
+    shared = [
+        {"do": "http", "name": "a", "key": "k-shared", "headers": {"X-Client-Id": "shop-a"},
+         "body": {"amount": "10.00", "currency": "EUR"}, "expect_status": 201},
+        {"do": "http", "name": "b", "key": "k-shared",
+         "body": {"amount": "20.00", "currency": "EUR"}, "expect_status": 201},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+    ]
+    good = scenario(tmp_path, "keys-per-client", shared, invariants=["one_payment_per_key"])
+    swap = ("UPDATE idempotency_records SET payment_id = (SELECT payment_id FROM"
+            " idempotency_records WHERE client_id = 'anonymous' AND idempotency_key = 'k-shared')"
+            " WHERE client_id = 'shop-a' AND idempotency_key = 'k-shared'")
+    bad = scenario(tmp_path, "record-names-other-payment",
+                   shared + [{"do": "sql", "sql": swap, "expect_rows": 1}],
+                   invariants=["one_payment_per_key"])
+    out = tmp_path / "out"
+    r = crashwindow("run", twice, good, bad, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr
+    scs = by_name(load_result(out))
+
+    t = scs["two-payments-one-key"]
+    assert t["verdict"] == "fail" and t["error"] is None and t["counts"]["payments"] == 2
+    w = witnesses(t, "one_payment_per_key")
+    assert any("key k-dup of client anonymous created 2 payments" in x for x in w), w
+    assert any("is named by no idempotency record" in x for x in w), w
+    assert any("its idempotency record does not name payment" in x for x in w), w
+
+    g = scs["keys-per-client"]
+    assert g["verdict"] == "pass", failures_text(g)
+    assert inv(g, "one_payment_per_key")["checked"] >= 4  # two (client, key) pairs, two payments
+
+    b = scs["record-names-other-payment"]
+    w = witnesses(b, "one_payment_per_key")
+    assert b["verdict"] == "fail" and inv(b, "one_payment_per_key")["verdict"] == "fail"
+    assert any("key k-shared of client shop-a: its idempotency record does not name" in x
+               for x in w), w
+    assert not any("of client anonymous" in x for x in w), w
+
+
+def test_consumer_side_breakage_is_caught(tmp_path, pg_cluster):
+    """effect_once flags an inbox marker without its effect even when a
+    duplicate was recorded for it (what a redelivery records after the marker
+    committed on its own); heal waits on the checker's own definition of
+    "consumed", so it does not take that marker for a consumed event; a
+    parked event fails nothing_lost unless the scenario expects parking."""
+    consumed = [
+        {"do": "payments", "count": 2, "key_prefix": "t-cons"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+    ]
+    marker_only = (
+        "WITH gone AS (DELETE FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries)"
+        " RETURNING consumer_name, message_id, payment_id, aggregate_version)"
+        " INSERT INTO consumer_anomalies (consumer_name, message_id, aggregate_id, kind,"
+        " got_version) SELECT consumer_name, message_id, payment_id, 'duplicate',"
+        " aggregate_version FROM gone")
+    dup = scenario(tmp_path, "marker-without-effect", consumed + [
+        {"do": "sql", "sql": marker_only, "expect_rows": 1},
+    ], invariants=["effect_once", "nothing_lost"], heal={"timeout_ms": 1000})
+    park = (
+        "WITH gone AS (DELETE FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries)"
+        " RETURNING consumer_name, message_id, payment_id, aggregate_version),"
+        " m AS (DELETE FROM inbox_messages i USING gone g WHERE i.consumer_name = g.consumer_name"
+        " AND i.message_id = g.message_id RETURNING i.message_id),"
+        " d AS (INSERT INTO consumer_dead_letters (consumer_name, message_id, reason, deliveries)"
+        " SELECT consumer_name, message_id::text, 'version gap never closed', 1 FROM gone)"
+        " INSERT INTO consumer_anomalies (consumer_name, message_id, aggregate_id, kind,"
+        " expected_version, got_version, detail) SELECT consumer_name, message_id, payment_id,"
+        " 'gap_parked', aggregate_version, aggregate_version, 'version gap never closed'"
+        " FROM gone")
+    park_steps = consumed + [{"do": "sql", "sql": park, "expect_rows": 1}]
+    unexpected = scenario(tmp_path, "parked-unexpected", park_steps, invariants=["nothing_lost"])
+    expected = scenario(tmp_path, "parked-expected", park_steps, invariants=["nothing_lost"],
+                        expect=[{"check": "parked", "equals": 1}])
+    out = tmp_path / "out"
+    r = crashwindow("run", dup, unexpected, expected, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr
+    scs = by_name(load_result(out))
+
+    d = scs["marker-without-effect"]
+    eo = inv(d, "effect_once")
+    assert eo["verdict"] == "fail", eo
+    assert any("holds an inbox marker for event" in w and "without its effect" in w
+               for w in eo["witnesses"]), eo["witnesses"]
+    assert "1 published events not yet consumed by accounting" in (d["error"] or ""), d["error"]
+    assert inv(d, "nothing_lost")["verdict"] == "fail"
+
+    u = scs["parked-unexpected"]
+    nl = inv(u, "nothing_lost")
+    assert u["verdict"] == "fail" and u["error"] is None and nl["verdict"] == "fail"
+    assert any("was parked by accounting instead of applied (gap_parked: version gap never"
+               " closed)" in w for w in nl["witnesses"]), nl["witnesses"]
+    assert u["classification"]["parked"] == 1 and u["classification"]["lost"] == 0
+
+    e = scs["parked-expected"]
+    assert e["verdict"] == "pass", failures_text(e)
+    assert e["classification"]["parked"] == 1 and e["classification"]["ok"] == 1
+
+
+POISON_SQL = (
+    "WITH p AS (INSERT INTO payments (id, client_id, amount, currency, status, version)"
+    " VALUES ('{pay}', 'runner', 9.99, 'EUR', 'created', 1) RETURNING id),"
+    " i AS (INSERT INTO idempotency_records (client_id, idempotency_key, request_hash,"
+    " payment_id, status_code, response_body) SELECT 'runner', 'k-{pay}', repeat('0', 64), id,"
+    " 201, '{{}}' FROM p)"
+    " INSERT INTO outbox_messages (id, aggregate_type, aggregate_id, aggregate_version,"
+    " event_type, schema_version, payload, occurred_at{cols})"
+    " SELECT '{evt}', 'payment', id, 1, 'PaymentCreated', 1,"
+    " jsonb_build_object('EventId', '{evt}', 'Memo', repeat('x', 6000)), now(){vals} FROM p")
+
+
+def test_relay_side_breakage_is_caught(tmp_path, pg_cluster):
+    """no_two_live_leases flags a relay claiming its own in-flight row again;
+    dead_letter_at_limit accepts a dead letter past the limit when the claim
+    at the limit crashed, and still fails one before the limit."""
+    relay = {"kind": "relay", "args": {"lease-ms": 5000, "idle-ms": 100, "batch": 1},
+             "faults": "relay/before_publish=park@1"}
+    own = scenario(tmp_path, "own-lease-reclaimed", [
+        {"do": "payments", "count": 1, "key_prefix": "t-own"},
+        {"do": "wait", "until": "parked", "proc": "relay-1", "point": "relay/before_publish",
+         "timeout_ms": 10000},
+        {"do": "sql", "expect_rows": 1,
+         "why": "the lease vanishes while the relay holds it: its claim-ahead takes the row again",
+         "sql": "UPDATE outbox_messages SET lock_id = NULL, locked_until = NULL"
+                " WHERE published_at IS NULL"},
+        {"do": "resume", "proc": "relay-1"},
+        {"do": "wait", "until": "consumed", "count": 1, "timeout_ms": 10000},
+    ], invariants=["no_two_live_leases"], processes={**PIPELINE, "relay-1": relay})
+
+    limited = {"kind": "relay", "faults": "relay/after_claim=crash@3",
+               "args": {"lease-ms": 2000, "idle-ms": 50, "batch": 10, "max-attempts": 3,
+                        "backoff-base-ms": 20, "backoff-cap-ms": 50}}
+    past = scenario(tmp_path, "dead-letter-past-limit", [
+        {"do": "sql", "expect_rows": 1,
+         "sql": POISON_SQL.format(pay="00000000-0000-4000-8000-0000000007a1",
+                                  evt="00000000-0000-4000-8000-0000000007e1", cols="", vals="")},
+        {"do": "wait", "until": "exited", "proc": "relay-1", "timeout_ms": 10000,
+         "why": "the claim at the limit (attempt 3) crashes and never settles"},
+        {"do": "restart", "proc": "relay-1"},
+        {"do": "wait", "until": "dead_lettered", "count": 1, "timeout_ms": 10000},
+    ], invariants=["dead_letter_at_limit"], processes={"relay-1": limited},
+        broker={"max_payload_bytes": 4096},
+        expect=[{"check": "max_attempts", "equals": 4},
+                {"check": "faults_fired", "point": "relay/after_claim", "equals": 1}])
+    early = scenario(tmp_path, "dead-letter-before-limit", [
+        {"do": "sql", "expect_rows": 1,
+         "sql": POISON_SQL.format(pay="00000000-0000-4000-8000-0000000007a2",
+                                  evt="00000000-0000-4000-8000-0000000007e2",
+                                  cols=", attempts, dead_lettered_at, last_error",
+                                  vals=", 1, now(), 'refused'")},
+    ], invariants=["dead_letter_at_limit"],
+        processes={"relay-1": {"kind": "relay", "args": {"max-attempts": 3, "idle-ms": 50}}})
+    out = tmp_path / "out"
+    r = crashwindow("run", own, past, early, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr
+    scs = by_name(load_result(out))
+
+    o = scs["own-lease-reclaimed"]
+    nl = inv(o, "no_two_live_leases")
+    assert o["error"] is None and nl["verdict"] == "fail", failures_text(o)
+    assert any("was claimed by relay-1" in w and "while its own lease" in w
+               for w in nl["witnesses"]), nl["witnesses"]
+
+    p = scs["dead-letter-past-limit"]
+    assert p["verdict"] == "pass", failures_text(p)
+    assert inv(p, "dead_letter_at_limit")["checked"] >= 2  # the row, the claim past the limit
+
+    e = scs["dead-letter-before-limit"]
+    dl = inv(e, "dead_letter_at_limit")
+    assert dl["verdict"] == "fail"
+    assert any("dead-lettered after 1 attempts, before the limit (3)" in w
+               for w in dl["witnesses"]), dl["witnesses"]
+
+
+def failures_text(sc):
+    out = [f"error: {sc['error']}"] if sc["error"] else []
+    out += [f"{i['name']}: {i['witnesses'][:3]}" for i in sc["invariants"] if i["verdict"] != "pass"]
+    out += [f"expect {x['check']}: {x['detail']}" for x in sc["expect"] if x["verdict"] != "pass"]
+    return "; ".join(out)
+
+
 def test_restart_is_fresh_and_runtime_faults_park(tmp_path, pg_cluster):
     """A one-time crash from CW_FAULTS does not come back after a restart; a
     fault enabled at runtime through fiu-ctrl parks the relay at its window
@@ -212,18 +410,33 @@ def test_restart_is_fresh_and_runtime_faults_park(tmp_path, pg_cluster):
     assert fault["command"] == "enable name=relay/after_publish,failinfo=2"
 
 
-def test_unhit_fault_is_reported(tmp_path, pg_cluster):
-    path = scenario(tmp_path, "never-hit", [
+def test_unhit_fault_fails_the_scenario(tmp_path, pg_cluster):
+    """A fault armed and never fired means the run never reached its window:
+    the scenario fails, naming the fault, unless it says its faults are
+    optional (generated schedules), when it is only noted."""
+    steps = [
         {"do": "payments", "count": 1, "key_prefix": "t-nh"},
         {"do": "wait", "until": "consumed", "count": 1, "timeout_ms": 10000},
-    ], processes={**PIPELINE, "relay-1": {**RELAY, "faults": "relay/before_mark=crash@50"}})
+    ]
+    procs = {**PIPELINE, "relay-1": {**RELAY, "faults": "relay/before_mark=crash@50"}}
+    strict = scenario(tmp_path, "never-hit", steps, processes=procs)
+    optional = scenario(tmp_path, "never-hit-optional", steps, processes=procs,
+                        faults_optional=True)
     out = tmp_path / "out"
-    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out))
-    sc = load_result(out)["scenarios"][0]
-    assert sc["faults_not_hit"] == [{"point": "relay/before_mark", "proc": "relay-1",
-                                     "action": "crash@50"}]
+    r = crashwindow("run", strict, optional, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr
+    scs = by_name(load_result(out))
+    for name in ("never-hit", "never-hit-optional"):
+        assert scs[name]["faults_not_hit"] == [{"point": "relay/before_mark", "proc": "relay-1",
+                                                "action": "crash@50"}]
+        assert all(i["verdict"] == "pass" for i in scs[name]["invariants"])
+    st = scs["never-hit"]
+    assert st["verdict"] == "fail"
+    assert st["error"].startswith("armed fault never hit: relay/before_mark=crash@50 in relay-1: "
+                                  "the run never reached the window"), st["error"]
+    assert scs["never-hit-optional"]["verdict"] == "pass"
+    assert scs["never-hit-optional"]["error"] is None
     assert "note: fault relay/before_mark armed in relay-1 was never hit" in r.stdout
-    assert r.returncode == 0
 
 
 def test_keep_leaves_it_running_and_cleans_dead_fifos(tmp_path, pg_cluster):
@@ -246,6 +459,16 @@ def test_keep_leaves_it_running_and_cleans_dead_fifos(tmp_path, pg_cluster):
         assert len(exited) == 1 and len(alive) == 4  # broker, api, relay-1 (2nd), accounting
         for pid in alive:
             os.kill(pid, 0)
+        # The connection string reaches the children through their
+        # environment, never their command line (world-readable in ps).
+        with_db = 0
+        for pid in alive:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+            assert "--db" not in argv and not any("dbname" in a for a in argv), argv
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                with_db += any(v.startswith(b"CW_DB=") for v in f.read().split(b"\0"))
+        assert with_db == 3  # api, relay-1, accounting; not the broker
         prefix = r.stdout.split("fiu-ctrl -f ", 1)[1].split()[0]
         fifo_dir = os.path.dirname(prefix)
         crashed = next(iter(exited))
@@ -296,7 +519,8 @@ def test_repeat_and_result_shape(tmp_path, pg_cluster):
                 "faults_fired", "faults_not_hit", "kills", "pauses", "restarts", "counts",
                 "classification", "invariants", "expect", "error"):
         assert key in sc, key
-    assert set(sc["classification"]) == {"ok", "lost", "duplicated", "unexpected", "recovered"}
+    assert set(sc["classification"]) == {"ok", "lost", "duplicated", "unexpected", "recovered",
+                                         "parked"}
     for key in ("payments", "outbox_rows", "published", "dead_lettered", "publishes",
                 "deliveries", "redeliveries", "duplicates_absorbed", "effects"):
         assert isinstance(sc["counts"][key], int)

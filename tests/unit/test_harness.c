@@ -202,6 +202,15 @@ static void test_evlog(void)
     CHECK(evlog_count(path, NULL, "pid", "7") == 2);
     CHECK(evlog_count("/nonexistent/file", "claim", NULL, NULL) == 0);
     unlink(path);
+
+    /* The one field comparison the runner's waits and the checker share. */
+    cJSON *ev = cJSON_Parse("{\"event\":\"fault_hit\",\"point\":\"relay/x\",\"pid\":42,"
+                            "\"ok\":true,\"f\":1.5,\"o\":{}}");
+    CHECK(ev_field_equals(ev, "point", "relay/x") && !ev_field_equals(ev, "point", "relay/y"));
+    CHECK(ev_field_equals(ev, "pid", "42") && !ev_field_equals(ev, "pid", "42.0"));
+    CHECK(ev_field_equals(ev, "ok", "true") && !ev_field_equals(ev, "ok", "false"));
+    CHECK(!ev_field_equals(ev, "missing", "") && !ev_field_equals(ev, "o", "{}"));
+    cJSON_Delete(ev);
 }
 
 static void test_http_parse(void)
@@ -220,6 +229,20 @@ static void test_http_parse(void)
     http_resp_free(&r);
     const char *d = "garbage";
     CHECK(http_parse_response(d, strlen(d), &r) < 0);
+    http_resp_free(&r);
+    /* A chunk size near SIZE_MAX: sz + 2 would wrap to 1 and pass a naive
+     * bounds check, then memcpy far past the buffer. */
+    const char *e = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "ffffffffffffffff\r\nabc\r\n0\r\n\r\n";
+    CHECK(http_parse_response(e, strlen(e), &r) < 0 && strstr(r.error, "chunked") != NULL);
+    http_resp_free(&r);
+    const char *f = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "fffffffffffffffe\r\nabc\r\n0\r\n\r\n";
+    CHECK(http_parse_response(f, strlen(f), &r) < 0);
+    http_resp_free(&r);
+    /* A chunk exactly as long as what is left, without its CRLF. */
+    const char *g = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc";
+    CHECK(http_parse_response(g, strlen(g), &r) < 0);
     http_resp_free(&r);
     /* Nothing listens on port 1: status 0 with a reason, not a crash. */
     CHECK(http_request(1, "GET", "/", NULL, NULL, 500, &r) < 0 && r.status == 0 && r.error[0]);
@@ -251,6 +274,22 @@ static void test_conninfo(void)
     CHECK(strcmp(v, "/tmp/x") == 0);
     free(c);
     CHECK(conninfo_with_db("host='unterminated", "x") == NULL);
+
+    /* What --keep prints never holds the password, in either syntax. */
+    int hidden = 0;
+    c = conninfo_for_display("host=/tmp/x port=5433 user=u password=s3cr3t dbname=d", &hidden);
+    CHECK(c != NULL && hidden && strstr(c, "s3cr3t") == NULL && strstr(c, "password") == NULL);
+    CHECK(c != NULL && strstr(c, "dbname='d'") != NULL && strstr(c, "user='u'") != NULL);
+    free(c);
+    c = conninfo_for_display("postgresql://u:s3cr3t@localhost:5433/d", &hidden);
+    CHECK(c != NULL && hidden && strstr(c, "s3cr3t") == NULL && strstr(c, "host='localhost'"));
+    free(c);
+    c = conninfo_for_display("host=/tmp/x dbname=d", &hidden);
+    CHECK(c != NULL && !hidden);
+    free(c);
+    c = conninfo_env("host=/tmp/x dbname=d");
+    CHECK(c != NULL && strcmp(c, "CW_DB=host=/tmp/x dbname=d") == 0);
+    free(c);
 }
 
 static void test_procs(void)
@@ -278,11 +317,15 @@ static void test_procs(void)
     snprintf(prefix, sizeof(prefix), "%s/fiu", dir);
     p.fifo_prefix = prefix;
     char err[256];
-    /* The child must not see CW_FAULTS unless given: print it. */
+    /* The child must not see CW_FAULTS unless given: print it.  Extra
+     * variables replace the runner's own of the same name. */
     setenv("CW_FAULTS", "leaked=crash", 1);
+    setenv("CW_DB", "runner-own", 1);
     char *sh[] = { (char *)"/bin/sh", (char *)"-c",
-                   (char *)"echo \"faults=[$CW_FAULTS] fifo=[$CW_FIU_FIFO]\"; exec sleep 30", NULL };
-    CHECK(proc_spawn(&p, sh, "x/y=park", err, sizeof(err)) == 0);
+                   (char *)"echo \"faults=[$CW_FAULTS] fifo=[$CW_FIU_FIFO] db=[$CW_DB]\"; "
+                           "exec sleep 30", NULL };
+    const char *env[] = { "CW_DB=host=/x dbname=y", NULL };
+    CHECK(proc_spawn(&p, sh, "x/y=park", env, err, sizeof(err)) == 0);
     unsetenv("CW_FAULTS");
     CHECK(p.running && p.starts == 1 && proc_poll(&p) == 1);
     /* Bounded wait for the child's line (it runs before exec sleep). */
@@ -316,13 +359,13 @@ static void test_procs(void)
         fclose(f);
     }
     char want[160];
-    snprintf(want, sizeof(want), "faults=[x/y=park] fifo=[%s]", prefix);
+    snprintf(want, sizeof(want), "faults=[x/y=park] fifo=[%s] db=[host=/x dbname=y]", prefix);
     CHECK(strncmp(line, want, strlen(want)) == 0);
     if (strncmp(line, want, strlen(want)) != 0)
         fprintf(stderr, "  child saw: %s", line);
     /* A second incarnation without faults sees none. */
     off_t before = stat(p.log_path, &st) == 0 ? st.st_size : 0;
-    CHECK(proc_spawn(&p, sh, NULL, err, sizeof(err)) == 0 && p.starts == 2);
+    CHECK(proc_spawn(&p, sh, NULL, NULL, err, sizeof(err)) == 0 && p.starts == 2);
     for (int i = 0; i < 1000 && stat(p.log_path, &st) == 0 && st.st_size == before; i++)
         usleep(5000);
     CHECK(proc_kill(&p) == 0 && !p.running);
@@ -331,10 +374,11 @@ static void test_procs(void)
     f = fopen(p.log_path, "r");
     int clean = 0;
     while (f != NULL && fgets(line, sizeof(line), f) != NULL)
-        clean = strncmp(line, "faults=[] ", 10) == 0;
+        clean = strncmp(line, "faults=[] ", 10) == 0 && strstr(line, "db=[runner-own]") != NULL;
     if (f != NULL)
         fclose(f);
     CHECK(clean);
+    unsetenv("CW_DB");
     CHECK(proc_signal(&p, SIGTERM) == -1);
     unlink(p.log_path);
     rmdir(dir);
