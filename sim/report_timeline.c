@@ -683,18 +683,27 @@ static void order_lanes(struct rtl *t)
     }
 }
 
-struct rtl *rtl_load(const char *path, size_t max_events, char *err, size_t errlen)
+/* Where read_jsonl hands the lines of a file: add takes one JSON object and returns
+ * < 0 to count it as bad; *n is the count add keeps, compared against max. */
+struct jsonl_sink {
+    int (*add)(void *ctx, const cJSON *o);
+    void *ctx;
+    const size_t *n;
+    size_t max;
+    size_t *dropped, *bad_lines;
+};
+
+/* Reads the JSON-lines file at path into sink. Empty lines are skipped; once *sink->n
+ * reaches sink->max further lines only count in *dropped; a line longer than MAX_LINE,
+ * not a JSON object, or refused by add counts in *bad_lines. 0 on success, -1 with
+ * the reason in err when the file cannot be opened or read (what was added stays). */
+static int read_jsonl(const char *path, const struct jsonl_sink *sink, char *err,
+                      size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct rtl *t = calloc(1, sizeof(*t));
-    if (t == NULL) {
-        fclose(f);
-        snprintf(err, errlen, "out of memory");
-        return NULL;
+        return -1;
     }
     char *line = NULL;
     size_t lcap = 0;
@@ -702,17 +711,13 @@ struct rtl *rtl_load(const char *path, size_t max_events, char *err, size_t errl
     while ((len = getline(&line, &lcap, f)) >= 0) {
         if (len <= 1)
             continue;
-        if (t->n >= max_events) {
-            t->dropped++;
+        if (*sink->n >= sink->max) {
+            (*sink->dropped)++;
             continue;
         }
-        if ((size_t)len > MAX_LINE) {
-            t->bad_lines++;
-            continue;
-        }
-        cJSON *o = cJSON_ParseWithLength(line, (size_t)len);
-        if (!cJSON_IsObject(o) || add_event(t, o) < 0)
-            t->bad_lines++;
+        cJSON *o = (size_t)len > MAX_LINE ? NULL : cJSON_ParseWithLength(line, (size_t)len);
+        if (!cJSON_IsObject(o) || sink->add(sink->ctx, o) < 0)
+            (*sink->bad_lines)++;
         cJSON_Delete(o);
     }
     free(line);
@@ -720,6 +725,23 @@ struct rtl *rtl_load(const char *path, size_t max_events, char *err, size_t errl
     fclose(f);
     if (bad) {
         snprintf(err, errlen, "cannot read %s", path);
+        return -1;
+    }
+    return 0;
+}
+
+static int add_event_cb(void *ctx, const cJSON *o) { return add_event(ctx, o); }
+
+struct rtl *rtl_load(const char *path, size_t max_events, char *err, size_t errlen)
+{
+    struct rtl *t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    struct jsonl_sink sink = { add_event_cb, t, &t->n, max_events, &t->dropped,
+                               &t->bad_lines };
+    if (read_jsonl(path, &sink, err, errlen) < 0) {
         rtl_free(t);
         return NULL;
     }
@@ -1280,6 +1302,8 @@ static int add_sample(struct rmetrics *m, const cJSON *o)
     return 0;
 }
 
+static int add_sample_cb(void *ctx, const cJSON *o) { return add_sample(ctx, o); }
+
 static int cmp_sample(const void *a, const void *b)
 {
     const struct rsample *x = a, *y = b;
@@ -1289,37 +1313,14 @@ static int cmp_sample(const void *a, const void *b)
 struct rmetrics *rmetrics_load(const char *path, size_t max_samples, char *err,
                                size_t errlen)
 {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
     struct rmetrics *m = calloc(1, sizeof(*m));
     if (m == NULL) {
-        fclose(f);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    while ((len = getline(&line, &lcap, f)) >= 0) {
-        if (len <= 1)
-            continue;
-        if (m->n >= max_samples) {
-            m->dropped++;
-            continue;
-        }
-        cJSON *o = (size_t)len > MAX_LINE ? NULL : cJSON_ParseWithLength(line, (size_t)len);
-        if (!cJSON_IsObject(o) || add_sample(m, o) < 0)
-            m->bad_lines++;
-        cJSON_Delete(o);
-    }
-    free(line);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        snprintf(err, errlen, "cannot read %s", path);
+    struct jsonl_sink sink = { add_sample_cb, m, &m->n, max_samples, &m->dropped,
+                               &m->bad_lines };
+    if (read_jsonl(path, &sink, err, errlen) < 0) {
         rmetrics_free(m);
         return NULL;
     }

@@ -142,6 +142,28 @@ static int get_int(struct vctx *v, const cJSON *obj, const char *key, const char
     return 1;
 }
 
+/* An optional integer field within [lo, hi] stored into an int: *out is set when the
+ * field is given and left at the caller's default when it is absent or null.
+ * 0 on success, -1 after reporting the error (not an integer, out of range). */
+static int opt_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+                   long long lo, long long hi, int *out)
+{
+    long long x;
+    int r = get_int(v, obj, key, field, 0, lo, hi, &x);
+    if (r == 1)
+        *out = (int)x;
+    return r < 0 ? -1 : 0;
+}
+
+/* The index of name in names[0..n-1], -1 when it is not there. */
+static int name_index(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 static int get_bool(struct vctx *v, const cJSON *obj, const char *key, const char *field,
                     int *out)
 {
@@ -379,12 +401,9 @@ static int parse_broker(struct vctx *v, struct scenario *sc, const cJSON *b)
         return verr(v, "broker", "must be an object");
     if (only_fields(v, b, "broker", broker_switches) < 0)
         return -1;
-    long long x;
-    int r = get_int(v, b, "visibility_timeout_ms", "broker", 0, 1, 86400000, &x);
-    if (r < 0)
+    if (opt_int(v, b, "visibility_timeout_ms", "broker", 1, 86400000,
+                &sc->visibility_timeout_ms) < 0)
         return -1;
-    if (r == 1)
-        sc->visibility_timeout_ms = (int)x;
     int others = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, b) {
@@ -503,11 +522,8 @@ static int parse_wait(struct vctx *v, struct scenario *sc, const cJSON *s, const
     const char *until = NULL;
     if (get_str(v, s, "until", field, 1, &until) < 0)
         return -1;
-    int u;
-    for (u = 0; u < (int)(sizeof(until_names) / sizeof(until_names[0])); u++)
-        if (strcmp(until, until_names[u]) == 0)
-            break;
-    if (u == (int)(sizeof(until_names) / sizeof(until_names[0]))) {
+    int u = name_index(until_names, (int)(sizeof(until_names) / sizeof(until_names[0])), until);
+    if (u < 0) {
         char f[160];
         snprintf(f, sizeof(f), "%s.until", field);
         return verr(v, f, "unknown condition '%s' (exited, parked, event, published, "
@@ -519,10 +535,8 @@ static int parse_wait(struct vctx *v, struct scenario *sc, const cJSON *s, const
         return -1;
     st->timeout_ms = (int)x;
     st->count = 1;
-    if (get_int(v, s, "count", field, 0, 0, 10000000, &x) < 0)
+    if (opt_int(v, s, "count", field, 0, 10000000, &st->count) < 0)
         return -1;
-    if (cJSON_GetObjectItemCaseSensitive(s, "count") != NULL)
-        st->count = (int)x;
     int need_proc = st->until == U_EXITED || st->until == U_PARKED || st->until == U_EVENT;
     if (step_proc(v, sc, s, field, need_proc, -1, st) < 0)
         return -1;
@@ -569,11 +583,8 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
     const char *verb = NULL;
     if (get_str(v, s, "do", field, 1, &verb) < 0)
         return -1;
-    int vb;
-    for (vb = 0; vb < (int)(sizeof(verb_names) / sizeof(verb_names[0])); vb++)
-        if (strcmp(verb, verb_names[vb]) == 0)
-            break;
-    if (vb == (int)(sizeof(verb_names) / sizeof(verb_names[0]))) {
+    int vb = name_index(verb_names, (int)(sizeof(verb_names) / sizeof(verb_names[0])), verb);
+    if (vb < 0) {
         char f[64];
         snprintf(f, sizeof(f), "%s.do", field);
         return verr(v, f, "unknown verb '%s' (start, restart, stop, kill, pause, resume, "
@@ -610,10 +621,8 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
         if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
             return -1;
         st->timeout_ms = 5000;
-        if (get_int(v, s, "timeout_ms", field, 0, 1, 600000, &x) < 0)
+        if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
             return -1;
-        if (cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL)
-            st->timeout_ms = (int)x;
         return 0;
     }
     case V_FAULT: {
@@ -680,15 +689,11 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
         }
         if (st->key != NULL && strpbrk(st->key, "\r\n") != NULL)
             return verr(v, field, "key must be a single line");
-        if (get_int(v, s, "expect_status", field, 0, 100, 599, &x) < 0)
+        if (opt_int(v, s, "expect_status", field, 100, 599, &st->expect_status) < 0)
             return -1;
-        if (cJSON_GetObjectItemCaseSensitive(s, "expect_status") != NULL)
-            st->expect_status = (int)x;
         st->timeout_ms = 5000;
-        if (get_int(v, s, "timeout_ms", field, 0, 1, 600000, &x) < 0)
+        if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
             return -1;
-        if (cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL)
-            st->timeout_ms = (int)x;
         if (st->same_as != NULL) {
             int found = 0;
             for (int i = 0; i < idx; i++)
@@ -732,19 +737,13 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
             return verr(v, field, "key_prefix, amount and currency must be plain text");
         if (st->capture && !st->authorize)
             return verr(v, field, "capture needs authorize (versions 1, 2, 3)");
-        if (get_int(v, s, "concurrency", field, 0, 1, 64, &x) < 0)
+        if (opt_int(v, s, "concurrency", field, 1, 64, &st->concurrency) < 0)
             return -1;
-        if (cJSON_GetObjectItemCaseSensitive(s, "concurrency") != NULL)
-            st->concurrency = (int)x;
-        if (get_int(v, s, "retries", field, 0, 0, 100, &x) < 0)
+        if (opt_int(v, s, "retries", field, 0, 100, &st->retries) < 0)
             return -1;
-        if (cJSON_GetObjectItemCaseSensitive(s, "retries") != NULL)
-            st->retries = (int)x;
         st->timeout_ms = 5000;
-        if (get_int(v, s, "timeout_ms", field, 0, 1, 600000, &x) < 0)
+        if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
             return -1;
-        if (cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL)
-            st->timeout_ms = (int)x;
         return 0;
     }
     case V_BROKER: {
@@ -762,10 +761,8 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
         static const char *const f[] = { "do", "why", "sql", "expect_rows", NULL };
         if (only_fields(v, s, field, f) < 0 || get_str(v, s, "sql", field, 1, &st->sql) < 0)
             return -1;
-        if (get_int(v, s, "expect_rows", field, 0, 0, 100000000, &x) < 0)
+        if (opt_int(v, s, "expect_rows", field, 0, 100000000, &st->expect_rows) < 0)
             return -1;
-        if (cJSON_GetObjectItemCaseSensitive(s, "expect_rows") != NULL)
-            st->expect_rows = (int)x;
         return 0;
     }
     case V_OUTBOXCTL: {
@@ -785,17 +782,13 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
                 return verr(v, field, "--db is set by the runner");
             st->argv[st->argc++] = a->valuestring;
         }
-        if (get_int(v, s, "expect_exit", field, 0, 0, 255, &x) < 0)
+        if (opt_int(v, s, "expect_exit", field, 0, 255, &st->expect_exit) < 0)
             return -1;
-        if (cJSON_GetObjectItemCaseSensitive(s, "expect_exit") != NULL)
-            st->expect_exit = (int)x;
         if (get_str(v, s, "expect_output", field, 0, &st->expect_output) < 0)
             return -1;
         st->timeout_ms = 10000;
-        if (get_int(v, s, "timeout_ms", field, 0, 1, 600000, &x) < 0)
+        if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
             return -1;
-        if (cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL)
-            st->timeout_ms = (int)x;
         return 0;
     }
     case V_WAIT:
@@ -916,11 +909,8 @@ struct scenario *scenario_parse(const char *text, const char *path,
             goto fail;
         }
     }
-    long long x;
-    if (get_int(&v, root, "article_case", "", 0, 1, 10, &x) < 0)
+    if (opt_int(&v, root, "article_case", "", 1, 10, &sc->article_case) < 0)
         goto fail;
-    if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(root, "article_case")))
-        sc->article_case = (int)x;
 
     const cJSON *procs = cJSON_GetObjectItemCaseSensitive(root, "processes");
     if (!cJSON_IsObject(procs) || procs->child == NULL) {
@@ -962,10 +952,8 @@ struct scenario *scenario_parse(const char *text, const char *path,
                 verr(&v, "heal", "must be an object");
             goto fail;
         }
-        if (get_int(&v, heal, "timeout_ms", "heal", 0, 100, 600000, &x) < 0)
+        if (opt_int(&v, heal, "timeout_ms", "heal", 100, 600000, &sc->heal_timeout_ms) < 0)
             goto fail;
-        if (cJSON_GetObjectItemCaseSensitive(heal, "timeout_ms") != NULL)
-            sc->heal_timeout_ms = (int)x;
     }
     const cJSON *fo = cJSON_GetObjectItemCaseSensitive(root, "faults_optional");
     if (fo != NULL && !cJSON_IsBool(fo)) {
@@ -974,10 +962,8 @@ struct scenario *scenario_parse(const char *text, const char *path,
     }
     sc->faults_optional = cJSON_IsTrue(fo);
     sc->timeout_ms = 120000;
-    if (get_int(&v, root, "timeout_ms", "", 0, 1000, 3600000, &x) < 0)
+    if (opt_int(&v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms) < 0)
         goto fail;
-    if (cJSON_GetObjectItemCaseSensitive(root, "timeout_ms") != NULL)
-        sc->timeout_ms = (int)x;
 
     const cJSON *invs = cJSON_GetObjectItemCaseSensitive(root, "invariants");
     if (!cJSON_IsArray(invs) || cJSON_GetArraySize(invs) == 0) {

@@ -370,21 +370,27 @@ static char *event_payload(const struct plan *plan, const char *amount, const ch
     return text;
 }
 
+/* The idempotency record and the payment, as CTEs idem and pay: the start of the
+ * create statement, written once so that the known-wrong variant below differs from
+ * the real one only in the missing outbox row. */
+#define CREATE_IDEM_PAY_SQL \
+    "WITH idem AS (" \
+    "  INSERT INTO idempotency_records" \
+    "    (client_id, idempotency_key, request_hash, payment_id, status_code, response_body)" \
+    "  VALUES ($1, $2, $3, $4::uuid, 201, $5)" \
+    "  ON CONFLICT (client_id, idempotency_key) DO NOTHING" \
+    "  RETURNING payment_id" \
+    "), pay AS (" \
+    "  INSERT INTO payments (id, client_id, amount, currency, status, version)" \
+    "  SELECT payment_id, $1, $6::numeric, $7, 'created', 1 FROM idem" \
+    "  RETURNING id"
+
 #ifndef CW_MUTANT_dual_write
 /* Idempotency record, payment and PaymentCreated outbox row in one
  * statement: the later inserts select from the earlier ones' RETURNING, so
  * when the key is taken nothing at all is written. */
 static const char create_sql[] =
-    "WITH idem AS ("
-    "  INSERT INTO idempotency_records"
-    "    (client_id, idempotency_key, request_hash, payment_id, status_code, response_body)"
-    "  VALUES ($1, $2, $3, $4::uuid, 201, $5)"
-    "  ON CONFLICT (client_id, idempotency_key) DO NOTHING"
-    "  RETURNING payment_id"
-    "), pay AS ("
-    "  INSERT INTO payments (id, client_id, amount, currency, status, version)"
-    "  SELECT payment_id, $1, $6::numeric, $7, 'created', 1 FROM idem"
-    "  RETURNING id"
+    CREATE_IDEM_PAY_SQL
     "), evt AS ("
     "  INSERT INTO outbox_messages"
     "    (id, aggregate_type, aggregate_id, aggregate_version, event_type,"
@@ -398,16 +404,7 @@ static const char create_sql[] =
 #else
 /* Known-wrong: payment and idempotency record, but no outbox row. */
 static const char create_sql[] =
-    "WITH idem AS ("
-    "  INSERT INTO idempotency_records"
-    "    (client_id, idempotency_key, request_hash, payment_id, status_code, response_body)"
-    "  VALUES ($1, $2, $3, $4::uuid, 201, $5)"
-    "  ON CONFLICT (client_id, idempotency_key) DO NOTHING"
-    "  RETURNING payment_id"
-    "), pay AS ("
-    "  INSERT INTO payments (id, client_id, amount, currency, status, version)"
-    "  SELECT payment_id, $1, $6::numeric, $7, 'created', 1 FROM idem"
-    "  RETURNING id"
+    CREATE_IDEM_PAY_SQL
     ")"
     " SELECT (SELECT count(*) FROM pay)::int, pg_current_xact_id()::text";
 #define CREATE_NPARAMS 7

@@ -22,4 +22,11 @@ int cw_parse_long(const char *flag, const char *s, long lo, long hi, long *out,
 int cw_parse_int(const char *flag, const char *s, int lo, int hi, int *out,
                  char *err, size_t errlen);
 
+/* Takes the "--flag VALUE" pair at argv[*i] (argv[0] is the program) and moves *i
+ * onto its value.  Returns 1 with *flag and *value set; 0 when argv[*i] is --help
+ * or -h; -1 with "unexpected argument 'X'" (not a --flag) or "X needs a value"
+ * (the last argument) in err.  *flag and *value point into argv. */
+int cw_next_flag(int argc, char **argv, int *i, const char **flag, const char **value,
+                 char *err, size_t errlen);
+
 #endif

@@ -99,20 +99,14 @@ int consumer_config_parse(int argc, char **argv, struct consumer_config *cfg,
     const char *effect = NULL, *proc = NULL;
 
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        const char *a, *v;
+        int r = cw_next_flag(argc, argv, &i, &a, &v, err, errlen);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
             consumer_usage(out);
             return 1;
         }
-        if (strncmp(a, "--", 2) != 0) {
-            snprintf(err, errlen, "unexpected argument '%s'", a);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            snprintf(err, errlen, "%s needs a value", a);
-            return -1;
-        }
-        const char *v = argv[++i];
         int matched = 0;
         for (size_t k = 0; k < sizeof(int_opts) / sizeof(int_opts[0]); k++) {
             if (strcmp(a, int_opts[k].opt) == 0) {

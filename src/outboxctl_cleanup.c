@@ -106,12 +106,15 @@ struct cleanup_args {
     long max_attempts, base_ms, cap_ms, lease_ms;
 };
 
-/* Parses the "--flag VALUE" pairs of either cleanup (the relay flags and
- * --horizon only for the inbox).  CTL_OK, or CTL_USAGE after printing the
- * problem. */
+/* Fills *a (all of it: defaults, then the command's name and age flag) from the
+ * "--flag VALUE" pairs of either cleanup (the relay flags and --horizon only for the
+ * inbox).  CTL_OK, or CTL_USAGE after printing the problem. */
 static int parse_cleanup(struct cleanup_args *a, int argc, char **argv, int inbox)
 {
     char err[512];
+    memset(a, 0, sizeof(*a));
+    a->cmd = inbox ? "cleanup-inbox" : "cleanup";
+    a->age_flag = inbox ? "--older-than" : "--published-older-than";
     a->batch = 1000;
     a->max_attempts = RELAY_DEFAULT_MAX_ATTEMPTS;
     a->base_ms = RELAY_DEFAULT_BACKOFF_BASE_MS;
@@ -165,9 +168,6 @@ static int parse_cleanup(struct cleanup_args *a, int argc, char **argv, int inbo
 int ctl_cleanup(struct ctl *c, int argc, char **argv)
 {
     struct cleanup_args a;
-    memset(&a, 0, sizeof(a));
-    a.cmd = "cleanup";
-    a.age_flag = "--published-older-than";
     int rc = parse_cleanup(&a, argc, argv, 0);
     if (rc != CTL_OK)
         return rc;
@@ -213,9 +213,6 @@ int ctl_cleanup(struct ctl *c, int argc, char **argv)
 int ctl_cleanup_inbox(struct ctl *c, int argc, char **argv)
 {
     struct cleanup_args a;
-    memset(&a, 0, sizeof(a));
-    a.cmd = "cleanup-inbox";
-    a.age_flag = "--older-than";
     int rc = parse_cleanup(&a, argc, argv, 1);
     if (rc != CTL_OK)
         return rc;

@@ -14,6 +14,7 @@
 #include "outboxctl.h"
 #include "pgx.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -278,6 +279,45 @@ static void print_json(const struct outbox_summary *s, const struct counters *k,
     printf("]}\n");
 }
 
+/* Everything status and metrics report, read in one place. */
+struct snapshot {
+    struct outbox_summary s;
+    struct counters k;
+    PGresult *hist;             /* sql_attempts rows: attempts, count */
+    struct consumer_row *cons;  /* ncons rows, owned */
+    int ncons;
+};
+
+/* Connects and reads the outbox summary, the counters, the attempts histogram and the
+ * consumer rows into *snap. 0 on success (release with snapshot_free); -1 after the
+ * reason went to stderr, with nothing left to release. */
+static int read_snapshot(struct ctl *c, struct snapshot *snap)
+{
+    PGconn *conn = ctl_conn(c);
+    if (conn == NULL)
+        return -1;
+    char err[512];
+    if (read_summary(conn, &snap->s) < 0 || read_counters(conn, &snap->k) < 0)
+        return -1;
+    snap->hist = pgx_exec(conn, sql_attempts, 0, NULL, NULL, err, sizeof(err));
+    if (snap->hist == NULL) {
+        fprintf(stderr, "outboxctl: reading attempts failed: %s\n", err);
+        return -1;
+    }
+    snap->cons = read_consumers(conn, &snap->ncons);
+    if (snap->ncons < 0) {
+        PQclear(snap->hist);
+        return -1;
+    }
+    return 0;
+}
+
+static void snapshot_free(struct snapshot *snap)
+{
+    PQclear(snap->hist);
+    free(snap->cons);
+}
+
 int ctl_status(struct ctl *c, int argc, char **argv)
 {
     int json = 0;
@@ -289,31 +329,14 @@ int ctl_status(struct ctl *c, int argc, char **argv)
             return CTL_USAGE;
         }
     }
-    PGconn *conn = ctl_conn(c);
-    if (conn == NULL)
+    struct snapshot snap;
+    if (read_snapshot(c, &snap) < 0)
         return CTL_FAILED;
-    struct outbox_summary s;
-    struct counters k;
-    char err[512];
-    if (read_summary(conn, &s) < 0 || read_counters(conn, &k) < 0)
-        return CTL_FAILED;
-    PGresult *hist = pgx_exec(conn, sql_attempts, 0, NULL, NULL, err, sizeof(err));
-    if (hist == NULL) {
-        fprintf(stderr, "outboxctl: reading attempts failed: %s\n", err);
-        return CTL_FAILED;
-    }
-    int ncons;
-    struct consumer_row *cons = read_consumers(conn, &ncons);
-    if (ncons < 0) {
-        PQclear(hist);
-        return CTL_FAILED;
-    }
     if (json)
-        print_json(&s, &k, hist, cons, ncons);
+        print_json(&snap.s, &snap.k, snap.hist, snap.cons, snap.ncons);
     else
-        print_human(&s, &k, hist, cons, ncons);
-    PQclear(hist);
-    free(cons);
+        print_human(&snap.s, &snap.k, snap.hist, snap.cons, snap.ncons);
+    snapshot_free(&snap);
     return CTL_OK;
 }
 
@@ -335,31 +358,37 @@ static void head(const char *name, const char *type, const char *help)
     printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* Prints one per-consumer series: its HELP/TYPE head, then name{consumer="..."} value
+ * for each of the ncons rows, the value being the long long member of struct
+ * consumer_row at offset (give it with offsetof). */
+static void per_consumer(const char *name, const char *type, const char *help,
+                         const struct consumer_row *cons, int ncons, size_t offset)
+{
+    head(name, type, help);
+    for (int i = 0; i < ncons; i++) {
+        long long v;
+        memcpy(&v, (const char *)&cons[i] + offset, sizeof(v));
+        printf("%s{consumer=\"", name);
+        label(cons[i].name);
+        printf("\"} %lld\n", v);
+    }
+}
+
 int ctl_metrics(struct ctl *c, int argc, char **argv)
 {
     if (argc > 0) {
         fprintf(stderr, "outboxctl: metrics takes no arguments\n");
         return CTL_USAGE;
     }
-    PGconn *conn = ctl_conn(c);
-    if (conn == NULL)
+    struct snapshot snap;
+    if (read_snapshot(c, &snap) < 0)
         return CTL_FAILED;
-    struct outbox_summary s;
-    struct counters k;
-    char err[512];
-    if (read_summary(conn, &s) < 0 || read_counters(conn, &k) < 0)
-        return CTL_FAILED;
-    PGresult *hist = pgx_exec(conn, sql_attempts, 0, NULL, NULL, err, sizeof(err));
-    if (hist == NULL) {
-        fprintf(stderr, "outboxctl: reading attempts failed: %s\n", err);
-        return CTL_FAILED;
-    }
-    int ncons;
-    struct consumer_row *cons = read_consumers(conn, &ncons);
-    if (ncons < 0) {
-        PQclear(hist);
-        return CTL_FAILED;
-    }
+    /* Short names for the many lines below. */
+    const struct outbox_summary s = snap.s;
+    const struct counters k = snap.k;
+    const PGresult *hist = snap.hist;
+    const struct consumer_row *cons = snap.cons;
+    int ncons = snap.ncons;
 
     head("outbox_pending_total", "gauge", "Outbox rows neither published nor dead-lettered.");
     printf("outbox_pending_total %lld\n", s.pending);
@@ -410,37 +439,21 @@ int ctl_metrics(struct ctl *c, int argc, char **argv)
     printf("outbox_publish_latency_seconds_sum %.6f\noutbox_publish_latency_seconds_count %lld\n",
            s.latency_sum_s, s.latency_count);
 
-    head("inbox_processed", "gauge", "Inbox markers held per consumer.");
-    for (int i = 0; i < ncons; i++) {
-        printf("inbox_processed{consumer=\"");
-        label(cons[i].name);
-        printf("\"} %lld\n", cons[i].processed);
-    }
-    head("inbox_duplicates_ignored_total", "counter",
-         "Deliveries the inbox recognised as already processed.");
-    for (int i = 0; i < ncons; i++) {
-        printf("inbox_duplicates_ignored_total{consumer=\"");
-        label(cons[i].name);
-        printf("\"} %lld\n", cons[i].duplicates);
-    }
-    head("consumer_gaps_total", "counter", "Deliveries held back for a version gap.");
-    for (int i = 0; i < ncons; i++) {
-        printf("consumer_gaps_total{consumer=\"");
-        label(cons[i].name);
-        printf("\"} %lld\n", cons[i].gaps);
-    }
-    head("consumer_gaps_parked_total", "counter", "Version gaps that never closed, parked.");
-    for (int i = 0; i < ncons; i++) {
-        printf("consumer_gaps_parked_total{consumer=\"");
-        label(cons[i].name);
-        printf("\"} %lld\n", cons[i].gaps_parked);
-    }
-    head("consumer_dead_letters", "gauge", "Deliveries parked by a consumer.");
-    for (int i = 0; i < ncons; i++) {
-        printf("consumer_dead_letters{consumer=\"");
-        label(cons[i].name);
-        printf("\"} %lld\n", cons[i].dead_letters);
-    }
+    per_consumer("inbox_processed", "gauge",
+                 "Inbox markers held per consumer.",
+                 cons, ncons, offsetof(struct consumer_row, processed));
+    per_consumer("inbox_duplicates_ignored_total", "counter",
+                 "Deliveries the inbox recognised as already processed.",
+                 cons, ncons, offsetof(struct consumer_row, duplicates));
+    per_consumer("consumer_gaps_total", "counter",
+                 "Deliveries held back for a version gap.",
+                 cons, ncons, offsetof(struct consumer_row, gaps));
+    per_consumer("consumer_gaps_parked_total", "counter",
+                 "Version gaps that never closed, parked.",
+                 cons, ncons, offsetof(struct consumer_row, gaps_parked));
+    per_consumer("consumer_dead_letters", "gauge",
+                 "Deliveries parked by a consumer.",
+                 cons, ncons, offsetof(struct consumer_row, dead_letters));
     head("inbox_processing_latency_seconds", "summary",
          "From published_at to the consumer's inbox processed_at.");
     for (int i = 0; i < ncons; i++) {
@@ -460,7 +473,6 @@ int ctl_metrics(struct ctl *c, int argc, char **argv)
         label(r->name);
         printf("\"} %lld\n", r->latency_count);
     }
-    PQclear(hist);
-    free(cons);
+    snapshot_free(&snap);
     return CTL_OK;
 }

@@ -49,18 +49,12 @@ int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
     snprintf(cfg->name, sizeof(cfg->name), "relay-%ld", (long)getpid());
 
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+        const char *a, *v;
+        int r = cw_next_flag(argc, argv, &i, &a, &v, err, errlen);
+        if (r < 0)
+            return -1;
+        if (r == 0)
             return 1;
-        if (strncmp(a, "--", 2) != 0) {
-            snprintf(err, errlen, "unexpected argument '%s'", a);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            snprintf(err, errlen, "%s needs a value", a);
-            return -1;
-        }
-        const char *v = argv[++i];
         int rc = 0;
         if (strcmp(a, "--db") == 0) {
             cfg->db = v;
