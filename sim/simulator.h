@@ -92,7 +92,8 @@ struct sim_proc {
     int lease_ms, idle_ms, batch, backoff_base_ms, backoff_cap_ms, max_attempts;
     int per_aggregate;       /* --order per-aggregate (else fifo) */
     /* consumers */
-    int prefetch, cbatch, retry_delay_ms, gap_delay_ms, gap_park_ms;
+    int prefetch, cbatch, retry_delay_ms, gap_delay_ms;
+    int gap_park_ms;         /* 0: the consumer's default */
 };
 
 struct sim_fault {

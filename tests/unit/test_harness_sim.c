@@ -117,6 +117,14 @@ static void test_generate(const struct sim_catalogue *cat, char **points)
                     CHECK(p1.procs[i].lease_ms <= 1500);
             }
             CHECK(relays >= 1 && relays <= 3);
+            /* Dead letters (attempt limit 3) only with fifo relays, and
+             * poison windows only with them. */
+            for (int i = 1; i <= relays; i++)
+                CHECK(p1.procs[i].max_attempts == (p1.procs[i].per_aggregate ? 12
+                                                   : p1.procs[1].max_attempts));
+            for (int k = 0; k < p1.nacts; k++)
+                if (p1.acts[k].kind == SIM_BROKER && p1.acts[k].max_payload > 0)
+                    CHECK(p1.procs[1].max_attempts == 3);
             CHECK(groups[0] >= 1 && groups[0] <= 2 && groups[1] <= 2);
             CHECK(p1.procs[1].kind == SIM_RELAY && p1.procs[1].autostart);
             two_groups |= groups[1] > 0;
@@ -221,16 +229,17 @@ static void test_render_rules(void)
     p.faults[1].incarnation = -1;
     p.faults[1].action = SIM_FAIL;
     p.faults[1].hit = 1;
-    enum sim_act_kind kinds[] = { SIM_PAY, SIM_KILL, SIM_RESUME, SIM_PAUSE, SIM_PAY,
-                                  SIM_RESTART, SIM_KILL };
-    int procs[] = { 0, 1, 2, 0, 0, 1, 1 };
-    p.nacts = 7;
+    enum sim_act_kind kinds[] = { SIM_PAY, SIM_KILL, SIM_RESUME, SIM_PAUSE, SIM_REUSE, SIM_PAY,
+                                  SIM_REUSE, SIM_RESTART, SIM_KILL, SIM_BROKER };
+    int procs[] = { 0, 1, 2, 0, 0, 0, 0, 1, 1, -1 };
+    p.nacts = 10;
     for (int k = 0; k < p.nacts; k++) {
         p.acts[k].kind = kinds[k];
         p.acts[k].proc = procs[k];
         p.acts[k].count = 2;
-        p.acts[k].outage = p.acts[k].duplicate = -1;
+        p.acts[k].outage = p.acts[k].duplicate = p.acts[k].max_payload = -1;
     }
+    p.acts[9].max_payload = 64;
     cJSON *sc = sim_render(&p, "sim-3-4", NULL);
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(sc, "steps");
     char seq[256] = "";
@@ -243,11 +252,18 @@ static void test_render_rules(void)
                  pr ? ":" : "", pr ? pr->valuestring : "");
     }
     /* kill:relay-1 (crash armed) dropped, resume:acct-1 (nothing to resume)
-     * dropped, pause:api dropped; the second batch gets a fresh API; after
-     * the restart relay-1 holds no fault, so the kill stays. */
-    CHECK(strcmp(seq, "payments restart:api payments restart:relay-1 kill:relay-1") == 0);
-    if (strcmp(seq, "payments restart:api payments restart:relay-1 kill:relay-1") != 0)
+     * dropped, pause:api dropped, the key reuse after the faulty API's batch
+     * dropped; the second batch gets a fresh API and its key reuse stays;
+     * after the restart relay-1 holds no fault, so the kill stays. */
+    const char *want = "payments restart:api payments http restart:relay-1 kill:relay-1 broker";
+    CHECK(strcmp(seq, want) == 0);
+    if (strcmp(seq, want) != 0)
         fprintf(stderr, "steps: %s\n", seq);
+    const cJSON *reuse = cJSON_GetArrayItem(steps, 3);
+    CHECK(strcmp(cJSON_GetObjectItemCaseSensitive(reuse, "key")->valuestring, "b2-1") == 0);
+    CHECK(cJSON_GetObjectItemCaseSensitive(reuse, "expect_status")->valueint == 422);
+    const cJSON *ctl = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(steps, 6), "control");
+    CHECK(cJSON_GetObjectItemCaseSensitive(ctl, "max_payload_bytes")->valueint == 64);
     const cJSON *api = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(sc, "processes"), "api");
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(api, "faults");
