@@ -585,6 +585,8 @@ struct lease {
     int64_t released_us; /* first release by the same worker, or INT64_MAX */
     char released_by[16];/* the releasing event: mark, retry, dead_letter, ...; "" */
     long attempt;        /* -1 when the event did not say */
+    char prev[8];        /* the row's lease as the claim found it in the database:
+                          * "none", "expired", "live"; "" when not logged */
 };
 
 struct leases {
@@ -680,6 +682,10 @@ static void collect_leases(struct ctx *c, struct leases *out)
                     else if (atts != NULL && cJSON_IsNumber(cJSON_GetArrayItem(atts, idx)))
                         a = cJSON_GetArrayItem(atts, idx)->valuedouble;
                     l.attempt = (long)a;
+                    const cJSON *pv = cJSON_GetArrayItem(
+                        ev_arr(ev, (const char *const[]){ "previous_lease", NULL }), idx);
+                    snprintf(l.prev, sizeof(l.prev), "%s",
+                             cJSON_IsString(pv) ? pv->valuestring : "");
                     lease_add(out, &l);
                     idx++;
                 }
@@ -766,7 +772,11 @@ static void inv_no_two_live_leases(struct ctx *c, const struct leases *ls)
         for (int j = i - 1; j >= 0 && strcmp(ls->v[j].id, b->id) == 0; j--) {
             const struct lease *a = &ls->v[j];
             int64_t end = a->until_us < a->released_us ? a->until_us : a->released_us;
-            if (b->claimed_us < end) {
+            /* The claim found no lease on the row in the database: a's lease
+             * was released there (a retry or mark committed) by a holder
+             * killed before it could log the release.  Only a lease the claim
+             * found still set ("live", or unlogged) makes an overlap. */
+            if (b->claimed_us < end && strcmp(b->prev, "none") != 0) {
                 char t1[32], t2[32], t3[32];
                 fmt_time(b->claimed_us, t1, sizeof(t1));
                 fmt_time(a->claimed_us, t2, sizeof(t2));

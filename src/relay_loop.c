@@ -204,9 +204,13 @@ static void emit_claim(const struct relay *r, const struct relay_batch *b, int r
     cJSON_AddStringToObject(ev, "worker", r->worker);
     cJSON *ids = cJSON_AddArrayToObject(ev, "ids");
     cJSON *att = cJSON_AddArrayToObject(ev, "attempts");
+    /* What the database held when the claim took each row: the checker's
+     * evidence that an earlier lease was really released or expired. */
+    cJSON *prev = cJSON_AddArrayToObject(ev, "previous_lease");
     for (int i = 0; i < b->n; i++) {
         cJSON_AddItemToArray(ids, cJSON_CreateString(b->msgs[i].id));
         cJSON_AddItemToArray(att, cJSON_CreateNumber(b->msgs[i].attempts));
+        cJSON_AddItemToArray(prev, cJSON_CreateString(b->msgs[i].previous_lease));
     }
     cJSON_AddNumberToObject(ev, "n", b->n);
     cJSON_AddStringToObject(ev, "lease_until", b->lease_until);

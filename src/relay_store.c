@@ -69,7 +69,9 @@
     "          m.schema_version, m.payload::text, m.trace_parent,\n"           \
     "          " TS_UTC("m.occurred_at") ",\n"                                 \
     "          m.attempts, " TS_UTC("m.locked_until") ",\n"                    \
-    "          c.previous_lease IS NOT NULL"
+    "          CASE WHEN c.previous_lease IS NULL THEN 'none'\n"                   \
+    "               WHEN c.previous_lease <= now() THEN 'expired'\n"             \
+    "               ELSE 'live' END"
 
 static const char sql_claim_fifo[] = CLAIM_SQL("");
 static const char sql_claim_per_aggregate[] = CLAIM_SQL(CLAIM_ORDER_FILTER);
@@ -163,7 +165,8 @@ static void parse_claim(const PGresult *res, int64_t sent_at, int lease_ms,
         m->attempts = atoi(PQgetvalue(res, r, 8));
         if (r == 0)
             snprintf(out->lease_until, sizeof(out->lease_until), "%s", PQgetvalue(res, r, 9));
-        m->recovered = PQgetvalue(res, r, 10)[0] == 't';
+        snprintf(m->previous_lease, sizeof(m->previous_lease), "%s", PQgetvalue(res, r, 10));
+        m->recovered = strcmp(m->previous_lease, "none") != 0;
         m->state = RELAY_MSG_CLAIMED;
     }
     out->n = n;

@@ -72,6 +72,10 @@ struct relay_msg {
     int schema_version;
     int attempts;                    /* after this claim's increment */
     int recovered;                   /* its previous lease had expired unsettled */
+    char previous_lease[8];          /* the row's lease as the claim found it:
+                                      * "none" (never leased, or released),
+                                      * "expired", or "live" (only a claim that
+                                      * ignores leases can find one) */
     char occurred_at[RELAY_TS_LEN];  /* UTC, "YYYY-MM-DDTHH:MM:SS.ffffffZ" */
     char *event_type;                /* owned */
     char *payload;                   /* owned: jsonb::text exactly as returned */

@@ -313,8 +313,10 @@ def test_relay_side_breakage_is_caught(tmp_path, pg_cluster):
         {"do": "wait", "until": "parked", "proc": "relay-1", "point": "relay/before_publish",
          "timeout_ms": 10000},
         {"do": "sql", "expect_rows": 1,
-         "why": "the lease vanishes while the relay holds it: its claim-ahead takes the row again",
-         "sql": "UPDATE outbox_messages SET lock_id = NULL, locked_until = NULL"
+         "why": "the lease is cut short in the database while the relay holds it: its"
+                " claim-ahead takes the row again (a released lease, lock_id NULL, would be"
+                " a legitimate re-claim: the claim logs previous_lease none)",
+         "sql": "UPDATE outbox_messages SET locked_until = now() - interval '1 second'"
                 " WHERE published_at IS NULL"},
         {"do": "resume", "proc": "relay-1"},
         {"do": "wait", "until": "consumed", "count": 1, "timeout_ms": 10000},
