@@ -1,13 +1,15 @@
 /* simulator.c -- `crashwindow sim`: the run loop, the failing-seed store,
  * the statistics and the shrinking driver; see simulator.h.
  *
- * Each run is one call of runner_run() on a scenario file the generator
- * wrote, against one PostgreSQL cluster started here for all runs (or the
- * server given with --pg): the simulator never evaluates an invariant
- * itself, so a failure it reports is exactly what `crashwindow run` would
- * report for the same file.  The runner's chatter goes to a log file; the
- * terminal gets two lines per run (what it does, what came of it) and, for
- * a failure, the one line that replays it.
+ * Runs are scenario files the generator wrote, handed to runner_run() a
+ * batch at a time (up to MAX_BATCH: the runner's fixed cost per call is a
+ * good part of a short run), against one PostgreSQL cluster started here
+ * for all runs (or the server given with --pg).  The simulator never
+ * evaluates an invariant itself, so a failure it reports is exactly what
+ * `crashwindow run` reports for the same file.  The runner's chatter goes
+ * to a log file; the terminal gets one line per run saying what it does
+ * (printed before the batch starts), one with its verdict, and, for a
+ * failure, the one line that replays it.
  *
  * Output directory:
  *   DIR/result.json       runner-format result: "scenarios" (one per run)

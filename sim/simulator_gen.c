@@ -522,14 +522,14 @@ static void proc_name(const struct sim_plan *p, int idx, char *out, size_t outle
 
 /* The CW_FAULTS value of incarnation inc of proc into out ("" for none).
  * Returns the number of faults; *crashy says whether one may kill it,
- * *parky whether one may park it. */
+ * *parks how many may park it. */
 static int fault_spec(const struct sim_plan *p, int proc, int inc, char *out, size_t outlen,
-                      int *crashy, int *parky)
+                      int *crashy, int *parks)
 {
     size_t n = 0;
     int count = 0;
     out[0] = '\0';
-    *crashy = *parky = 0;
+    *crashy = *parks = 0;
     for (int i = 0; i < p->nfaults; i++) {
         const struct sim_fault *f = &p->faults[i];
         if (f->proc != proc || f->incarnation != inc)
@@ -546,7 +546,7 @@ static int fault_spec(const struct sim_plan *p, int proc, int inc, char *out, si
         n += (size_t)w;
         count++;
         *crashy |= f->action == SIM_CRASH;
-        *parky |= f->action == SIM_PARK;
+        *parks += f->action == SIM_PARK;
     }
     return count;
 }
@@ -555,7 +555,7 @@ static int fault_spec(const struct sim_plan *p, int proc, int inc, char *out, si
 struct rstate {
     int up;        /* started and not killed by us */
     int crashy;    /* this incarnation may have crashed on its own */
-    int parky;     /* this incarnation may have parked itself */
+    int parks;     /* park faults armed in this incarnation (each fires once) */
     int paused;    /* stopped by us */
     int faulty;    /* (API) this incarnation has faults */
     int spent;     /* (API) a payments batch already met those faults */
@@ -632,7 +632,7 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
     char spec[1024], name[32];
     for (int i = 0; i < p->nprocs; i++) {
         st[i].up = p->procs[i].autostart;
-        st[i].faulty = fault_spec(p, i, -1, spec, sizeof(spec), &st[i].crashy, &st[i].parky) > 0;
+        st[i].faulty = fault_spec(p, i, -1, spec, sizeof(spec), &st[i].crashy, &st[i].parks) > 0;
     }
     int batch = 0, batch_clean = 0, reuses = 0;
     for (int k = 0; k < p->nacts; k++) {
@@ -719,15 +719,20 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             s->paused = 1;
             break;
         case SIM_RESUME:
-            if (!s->up || s->crashy || !(s->paused || s->parky))
+            /* The runner's resume waits until the process runs; one that
+             * stops itself again at once (an unfired park fault) would make
+             * the step fail.  So: resume our own pause only when no park can
+             * follow, and a park only when it is the only one (spent once
+             * fired). */
+            if (!s->up || s->crashy || !(s->paused ? s->parks == 0 : s->parks == 1))
                 break;
             o = step(steps, "resume");
             cJSON_AddStringToObject(o, "proc", name);
             s->paused = 0;
             break;
         case SIM_RESTART: {
-            int crashy, parky;
-            int nf = fault_spec(p, a->proc, k, spec, sizeof(spec), &crashy, &parky);
+            int crashy, parks;
+            int nf = fault_spec(p, a->proc, k, spec, sizeof(spec), &crashy, &parks);
             o = step(steps, "restart");
             cJSON_AddStringToObject(o, "proc", name);
             if (nf > 0)
@@ -735,7 +740,7 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             memset(s, 0, sizeof(*s));
             s->up = 1;
             s->crashy = crashy;
-            s->parky = parky;
+            s->parks = parks;
             s->faulty = nf > 0;
             break;
         }
@@ -804,8 +809,8 @@ cJSON *sim_render(const struct sim_plan *p, const char *name, const char *title)
             cJSON_AddItemToObject(o, "args", relay_args(x));
         else if (x->kind == SIM_CONSUMER)
             cJSON_AddItemToObject(o, "args", consumer_args(x));
-        int crashy, parky;
-        if (fault_spec(p, i, -1, buf, sizeof(buf), &crashy, &parky) > 0)
+        int crashy, parks;
+        if (fault_spec(p, i, -1, buf, sizeof(buf), &crashy, &parks) > 0)
             cJSON_AddStringToObject(o, "faults", buf);
         if (!x->autostart)
             cJSON_AddBoolToObject(o, "autostart", 0);

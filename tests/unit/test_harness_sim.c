@@ -275,6 +275,68 @@ static void test_render_rules(void)
     cJSON_Delete(sc);
 }
 
+/* Steps of plan p as "verb:proc ..." into out. */
+static void step_seq(const struct sim_plan *p, char *out, size_t outlen)
+{
+    cJSON *sc = sim_render(p, "sim-3-5", NULL);
+    const cJSON *st;
+    out[0] = '\0';
+    cJSON_ArrayForEach(st, cJSON_GetObjectItemCaseSensitive(sc, "steps")) {
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(st, "do");
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(st, "proc");
+        size_t n = strlen(out);
+        snprintf(out + n, outlen - n, "%s%s%s%s", n ? " " : "", d->valuestring, pr ? ":" : "",
+                 pr ? pr->valuestring : "");
+    }
+    cJSON_Delete(sc);
+}
+
+/* A resume must not meet a process that stops itself again at once: our
+ * own pause is resumed only without park faults armed, a park only when it
+ * is the only one. */
+static void test_resume_rules(void)
+{
+    struct sim_plan p;
+    memset(&p, 0, sizeof(p));
+    p.nprocs = 4;
+    p.procs[0].kind = SIM_API;
+    p.procs[1].kind = SIM_RELAY;
+    p.procs[2].kind = SIM_CONSUMER;
+    p.procs[3].kind = SIM_CONSUMER;
+    for (int i = 0; i < 4; i++)
+        p.procs[i].autostart = 1;
+    p.procs[1].max_attempts = 12;
+    const char *points[] = { "consumer/after_commit", "consumer/after_ack", "relay/after_claim" };
+    int owner[] = { 2, 2, 1 };
+    p.nfaults = 3;
+    for (int i = 0; i < 3; i++) {
+        snprintf(p.faults[i].point, SIM_POINT_MAX, "%s", points[i]);
+        p.faults[i].proc = owner[i];
+        p.faults[i].incarnation = -1;
+        p.faults[i].action = SIM_PARK;
+        p.faults[i].hit = 1;
+    }
+    enum sim_act_kind kinds[] = { SIM_PAY, SIM_RESUME, SIM_RESUME, SIM_PAUSE, SIM_RESUME,
+                                  SIM_PAUSE, SIM_RESUME };
+    int procs[] = { 0, 2, 1, 1, 1, 3, 3 };
+    p.nacts = 7;
+    for (int k = 0; k < p.nacts; k++) {
+        p.acts[k].kind = kinds[k];
+        p.acts[k].proc = procs[k];
+        p.acts[k].count = 1;
+        p.acts[k].outage = p.acts[k].duplicate = p.acts[k].max_payload = -1;
+    }
+    char seq[256];
+    step_seq(&p, seq, sizeof(seq));
+    /* acct-1 holds two parks: no resume; relay-1 holds one: resumed, then
+     * paused by us and not resumed (its park may be unfired); acct-2 holds
+     * none: paused and resumed. */
+    const char *want = "payments resume:relay-1 pause:relay-1 pause:acct-2 resume:acct-2";
+    CHECK(strcmp(seq, want) == 0);
+    if (strcmp(seq, want) != 0)
+        fprintf(stderr, "steps: %s\n", seq);
+}
+
 int main(void)
 {
     char path[4096], err[256];
@@ -288,6 +350,7 @@ int main(void)
     test_generate(&cat, points);
     test_shrink(&cat, points);
     test_render_rules();
+    test_resume_rules();
     runner_free_points(points);
     return check_report("test_harness_sim");
 }
