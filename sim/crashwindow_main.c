@@ -9,14 +9,13 @@
  * Each subcommand lives in its own module; this file only dispatches. */
 #include "cwlog.h"
 #include "fault.h"
+#include "mutants.h"
 #include "report.h"
 #include "runner.h"
 #include "simulator.h"
 
 #include <stdio.h>
 #include <string.h>
-
-int mutants_main(int argc, char **argv);
 
 static void usage(FILE *f)
 {

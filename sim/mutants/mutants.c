@@ -20,6 +20,7 @@
  * and a "mutants" array; each mutant's runs live in DIR/mutants/<name>/.
  * Exit status: 0 when the baseline passes and every mutant is killed, 1
  * otherwise, 2 on bad usage. */
+#include "mutants.h"
 #include "runner.h"
 #include "cwlog.h"
 #include "procs.h"
@@ -35,8 +36,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-int mutants_main(int argc, char **argv);
 
 /* Each mutant and the scenarios that aim at its mistake. */
 struct mutant {
@@ -79,16 +78,17 @@ static const struct mutant MUTANTS[] = {
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 
-/* Binaries of the system under test, by the source prefix that builds them. */
+/* Binaries of the system under test, by the src/ folder that builds them. */
 static const struct {
-    const char *prefix;
+    const char *dir;
     const char *target;
 } TARGETS[] = {
-    { "api_", "payments-api" },
-    { "relay_", "outbox-relay" },
-    { "consumer_", "accounting-consumer" },
-    { "outboxctl_", "outboxctl" },
+    { "api", "payments-api" },
+    { "relay", "outbox-relay" },
+    { "consumer", "accounting-consumer" },
+    { "outboxctl", "outboxctl" },
 };
+#define NTARGETS ((int)(sizeof(TARGETS) / sizeof(TARGETS[0])))
 
 __attribute__((format(printf, 3, 4)))
 static int fmt(char *out, size_t outlen, const char *format, ...)
@@ -113,41 +113,59 @@ static int file_mentions(const char *path, const char *needle)
     return found;
 }
 
-/* The build targets whose sources mention CW_MUTANT_<name>, into targets[]
- * (a core file means every binary).  Returns the count; 0 when no source
- * implements the mutant. */
-static int mutant_targets(const char *name, const char **targets)
+/* 1 when a .c file of folder dir mentions needle. */
+static int dir_mentions(const char *dir, const char *needle)
 {
-    char needle[96], dir[PATH_MAX];
-    snprintf(needle, sizeof(needle), "CW_MUTANT_%s", name);
-    fmt(dir, sizeof(dir), "%s/src", runner_source_dir());
     DIR *d = opendir(dir);
     if (d == NULL)
         return 0;
-    int want[4] = { 0 }, any = 0, core = 0;
+    int found = 0;
     struct dirent *de;
-    for (de = readdir(d); de != NULL; de = readdir(d)) {
+    for (de = readdir(d); de != NULL && !found; de = readdir(d)) {
         size_t len = strlen(de->d_name);
         if (len < 3 || strcmp(de->d_name + len - 2, ".c") != 0)
             continue;
         char path[PATH_MAX + 256];
         fmt(path, sizeof(path), "%s/%s", dir, de->d_name);
-        if (!file_mentions(path, needle))
+        found = file_mentions(path, needle);
+    }
+    closedir(d);
+    return found;
+}
+
+/* The build targets whose sources mention CW_MUTANT_<name>, into targets[]
+ * (a file of a shared folder, src/core or src/bus, means every binary).
+ * Returns the count; 0 when no source implements the mutant. */
+static int mutant_targets(const char *name, const char **targets)
+{
+    char needle[96], src[PATH_MAX], dir[PATH_MAX + 256];
+    snprintf(needle, sizeof(needle), "CW_MUTANT_%s", name);
+    fmt(src, sizeof(src), "%s/src", runner_source_dir());
+    DIR *d = opendir(src);
+    if (d == NULL)
+        return 0;
+    int want[NTARGETS] = { 0 }, any = 0, shared = 0;
+    struct dirent *de;
+    for (de = readdir(d); de != NULL; de = readdir(d)) {
+        if (de->d_name[0] == '.')
+            continue;
+        fmt(dir, sizeof(dir), "%s/%s", src, de->d_name);
+        if (!dir_mentions(dir, needle))
             continue;
         any = 1;
         int matched = 0;
-        for (int i = 0; i < 4; i++) {
-            if (strncmp(de->d_name, TARGETS[i].prefix, strlen(TARGETS[i].prefix)) == 0) {
+        for (int i = 0; i < NTARGETS; i++) {
+            if (strcmp(de->d_name, TARGETS[i].dir) == 0) {
                 want[i] = 1;
                 matched = 1;
             }
         }
-        core |= !matched;
+        shared |= !matched;
     }
     closedir(d);
     int n = 0;
-    for (int i = 0; i < 4 && any; i++)
-        if (want[i] || core)
+    for (int i = 0; i < NTARGETS && any; i++)
+        if (want[i] || shared)
             targets[n++] = TARGETS[i].target;
     return n;
 }
@@ -455,7 +473,7 @@ int mutants_main(int argc, char **argv)
             if (started[j])
                 continue;
             started[j] = 1;
-            const char *targets[4];
+            const char *targets[NTARGETS];
             int nt = mutant_targets(MUTANTS[chosen[j]].name, targets);
             char mbuild[PATH_MAX];
             fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", parent, MUTANTS[chosen[j]].name);
@@ -465,7 +483,7 @@ int mutants_main(int argc, char **argv)
                                  build_err[j], sizeof(build_err[j])) < 0)
                 started[j] = 2; /* failed before running */
         }
-        const char *targets[4];
+        const char *targets[NTARGETS];
         int nt = mutant_targets(m->name, targets);
         cJSON *tj = cJSON_AddArrayToObject(mo, "rebuilt");
         for (int t = 0; t < nt; t++)

@@ -1,5 +1,5 @@
 /* bus_fakebroker.c -- the publisher/subscriber interface of bus.h over the
- * fake broker's newline-delimited JSON protocol (sim/fakebroker.h).
+ * fake broker's newline-delimited JSON protocol (sim/fakebroker/fakebroker.h).
  *
  * One non-blocking Unix socket per bus_conn.  Every call computes a deadline
  * from the connection's timeout (bus_next_delivery: from its wait) and waits

@@ -25,8 +25,7 @@
 #include "cliutil.h"
 #include "cwlog.h"
 #include "pgx.h"
-#include "relay.h"
-#include "relay_backoff.h"
+#include "relay_policy.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -12,18 +12,11 @@
 #ifndef CW_RELAY_H
 #define CW_RELAY_H
 
+#include "relay_policy.h"
 #include "relay_store.h"
 
 #include <stddef.h>
 #include <stdio.h>
-
-/* Defaults, as in the article. */
-#define RELAY_DEFAULT_BATCH 100
-#define RELAY_DEFAULT_LEASE_MS 30000
-#define RELAY_DEFAULT_BACKOFF_BASE_MS 1000
-#define RELAY_DEFAULT_BACKOFF_CAP_MS 300000
-#define RELAY_DEFAULT_MAX_ATTEMPTS 12
-#define RELAY_DEFAULT_IDLE_MS 500
 
 struct relay_config {
     const char *db;          /* libpq conninfo; never logged or stored */

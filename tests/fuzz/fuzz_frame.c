@@ -1,5 +1,5 @@
 /* fuzz_frame.c -- libFuzzer target for the fake broker's frame layer
- * (sim/fakebroker_proto.c): arbitrary bytes go through the line buffer in
+ * (sim/fakebroker/fakebroker_proto.c): arbitrary bytes go through the line buffer in
  * chunks, every complete line through fb_parse_frame, control frames through
  * fb_control_apply.  Besides "no crash, no leak, no UB" (ASan/UBSan), one
  * oracle: every string field of an accepted publish, written back with the

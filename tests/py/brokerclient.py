@@ -1,4 +1,4 @@
-"""A small client of the fake broker's protocol (sim/fakebroker.h), for tests.
+"""A small client of the fake broker's protocol (sim/fakebroker/fakebroker.h), for tests.
 
     from brokerclient import connect
     b = connect(sock, client="test")

@@ -9,13 +9,15 @@ SITE = re.compile(r'CW_FAULT\(\s*"([^"]+)"')
 
 
 def code_sites():
+    """Every CW_FAULT site under src/: point name -> files (paths from the root)."""
     sites = {}
-    for d in ("src",):
-        for name in sorted(os.listdir(os.path.join(SOURCE_DIR, d))):
+    for top, _, names in sorted(os.walk(os.path.join(SOURCE_DIR, "src"))):
+        for name in sorted(names):
             if not name.endswith(".c"):
                 continue
-            rel = f"{d}/{name}"
-            with open(os.path.join(SOURCE_DIR, rel), encoding="utf-8") as f:
+            path = os.path.join(top, name)
+            rel = os.path.relpath(path, SOURCE_DIR)
+            with open(path, encoding="utf-8") as f:
                 for m in SITE.finditer(f.read()):
                     sites.setdefault(m.group(1), set()).add(rel)
     return sites

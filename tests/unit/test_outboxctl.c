@@ -2,8 +2,7 @@
  * fingerprints, JSON strings, and the redelivery horizon that guards
  * cleanup-inbox. */
 #include "outboxctl.h"
-#include "relay.h"
-#include "relay_backoff.h"
+#include "relay_policy.h"
 #include "check.h"
 
 #include <stdio.h>

@@ -1,6 +1,6 @@
-/* Unit tests for relay_backoff.h: the redelivery horizon outboxctl guards
+/* Unit tests for relay_policy.h: the redelivery horizon outboxctl guards
  * inbox cleanup with (the backoff itself is tested in test_backoff.c). */
-#include "relay_backoff.h"
+#include "relay_policy.h"
 #include "check.h"
 
 #include <stdint.h>
@@ -14,5 +14,5 @@ int main(void)
     CHECK(relay_redelivery_horizon_ms(3, 100, 400, 1000) == 200 + 400 + 3000);
     CHECK(relay_redelivery_horizon_ms(0, 100, 400, 1000) == 0);
     CHECK(relay_redelivery_horizon_ms(1000, 86400000, 86400000, 86400000) > 0);
-    return check_report("test_relay_backoff");
+    return check_report("test_relay_policy");
 }

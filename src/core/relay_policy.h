@@ -1,19 +1,31 @@
-/* relay_backoff.h -- the redelivery horizon implied by the relay's retry
- * schedule.
+/* relay_policy.h -- the relay's retry policy: its defaults and the
+ * redelivery horizon they imply.
+ *
+ * Two programs must agree on it: the relay, which retries on this schedule,
+ * and outboxctl, whose inbox cleanup must keep every marker that a retry may
+ * still meet.  It lives in the core so that neither program reads the
+ * other's headers.
  *
  * A failed publish is retried after a jittered delay below
  * cw_backoff_ceiling_ms(attempts, base, cap) (backoff.h), computed when the
  * retry is scheduled and persisted in next_attempt_at, so a restarted relay
  * honours it.  From that schedule follows how long one outbox row can keep
  * being published again; outboxctl must compute the same horizon to guard
- * inbox cleanup, so the function is static inline over the core library and
- * outboxctl shares it without linking the relay. */
-#ifndef CW_RELAY_BACKOFF_H
-#define CW_RELAY_BACKOFF_H
+ * inbox cleanup, so the function is static inline over backoff.h. */
+#ifndef CW_RELAY_POLICY_H
+#define CW_RELAY_POLICY_H
 
 #include "backoff.h"
 
 #include <stdint.h>
+
+/* The relay's defaults, as in the article. */
+#define RELAY_DEFAULT_BATCH 100
+#define RELAY_DEFAULT_LEASE_MS 30000
+#define RELAY_DEFAULT_BACKOFF_BASE_MS 1000
+#define RELAY_DEFAULT_BACKOFF_CAP_MS 300000
+#define RELAY_DEFAULT_MAX_ATTEMPTS 12
+#define RELAY_DEFAULT_IDLE_MS 500
 
 /* The longest time over which one outbox row can be published again: every
  * attempt may hold its lease to the end (a relay that died after publishing)

@@ -1,0 +1,122 @@
+"""The layout's dependency rules, checked on every #include of src/ and sim/.
+
+Each folder of src/ and sim/ is one component; a component may include the
+headers of the components this table allows and no others.  Arrows point down
+and inward: programs use core and bus, never each other; nothing in src/
+includes anything from sim/; the harness may use core's public headers, never
+a program's.  libfiu's headers belong to the fault-point module alone.
+"""
+import os
+import re
+import shutil
+
+from conftest import SOURCE_DIR
+
+ALLOWED = {
+    "src/core": set(),
+    "src/bus": {"src/core"},
+    "src/api": {"src/core", "src/bus"},
+    "src/relay": {"src/core", "src/bus"},
+    "src/consumer": {"src/core", "src/bus"},
+    "src/outboxctl": {"src/core"},
+    "sim/scenario": set(),
+    "sim/fakebroker": {"src/core"},
+    "sim/checker": {"sim/scenario", "src/core"},
+    "sim/report": set(),
+    "sim/faults": {"src/core"},
+    "sim/runner": {"sim/scenario", "sim/checker", "sim/report", "sim/fakebroker",
+                   "sim/faults", "src/core"},
+    "sim/simulator": {"sim/runner", "sim/scenario", "src/core"},
+    "sim/mutants": {"sim/runner", "src/core"},
+    "sim": {"sim/scenario", "sim/fakebroker", "sim/checker", "sim/report", "sim/faults",
+            "sim/runner", "sim/simulator", "sim/mutants", "src/core"},
+}
+
+# System headers only one file may include.
+PRIVATE_SYSTEM = {"fiu.h": "src/core/fault.h", "fiu-control.h": "src/core/fault.c"}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
+
+
+def sources(root):
+    """Every .c and .h file under src/ and sim/: path relative to root."""
+    for top in ("src", "sim"):
+        for d, _, names in os.walk(os.path.join(root, top)):
+            for n in sorted(names):
+                if n.endswith((".c", ".h")):
+                    yield os.path.relpath(os.path.join(d, n), root)
+
+
+def violations(root):
+    """The broken rules of the tree at root, as sentences."""
+    files = list(sources(root))
+    home = {}
+    out = []
+    for f in files:
+        if f.endswith(".h"):
+            name = os.path.basename(f)
+            if name in home:
+                out.append(f"header {name} exists twice: {home[name]} and {f}")
+            home[name] = os.path.dirname(f)
+    for f in files:
+        comp = os.path.dirname(f)
+        if comp not in ALLOWED:
+            out.append(f"{f}: folder {comp} is not a known component (add it to ALLOWED)")
+            continue
+        with open(os.path.join(root, f), encoding="utf-8") as fh:
+            text = fh.read()
+        for kind, name in INCLUDE.findall(text):
+            if kind == "<":
+                owner = PRIVATE_SYSTEM.get(name)
+                if owner is not None and f != owner and f != owner.replace(".h", ".c"):
+                    out.append(f"{f} includes <{name}>, which only {owner} may")
+                continue
+            target = home.get(os.path.basename(name))
+            if target is None:
+                out.append(f"{f} includes \"{name}\", which no folder of src/ or sim/ holds")
+            elif target != comp and target not in ALLOWED[comp]:
+                out.append(f"{f} includes \"{name}\" from {target}: {comp} may use only "
+                           f"{sorted(ALLOWED[comp]) or 'its own headers'}")
+    return out
+
+
+def test_every_include_follows_the_layout():
+    bad = violations(SOURCE_DIR)
+    assert not bad, "\n".join(bad)
+
+
+def test_every_component_folder_is_known():
+    comps = {os.path.dirname(f) for f in sources(SOURCE_DIR)}
+    assert comps <= set(ALLOWED), sorted(comps - set(ALLOWED))
+    for c in comps:
+        assert os.path.isfile(os.path.join(SOURCE_DIR, c, "CMakeLists.txt")), \
+            f"{c} has no CMakeLists.txt of its own"
+
+
+def plant(tmp_path, rel, line):
+    """A copy of src/ and sim/ with line added at the top of rel."""
+    for top in ("src", "sim"):
+        shutil.copytree(os.path.join(SOURCE_DIR, top), tmp_path / top)
+    p = tmp_path / rel
+    p.write_text(line + "\n" + p.read_text(encoding="utf-8"), encoding="utf-8")
+    return violations(str(tmp_path))
+
+
+def test_a_program_including_another_programs_header_is_caught(tmp_path):
+    bad = plant(tmp_path, "src/outboxctl/outboxctl_cleanup.c", '#include "relay.h"')
+    assert any("relay.h" in b and "src/relay" in b for b in bad), bad
+
+
+def test_src_including_the_harness_is_caught(tmp_path):
+    bad = plant(tmp_path, "src/core/pgx.c", '#include "checker.h"')
+    assert any("checker.h" in b and "sim/checker" in b for b in bad), bad
+
+
+def test_the_harness_including_a_program_is_caught(tmp_path):
+    bad = plant(tmp_path, "sim/runner/runner.c", '#include "api_store.h"')
+    assert any("api_store.h" in b for b in bad), bad
+
+
+def test_libfiu_outside_the_fault_module_is_caught(tmp_path):
+    bad = plant(tmp_path, "src/relay/relay_loop.c", "#include <fiu.h>")
+    assert any("<fiu.h>" in b for b in bad), bad
