@@ -141,14 +141,14 @@ int http_parse_response(const char *raw, size_t len, struct http_resp *r)
     return 0;
 }
 
-int http_request(int port, const char *method, const char *path,
-                 const char *const *headers, const char *body, int timeout_ms,
-                 struct http_resp *r)
+/* http_request in its stages: connect, format, send, read.  A stage that
+ * fails puts its reason in r->error and leaves the fd and buffers it was
+ * given to http_request, which has the one cleanup path. */
+
+/* A loopback connection to port, non-blocking so that the connect and every
+ * later send and recv can be bounded.  Returns the fd or -1. */
+static int http_connect(int port, int timeout_ms, struct http_resp *r)
 {
-    memset(r, 0, sizeof(*r));
-    set_body(r, "", 0);
-    int64_t deadline = cw_mono_ms() + timeout_ms;
-    char *req = NULL, *resp = NULL;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         snprintf(r->error, sizeof(r->error), "socket: %s", strerror(errno));
@@ -176,15 +176,26 @@ int http_request(int port, const char *method, const char *path,
         snprintf(r->error, sizeof(r->error), "connect: %s", strerror(soerr));
         goto fail;
     }
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
 
+/* The whole request, head and body, in one buffer (caller frees) so that
+ * it goes out in as few sends as the socket allows; its length in *lenp. */
+static char *http_format(int port, const char *method, const char *path,
+                         const char *const *headers, const char *body, int *lenp,
+                         struct http_resp *r)
+{
     size_t blen = body ? strlen(body) : 0;
     size_t cap = 512 + blen + strlen(path);
     for (int i = 0; headers != NULL && headers[i] != NULL; i++)
         cap += strlen(headers[i]) + 2;
-    req = malloc(cap);
+    char *req = malloc(cap);
     if (req == NULL) {
         snprintf(r->error, sizeof(r->error), "out of memory");
-        goto fail;
+        return NULL;
     }
     int n = snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n",
                      method, path, port);
@@ -198,14 +209,22 @@ int http_request(int port, const char *method, const char *path,
         memcpy(req + n, body, blen);
         n += (int)blen;
     }
+    *lenp = n;
+    return req;
+}
+
+/* Sends len bytes before the deadline: 0 or -1. */
+static int http_send(int fd, const char *req, size_t len, int64_t deadline, int timeout_ms,
+                     struct http_resp *r)
+{
     size_t sent = 0;
-    while (sent < (size_t)n) {
+    while (sent < len) {
         int64_t left = deadline - cw_mono_ms();
         if (left <= 0) {
             snprintf(r->error, sizeof(r->error), "timed out after %d ms sending", timeout_ms);
-            goto fail;
+            return -1;
         }
-        ssize_t w = send(fd, req + sent, (size_t)n - sent, MSG_NOSIGNAL);
+        ssize_t w = send(fd, req + sent, len - sent, MSG_NOSIGNAL);
         if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
             struct pollfd wp = { fd, POLLOUT, 0 };
             poll(&wp, 1, (int)left);
@@ -213,16 +232,24 @@ int http_request(int port, const char *method, const char *path,
         }
         if (w <= 0) {
             snprintf(r->error, sizeof(r->error), "send: %s", strerror(errno));
-            goto fail;
+            return -1;
         }
         sent += (size_t)w;
     }
+    return 0;
+}
 
+/* Reads to EOF before the deadline, up to HTTP_MAX_RESPONSE bytes.  Returns
+ * the raw response, NUL-terminated (caller frees), with its length in
+ * *lenp; NULL when nothing usable arrived. */
+static char *http_recv(int fd, int64_t deadline, int timeout_ms, size_t *lenp,
+                       struct http_resp *r)
+{
     size_t rcap = 16384, rlen = 0;
-    resp = malloc(rcap + 1);
+    char *resp = malloc(rcap + 1);
     if (resp == NULL) {
         snprintf(r->error, sizeof(r->error), "out of memory");
-        goto fail;
+        return NULL;
     }
     for (;;) {
         int64_t left = deadline - cw_mono_ms();
@@ -271,7 +298,31 @@ int http_request(int port, const char *method, const char *path,
         snprintf(r->error, sizeof(r->error), "connection closed without a response");
         goto fail;
     }
-    if (http_parse_response(resp, rlen, r) < 0)
+    *lenp = rlen;
+    return resp;
+fail:
+    free(resp);
+    return NULL;
+}
+
+int http_request(int port, const char *method, const char *path,
+                 const char *const *headers, const char *body, int timeout_ms,
+                 struct http_resp *r)
+{
+    memset(r, 0, sizeof(*r));
+    set_body(r, "", 0);
+    int64_t deadline = cw_mono_ms() + timeout_ms;
+    char *req = NULL, *resp = NULL;
+    int n = 0;
+    size_t rlen = 0;
+    int fd = http_connect(port, timeout_ms, r);
+    if (fd < 0)
+        return -1;
+    req = http_format(port, method, path, headers, body, &n, r);
+    if (req == NULL || http_send(fd, req, (size_t)n, deadline, timeout_ms, r) < 0)
+        goto fail;
+    resp = http_recv(fd, deadline, timeout_ms, &rlen, r);
+    if (resp == NULL || http_parse_response(resp, rlen, r) < 0)
         goto fail;
     free(req);
     free(resp);

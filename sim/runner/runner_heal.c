@@ -1,0 +1,192 @@
+/* runner_heal.c -- the heal phase: after the steps, the pipeline is made
+ * whole again and the runner waits until it has drained.
+ *
+ * Healing turns every armed fault off, resets the broker's switches, wakes
+ * the paused and restarts the dead (without faults); then the pipeline must
+ * go quiet -- nothing pending in the outbox, nothing published but not
+ * consumed, nothing in flight at the broker -- within the scenario's heal
+ * timeout.  That is the liveness half of a scenario: a fault may delay
+ * delivery, never stop it for good.  "Quiet" is also what a wait step with
+ * until "quiet" polls, so both share runner_pipeline_quiet. */
+#include "runner_internal.h"
+#include "brokerctl.h"
+#include "checker.h"
+#include "cwlog.h"
+#include "evlog.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- quiet -------------------------------------------------------------- */
+
+/* Is every committed event published or dead-lettered, and every published
+ * one applied (or parked) by every consumer group that runs, with nothing
+ * left in flight at the broker?  1 yes, 0 no (why says what is missing). */
+int runner_pipeline_quiet(struct sctx *s, char *why, size_t whylen)
+{
+    char err[256];
+    long long pending = runner_sql_value(s,
+        "SELECT count(*) FROM outbox_messages WHERE published_at IS NULL AND dead_lettered_at IS NULL",
+        0, NULL, err, sizeof(err));
+    if (pending < 0) {
+        snprintf(why, whylen, "database: %s", err);
+        return 0;
+    }
+    if (pending > 0) {
+        snprintf(why, whylen, "%lld outbox rows still pending", pending);
+        return 0;
+    }
+    const char *seen[SC_MAX_PROCS];
+    int nseen = 0;
+    int have_consumers = 0;
+    for (int i = 0; i < s->sc->nprocs; i++) {
+        const struct sc_proc *sp = &s->sc->procs[i];
+        if (sp->kind != SC_CONSUMER)
+            continue;
+        have_consumers = 1;
+        int dup = 0;
+        for (int k = 0; k < nseen; k++)
+            dup |= strcmp(seen[k], sp->consumer_name) == 0;
+        if (dup)
+            continue;
+        seen[nseen++] = sp->consumer_name;
+        const char *p[1] = { sp->consumer_name };
+        /* The checker's own definition of "not consumed yet": heal waits
+         * for exactly what nothing_lost will judge. */
+        long long missing = runner_sql_value(s, checker_unconsumed_count_sql(), 1, p, err,
+                                             sizeof(err));
+        if (missing != 0) {
+            if (missing < 0)
+                snprintf(why, whylen, "database: %s", err);
+            else
+                snprintf(why, whylen, "%lld published events not yet consumed by %s", missing,
+                         sp->consumer_name);
+            return 0;
+        }
+    }
+    if (!have_consumers)
+        return 1;
+    cJSON *stats = brokerctl_stats(s->broker_sock, 2000, err, sizeof(err));
+    if (stats == NULL) {
+        snprintf(why, whylen, "broker stats: %s", err);
+        return 0;
+    }
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(stats, "groups");
+    const cJSON *g;
+    int quiet = 1;
+    cJSON_ArrayForEach(g, groups) {
+        double unacked = 0, ready = 0, delayed = 0;
+        ev_num(g, (const char *const[]){ "unacked", NULL }, &unacked);
+        ev_num(g, (const char *const[]){ "ready", NULL }, &ready);
+        ev_num(g, (const char *const[]){ "delayed", NULL }, &delayed);
+        if (unacked + ready + delayed > 0) {
+            snprintf(why, whylen, "broker group %s: %.0f unacked, %.0f ready, %.0f delayed",
+                     g->string, unacked, ready, delayed);
+            quiet = 0;
+            break;
+        }
+    }
+    cJSON_Delete(stats);
+    return quiet;
+}
+/* ---- heal --------------------------------------------------------------- */
+
+/* Turns off every fault still armed in the running incarnation of idx.
+ * fiu-ctrl cannot reach a stopped process, so it is woken first; a process
+ * that parks again before the command lands is woken and asked again, a
+ * bounded number of times, and finally replaced by a fresh incarnation. */
+static void heal_faults(struct sctx *s, int idx)
+{
+    struct proc *p = &s->procs[idx];
+    for (int i = 0; i < s->narmed; i++) {
+        struct armed *a = &s->armed[i];
+        if (a->proc != idx || a->pid != p->pid || a->disabled || !proc_poll(p))
+            continue;
+        char cmd[192], err[1200];
+        snprintf(cmd, sizeof(cmd), "disable name=%s", a->point);
+        int done = 0;
+        for (int attempt = 0; attempt < 5 && !done && proc_poll(p); attempt++) {
+            kill(p->pid, SIGCONT);
+            done = runner_fiu_ctrl(p, cmd, 1000, err, sizeof(err)) == 0;
+        }
+        if (done) {
+            a->disabled = 1;
+            runner_rev_proc(s, "fault_off", p->name, p->pid, "point", a->point);
+        } else if (proc_poll(p)) {
+            runner_rev_proc(s, "kill", p->name, p->pid, "why", "its fault could not be turned off");
+            proc_kill(p);
+            runner_reap_all(s);
+        }
+    }
+}
+
+int runner_heal(struct sctx *s)
+{
+    const struct scenario *sc = s->sc;
+    int saved_step = s->step;
+    s->step = -1;
+    int64_t start = cw_mono_ms();
+    int heal_ms = sc->heal_timeout_ms;
+    if (s->run->o->heal_cap_ms > 0 && heal_ms > s->run->o->heal_cap_ms)
+        heal_ms = s->run->o->heal_cap_ms;
+    int64_t deadline = start + heal_ms;
+    runner_rev_proc(s, "heal_start", "pipeline", 0, NULL, NULL);
+    runner_progress(s, "heal: faults off, broker reset, every process running (deadline %d ms)",
+                    heal_ms);
+    char err[512];
+    runner_reap_all(s);
+    if (!proc_poll(&s->broker) && runner_start_broker(s) < 0)
+        return -1;
+    if (brokerctl_reset(s->broker_sock, 3000, err, sizeof(err)) < 0)
+        return runner_fail(s, "heal: broker reset: %s", err);
+    for (int i = 0; i < sc->nprocs; i++) {
+        struct proc *p = &s->procs[i];
+        if (proc_poll(p) && proc_stopped(p)) {
+            runner_rev_proc(s, "resume", p->name, p->pid, "signal", "SIGCONT");
+            kill(p->pid, SIGCONT);
+        }
+        heal_faults(s, i);
+    }
+    runner_reap_all(s);
+    int restarts[SC_MAX_PROCS] = { 0 };
+    char why[512] = "";
+    int quiet_since = 0;
+    for (;;) {
+        for (int i = 0; i < sc->nprocs; i++) {
+            struct proc *p = &s->procs[i];
+            if (!sc->procs[i].heal || proc_poll(p))
+                continue;
+            /* Never started, killed, crashed: a fresh incarnation without
+             * faults.  Bounded, so a process that dies at start cannot
+             * spin here. */
+            if (restarts[i]++ >= 5)
+                return runner_fail(s, "heal: %s keeps exiting", p->name);
+            if (runner_start_proc(s, i, NULL) < 0)
+                return -1;
+        }
+        if (proc_stopped(&s->broker))
+            kill(s->broker.pid, SIGCONT);
+        if (runner_pipeline_quiet(s, why, sizeof(why))) {
+            /* Twice in a row, a poll apart: a delivery in flight between
+             * the SQL and the stats query must not pass for quiet. */
+            if (quiet_since++ >= 1)
+                break;
+        } else {
+            quiet_since = 0;
+        }
+        runner_reap_all(s);
+        if (runner_interrupted())
+            return runner_fail(s, "heal: interrupted");
+        if (cw_mono_ms() >= deadline)
+            return runner_fail(s, "heal: the pipeline did not converge within %d ms: %s",
+                               heal_ms, why);
+        nap(50);
+    }
+    cJSON *ev = runner_rev_begin(s, "heal_done");
+    cJSON_AddNumberToObject(ev, "converged_ms", (double)(cw_mono_ms() - start));
+    runner_rev_emit(s, ev);
+    runner_progress(s, "heal: converged in %lld ms", (long long)(cw_mono_ms() - start));
+    s->step = saved_step;
+    return 0;
+}

@@ -1,0 +1,185 @@
+/* runner_internal.h -- what the files of `crashwindow run` share: the run
+ * and scenario contexts, and the helpers more than one of them calls.
+ * Private to the runner: only the .c files of sim/runner include it; every
+ * other component uses runner.h.
+ *
+ * The runner is three files along the phases runner.h lists:
+ *   runner.c        the orchestration: a run, and each scenario's phases
+ *                   (start processes, drive steps, heal, check, write
+ *                   results), plus the process and event helpers below;
+ *   runner_steps.c  one step: each verb a scenario can say;
+ *   runner_heal.c   the heal phase and the "pipeline is quiet" test that
+ *                   both it and the "quiet" wait use.
+ *
+ * Errors follow one rule everywhere: a helper that cannot do its job
+ * records the first error with runner_fail (later ones are dropped) and
+ * returns -1; the caller skips the remaining steps but still heals and
+ * checks, so a failed scenario still leaves its witnesses. */
+#ifndef CW_RUNNER_INTERNAL_H
+#define CW_RUNNER_INTERNAL_H
+
+#include "runner.h"
+#include "httpc.h"
+#include "procs.h"
+#include "runner_db.h"
+#include "runner_metrics.h"
+#include "scenario.h"
+
+#include <cjson/cJSON.h>
+#include <libpq-fe.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#define POLL_MS 20
+#define MAX_ARMED 64
+#define STOP_TIMEOUT_MS 3000
+
+/* ---- the run and the scenario contexts ---------------------------------- */
+
+struct runner {
+    const struct run_opts *o;
+    char bin[PATH_MAX];
+    char out[PATH_MAX];
+    char tmp[PATH_MAX];         /* sockets and FIFOs */
+    char fifo_prefix[PATH_MAX];
+    char pg_script[PATH_MAX];
+    char exe_api[PATH_MAX], exe_relay[PATH_MAX], exe_consumer[PATH_MAX];
+    char exe_outboxctl[PATH_MAX], exe_broker[PATH_MAX];
+    struct rdb db;
+    cJSON *result;
+    cJSON *scenarios;
+    long t_scen, t_passed, t_inv, t_faults, t_kills, t_pauses, t_restarts, t_events;
+    int nsc;                    /* scenarios run so far (for socket names) */
+};
+
+struct armed {
+    int proc;
+    int pid;
+    char point[96];
+    char action[24];
+    int runtime;                /* enabled through fiu-ctrl */
+    int disabled;
+};
+
+struct sctx {
+    struct runner *run;
+    const struct scenario *sc;
+    int rep;
+    char label[96];             /* the directory name */
+    char dir[PATH_MAX];
+    char dbname[64];
+    char *conninfo;
+    char *db_env;               /* "CW_DB=<conninfo>": children read it, argv never holds it */
+    PGconn *conn;
+    struct proc broker;
+    char broker_sock[PATH_MAX];
+    struct proc procs[SC_MAX_PROCS];
+    int port[SC_MAX_PROCS];
+    struct armed armed[MAX_ARMED];
+    int narmed;
+    int kills, pauses, restarts;
+    struct http_rec *http;
+    int nhttp, caphttp;
+    pthread_mutex_t lock;       /* http log and runner events (payment threads) */
+    FILE *ev;
+    char error[1024];
+    cJSON *expects;
+    int step;
+    int64_t t0;                 /* mono ms: when the scenario began */
+    int64_t started_us;         /* wall clock, for started_at */
+    int64_t deadline;           /* mono ms: the whole scenario */
+    int tearing_down;           /* exits now are the end of the run, not events */
+    metrics *metrics;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+/* snprintf for paths and messages: output that does not fit is cut, which
+ * the callers accept (their buffers hold any path this runner makes). */
+__attribute__((format(printf, 3, 4)))
+static inline int fmt(char *out, size_t outlen, const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    int n = vsnprintf(out, outlen, format, ap);
+    va_end(ap);
+    return n;
+}
+
+/* The pause between two polls of a bounded wait; never a wait by itself. */
+static inline void nap(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* ---- runner.c: runner events, progress and errors ----------------------- */
+
+/* A runner event (runner.events.jsonl) with ts_us, proc, pid, event and the
+ * current step; the caller adds fields and hands it to runner_rev_emit,
+ * which writes and frees it. */
+cJSON *runner_rev_begin(struct sctx *s, const char *event);
+void runner_rev_emit(struct sctx *s, cJSON *ev);
+
+/* An event about a process: target, target_pid (when > 0) and key=value
+ * (when key is not NULL). */
+void runner_rev_proc(struct sctx *s, const char *event, const char *proc, int pid,
+                     const char *key, const char *value);
+
+/* A progress line on stdout, indented under the scenario; none with --brief. */
+__attribute__((format(printf, 2, 3)))
+void runner_progress(struct sctx *s, const char *format, ...);
+
+/* Records the scenario's error (the first one only, prefixed with the
+ * step) and logs it as an "error" event.  Always returns -1. */
+__attribute__((format(printf, 2, 3)))
+int runner_fail(struct sctx *s, const char *format, ...);
+
+/* An expectation result ("expect" array of result.json). */
+void runner_add_expect(struct sctx *s, const char *check, int ok, const char *detail);
+
+/* ---- runner.c: processes, fault control, database ----------------------- */
+
+/* Reports every exit not reported yet: one "exit" event each, and counts
+ * the SIGKILL deaths outside the final teardown. */
+void runner_reap_all(struct sctx *s);
+
+/* Starts scenario process idx (a restart when it ran before) with faults
+ * (a CW_FAULTS value, or NULL) and waits until it is ready.  0 or -1. */
+int runner_start_proc(struct sctx *s, int idx, const char *faults);
+
+/* Starts the fake broker and waits until it answers.  0 or -1. */
+int runner_start_broker(struct sctx *s);
+
+/* Runs fiu-ctrl -c command against p within timeout_ms.  0, or -1 with
+ * the reason in err.  p must not be stopped: fiu-ctrl would block. */
+int runner_fiu_ctrl(struct proc *p, const char *command, int timeout_ms, char *err,
+                    size_t errlen);
+
+/* The first column of the first row of sql as a number, reconnecting
+ * first when the scenario's connection is gone; -1 with err set. */
+long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *const *params,
+                           char *err, size_t errlen);
+
+/* ---- runner_steps.c ----------------------------------------------------- */
+
+/* Executes one step (s->step is its index).  0, or -1 with the error
+ * recorded. */
+int runner_run_step(struct sctx *s, const struct sc_step *st);
+
+/* ---- runner_heal.c ------------------------------------------------------ */
+
+/* 1 when the pipeline has drained (nothing pending, nothing unconsumed,
+ * nothing in flight at the broker), else 0 with why saying what is left. */
+int runner_pipeline_quiet(struct sctx *s, char *why, size_t whylen);
+
+/* The heal phase: faults off, broker reset, every process running, then
+ * waits until the pipeline is quiet.  0 or -1 (error recorded). */
+int runner_heal(struct sctx *s);
+
+#endif

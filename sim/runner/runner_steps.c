@@ -1,0 +1,676 @@
+/* runner_steps.c -- the verbs of a scenario: what each step does.
+ *
+ * runner_run_step dispatches one step to its verb: start and restart,
+ * stop/kill/pause/resume (signals), fault (libfiu's remote control), http
+ * and payments (the workload, recorded in the HTTP log the checker reads),
+ * broker (the fake broker's switches), sql, outboxctl, and wait.  Each verb
+ * either does its job or records the scenario's error with runner_fail and
+ * returns -1; the orchestration in runner.c then skips the remaining steps
+ * but still heals and checks.
+ *
+ * A payments step with concurrency > 1 runs one worker thread per
+ * connection; the workers append to the HTTP log and the runner's events
+ * under the scenario's lock.  Every wait is a condition polled against a
+ * deadline: the step's timeout, capped by the run's wait_cap_ms and by the
+ * scenario's own deadline. */
+#include "runner_internal.h"
+#include "brokerctl.h"
+#include "checker.h"
+#include "cwlog.h"
+#include "evlog.h"
+#include "pgx.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- HTTP --------------------------------------------------------------- */
+
+static void http_log_add(struct sctx *s, const struct http_rec *h)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->nhttp == s->caphttp) {
+        int ncap = s->caphttp ? s->caphttp * 2 : 64;
+        struct http_rec *nv = realloc(s->http, (size_t)ncap * sizeof(*nv));
+        if (nv == NULL) {
+            pthread_mutex_unlock(&s->lock);
+            free(h->body);
+            return;
+        }
+        s->http = nv;
+        s->caphttp = ncap;
+    }
+    s->http[s->nhttp++] = *h;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* One request, recorded in the HTTP log and the runner's events.  When out
+ * is not NULL it receives a copy of the record whose body the caller frees
+ * (the log keeps its own). */
+static void do_http(struct sctx *s, int port, int step, const char *name, const char *method,
+                    const char *path, const char *key, const cJSON *extra_headers,
+                    const char *body, int timeout_ms, struct http_rec *out)
+{
+    struct http_rec h;
+    memset(&h, 0, sizeof(h));
+    h.step = step;
+    snprintf(h.name, sizeof(h.name), "%s", name ? name : "");
+    snprintf(h.method, sizeof(h.method), "%s", method);
+    snprintf(h.path, sizeof(h.path), "%s", path);
+    snprintf(h.key, sizeof(h.key), "%s", key ? key : "");
+    h.creation = strcmp(method, "POST") == 0 && strcmp(path, "/payments") == 0;
+    const char *headers[24];
+    char hbuf[24][256];
+    int nh = 0;
+    if (key != NULL) {
+        snprintf(hbuf[nh], sizeof(hbuf[nh]), "Idempotency-Key: %s", key);
+        headers[nh] = hbuf[nh];
+        nh++;
+    }
+    /* Idempotency keys belong to a client: the API's default one unless
+     * the request names another. */
+    snprintf(h.client, sizeof(h.client), "%s", CHK_DEFAULT_CLIENT);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, extra_headers) {
+        if (nh >= 22)
+            break;
+        snprintf(hbuf[nh], sizeof(hbuf[nh]), "%s: %s", it->string, it->valuestring);
+        headers[nh] = hbuf[nh];
+        nh++;
+        if (strcasecmp(it->string, "X-Client-Id") == 0)
+            snprintf(h.client, sizeof(h.client), "%s", it->valuestring);
+    }
+    headers[nh] = NULL;
+    h.t0_us = cw_now_us();
+    struct http_resp resp;
+    if (port <= 0) {
+        memset(&resp, 0, sizeof(resp));
+        snprintf(resp.error, sizeof(resp.error), "the API is not running");
+    } else {
+        http_request(port, method, path, headers, body, timeout_ms, &resp);
+    }
+    h.t1_us = cw_now_us();
+    h.status = resp.status;
+    h.body = resp.body ? resp.body : strdup("");
+    snprintf(h.error, sizeof(h.error), "%s", resp.error);
+    if (h.status >= 200 && h.status < 300) {
+        cJSON *j = cJSON_Parse(h.body);
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+        if (!cJSON_IsString(id))
+            id = cJSON_GetObjectItemCaseSensitive(j, "payment_id");
+        if (cJSON_IsString(id))
+            snprintf(h.payment_id, sizeof(h.payment_id), "%s", id->valuestring);
+        cJSON_Delete(j);
+    }
+    cJSON *ev = runner_rev_begin(s, "http");
+    cJSON_AddStringToObject(ev, "method", method);
+    cJSON_AddStringToObject(ev, "path", path);
+    if (name != NULL)
+        cJSON_AddStringToObject(ev, "name", name);
+    if (key != NULL)
+        cJSON_AddStringToObject(ev, "key", key);
+    cJSON_AddNumberToObject(ev, "status", h.status);
+    if (h.status == 0)
+        cJSON_AddStringToObject(ev, "error", h.error);
+    if (h.payment_id[0])
+        cJSON_AddStringToObject(ev, "payment_id", h.payment_id);
+    cJSON_AddNumberToObject(ev, "duration_us", (double)(h.t1_us - h.t0_us));
+    runner_rev_emit(s, ev);
+    if (out != NULL) {
+        *out = h;
+        out->body = strdup(h.body);
+    }
+    http_log_add(s, &h);
+}
+
+static const struct http_rec *http_find(struct sctx *s, const char *name)
+{
+    for (int i = s->nhttp - 1; i >= 0; i--)
+        if (strcmp(s->http[i].name, name) == 0)
+            return &s->http[i];
+    return NULL;
+}
+
+/* Replaces {NAME.id} in path with the payment id the named request got. */
+static int expand_path(struct sctx *s, const char *path, char *out, size_t outlen)
+{
+    size_t n = 0;
+    for (const char *p = path; *p && n + 1 < outlen;) {
+        if (*p == '{') {
+            const char *end = strchr(p, '}');
+            const char *dot = end ? memchr(p, '.', (size_t)(end - p)) : NULL;
+            if (end != NULL && dot != NULL && strncmp(dot, ".id}", 4) == 0) {
+                char name[64];
+                snprintf(name, sizeof(name), "%.*s", (int)(dot - p - 1), p + 1);
+                const struct http_rec *h = http_find(s, name);
+                if (h == NULL || h->payment_id[0] == '\0')
+                    return runner_fail(s, "path %s: request '%s' gave no payment id", path, name);
+                n += (size_t)snprintf(out + n, outlen - n, "%s", h->payment_id);
+                p = end + 1;
+                continue;
+            }
+        }
+        out[n++] = *p++;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+struct pay_job {
+    struct sctx *s;
+    const struct sc_step *st;
+    int port;
+    int step;
+    int worker;
+    int created, failed;
+};
+
+static void *pay_worker(void *arg)
+{
+    struct pay_job *j = arg;
+    const struct sc_step *st = j->st;
+    for (int i = j->worker; i < st->count && !runner_interrupted(); i += st->concurrency) {
+        char key[160], body[160], amount[32];
+        snprintf(key, sizeof(key), "%s-%d", st->key_prefix, i + 1);
+        if (st->amount != NULL)
+            snprintf(amount, sizeof(amount), "%s", st->amount);
+        else
+            snprintf(amount, sizeof(amount), "%d.%02d", 10 + i % 90, (i * 37) % 100);
+        snprintf(body, sizeof(body), "{\"amount\":\"%s\",\"currency\":\"%s\"}", amount,
+                 st->currency);
+        struct http_rec h;
+        do_http(j->s, j->port, j->step, NULL, "POST", "/payments", key, NULL, body,
+                st->timeout_ms, &h);
+        for (int k = 0; k < st->retries; k++) {
+            do_http(j->s, j->port, j->step, NULL, "POST", "/payments", key, NULL, body,
+                    st->timeout_ms, NULL);
+        }
+        if (h.status < 200 || h.status > 299 || h.payment_id[0] == '\0') {
+            j->failed++;
+            free(h.body);
+            continue;
+        }
+        j->created++;
+        const char *verbs[2] = { "authorize", "capture" };
+        int nverbs = st->capture ? 2 : st->authorize ? 1 : 0;
+        for (int v = 0; v < nverbs; v++) {
+            char path[160], k2[200];
+            snprintf(path, sizeof(path), "/payments/%s/%s", h.payment_id, verbs[v]);
+            snprintf(k2, sizeof(k2), "%s-%s", key, verbs[v]);
+            struct http_rec h2;
+            do_http(j->s, j->port, j->step, NULL, "POST", path, k2, NULL, "{}",
+                    st->timeout_ms, &h2);
+            int ok = h2.status >= 200 && h2.status < 300;
+            free(h2.body);
+            if (!ok) {
+                j->failed++;
+                break;
+            }
+        }
+        free(h.body);
+    }
+    return NULL;
+}
+
+/* ---- waits -------------------------------------------------------------- */
+
+/* The last fault_hit of incarnation pid in path: its point, or "". */
+static void last_fault_hit(const char *path, int pid, char *point, size_t len)
+{
+    point[0] = '\0';
+    cJSON *evs = evlog_read(path, NULL);
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, evs) {
+        double p = 0;
+        ev_num(ev, (const char *const[]){ "pid", NULL }, &p);
+        if ((int)p != pid || strcmp(ev_name(ev), "fault_hit") != 0)
+            continue;
+        const char *pt = ev_str(ev, (const char *const[]){ "point", NULL });
+        snprintf(point, len, "%s", pt ? pt : "");
+    }
+    cJSON_Delete(evs);
+}
+
+/* One evaluation of a wait condition: 1 met, 0 not yet, -1 never will be
+ * (the process it waits on is gone).  last describes the current state. */
+static int wait_check(struct sctx *s, const struct sc_step *st, char *last, size_t lastlen)
+{
+    char err[256];
+    struct proc *p = st->proc >= 0 ? &s->procs[st->proc] : NULL;
+    long long v;
+    switch (st->until) {
+    case U_EXITED:
+        if (!proc_poll(p)) {
+            proc_exit_text(p, last, lastlen);
+            return 1;
+        }
+        snprintf(last, lastlen, "running, state %c", proc_state(p->pid));
+        return 0;
+    case U_PARKED:
+        if (!proc_poll(p)) {
+            char how[64];
+            proc_exit_text(p, how, sizeof(how));
+            snprintf(last, lastlen, "%s (%s) instead of parking", p->name, how);
+            return -1;
+        }
+        if (!proc_stopped(p)) {
+            snprintf(last, lastlen, "running, state %c", proc_state(p->pid));
+            return 0;
+        }
+        if (st->point != NULL) {
+            char pt[96];
+            last_fault_hit(p->events_path, p->pid, pt, sizeof(pt));
+            if (strcmp(pt, st->point) != 0) {
+                snprintf(last, lastlen, "stopped, last fault hit '%s'", pt);
+                return 0;
+            }
+        }
+        s->pauses++;
+        snprintf(last, lastlen, "parked");
+        return 1;
+    case U_EVENT: {
+        const char *path = p ? p->events_path : s->broker.events_path;
+        int n = evlog_count(path, st->event, st->where_key, st->where_value);
+        snprintf(last, lastlen, "%d x %s", n, st->event);
+        if (n >= st->count)
+            return 1;
+        if (p != NULL && !proc_poll(p)) {
+            /* Exited: a last look, since it may have logged before dying. */
+            n = evlog_count(path, st->event, st->where_key, st->where_value);
+            if (n >= st->count)
+                return 1;
+            char how[64];
+            proc_exit_text(p, how, sizeof(how));
+            snprintf(last, lastlen, "%d x %s, and %s exited (%s)", n, st->event, p->name, how);
+            return -1;
+        }
+        return 0;
+    }
+    case U_PUBLISHED:
+        v = runner_sql_value(s,
+            "SELECT count(*) FROM outbox_messages WHERE published_at IS NOT NULL",
+            0, NULL, err, sizeof(err));
+        snprintf(last, lastlen, "%lld published", v);
+        return v >= st->count;
+    case U_CONSUMED: {
+        const char *prm[1] = { st->consumer };
+        v = runner_sql_value(s,
+            "SELECT count(*) FROM inbox_messages WHERE consumer_name = $1",
+            1, prm, err, sizeof(err));
+        snprintf(last, lastlen, "%lld consumed", v);
+        return v >= st->count;
+    }
+    case U_DEAD_LETTERED:
+        v = runner_sql_value(s,
+            "SELECT count(*) FROM outbox_messages WHERE dead_lettered_at IS NOT NULL",
+            0, NULL, err, sizeof(err));
+        snprintf(last, lastlen, "%lld dead-lettered", v);
+        return v >= st->count;
+    case U_LEASE_EXPIRED:
+        v = runner_sql_value(s,
+            "SELECT count(*) FROM outbox_messages"
+            " WHERE published_at IS NULL AND dead_lettered_at IS NULL"
+            "   AND lock_id IS NOT NULL AND locked_until < now()", 0, NULL, err, sizeof(err));
+        snprintf(last, lastlen, "%lld expired leases", v);
+        return v >= st->count;
+    case U_QUIET:
+        if (runner_pipeline_quiet(s, last, lastlen)) {
+            snprintf(last, lastlen, "quiet");
+            return 1;
+        }
+        return 0;
+    case U_SQL:
+        v = runner_sql_value(s, st->sql, 0, NULL, err, sizeof(err));
+        if (v < 0 && err[0] != '\0') {
+            snprintf(last, lastlen, "sql failed: %s", err);
+            return -1;
+        }
+        snprintf(last, lastlen, "value %lld", v);
+        return v >= st->count;
+    }
+    return -1;
+}
+
+static int do_wait(struct sctx *s, const struct sc_step *st)
+{
+    char what[512], last[512] = "";
+    scenario_step_describe(s->sc, st, what, sizeof(what));
+    int64_t start = cw_mono_ms();
+    int64_t deadline = start + st->timeout_ms;
+    if (s->run->o->wait_cap_ms > 0 && st->timeout_ms > s->run->o->wait_cap_ms)
+        deadline = start + s->run->o->wait_cap_ms;
+    if (deadline > s->deadline)
+        deadline = s->deadline;
+    for (;;) {
+        int r = wait_check(s, st, last, sizeof(last));
+        runner_reap_all(s);
+        if (r == 1) {
+            cJSON *ev = runner_rev_begin(s, "wait_done");
+            cJSON_AddStringToObject(ev, "until", sc_until_name(st->until));
+            cJSON_AddNumberToObject(ev, "waited_ms", (double)(cw_mono_ms() - start));
+            runner_rev_emit(s, ev);
+            return 0;
+        }
+        if (r < 0)
+            return runner_fail(s, "%s: gave up: %s", what, last);
+        if (runner_interrupted())
+            return runner_fail(s, "%s: interrupted", what);
+        if (cw_mono_ms() >= deadline)
+            return runner_fail(s, "%s: timed out after %lld ms (last: %s)", what,
+                               (long long)(cw_mono_ms() - start), last);
+        nap(POLL_MS);
+    }
+}
+
+/* ---- steps -------------------------------------------------------------- */
+
+static int step_start(struct sctx *s, const struct sc_step *st)
+{
+    struct proc *p = &s->procs[st->proc];
+    if (st->verb == V_RESTART && proc_poll(p)) {
+        runner_rev_proc(s, "stop", p->name, p->pid, "signal", "SIGTERM");
+        if (proc_stop(p, STOP_TIMEOUT_MS) == 1)
+            runner_rev_proc(s, "kill", p->name, p->pid, "why", "did not stop on SIGTERM");
+        runner_reap_all(s);
+    }
+    return runner_start_proc(s, st->proc, st->faults);
+}
+
+static int step_signal(struct sctx *s, const struct sc_step *st)
+{
+    struct proc *p = &s->procs[st->proc];
+    if (!proc_poll(p)) {
+        char how[64];
+        proc_exit_text(p, how, sizeof(how));
+        return runner_fail(s, "%s %s: it is not running (%s)", sc_verb_name(st->verb), p->name,
+                           how);
+    }
+    int pid = p->pid;
+    switch (st->verb) {
+    case V_STOP: {
+        runner_rev_proc(s, "stop", p->name, pid, "signal", "SIGTERM");
+        if (proc_stop(p, st->timeout_ms) == 1)
+            runner_rev_proc(s, "kill", p->name, pid, "why", "did not stop on SIGTERM");
+        runner_reap_all(s);
+        return 0;
+    }
+    case V_KILL:
+        runner_rev_proc(s, "kill", p->name, pid, "signal", "SIGKILL");
+        if (proc_kill(p) < 0)
+            return runner_fail(s, "%s (pid %d) did not die on SIGKILL", p->name, pid);
+        runner_reap_all(s);
+        return 0;
+    case V_PAUSE: {
+        runner_rev_proc(s, "pause", p->name, pid, "signal", "SIGSTOP");
+        proc_signal(p, SIGSTOP);
+        int64_t deadline = cw_mono_ms() + st->timeout_ms;
+        while (!proc_stopped(p)) {
+            if (!proc_poll(p) || cw_mono_ms() >= deadline)
+                return runner_fail(s, "%s did not stop on SIGSTOP (state %c)", p->name,
+                                   proc_state(p->pid));
+            nap(2);
+        }
+        s->pauses++;
+        return 0;
+    }
+    case V_RESUME: {
+        runner_rev_proc(s, "resume", p->name, pid, "signal", "SIGCONT");
+        proc_signal(p, SIGCONT);
+        int64_t deadline = cw_mono_ms() + st->timeout_ms;
+        while (proc_stopped(p)) {
+            if (cw_mono_ms() >= deadline)
+                return runner_fail(s, "%s stayed stopped after SIGCONT", p->name);
+            nap(2);
+        }
+        return 0;
+    }
+    default:
+        return runner_fail(s, "not a signal step");
+    }
+}
+
+/* The failinfo fiu-ctrl passes for an action, in the encoding fault_fire
+ * (src/core/fault.c) decodes: crash 0, fail 1, park 2, stall:MS the MS. */
+static int action_failinfo(const char *action)
+{
+    if (strcmp(action, "crash") == 0)
+        return 0;
+    if (strcmp(action, "fail") == 0)
+        return 1;
+    if (strcmp(action, "park") == 0)
+        return 2;
+    return atoi(action + 6); /* stall:MS, validated at load */
+}
+
+static int step_fault(struct sctx *s, const struct sc_step *st)
+{
+    struct proc *p = &s->procs[st->proc];
+    if (!proc_poll(p))
+        return runner_fail(s, "fault: %s is not running", p->name);
+    if (proc_stopped(p))
+        return runner_fail(s, "fault: %s is stopped; libfiu's remote control cannot reach it "
+                           "(resume it first)", p->name);
+    char cmd[192], err[1200];
+    if (st->disable)
+        snprintf(cmd, sizeof(cmd), "disable name=%s", st->point);
+    else
+        snprintf(cmd, sizeof(cmd), "enable name=%s,failinfo=%d", st->point,
+                 action_failinfo(st->action));
+    if (runner_fiu_ctrl(p, cmd, 5000, err, sizeof(err)) < 0)
+        return runner_fail(s, "%s", err);
+    if (st->disable) {
+        for (int i = 0; i < s->narmed; i++)
+            if (s->armed[i].proc == st->proc && s->armed[i].pid == p->pid &&
+                strcmp(s->armed[i].point, st->point) == 0)
+                s->armed[i].disabled = 1;
+    } else if (s->narmed < MAX_ARMED) {
+        struct armed *a = &s->armed[s->narmed++];
+        memset(a, 0, sizeof(*a));
+        a->proc = st->proc;
+        a->pid = p->pid;
+        a->runtime = 1;
+        snprintf(a->point, sizeof(a->point), "%s", st->point);
+        snprintf(a->action, sizeof(a->action), "%s", st->action);
+    }
+    cJSON *ev = runner_rev_begin(s, "fault");
+    cJSON_AddStringToObject(ev, "target", p->name);
+    cJSON_AddNumberToObject(ev, "target_pid", p->pid);
+    cJSON_AddStringToObject(ev, "point", st->point);
+    cJSON_AddStringToObject(ev, "command", cmd);
+    runner_rev_emit(s, ev);
+    return 0;
+}
+
+static int step_http(struct sctx *s, const struct sc_step *st)
+{
+    char path[512];
+    if (expand_path(s, st->path, path, sizeof(path)) < 0)
+        return -1;
+    struct proc *p = &s->procs[st->proc];
+    int port = proc_poll(p) ? s->port[st->proc] : 0;
+    struct http_rec h;
+    do_http(s, port, s->step, st->name, st->method, path, st->key, st->headers, st->body,
+            st->timeout_ms, &h);
+    if (h.status == 0)
+        runner_progress(s, "  -> no response: %s", h.error);
+    else
+        runner_progress(s, "  -> HTTP %d %.100s", h.status, h.body);
+    char check[64], detail[600];
+    if (st->expect_status != 0) {
+        snprintf(check, sizeof(check), "steps[%d].expect_status", s->step);
+        fmt(detail, sizeof(detail), "%s %s got %d%s%s (want %d)", st->method, path,
+                 h.status, h.status ? "" : ": ", h.status ? "" : h.error, st->expect_status);
+        runner_add_expect(s, check, h.status == st->expect_status, detail);
+    }
+    if (st->same_as != NULL) {
+        const struct http_rec *ref = NULL;
+        for (int i = 0; i < s->nhttp - 1; i++)
+            if (strcmp(s->http[i].name, st->same_as) == 0)
+                ref = &s->http[i];
+        snprintf(check, sizeof(check), "steps[%d].same_as", s->step);
+        int same = ref != NULL && ref->status == h.status && strcmp(ref->body, h.body) == 0;
+        snprintf(detail, sizeof(detail), "%s: HTTP %d %.200s; %s: HTTP %d %.200s",
+                 st->same_as, ref ? ref->status : 0, ref ? ref->body : "",
+                 st->name ? st->name : "this request", h.status, h.body);
+        runner_add_expect(s, check, same, detail);
+    }
+    free(h.body);
+    return 0;
+}
+
+static int step_payments(struct sctx *s, const struct sc_step *st)
+{
+    struct proc *p = &s->procs[st->proc];
+    if (!proc_poll(p))
+        return runner_fail(s, "payments: %s is not running", p->name);
+    struct pay_job jobs[64];
+    pthread_t th[64];
+    int started = 0;
+    for (int w = 0; w < st->concurrency; w++) {
+        memset(&jobs[w], 0, sizeof(jobs[w]));
+        jobs[w].s = s;
+        jobs[w].st = st;
+        jobs[w].port = s->port[st->proc];
+        jobs[w].step = s->step;
+        jobs[w].worker = w;
+        if (st->concurrency == 1) {
+            pay_worker(&jobs[w]);
+            started = 0;
+            break;
+        }
+        if (pthread_create(&th[w], NULL, pay_worker, &jobs[w]) != 0)
+            break;
+        started++;
+    }
+    for (int w = 0; w < started; w++)
+        pthread_join(th[w], NULL);
+    int created = 0, failed = 0;
+    int nw = st->concurrency == 1 ? 1 : started;
+    for (int w = 0; w < nw; w++) {
+        created += jobs[w].created;
+        failed += jobs[w].failed;
+    }
+    runner_progress(s, "  -> %d payments created, %d requests without success", created, failed);
+    cJSON *ev = runner_rev_begin(s, "payments");
+    cJSON_AddNumberToObject(ev, "created", created);
+    cJSON_AddNumberToObject(ev, "failed", failed);
+    runner_rev_emit(s, ev);
+    return 0;
+}
+
+static int step_broker(struct sctx *s, const struct sc_step *st)
+{
+    char err[512];
+    if (brokerctl_control(s->broker_sock, st->control, 3000, err, sizeof(err)) < 0)
+        return runner_fail(s, "broker control: %s", err);
+    cJSON *ev = runner_rev_begin(s, "broker_control");
+    cJSON_AddItemToObject(ev, "control", cJSON_Duplicate(st->control, 1));
+    runner_rev_emit(s, ev);
+    return 0;
+}
+
+static int step_sql(struct sctx *s, const struct sc_step *st)
+{
+    char err[512], state[6];
+    if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
+        PQfinish(s->conn);
+        s->conn = pgx_connect(s->conninfo, err, sizeof(err));
+        if (s->conn == NULL)
+            return runner_fail(s, "sql: %s", err);
+    }
+    PGresult *r = pgx_exec(s->conn, st->sql, 0, NULL, state, err, sizeof(err));
+    if (r == NULL)
+        return runner_fail(s, "sql failed (%s): %s", state, err);
+    long rows = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : atol(PQcmdTuples(r));
+    PQclear(r);
+    runner_progress(s, "  -> %ld rows", rows);
+    if (st->expect_rows >= 0) {
+        char check[64], detail[128];
+        snprintf(check, sizeof(check), "steps[%d].expect_rows", s->step);
+        snprintf(detail, sizeof(detail), "%ld rows (want %d)", rows, st->expect_rows);
+        runner_add_expect(s, check, rows == st->expect_rows, detail);
+    }
+    cJSON *ev = runner_rev_begin(s, "sql");
+    cJSON_AddNumberToObject(ev, "rows", (double)rows);
+    runner_rev_emit(s, ev);
+    return 0;
+}
+
+static int step_outboxctl(struct sctx *s, const struct sc_step *st)
+{
+    char *argv[24];
+    int n = 0;
+    argv[n++] = s->run->exe_outboxctl;
+    for (int i = 0; i < st->argc; i++)
+        argv[n++] = (char *)st->argv[i];
+    argv[n] = NULL;
+    char out[16384];
+    const char *env[] = { s->db_env, NULL };
+    int rc = proc_run_capture(argv, env, st->timeout_ms, out, sizeof(out));
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/outboxctl.step%d.log", s->dir, s->step + 1);
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+        fputs(out, f);
+        fclose(f);
+    }
+    char first[200];
+    fmt(first, sizeof(first), "%s", out);
+    first[strcspn(first, "\n")] = '\0';
+    runner_progress(s, "  -> exit %d: %s", rc, first);
+    cJSON *ev = runner_rev_begin(s, "outboxctl");
+    cJSON *args = cJSON_CreateArray();
+    for (int i = 0; i < st->argc; i++)
+        cJSON_AddItemToArray(args, cJSON_CreateString(st->argv[i]));
+    cJSON_AddItemToObject(ev, "args", args);
+    cJSON_AddNumberToObject(ev, "exit", rc);
+    runner_rev_emit(s, ev);
+    if (rc < 0)
+        return runner_fail(s, "outboxctl: %s", out);
+    char check[64], detail[400];
+    if (st->expect_exit >= 0) {
+        snprintf(check, sizeof(check), "steps[%d].expect_exit", s->step);
+        snprintf(detail, sizeof(detail), "outboxctl exited %d (want %d): %.200s", rc,
+                 st->expect_exit, first);
+        runner_add_expect(s, check, rc == st->expect_exit, detail);
+    }
+    if (st->expect_output != NULL) {
+        snprintf(check, sizeof(check), "steps[%d].expect_output", s->step);
+        snprintf(detail, sizeof(detail), "output %s \"%s\"",
+                 strstr(out, st->expect_output) ? "contains" : "lacks", st->expect_output);
+        runner_add_expect(s, check, strstr(out, st->expect_output) != NULL, detail);
+    }
+    return 0;
+}
+
+int runner_run_step(struct sctx *s, const struct sc_step *st)
+{
+    switch (st->verb) {
+    case V_START:
+    case V_RESTART:
+        return step_start(s, st);
+    case V_STOP:
+    case V_KILL:
+    case V_PAUSE:
+    case V_RESUME:
+        return step_signal(s, st);
+    case V_FAULT:
+        return step_fault(s, st);
+    case V_HTTP:
+        return step_http(s, st);
+    case V_PAYMENTS:
+        return step_payments(s, st);
+    case V_BROKER:
+        return step_broker(s, st);
+    case V_SQL:
+        return step_sql(s, st);
+    case V_OUTBOXCTL:
+        return step_outboxctl(s, st);
+    case V_WAIT:
+        return do_wait(s, st);
+    }
+    return runner_fail(s, "unknown step");
+}
