@@ -4,7 +4,7 @@
  * max_payload_bytes, ...) and asks it for stats when it waits for a quiet
  * pipeline.  One short-lived Unix-socket connection per call: the broker
  * serves many clients and a fresh connection cannot inherit a half-read
- * frame from an earlier timeout.  Frames are those of sim/fakebroker.h. */
+ * frame from an earlier timeout.  Frames are those of fakebroker.h. */
 #ifndef CW_BROKERCTL_H
 #define CW_BROKERCTL_H
 

@@ -1006,24 +1006,22 @@ static void draw_axis(struct rbuf *b, const struct geo *g, int height)
     rbuf_puts(b, "</g>");
 }
 
-int rtl_svg(struct rbuf *b, const struct rtl *t, int scen, const struct rview *v,
-            size_t cap)
-{
-    if (t == NULL || t->n == 0) {
-        rbuf_puts(b, "<p class=\"note\">No timeline events were recorded for this "
-                     "scenario.</p>");
-        return b->overflow ? -1 : 0;
-    }
-    struct geo g = {v->t0, v->t1, TL_LEFT, TL_WIDTH - TL_LEFT - TL_RIGHT, v->origin};
-    const int64_t origin = v->origin;
-    int height = TL_TOP + t->nlanes * TL_LANE_H + 6;
-    size_t early = 0;
-    while (early < t->n && t->ev[early].ts < g.t0)
-        early++;
-    int folding = t->n - early > cap;
-    size_t individual = 0, folded = 0, over_cap = 0;
-    int present[K_COUNT] = {0};
+/* rtl_svg draws in layers, back to front, one helper each: lanes, axis,
+ * shaded windows, density bars, witness lines, markers; then the legend and
+ * notes below the drawing.  What the legend and notes need to know about
+ * the drawing is gathered here as it is drawn. */
+struct tl_drawn {
+    size_t early;            /* events before the view, not drawn */
+    size_t folded;           /* routine events drawn as density */
+    size_t over_cap;         /* events past the marker cap */
+    int lines;               /* witness lines drawn */
+    int present[K_COUNT];    /* kinds drawn as markers */
+};
 
+/* The figure and svg elements, the hatch pattern for down windows (its id
+ * made unique in the page by scen) and one labelled band per lane. */
+static void draw_lanes(struct rbuf *b, const struct rtl *t, int scen, int height)
+{
     rbuf_printf(b, "<figure class=\"timeline\"><svg xmlns=\"http://www.w3.org/2000/svg\" "
                    "class=\"timeline\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                    "role=\"img\" aria-label=\"timeline: one lane per process\">",
@@ -1032,7 +1030,6 @@ int rtl_svg(struct rbuf *b, const struct rtl *t, int scen, const struct rview *v
                    "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
                    "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" class=\"hatchline\"/>"
                    "</pattern></defs>", scen);
-    /* lanes */
     for (int l = 0; l < t->nlanes; l++) {
         int y = TL_TOP + l * TL_LANE_H;
         rbuf_printf(b, "<rect class=\"lane%s\" x=\"0\" y=\"%d\" width=\"%d\" height=\"%d\"/>"
@@ -1041,15 +1038,18 @@ int rtl_svg(struct rbuf *b, const struct rtl *t, int scen, const struct rview *v
         rbuf_esc(b, t->lanes[l].name, 16);
         rbuf_puts(b, "</text>");
     }
-    draw_axis(b, &g, height);
-    /* shaded windows: a faint band over every lane for faults (so the charts
-     * below and the other lanes show when a fault was active), and the
-     * stronger shade on the lane of the process concerned */
+}
+
+/* Shaded windows: a faint band over every lane for faults (so the charts
+ * below and the other lanes show when a fault was active), and the
+ * stronger shade on the lane of the process concerned. */
+static void draw_windows(struct rbuf *b, const struct rtl *t, const struct geo *g, int scen)
+{
     for (size_t i = 0; i < t->nwin; i++) {
         const struct rwin *w = &t->win[i];
-        if (w->to < g.t0)
+        if (w->to < g->t0)
             continue;
-        double x = xpos(&g, w->from), x2 = xpos(&g, w->to);
+        double x = xpos(g, w->from), x2 = xpos(g, w->to);
         double wd = x2 - x < 2 ? 2 : x2 - x;
         if (w->type == W_FAULT)
             rbuf_printf(b, "<rect class=\"faultband\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
@@ -1064,66 +1064,78 @@ int rtl_svg(struct rbuf *b, const struct rtl *t, int scen, const struct rview *v
         rbuf_puts(b, " in ");
         rbuf_esc(b, t->lanes[w->lane].name, 80);
         rbuf_printf(b, ": +%.3f s to +%.3f s (%.1f ms)</title></rect>",
-                    (double)(w->from - origin) / 1e6, (double)(w->to - origin) / 1e6,
+                    (double)(w->from - g->origin) / 1e6, (double)(w->to - g->origin) / 1e6,
                     (double)(w->to - w->from) / 1000.0);
     }
-    /* density bars for folded routine events: one path per lane (a bar per
-     * bucket, integer coordinates) with one hover text giving the lane's
-     * folded counts by kind; a rect and title per bar would cost ten times
-     * the bytes */
-    if (folding) {
-        int nb = (int)(g.w / TL_BUCKET_PX) + 1;
-        size_t cells = (size_t)t->nlanes * (size_t)nb;
-        unsigned *cnt = calloc(cells, sizeof(unsigned));
-        size_t *kc = calloc((size_t)t->nlanes * K_COUNT, sizeof(size_t));
-        if (cnt != NULL && kc != NULL) {
-            unsigned max = 1;
-            for (size_t i = 0; i < t->n; i++) {
-                const struct rev *e = &t->ev[i];
-                if (e->ts < g.t0 || is_individual(t, e, folding))
-                    continue;
-                int bk = (int)((xpos(&g, e->ts) - g.x0) / TL_BUCKET_PX);
-                size_t c = (size_t)draw_lane(e) * (size_t)nb + (size_t)bk;
-                cnt[c]++;
-                kc[(size_t)draw_lane(e) * K_COUNT + (size_t)e->kind]++;
-                if (cnt[c] > max)
-                    max = cnt[c];
-                folded++;
-            }
-            rbuf_puts(b, "<g class=\"density\">");
-            for (int l = 0; l < t->nlanes; l++) {
-                int any = 0;
-                for (int bk = 0; bk < nb; bk++) {
-                    unsigned n = cnt[(size_t)l * (size_t)nb + (size_t)bk];
-                    if (n == 0)
-                        continue;
-                    int h = (int)lround(3 + (TL_LANE_H - 8) * log1p(n) / log1p(max));
-                    if (!any)
-                        rbuf_puts(b, "<path d=\"");
-                    any = 1;
-                    rbuf_printf(b, "M%d %dv%dh%dv%dz",
-                                (int)lround(g.x0) + bk * TL_BUCKET_PX,
-                                TL_TOP + (l + 1) * TL_LANE_H - 2, -h, TL_BUCKET_PX - 1, h);
-                }
-                if (!any)
-                    continue;
-                rbuf_puts(b, "\"><title>");
-                rbuf_esc(b, t->lanes[l].name, 80);
-                rbuf_puts(b, ": routine events drawn as density (bar height grows with the "
-                             "log of the count):");
-                for (int k = 0; k < K_COUNT; k++) {
-                    size_t nk = kc[(size_t)l * K_COUNT + (size_t)k];
-                    if (nk > 0)
-                        rbuf_printf(b, " %s %zu", kinds[k].cls, nk);
-                }
-                rbuf_puts(b, "</title></path>");
-            }
-            rbuf_puts(b, "</g>");
-        }
-        free(cnt);
-        free(kc);
+}
+
+/* Density bars for folded routine events: one path per lane (a bar per
+ * bucket, integer coordinates) with one hover text giving the lane's
+ * folded counts by kind; a rect and title per bar would cost ten times
+ * the bytes.  Returns the number of events folded (0 when out of memory:
+ * nothing is drawn then). */
+static size_t draw_density(struct rbuf *b, const struct rtl *t, const struct geo *g)
+{
+    size_t folded = 0;
+    int nb = (int)(g->w / TL_BUCKET_PX) + 1;
+    size_t cells = (size_t)t->nlanes * (size_t)nb;
+    unsigned *cnt = calloc(cells, sizeof(unsigned));
+    size_t *kc = calloc((size_t)t->nlanes * K_COUNT, sizeof(size_t));
+    if (cnt == NULL || kc == NULL)
+        goto out;
+    unsigned max = 1;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct rev *e = &t->ev[i];
+        if (e->ts < g->t0 || is_individual(t, e, 1))
+            continue;
+        int bk = (int)((xpos(g, e->ts) - g->x0) / TL_BUCKET_PX);
+        size_t c = (size_t)draw_lane(e) * (size_t)nb + (size_t)bk;
+        cnt[c]++;
+        kc[(size_t)draw_lane(e) * K_COUNT + (size_t)e->kind]++;
+        if (cnt[c] > max)
+            max = cnt[c];
+        folded++;
     }
-    /* witness messages: one dashed line through all their markers */
+    rbuf_puts(b, "<g class=\"density\">");
+    for (int l = 0; l < t->nlanes; l++) {
+        int any = 0;
+        for (int bk = 0; bk < nb; bk++) {
+            unsigned n = cnt[(size_t)l * (size_t)nb + (size_t)bk];
+            if (n == 0)
+                continue;
+            int h = (int)lround(3 + (TL_LANE_H - 8) * log1p(n) / log1p(max));
+            if (!any)
+                rbuf_puts(b, "<path d=\"");
+            any = 1;
+            rbuf_printf(b, "M%d %dv%dh%dv%dz",
+                        (int)lround(g->x0) + bk * TL_BUCKET_PX,
+                        TL_TOP + (l + 1) * TL_LANE_H - 2, -h, TL_BUCKET_PX - 1, h);
+        }
+        if (!any)
+            continue;
+        rbuf_puts(b, "\"><title>");
+        rbuf_esc(b, t->lanes[l].name, 80);
+        rbuf_puts(b, ": routine events drawn as density (bar height grows with the "
+                     "log of the count):");
+        for (int k = 0; k < K_COUNT; k++) {
+            size_t nk = kc[(size_t)l * K_COUNT + (size_t)k];
+            if (nk > 0)
+                rbuf_printf(b, " %s %zu", kinds[k].cls, nk);
+        }
+        rbuf_puts(b, "</title></path>");
+    }
+    rbuf_puts(b, "</g>");
+out:
+    free(cnt);
+    free(kc);
+    return folded;
+}
+
+/* Witness messages: one dashed line through all their markers, at most
+ * MAX_WITNESS_LINES.  Returns the number of lines drawn. */
+static int draw_witness_lines(struct rbuf *b, const struct rtl *t, const struct geo *g,
+                              int scen)
+{
     int lines = 0;
     for (size_t m = 0; m < t->nids && lines < MAX_WITNESS_LINES; m++) {
         if (!t->witness[m])
@@ -1131,7 +1143,7 @@ int rtl_svg(struct rbuf *b, const struct rtl *t, int scen, const struct rview *v
         int pts = 0;
         for (size_t i = 0; i < t->n; i++) {
             const struct rev *e = &t->ev[i];
-            if (e->ts < g.t0)
+            if (e->ts < g->t0)
                 continue;
             for (int k = 0; k < e->nmsgs; k++) {
                 if (e->msgs[k] != (int)m)
@@ -1139,7 +1151,7 @@ int rtl_svg(struct rbuf *b, const struct rtl *t, int scen, const struct rview *v
                 if (pts == 0)
                     rbuf_printf(b, "<polyline class=\"wline\" data-m=\"%d-%zu\" points=\"",
                                 scen, m);
-                rbuf_printf(b, "%s%.1f,%.1f", pts ? " " : "", xpos(&g, e->ts),
+                rbuf_printf(b, "%s%.1f,%.1f", pts ? " " : "", xpos(g, e->ts),
                             row_y(draw_lane(e), kinds[e->kind].row));
                 pts++;
             }
@@ -1151,41 +1163,61 @@ int rtl_svg(struct rbuf *b, const struct rtl *t, int scen, const struct rview *v
             lines++;
         }
     }
-    /* markers */
+    return lines;
+}
+
+/* One event's marker: its shape, class, data-m and hover title. */
+static void draw_marker(struct rbuf *b, const struct rtl *t, const struct rev *e,
+                        const struct geo *g, int scen)
+{
+    int lane = draw_lane(e);
+    shape_open(b, kinds[e->kind].shape, xpos(g, e->ts), row_y(lane, kinds[e->kind].row));
+    int wit;
+    /* data-m before class so that the witness flag is known */
+    struct rbuf tmp;
+    rbuf_init(&tmp, 4096);
+    msg_attr(&tmp, t, e, scen, &wit);
+    rbuf_printf(b, " class=\"mk k-%s%s\"", kinds[e->kind].cls, wit ? " w" : "");
+    if (tmp.len > 0)
+        rbuf_put(b, tmp.data, tmp.len);
+    rbuf_free(&tmp);
+    rbuf_puts(b, ">");
+    title_of(b, t, e, g->origin);
+    switch (kinds[e->kind].shape) {
+    case SH_CIRCLE: case SH_DOT: rbuf_puts(b, "</circle>"); break;
+    case SH_SQUARE: rbuf_puts(b, "</rect>"); break;
+    default: rbuf_puts(b, "</path>"); break;
+    }
+}
+
+/* Markers for the events in view that are not folded, up to cap of them;
+ * the rest are counted in d->over_cap. */
+static void draw_markers(struct rbuf *b, const struct rtl *t, const struct geo *g, int scen,
+                         int folding, size_t cap, struct tl_drawn *d)
+{
+    size_t individual = 0;
     for (size_t i = 0; i < t->n; i++) {
         const struct rev *e = &t->ev[i];
-        if (e->ts < g.t0 || !is_individual(t, e, folding))
+        if (e->ts < g->t0 || !is_individual(t, e, folding))
             continue;
         if (individual >= cap) {
-            over_cap++;
+            d->over_cap++;
             continue;
         }
         individual++;
-        present[e->kind] = 1;
-        int lane = draw_lane(e);
-        shape_open(b, kinds[e->kind].shape, xpos(&g, e->ts), row_y(lane, kinds[e->kind].row));
-        int wit;
-        /* data-m before class so that the witness flag is known */
-        struct rbuf tmp;
-        rbuf_init(&tmp, 4096);
-        msg_attr(&tmp, t, e, scen, &wit);
-        rbuf_printf(b, " class=\"mk k-%s%s\"", kinds[e->kind].cls, wit ? " w" : "");
-        if (tmp.len > 0)
-            rbuf_put(b, tmp.data, tmp.len);
-        rbuf_free(&tmp);
-        rbuf_puts(b, ">");
-        title_of(b, t, e, origin);
-        switch (kinds[e->kind].shape) {
-        case SH_CIRCLE: case SH_DOT: rbuf_puts(b, "</circle>"); break;
-        case SH_SQUARE: rbuf_puts(b, "</rect>"); break;
-        default: rbuf_puts(b, "</path>"); break;
-        }
+        d->present[e->kind] = 1;
+        draw_marker(b, t, e, g, scen);
     }
-    rbuf_puts(b, "</svg>");
-    /* legend: only the kinds present, plus the shadings */
+}
+
+/* The caption: a legend of only the kinds present plus the shadings, and a
+ * note for everything that was drawn otherwise or not at all. */
+static void draw_caption(struct rbuf *b, const struct rtl *t, const struct geo *g,
+                         size_t cap, const struct tl_drawn *d)
+{
     rbuf_puts(b, "<figcaption><ul class=\"legend\">");
     for (int k = 0; k < K_COUNT; k++) {
-        if (!present[k])
+        if (!d->present[k])
             continue;
         rbuf_puts(b, "<li>");
         legend_icon(b, k);
@@ -1198,29 +1230,56 @@ int rtl_svg(struct rbuf *b, const struct rtl *t, int scen, const struct rview *v
         rbuf_puts(b, "<li><span class=\"sw sw-down\"></span>process down</li>");
     if (rtl_windows(t, "paused"))
         rbuf_puts(b, "<li><span class=\"sw sw-paused\"></span>process paused</li>");
-    if (lines > 0)
+    if (d->lines > 0)
         rbuf_puts(b, "<li><span class=\"sw sw-witness\"></span>message named in a failure "
                      "witness</li>");
-    if (folded > 0)
+    if (d->folded > 0)
         rbuf_puts(b, "<li><span class=\"sw sw-density\"></span>routine events (density)"
                      "</li>");
     rbuf_puts(b, "</ul>");
-    if (folded > 0)
+    if (d->folded > 0)
         rbuf_printf(b, "<p class=\"note\">%zu events: %zu routine events are drawn as "
                        "density bars (hover a lane's bars for its counts); faults, kills, retries, "
                        "duplicates and witness messages are drawn one by one.</p>",
-                    t->n - early, folded);
-    if (early > 0)
+                    t->n - d->early, d->folded);
+    if (d->early > 0)
         rbuf_printf(b, "<p class=\"note\">The time axis starts at +%.2f s, just before the "
                        "first step; the %zu events of process start-up before it are not "
-                       "drawn.</p>", (double)(g.t0 - origin) / 1e6, early);
-    if (over_cap > 0)
+                       "drawn.</p>", (double)(g->t0 - g->origin) / 1e6, d->early);
+    if (d->over_cap > 0)
         rbuf_printf(b, "<p class=\"note\">%zu more events are not drawn (cap of %zu "
-                       "markers).</p>", over_cap, cap);
+                       "markers).</p>", d->over_cap, cap);
     if (t->bad_lines > 0 || t->dropped > 0)
         rbuf_printf(b, "<p class=\"note\">%zu malformed lines skipped, %zu lines past the "
                        "read limit ignored.</p>", t->bad_lines, t->dropped);
     rbuf_puts(b, "</figcaption></figure>");
+}
+
+int rtl_svg(struct rbuf *b, const struct rtl *t, int scen, const struct rview *v,
+            size_t cap)
+{
+    if (t == NULL || t->n == 0) {
+        rbuf_puts(b, "<p class=\"note\">No timeline events were recorded for this "
+                     "scenario.</p>");
+        return b->overflow ? -1 : 0;
+    }
+    struct geo g = {v->t0, v->t1, TL_LEFT, TL_WIDTH - TL_LEFT - TL_RIGHT, v->origin};
+    int height = TL_TOP + t->nlanes * TL_LANE_H + 6;
+    struct tl_drawn d;
+    memset(&d, 0, sizeof(d));
+    while (d.early < t->n && t->ev[d.early].ts < g.t0)
+        d.early++;
+    int folding = t->n - d.early > cap;
+
+    draw_lanes(b, t, scen, height);
+    draw_axis(b, &g, height);
+    draw_windows(b, t, &g, scen);
+    if (folding)
+        d.folded = draw_density(b, t, &g);
+    d.lines = draw_witness_lines(b, t, &g, scen);
+    draw_markers(b, t, &g, scen, folding, cap, &d);
+    rbuf_puts(b, "</svg>");
+    draw_caption(b, t, &g, cap, &d);
     return b->overflow ? -1 : 0;
 }
 
@@ -1394,11 +1453,20 @@ static double sample_value(const struct rsample *s, const struct series *se)
     return se->field >= 0 ? s->v[se->field] : s->consumed[se->consumer];
 }
 
-static void chart(struct rbuf *b, const struct rmetrics *m, const struct rtl *t,
-                  const struct rview *v, const char *title, const struct series *se,
-                  int nse)
+/* chart draws one small chart through the helpers below: scale, shaded
+ * windows, axes, one line per series, and the key. */
+
+/* The samples in view and the y scale that fits them. */
+struct chart_scale {
+    size_t first, last;   /* the samples in view: [first, last) */
+    size_t have;          /* values (not null) among them */
+    double step, ymax;    /* y grid step and the top of the y axis */
+    double ph;            /* plot height */
+};
+
+static void chart_fit(const struct rmetrics *m, const struct rview *v,
+                      const struct series *se, int nse, struct chart_scale *cs)
 {
-    /* the samples in view: [first, last) */
     size_t first = 0, last = m->n;
     while (first < last && m->s[first].ts < v->t0)
         first++;
@@ -1421,20 +1489,22 @@ static void chart(struct rbuf *b, const struct rmetrics *m, const struct rtl *t,
     double step = report_nice_step(max > 0 ? max : 1, 3);
     if (integral && step < 1)
         step = 1; /* counts: no 0.5 rows */
-    double ymax = ceil((max > 0 ? max : 1) / step) * step;
-    struct geo g = {v->t0, v->t1, CH_L, CH_W - CH_L - CH_R, v->origin};
-    double ph = CH_H - CH_T - CH_B;
+    cs->first = first;
+    cs->last = last;
+    cs->have = have;
+    cs->step = step;
+    cs->ymax = ceil((max > 0 ? max : 1) / step) * step;
+    cs->ph = CH_H - CH_T - CH_B;
+}
 
-    rbuf_puts(b, "<figure class=\"chartbox\">");
-    rbuf_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"%d\" "
-                   "height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"%s\">",
-                CH_W, CH_H, CH_W, CH_H, title);
-    rbuf_printf(b, "<text class=\"ctitle\" x=\"4\" y=\"14\">%s</text>", title);
-    /* fault, down and paused windows, as in the timeline */
+/* Fault, down and paused windows, as in the timeline. */
+static void chart_windows(struct rbuf *b, const struct rtl *t, const struct rview *v,
+                          const struct geo *g, double ph)
+{
     for (size_t i = 0; t != NULL && i < t->nwin; i++) {
         if (t->win[i].to < v->t0)
             continue;
-        double x = xpos(&g, t->win[i].from), x2 = xpos(&g, t->win[i].to);
+        double x = xpos(g, t->win[i].from), x2 = xpos(g, t->win[i].to);
         rbuf_printf(b, "<rect class=\"cwin-%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
                        "height=\"%.0f\"><title>",
                     win_names[t->win[i].type], x, CH_T, x2 - x < 1.5 ? 1.5 : x2 - x, ph);
@@ -1443,17 +1513,22 @@ static void chart(struct rbuf *b, const struct rmetrics *m, const struct rtl *t,
         rbuf_esc(b, t->lanes[t->win[i].lane].name, 80);
         rbuf_puts(b, "</title></rect>");
     }
-    /* y grid and labels */
+}
+
+/* The y grid with its labels, and the x labels: time since the scenario's
+ * start, as on the timeline. */
+static void chart_axes(struct rbuf *b, const struct rview *v, const struct geo *g,
+                       const struct chart_scale *cs)
+{
     rbuf_puts(b, "<g class=\"axis\">");
-    for (double y0 = 0; y0 <= ymax + step * 1e-9; y0 += step) {
-        double y = CH_T + ph - y0 / ymax * ph;
+    for (double y0 = 0; y0 <= cs->ymax + cs->step * 1e-9; y0 += cs->step) {
+        double y = CH_T + cs->ph - y0 / cs->ymax * cs->ph;
         char lab[32];
         fmt_value(lab, sizeof(lab), y0);
         rbuf_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
                        "<text class=\"ylab\" x=\"%d\" y=\"%.1f\">%s</text>",
                     CH_L, y, CH_W - CH_R, y, CH_L - 4, y + 3.5, lab);
     }
-    /* x labels: time since the scenario's start, as on the timeline */
     double from_ms = (double)(v->t0 - v->origin) / 1000.0;
     double to_ms = (double)(v->t1 - v->origin) / 1000.0;
     double xstep = report_nice_step(to_ms - from_ms, 4);
@@ -1462,54 +1537,80 @@ static void chart(struct rbuf *b, const struct rmetrics *m, const struct rtl *t,
          to_ms > from_ms && ms <= to_ms + xstep * 1e-9 && nt < 12; ms += xstep, nt++) {
         char lab[48];
         fmt_offset(lab, sizeof(lab), ms, xstep);
-        double x = xpos(&g, v->origin + (int64_t)llround(ms * 1000));
+        double x = xpos(g, v->origin + (int64_t)llround(ms * 1000));
         rbuf_printf(b, "<text class=\"xlab\" x=\"%.1f\" y=\"%d\">%s</text>", x, CH_H - 6, lab);
     }
     rbuf_puts(b, "</g>");
-    if (have == 0) {
+}
+
+/* Series k as one path; a missing or null sample breaks the line.  About
+ * one point per pixel of the plot is all a line can show. */
+static void chart_line(struct rbuf *b, const struct rmetrics *m, const struct geo *g,
+                       const struct series *se, int k, const struct chart_scale *cs)
+{
+    size_t stride = cs->last - cs->first > 320 ? (cs->last - cs->first) / 320 + 1 : 1;
+    rbuf_printf(b, "<path class=\"s%d%s\" d=\"", k, se[k].dashed ? " dashed" : "");
+    int pen = 0;
+    size_t npts = 0;
+    double lx = 0, ly = 0;
+    for (size_t i = cs->first; i < cs->last; i += stride) {
+        double val = sample_value(&m->s[i], &se[k]);
+        if (isnan(val)) {
+            pen = 0;
+            continue;
+        }
+        lx = xpos(g, m->s[i].ts);
+        ly = CH_T + cs->ph - val / cs->ymax * cs->ph;
+        rbuf_printf(b, "%s%.1f %.1f", pen ? "L" : "M", lx, ly);
+        pen = 1;
+        npts++;
+    }
+    /* a lone point would be invisible as a path: give it a short stroke */
+    if (npts == 1)
+        rbuf_printf(b, "M%.1f %.1fh2", lx - 1, ly);
+    rbuf_puts(b, "\"><title>");
+    rbuf_esc(b, se[k].label, 80);
+    rbuf_puts(b, "</title></path>");
+}
+
+/* The key in HTML so it wraps; line styles make it readable in grey. */
+static void chart_key(struct rbuf *b, const struct series *se, int nse)
+{
+    rbuf_puts(b, "<div class=\"ckey\">");
+    for (int k = 0; k < nse; k++) {
+        rbuf_printf(b, "<span><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"22\" "
+                       "height=\"8\" aria-hidden=\"true\"><path class=\"s%d%s\" "
+                       "d=\"M1 4h20\"/></svg>", k, se[k].dashed ? " dashed" : "");
+        rbuf_esc(b, se[k].label, 40);
+        rbuf_puts(b, "</span>");
+    }
+    rbuf_puts(b, "</div>");
+}
+
+static void chart(struct rbuf *b, const struct rmetrics *m, const struct rtl *t,
+                  const struct rview *v, const char *title, const struct series *se,
+                  int nse)
+{
+    struct chart_scale cs;
+    chart_fit(m, v, se, nse, &cs);
+    struct geo g = {v->t0, v->t1, CH_L, CH_W - CH_L - CH_R, v->origin};
+
+    rbuf_puts(b, "<figure class=\"chartbox\">");
+    rbuf_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"%d\" "
+                   "height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"%s\">",
+                CH_W, CH_H, CH_W, CH_H, title);
+    rbuf_printf(b, "<text class=\"ctitle\" x=\"4\" y=\"14\">%s</text>", title);
+    chart_windows(b, t, v, &g, cs.ph);
+    chart_axes(b, v, &g, &cs);
+    if (cs.have == 0) {
         rbuf_printf(b, "<text class=\"nodata\" x=\"%d\" y=\"%d\">no samples</text>",
-                    CH_L + 10, CH_T + (int)ph / 2);
+                    CH_L + 10, CH_T + (int)cs.ph / 2);
     }
-    /* one path per series; a missing or null sample breaks the line.  About
-     * one point per pixel of the plot is all a line can show. */
-    size_t stride = last - first > 320 ? (last - first) / 320 + 1 : 1;
-    for (int k = 0; k < nse && have > 0; k++) {
-        rbuf_printf(b, "<path class=\"s%d%s\" d=\"", k, se[k].dashed ? " dashed" : "");
-        int pen = 0;
-        size_t npts = 0;
-        double lx = 0, ly = 0;
-        for (size_t i = first; i < last; i += stride) {
-            double val = sample_value(&m->s[i], &se[k]);
-            if (isnan(val)) {
-                pen = 0;
-                continue;
-            }
-            lx = xpos(&g, m->s[i].ts);
-            ly = CH_T + ph - val / ymax * ph;
-            rbuf_printf(b, "%s%.1f %.1f", pen ? "L" : "M", lx, ly);
-            pen = 1;
-            npts++;
-        }
-        /* a lone point would be invisible as a path: give it a short stroke */
-        if (npts == 1)
-            rbuf_printf(b, "M%.1f %.1fh2", lx - 1, ly);
-        rbuf_puts(b, "\"><title>");
-        rbuf_esc(b, se[k].label, 80);
-        rbuf_puts(b, "</title></path>");
-    }
+    for (int k = 0; k < nse && cs.have > 0; k++)
+        chart_line(b, m, &g, se, k, &cs);
     rbuf_puts(b, "</svg>");
-    if (nse > 1) {
-        /* the key in HTML so it wraps; line styles make it readable in grey */
-        rbuf_puts(b, "<div class=\"ckey\">");
-        for (int k = 0; k < nse; k++) {
-            rbuf_printf(b, "<span><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"22\" "
-                           "height=\"8\" aria-hidden=\"true\"><path class=\"s%d%s\" "
-                           "d=\"M1 4h20\"/></svg>", k, se[k].dashed ? " dashed" : "");
-            rbuf_esc(b, se[k].label, 40);
-            rbuf_puts(b, "</span>");
-        }
-        rbuf_puts(b, "</div>");
-    }
+    if (nse > 1)
+        chart_key(b, se, nse);
     rbuf_puts(b, "</figure>");
 }
 

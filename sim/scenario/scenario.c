@@ -64,7 +64,7 @@ static const char *const expect_checks[] = {
     "max_attempts", "events", "faults_fired", "sql", "http_status", NULL
 };
 
-/* Broker switches a scenario may set (sim/fakebroker.h). */
+/* Broker switches a scenario may set (sim/fakebroker/fakebroker.h). */
 static const char *const broker_switches[] = {
     "outage", "duplicate", "delay_ms", "reorder", "drop_before_confirm",
     "visibility_timeout_ms", "max_payload_bytes", "reset", NULL
@@ -569,6 +569,257 @@ static int parse_wait(struct vctx *v, struct scenario *sc, const cJSON *s, const
     return 0;
 }
 
+/* One parser per verb below, each called by parse_step once "do" and "why"
+ * are read: it checks the fields its verb allows, then fills st.  field is
+ * the step's JSON path ("steps[3]"), the prefix of every message. */
+
+/* start, restart: a process and, optionally, the faults it starts with. */
+static int parse_step_start(struct vctx *v, struct scenario *sc, const cJSON *s,
+                            const char *field, struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "proc", "faults", NULL };
+    if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
+        return -1;
+    int r = get_str(v, s, "faults", field, 0, &st->faults);
+    if (r < 0)
+        return -1;
+    if (r == 1) {
+        char msg[256];
+        if (scenario_check_faults(st->faults, v->points, msg, sizeof(msg)) < 0) {
+            char ff[64];
+            snprintf(ff, sizeof(ff), "%s.faults", field);
+            return verr(v, ff, "%s", msg);
+        }
+    }
+    return 0;
+}
+
+/* stop, kill, pause, resume: a process and how long to give it. */
+static int parse_step_signal(struct vctx *v, struct scenario *sc, const cJSON *s,
+                             const char *field, struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "proc", "timeout_ms", NULL };
+    if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
+        return -1;
+    st->timeout_ms = 5000;
+    if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
+        return -1;
+    return 0;
+}
+
+/* fault: arm a catalogued point in a running process, or disarm it. */
+static int parse_step_fault(struct vctx *v, struct scenario *sc, const cJSON *s,
+                            const char *field, struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "proc", "point", "action", "disable", NULL };
+    if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0 ||
+        get_str(v, s, "point", field, 1, &st->point) < 0 ||
+        get_bool(v, s, "disable", field, &st->disable) < 0)
+        return -1;
+    if (v->points != NULL && !in_list(st->point, v->points)) {
+        char ff[64];
+        snprintf(ff, sizeof(ff), "%s.point", field);
+        return verr(v, ff, "unknown fault point '%s' (not in the catalogue)", st->point);
+    }
+    if (get_str(v, s, "action", field, !st->disable, &st->action) < 0)
+        return -1;
+    if (st->action != NULL && (check_action(st->action) < 0 || st->disable)) {
+        char ff[64];
+        snprintf(ff, sizeof(ff), "%s.action", field);
+        return verr(v, ff, st->disable ? "not allowed with disable"
+                                       : "must be crash, fail, park or stall:MS");
+    }
+    return 0;
+}
+
+/* The body and headers of an http step.  The body is copied (st->body is
+ * freed by scenario_free); the headers stay borrowed from the tree. */
+static int http_body_headers(struct vctx *v, const cJSON *s, const char *field,
+                             struct sc_step *st)
+{
+    const cJSON *body = cJSON_GetObjectItemCaseSensitive(s, "body");
+    if (body != NULL) {
+        if (cJSON_IsString(body))
+            st->body = strdup(body->valuestring);
+        else if (cJSON_IsObject(body) || cJSON_IsArray(body))
+            st->body = cJSON_PrintUnformatted(body);
+        else
+            return verr(v, field, "body must be a string or a JSON object");
+    }
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "headers");
+    if (h != NULL) {
+        const cJSON *it;
+        if (!cJSON_IsObject(h))
+            return verr(v, field, "headers must be an object of strings");
+        cJSON_ArrayForEach(it, h) {
+            if (!cJSON_IsString(it) || strpbrk(it->valuestring, "\r\n") != NULL ||
+                strpbrk(it->string, " :\r\n") != NULL)
+                return verr(v, field, "header '%s' must be a single-line string", it->string);
+        }
+        st->headers = h;
+    }
+    return 0;
+}
+
+/* same_as must name an earlier http step, and a step's own name must be new:
+ * only steps before idx are parsed yet, which is what both rules want. */
+static int http_step_names(struct vctx *v, const struct scenario *sc, const char *field,
+                           const struct sc_step *st, int idx)
+{
+    if (st->same_as != NULL) {
+        int found = 0;
+        for (int i = 0; i < idx; i++)
+            if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
+                strcmp(sc->steps[i].name, st->same_as) == 0)
+                found = 1;
+        if (!found) {
+            char ff[64];
+            snprintf(ff, sizeof(ff), "%s.same_as", field);
+            return verr(v, ff, "no earlier http step is named '%s'", st->same_as);
+        }
+    }
+    if (st->name != NULL) {
+        for (int i = 0; i < idx; i++)
+            if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
+                strcmp(sc->steps[i].name, st->name) == 0)
+                return verr(v, field, "another http step is already named '%s'", st->name);
+    }
+    return 0;
+}
+
+/* http: one request to an api process; POST /payments unless told. */
+static int parse_step_http(struct vctx *v, struct scenario *sc, const cJSON *s,
+                           const char *field, struct sc_step *st, int idx)
+{
+    static const char *const f[] = { "do", "why", "proc", "name", "method", "path", "body",
+                                     "key", "headers", "same_as", "expect_status",
+                                     "timeout_ms", NULL };
+    if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0 ||
+        get_str(v, s, "name", field, 0, &st->name) < 0 ||
+        get_str(v, s, "method", field, 0, &st->method) < 0 ||
+        get_str(v, s, "path", field, 0, &st->path) < 0 ||
+        get_str(v, s, "key", field, 0, &st->key) < 0 ||
+        get_str(v, s, "same_as", field, 0, &st->same_as) < 0)
+        return -1;
+    if (st->method == NULL)
+        st->method = "POST";
+    if (st->path == NULL)
+        st->path = "/payments";
+    if (st->path[0] != '/' || strpbrk(st->path, " \r\n") != NULL)
+        return verr(v, field, "path must start with '/' and hold no spaces");
+    if (strcmp(st->method, "GET") != 0 && strcmp(st->method, "POST") != 0 &&
+        strcmp(st->method, "PUT") != 0 && strcmp(st->method, "DELETE") != 0)
+        return verr(v, field, "method must be GET, POST, PUT or DELETE");
+    if (http_body_headers(v, s, field, st) < 0)
+        return -1;
+    if (st->key != NULL && strpbrk(st->key, "\r\n") != NULL)
+        return verr(v, field, "key must be a single line");
+    if (opt_int(v, s, "expect_status", field, 100, 599, &st->expect_status) < 0)
+        return -1;
+    st->timeout_ms = 5000;
+    if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
+        return -1;
+    return http_step_names(v, sc, field, st, idx);
+}
+
+/* payments: count creations (optionally authorized and captured) through an
+ * api process, with keys key_prefix-N. */
+static int parse_step_payments(struct vctx *v, struct scenario *sc, const cJSON *s,
+                               const char *field, struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "proc", "count", "key_prefix", "amount",
+                                     "currency", "concurrency", "retries", "authorize",
+                                     "capture", "timeout_ms", NULL };
+    long long x;
+    if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0)
+        return -1;
+    if (get_int(v, s, "count", field, 1, 1, 100000, &x) < 0)
+        return -1;
+    st->count = (int)x;
+    st->key_prefix = "pay";
+    st->currency = "EUR";
+    st->concurrency = 1;
+    if (get_str(v, s, "key_prefix", field, 0, &st->key_prefix) < 0 ||
+        get_str(v, s, "amount", field, 0, &st->amount) < 0 ||
+        get_str(v, s, "currency", field, 0, &st->currency) < 0 ||
+        get_bool(v, s, "authorize", field, &st->authorize) < 0 ||
+        get_bool(v, s, "capture", field, &st->capture) < 0)
+        return -1;
+    if (strpbrk(st->key_prefix, "\r\n") != NULL || strpbrk(st->currency, "\"\\") != NULL ||
+        (st->amount != NULL && strpbrk(st->amount, "\"\\") != NULL))
+        return verr(v, field, "key_prefix, amount and currency must be plain text");
+    if (st->capture && !st->authorize)
+        return verr(v, field, "capture needs authorize (versions 1, 2, 3)");
+    if (opt_int(v, s, "concurrency", field, 1, 64, &st->concurrency) < 0)
+        return -1;
+    if (opt_int(v, s, "retries", field, 0, 100, &st->retries) < 0)
+        return -1;
+    st->timeout_ms = 5000;
+    if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
+        return -1;
+    return 0;
+}
+
+/* broker: flip the fake broker's switches. */
+static int parse_step_broker(struct vctx *v, const cJSON *s, const char *field,
+                             struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "control", NULL };
+    char ff[64];
+    snprintf(ff, sizeof(ff), "%s.control", field);
+    if (only_fields(v, s, field, f) < 0)
+        return -1;
+    st->control = cJSON_GetObjectItemCaseSensitive(s, "control");
+    if (st->control == NULL)
+        return verr(v, ff, "missing (an object of broker switches)");
+    return check_control(v, st->control, ff);
+}
+
+/* sql: one statement, optionally with the row count it must report. */
+static int parse_step_sql(struct vctx *v, const cJSON *s, const char *field,
+                          struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "sql", "expect_rows", NULL };
+    if (only_fields(v, s, field, f) < 0 || get_str(v, s, "sql", field, 1, &st->sql) < 0)
+        return -1;
+    if (opt_int(v, s, "expect_rows", field, 0, 100000000, &st->expect_rows) < 0)
+        return -1;
+    return 0;
+}
+
+/* outboxctl: the operator tool with its arguments (argv borrows the tree's
+ * strings); --db is the runner's, the scenario cannot point it elsewhere. */
+static int parse_step_outboxctl(struct vctx *v, const cJSON *s, const char *field,
+                                struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "args", "expect_exit", "expect_output",
+                                     "timeout_ms", NULL };
+    if (only_fields(v, s, field, f) < 0)
+        return -1;
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(s, "args");
+    if (!cJSON_IsArray(args) || cJSON_GetArraySize(args) < 1 ||
+        cJSON_GetArraySize(args) > 16)
+        return verr(v, field, "args must be an array of 1-16 strings");
+    const cJSON *a;
+    cJSON_ArrayForEach(a, args) {
+        if (!cJSON_IsString(a))
+            return verr(v, field, "args must be an array of strings");
+        if (strcmp(a->valuestring, "--db") == 0)
+            return verr(v, field, "--db is set by the runner");
+        st->argv[st->argc++] = a->valuestring;
+    }
+    if (opt_int(v, s, "expect_exit", field, 0, 255, &st->expect_exit) < 0)
+        return -1;
+    if (get_str(v, s, "expect_output", field, 0, &st->expect_output) < 0)
+        return -1;
+    st->timeout_ms = 10000;
+    if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
+        return -1;
+    return 0;
+}
+
+/* Parses steps[idx] into sc->steps[idx]: the fields every step shares, then
+ * the verb's own parser. */
 static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int idx)
 {
     char field[48];
@@ -593,204 +844,27 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
     st->verb = (enum sc_verb)vb;
     if (get_str(v, s, "why", field, 0, &st->why) < 0)
         return -1;
-    long long x;
     switch (st->verb) {
     case V_START:
-    case V_RESTART: {
-        static const char *const f[] = { "do", "why", "proc", "faults", NULL };
-        if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
-            return -1;
-        int r = get_str(v, s, "faults", field, 0, &st->faults);
-        if (r < 0)
-            return -1;
-        if (r == 1) {
-            char msg[256];
-            if (scenario_check_faults(st->faults, v->points, msg, sizeof(msg)) < 0) {
-                char ff[64];
-                snprintf(ff, sizeof(ff), "%s.faults", field);
-                return verr(v, ff, "%s", msg);
-            }
-        }
-        return 0;
-    }
+    case V_RESTART:
+        return parse_step_start(v, sc, s, field, st);
     case V_STOP:
     case V_KILL:
     case V_PAUSE:
-    case V_RESUME: {
-        static const char *const f[] = { "do", "why", "proc", "timeout_ms", NULL };
-        if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
-            return -1;
-        st->timeout_ms = 5000;
-        if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
-            return -1;
-        return 0;
-    }
-    case V_FAULT: {
-        static const char *const f[] = { "do", "why", "proc", "point", "action", "disable", NULL };
-        if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0 ||
-            get_str(v, s, "point", field, 1, &st->point) < 0 ||
-            get_bool(v, s, "disable", field, &st->disable) < 0)
-            return -1;
-        if (v->points != NULL && !in_list(st->point, v->points)) {
-            char ff[64];
-            snprintf(ff, sizeof(ff), "%s.point", field);
-            return verr(v, ff, "unknown fault point '%s' (not in the catalogue)", st->point);
-        }
-        if (get_str(v, s, "action", field, !st->disable, &st->action) < 0)
-            return -1;
-        if (st->action != NULL && (check_action(st->action) < 0 || st->disable)) {
-            char ff[64];
-            snprintf(ff, sizeof(ff), "%s.action", field);
-            return verr(v, ff, st->disable ? "not allowed with disable"
-                                           : "must be crash, fail, park or stall:MS");
-        }
-        return 0;
-    }
-    case V_HTTP: {
-        static const char *const f[] = { "do", "why", "proc", "name", "method", "path", "body",
-                                         "key", "headers", "same_as", "expect_status",
-                                         "timeout_ms", NULL };
-        if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0 ||
-            get_str(v, s, "name", field, 0, &st->name) < 0 ||
-            get_str(v, s, "method", field, 0, &st->method) < 0 ||
-            get_str(v, s, "path", field, 0, &st->path) < 0 ||
-            get_str(v, s, "key", field, 0, &st->key) < 0 ||
-            get_str(v, s, "same_as", field, 0, &st->same_as) < 0)
-            return -1;
-        if (st->method == NULL)
-            st->method = "POST";
-        if (st->path == NULL)
-            st->path = "/payments";
-        if (st->path[0] != '/' || strpbrk(st->path, " \r\n") != NULL)
-            return verr(v, field, "path must start with '/' and hold no spaces");
-        if (strcmp(st->method, "GET") != 0 && strcmp(st->method, "POST") != 0 &&
-            strcmp(st->method, "PUT") != 0 && strcmp(st->method, "DELETE") != 0)
-            return verr(v, field, "method must be GET, POST, PUT or DELETE");
-        const cJSON *body = cJSON_GetObjectItemCaseSensitive(s, "body");
-        if (body != NULL) {
-            if (cJSON_IsString(body))
-                st->body = strdup(body->valuestring);
-            else if (cJSON_IsObject(body) || cJSON_IsArray(body))
-                st->body = cJSON_PrintUnformatted(body);
-            else
-                return verr(v, field, "body must be a string or a JSON object");
-        }
-        const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "headers");
-        if (h != NULL) {
-            const cJSON *it;
-            if (!cJSON_IsObject(h))
-                return verr(v, field, "headers must be an object of strings");
-            cJSON_ArrayForEach(it, h) {
-                if (!cJSON_IsString(it) || strpbrk(it->valuestring, "\r\n") != NULL ||
-                    strpbrk(it->string, " :\r\n") != NULL)
-                    return verr(v, field, "header '%s' must be a single-line string", it->string);
-            }
-            st->headers = h;
-        }
-        if (st->key != NULL && strpbrk(st->key, "\r\n") != NULL)
-            return verr(v, field, "key must be a single line");
-        if (opt_int(v, s, "expect_status", field, 100, 599, &st->expect_status) < 0)
-            return -1;
-        st->timeout_ms = 5000;
-        if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
-            return -1;
-        if (st->same_as != NULL) {
-            int found = 0;
-            for (int i = 0; i < idx; i++)
-                if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
-                    strcmp(sc->steps[i].name, st->same_as) == 0)
-                    found = 1;
-            if (!found) {
-                char ff[64];
-                snprintf(ff, sizeof(ff), "%s.same_as", field);
-                return verr(v, ff, "no earlier http step is named '%s'", st->same_as);
-            }
-        }
-        if (st->name != NULL) {
-            for (int i = 0; i < idx; i++)
-                if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
-                    strcmp(sc->steps[i].name, st->name) == 0)
-                    return verr(v, field, "another http step is already named '%s'", st->name);
-        }
-        return 0;
-    }
-    case V_PAYMENTS: {
-        static const char *const f[] = { "do", "why", "proc", "count", "key_prefix", "amount",
-                                         "currency", "concurrency", "retries", "authorize",
-                                         "capture", "timeout_ms", NULL };
-        if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0)
-            return -1;
-        if (get_int(v, s, "count", field, 1, 1, 100000, &x) < 0)
-            return -1;
-        st->count = (int)x;
-        st->key_prefix = "pay";
-        st->currency = "EUR";
-        st->concurrency = 1;
-        if (get_str(v, s, "key_prefix", field, 0, &st->key_prefix) < 0 ||
-            get_str(v, s, "amount", field, 0, &st->amount) < 0 ||
-            get_str(v, s, "currency", field, 0, &st->currency) < 0 ||
-            get_bool(v, s, "authorize", field, &st->authorize) < 0 ||
-            get_bool(v, s, "capture", field, &st->capture) < 0)
-            return -1;
-        if (strpbrk(st->key_prefix, "\r\n") != NULL || strpbrk(st->currency, "\"\\") != NULL ||
-            (st->amount != NULL && strpbrk(st->amount, "\"\\") != NULL))
-            return verr(v, field, "key_prefix, amount and currency must be plain text");
-        if (st->capture && !st->authorize)
-            return verr(v, field, "capture needs authorize (versions 1, 2, 3)");
-        if (opt_int(v, s, "concurrency", field, 1, 64, &st->concurrency) < 0)
-            return -1;
-        if (opt_int(v, s, "retries", field, 0, 100, &st->retries) < 0)
-            return -1;
-        st->timeout_ms = 5000;
-        if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
-            return -1;
-        return 0;
-    }
-    case V_BROKER: {
-        static const char *const f[] = { "do", "why", "control", NULL };
-        char ff[64];
-        snprintf(ff, sizeof(ff), "%s.control", field);
-        if (only_fields(v, s, field, f) < 0)
-            return -1;
-        st->control = cJSON_GetObjectItemCaseSensitive(s, "control");
-        if (st->control == NULL)
-            return verr(v, ff, "missing (an object of broker switches)");
-        return check_control(v, st->control, ff);
-    }
-    case V_SQL: {
-        static const char *const f[] = { "do", "why", "sql", "expect_rows", NULL };
-        if (only_fields(v, s, field, f) < 0 || get_str(v, s, "sql", field, 1, &st->sql) < 0)
-            return -1;
-        if (opt_int(v, s, "expect_rows", field, 0, 100000000, &st->expect_rows) < 0)
-            return -1;
-        return 0;
-    }
-    case V_OUTBOXCTL: {
-        static const char *const f[] = { "do", "why", "args", "expect_exit", "expect_output",
-                                         "timeout_ms", NULL };
-        if (only_fields(v, s, field, f) < 0)
-            return -1;
-        const cJSON *args = cJSON_GetObjectItemCaseSensitive(s, "args");
-        if (!cJSON_IsArray(args) || cJSON_GetArraySize(args) < 1 ||
-            cJSON_GetArraySize(args) > 16)
-            return verr(v, field, "args must be an array of 1-16 strings");
-        const cJSON *a;
-        cJSON_ArrayForEach(a, args) {
-            if (!cJSON_IsString(a))
-                return verr(v, field, "args must be an array of strings");
-            if (strcmp(a->valuestring, "--db") == 0)
-                return verr(v, field, "--db is set by the runner");
-            st->argv[st->argc++] = a->valuestring;
-        }
-        if (opt_int(v, s, "expect_exit", field, 0, 255, &st->expect_exit) < 0)
-            return -1;
-        if (get_str(v, s, "expect_output", field, 0, &st->expect_output) < 0)
-            return -1;
-        st->timeout_ms = 10000;
-        if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
-            return -1;
-        return 0;
-    }
+    case V_RESUME:
+        return parse_step_signal(v, sc, s, field, st);
+    case V_FAULT:
+        return parse_step_fault(v, sc, s, field, st);
+    case V_HTTP:
+        return parse_step_http(v, sc, s, field, st, idx);
+    case V_PAYMENTS:
+        return parse_step_payments(v, sc, s, field, st);
+    case V_BROKER:
+        return parse_step_broker(v, s, field, st);
+    case V_SQL:
+        return parse_step_sql(v, s, field, st);
+    case V_OUTBOXCTL:
+        return parse_step_outboxctl(v, s, field, st);
     case V_WAIT:
         return parse_wait(v, sc, s, field, st);
     }
@@ -864,14 +938,137 @@ static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int
     return 0;
 }
 
-struct scenario *scenario_parse(const char *text, const char *path,
-                                const char *const *known_points,
-                                char *err, size_t errlen)
+/* scenario_parse reads the file's sections in order through the helpers
+ * below; each returns 0, or -1 with the message in v (none when out of
+ * memory, as before).  What they fill is released by scenario_free. */
+
+/* The top-level fields and the scalars that name the scenario. */
+static int parse_head(struct vctx *v, struct scenario *sc)
 {
     static const char *const fields[] = { "name", "title", "article_case", "crash_window",
                                           "description", "processes", "broker", "steps",
                                           "heal", "invariants", "expect", "timeout_ms",
                                           "faults_optional", NULL };
+    const cJSON *root = sc->root;
+    if (only_fields(v, root, "", fields) < 0 ||
+        get_str(v, root, "name", "", 1, &sc->name) < 0 ||
+        get_str(v, root, "title", "", 1, &sc->title) < 0 ||
+        get_str(v, root, "crash_window", "", 1, &sc->crash_window) < 0)
+        return -1;
+    if (!valid_name(sc->name, 64, 0))
+        return verr(v, "name", "'%s': use 1-63 of [a-z0-9-]", sc->name);
+    const char *slash = strchr(sc->crash_window, '/');
+    if (slash == NULL || slash == sc->crash_window || slash[1] == '\0')
+        return verr(v, "crash_window", "'%s' is not component/window", sc->crash_window);
+    return opt_int(v, root, "article_case", "", 1, 10, &sc->article_case);
+}
+
+static int parse_procs(struct vctx *v, struct scenario *sc)
+{
+    const cJSON *procs = cJSON_GetObjectItemCaseSensitive(sc->root, "processes");
+    if (!cJSON_IsObject(procs) || procs->child == NULL)
+        return verr(v, "processes", "must be a non-empty object of name: {kind, args}");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, procs) {
+        if (parse_proc(v, sc, it) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int parse_steps(struct vctx *v, struct scenario *sc)
+{
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(sc->root, "steps");
+    if (!cJSON_IsArray(steps))
+        return verr(v, "steps", "must be an array");
+    sc->nsteps = cJSON_GetArraySize(steps);
+    sc->steps = calloc((size_t)sc->nsteps + 1, sizeof(*sc->steps));
+    if (sc->steps == NULL)
+        return -1;
+    int idx = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, steps) {
+        if (parse_step(v, sc, it, idx) < 0) {
+            sc->nsteps = idx + 1; /* free what this step owns */
+            return -1;
+        }
+        idx++;
+    }
+    return 0;
+}
+
+/* heal, faults_optional and timeout_ms, each with its default. */
+static int parse_settings(struct vctx *v, struct scenario *sc)
+{
+    const cJSON *root = sc->root;
+    sc->heal_timeout_ms = 20000;
+    const cJSON *heal = cJSON_GetObjectItemCaseSensitive(root, "heal");
+    if (heal != NULL) {
+        static const char *const hf[] = { "timeout_ms", NULL };
+        if (!cJSON_IsObject(heal))
+            return verr(v, "heal", "must be an object");
+        if (only_fields(v, heal, "heal", hf) < 0)
+            return -1;
+        if (opt_int(v, heal, "timeout_ms", "heal", 100, 600000, &sc->heal_timeout_ms) < 0)
+            return -1;
+    }
+    const cJSON *fo = cJSON_GetObjectItemCaseSensitive(root, "faults_optional");
+    if (fo != NULL && !cJSON_IsBool(fo))
+        return verr(v, "faults_optional", "must be true or false");
+    sc->faults_optional = cJSON_IsTrue(fo);
+    sc->timeout_ms = 120000;
+    return opt_int(v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms);
+}
+
+static int parse_invariants(struct vctx *v, struct scenario *sc)
+{
+    const cJSON *invs = cJSON_GetObjectItemCaseSensitive(sc->root, "invariants");
+    if (!cJSON_IsArray(invs) || cJSON_GetArraySize(invs) == 0)
+        return verr(v, "invariants", "must be a non-empty array of invariant names");
+    int idx = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, invs) {
+        char f[48];
+        snprintf(f, sizeof(f), "invariants[%d]", idx++);
+        int inv = cJSON_IsString(it) ? sc_invariant_from_name(it->valuestring) : -1;
+        if (inv < 0)
+            return verr(v, f, "unknown invariant %s%s%s", cJSON_IsString(it) ? "'" : "",
+                        cJSON_IsString(it) ? it->valuestring : "(not a string)",
+                        cJSON_IsString(it) ? "'" : "");
+        for (int j = 0; j < sc->ninvariants; j++)
+            if ((int)sc->invariants[j] == inv)
+                return verr(v, f, "'%s' is listed twice", it->valuestring);
+        sc->invariants[sc->ninvariants++] = (enum sc_invariant)inv;
+    }
+    return 0;
+}
+
+/* "expect" is optional; it comes last because http_status checks name
+ * http steps. */
+static int parse_expects(struct vctx *v, struct scenario *sc)
+{
+    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(sc->root, "expect");
+    if (exp == NULL)
+        return 0;
+    if (!cJSON_IsArray(exp))
+        return verr(v, "expect", "must be an array");
+    sc->nexpect = cJSON_GetArraySize(exp);
+    sc->expect = calloc((size_t)sc->nexpect + 1, sizeof(*sc->expect));
+    if (sc->expect == NULL)
+        return -1;
+    int idx = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, exp) {
+        if (parse_expect(v, sc, it, idx++) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+struct scenario *scenario_parse(const char *text, const char *path,
+                                const char *const *known_points,
+                                char *err, size_t errlen)
+{
     struct vctx v = { path, err, errlen, known_points };
     struct scenario *sc = calloc(1, sizeof(*sc));
     if (sc == NULL) {
@@ -892,119 +1089,11 @@ struct scenario *scenario_parse(const char *text, const char *path,
         verr(&v, NULL, "must hold a JSON object");
         goto fail;
     }
-    const cJSON *root = sc->root;
-    if (only_fields(&v, root, "", fields) < 0 ||
-        get_str(&v, root, "name", "", 1, &sc->name) < 0 ||
-        get_str(&v, root, "title", "", 1, &sc->title) < 0 ||
-        get_str(&v, root, "crash_window", "", 1, &sc->crash_window) < 0)
+    if (parse_head(&v, sc) < 0 || parse_procs(&v, sc) < 0 ||
+        parse_broker(&v, sc, cJSON_GetObjectItemCaseSensitive(sc->root, "broker")) < 0 ||
+        parse_steps(&v, sc) < 0 || parse_settings(&v, sc) < 0 ||
+        parse_invariants(&v, sc) < 0 || parse_expects(&v, sc) < 0)
         goto fail;
-    if (!valid_name(sc->name, 64, 0)) {
-        verr(&v, "name", "'%s': use 1-63 of [a-z0-9-]", sc->name);
-        goto fail;
-    }
-    {
-        const char *slash = strchr(sc->crash_window, '/');
-        if (slash == NULL || slash == sc->crash_window || slash[1] == '\0') {
-            verr(&v, "crash_window", "'%s' is not component/window", sc->crash_window);
-            goto fail;
-        }
-    }
-    if (opt_int(&v, root, "article_case", "", 1, 10, &sc->article_case) < 0)
-        goto fail;
-
-    const cJSON *procs = cJSON_GetObjectItemCaseSensitive(root, "processes");
-    if (!cJSON_IsObject(procs) || procs->child == NULL) {
-        verr(&v, "processes", "must be a non-empty object of name: {kind, args}");
-        goto fail;
-    }
-    const cJSON *it;
-    cJSON_ArrayForEach(it, procs) {
-        if (parse_proc(&v, sc, it) < 0)
-            goto fail;
-    }
-    if (parse_broker(&v, sc, cJSON_GetObjectItemCaseSensitive(root, "broker")) < 0)
-        goto fail;
-
-    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(root, "steps");
-    if (!cJSON_IsArray(steps)) {
-        verr(&v, "steps", "must be an array");
-        goto fail;
-    }
-    sc->nsteps = cJSON_GetArraySize(steps);
-    sc->steps = calloc((size_t)sc->nsteps + 1, sizeof(*sc->steps));
-    if (sc->steps == NULL)
-        goto fail;
-    int idx = 0;
-    cJSON_ArrayForEach(it, steps) {
-        if (parse_step(&v, sc, it, idx) < 0) {
-            sc->nsteps = idx + 1; /* free what this step owns */
-            goto fail;
-        }
-        idx++;
-    }
-
-    sc->heal_timeout_ms = 20000;
-    const cJSON *heal = cJSON_GetObjectItemCaseSensitive(root, "heal");
-    if (heal != NULL) {
-        static const char *const hf[] = { "timeout_ms", NULL };
-        if (!cJSON_IsObject(heal) || only_fields(&v, heal, "heal", hf) < 0) {
-            if (!cJSON_IsObject(heal))
-                verr(&v, "heal", "must be an object");
-            goto fail;
-        }
-        if (opt_int(&v, heal, "timeout_ms", "heal", 100, 600000, &sc->heal_timeout_ms) < 0)
-            goto fail;
-    }
-    const cJSON *fo = cJSON_GetObjectItemCaseSensitive(root, "faults_optional");
-    if (fo != NULL && !cJSON_IsBool(fo)) {
-        verr(&v, "faults_optional", "must be true or false");
-        goto fail;
-    }
-    sc->faults_optional = cJSON_IsTrue(fo);
-    sc->timeout_ms = 120000;
-    if (opt_int(&v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms) < 0)
-        goto fail;
-
-    const cJSON *invs = cJSON_GetObjectItemCaseSensitive(root, "invariants");
-    if (!cJSON_IsArray(invs) || cJSON_GetArraySize(invs) == 0) {
-        verr(&v, "invariants", "must be a non-empty array of invariant names");
-        goto fail;
-    }
-    idx = 0;
-    cJSON_ArrayForEach(it, invs) {
-        char f[48];
-        snprintf(f, sizeof(f), "invariants[%d]", idx++);
-        int inv = cJSON_IsString(it) ? sc_invariant_from_name(it->valuestring) : -1;
-        if (inv < 0) {
-            verr(&v, f, "unknown invariant %s%s%s", cJSON_IsString(it) ? "'" : "",
-                 cJSON_IsString(it) ? it->valuestring : "(not a string)",
-                 cJSON_IsString(it) ? "'" : "");
-            goto fail;
-        }
-        for (int j = 0; j < sc->ninvariants; j++)
-            if ((int)sc->invariants[j] == inv) {
-                verr(&v, f, "'%s' is listed twice", it->valuestring);
-                goto fail;
-            }
-        sc->invariants[sc->ninvariants++] = (enum sc_invariant)inv;
-    }
-
-    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(root, "expect");
-    if (exp != NULL) {
-        if (!cJSON_IsArray(exp)) {
-            verr(&v, "expect", "must be an array");
-            goto fail;
-        }
-        sc->nexpect = cJSON_GetArraySize(exp);
-        sc->expect = calloc((size_t)sc->nexpect + 1, sizeof(*sc->expect));
-        if (sc->expect == NULL)
-            goto fail;
-        idx = 0;
-        cJSON_ArrayForEach(it, exp) {
-            if (parse_expect(&v, sc, it, idx++) < 0)
-                goto fail;
-        }
-    }
     return sc;
 fail:
     scenario_free(sc);

@@ -26,7 +26,7 @@
  *    "expect": [{"check": "republished_same_id", "min": 1}]}
  *
  * Processes are started in declaration order before the steps unless
- * "autostart": false; "faults" (the CW_FAULTS grammar of src/fault.h) applies
+ * "autostart": false; "faults" (the CW_FAULTS grammar of src/core/fault.h) applies
  * to that first start only.  The heal phase restarts every declared process
  * unless "heal": false.  The fake broker is implicit and always runs.
  *
