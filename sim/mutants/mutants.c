@@ -332,248 +332,294 @@ static void usage(FILE *f)
         "exit status: 0 the unmutated build passes and every mutant is killed, 1 not, 2 bad usage\n");
 }
 
-int mutants_main(int argc, char **argv)
-{
+/* What the command line asked for. */
+struct mutants_opts {
     const char *only[NMUTANTS + 1];
-    int nonly = 0, list = 0;
-    const char *out_arg = NULL, *pg_arg = NULL;
+    int nonly;
+    int list;
+    const char *out;         /* --out, or NULL */
+    const char *pg;          /* --pg, or NULL: a throwaway cluster */
+};
+
+/* 0 to go on, 1 after --help (usage printed), -1 on bad usage (message
+ * printed). */
+static int parse_args(struct mutants_opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof(*o));
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             const char *n = argv[++i];
             int known = 0;
             for (int k = 0; k < NMUTANTS; k++)
                 known |= strcmp(MUTANTS[k].name, n) == 0;
-            if (!known || nonly == NMUTANTS) {
+            if (!known || o->nonly == NMUTANTS) {
                 fprintf(stderr, "crashwindow mutants: unknown mutant '%s' (see --list)\n", n);
-                return 2;
+                return -1;
             }
-            only[nonly++] = n;
+            o->only[o->nonly++] = n;
         } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
-            out_arg = argv[++i];
+            o->out = argv[++i];
         } else if (strcmp(argv[i], "--pg") == 0 && i + 1 < argc) {
-            pg_arg = argv[++i];
+            o->pg = argv[++i];
         } else if (strcmp(argv[i], "--list") == 0) {
-            list = 1;
+            o->list = 1;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
-            return 0;
+            return 1;
         } else {
             fprintf(stderr, "crashwindow mutants: unknown option or missing value: '%s'\n", argv[i]);
             usage(stderr);
-            return 2;
+            return -1;
         }
     }
-    if (list) {
-        for (int k = 0; k < NMUTANTS; k++) {
-            printf("%-26s %s\n%-26s scenarios:", MUTANTS[k].name, MUTANTS[k].mistake, "");
-            for (int j = 0; j < 4 && MUTANTS[k].scenarios[j]; j++)
-                printf(" %s", MUTANTS[k].scenarios[j]);
-            printf("\n");
-        }
-        return 0;
+    return 0;
+}
+
+static void print_list(void)
+{
+    for (int k = 0; k < NMUTANTS; k++) {
+        printf("%-26s %s\n%-26s scenarios:", MUTANTS[k].name, MUTANTS[k].mistake, "");
+        for (int j = 0; j < 4 && MUTANTS[k].scenarios[j]; j++)
+            printf(" %s", MUTANTS[k].scenarios[j]);
+        printf("\n");
     }
-    runner_install_signals();
-    int64_t t0 = cw_mono_ms();
-    char build[PATH_MAX], parent[PATH_MAX], out[PATH_MAX], err[1024];
-    if (runner_build_dir(build, sizeof(build)) < 0) {
-        fprintf(stderr, "crashwindow mutants: cannot tell where this build is\n");
-        return 2;
-    }
-    snprintf(parent, sizeof(parent), "%s", build);
-    char *slash = strrchr(parent, '/');
+}
+
+/* One invocation: where things are, the mutants chosen, their background
+ * builds, and the matrix so far. */
+struct mrun {
+    char build[PATH_MAX];    /* this (unmutated) build tree */
+    char parent[PATH_MAX];   /* its parent: build-mutant-<name>/ go there */
+    char out[PATH_MAX];
+    char mroot[PATH_MAX];    /* out/mutants */
+    const char *pg;
+    int ok;                  /* the exit verdict so far */
+    int chosen[NMUTANTS];    /* indexes into MUTANTS */
+    int nchosen;
+    struct proc builds[NMUTANTS];
+    char build_err[NMUTANTS][512];
+    int started[NMUTANTS];   /* 1 build spawned, 2 failed before running */
+    cJSON *mutants;          /* the "mutants" array of result.json */
+    const char *cols[32];    /* the matrix's scenario columns */
+    int ncols;
+};
+
+/* This build, the parent folder of the mutants' build trees and the output
+ * directory.  0, or -1 when this build's location is unknown. */
+static int locate(struct mrun *r, const char *out_arg)
+{
+    if (runner_build_dir(r->build, sizeof(r->build)) < 0)
+        return -1;
+    snprintf(r->parent, sizeof(r->parent), "%s", r->build);
+    char *slash = strrchr(r->parent, '/');
     if (slash != NULL)
         *slash = '\0';
     if (out_arg != NULL) {
-        snprintf(out, sizeof(out), "%s", out_arg);
+        snprintf(r->out, sizeof(r->out), "%s", out_arg);
     } else {
         time_t now = time(NULL);
         struct tm tm;
         gmtime_r(&now, &tm);
         char stamp[32];
         strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-        fmt(out, sizeof(out), "%s/reports/mutants-%s", runner_source_dir(), stamp);
+        fmt(r->out, sizeof(r->out), "%s/reports/mutants-%s", runner_source_dir(), stamp);
     }
+    return 0;
+}
 
-    /* One cluster for every run. */
-    struct rdb db;
-    memset(&db, 0, sizeof(db));
-    char script[PATH_MAX];
-    fmt(script, sizeof(script), "%s/scripts/pg-cluster", runner_source_dir());
-    if (pg_arg == NULL && rdb_start_cluster(&db, script, err, sizeof(err)) < 0) {
-        fprintf(stderr, "crashwindow mutants: %s\n", err);
-        return 1;
-    }
-    const char *pg = pg_arg != NULL ? pg_arg : db.admin;
-
-    /* The unmutated build must pass everything first. */
-    printf("crashwindow mutants: baseline: every scenario against %s\n", build);
+/* Every scenario against the unmutated build, into out.  Returns the
+ * runner's status, with *result its result (NULL when it could not start). */
+static int run_baseline(const struct mrun *r, cJSON **result)
+{
+    printf("crashwindow mutants: baseline: every scenario against %s\n", r->build);
     fflush(stdout);
     struct run_opts base;
     memset(&base, 0, sizeof(base));
     base.all = 1;
-    base.pg = pg;
-    base.out = out;
-    base.bin = build;
+    base.pg = r->pg;
+    base.out = r->out;
+    base.bin = r->build;
     base.repeat = 1;
     base.brief = 1;
-    cJSON *result = NULL;
-    int base_rc = runner_run(&base, &result);
-    if (result == NULL) {
-        fprintf(stderr, "crashwindow mutants: the baseline run could not start\n");
-        if (pg_arg == NULL)
-            rdb_finish(&db, script, 0);
-        return base_rc == 2 ? 2 : 1;
-    }
-    int ok = base_rc == 0;
-    if (!ok)
-        printf("crashwindow mutants: the UNMUTATED build fails; kills below prove nothing\n");
+    *result = NULL;
+    return runner_run(&base, result);
+}
 
-    /* The chosen mutants, their build trees and background builds. */
-    int chosen[NMUTANTS], nchosen = 0;
+/* The mutants --only names (all without it), each with its folder under
+ * out/mutants/ and a build handle logging there. */
+static void choose_mutants(struct mrun *r, const struct mutants_opts *o)
+{
     for (int k = 0; k < NMUTANTS; k++) {
-        int c = nonly == 0;
-        for (int j = 0; j < nonly; j++)
-            c |= strcmp(only[j], MUTANTS[k].name) == 0;
+        int c = o->nonly == 0;
+        for (int j = 0; j < o->nonly; j++)
+            c |= strcmp(o->only[j], MUTANTS[k].name) == 0;
         if (c)
-            chosen[nchosen++] = k;
+            r->chosen[r->nchosen++] = k;
     }
-    static struct proc builds[NMUTANTS];
-    char build_err[NMUTANTS][512];
-    int started[NMUTANTS] = { 0 };
-    char mroot[PATH_MAX];
-    fmt(mroot, sizeof(mroot), "%s/mutants", out);
-    mkdir(out, 0755);
-    mkdir(mroot, 0755);
-    for (int i = 0; i < nchosen; i++) {
-        const struct mutant *m = &MUTANTS[chosen[i]];
+    fmt(r->mroot, sizeof(r->mroot), "%s/mutants", r->out);
+    mkdir(r->out, 0755);
+    mkdir(r->mroot, 0755);
+    for (int i = 0; i < r->nchosen; i++) {
+        const struct mutant *m = &MUTANTS[r->chosen[i]];
         char mdir[PATH_MAX];
-        fmt(mdir, sizeof(mdir), "%s/%s", mroot, m->name);
+        fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
         mkdir(mdir, 0755);
-        memset(&builds[i], 0, sizeof(builds[i]));
-        snprintf(builds[i].name, sizeof(builds[i].name), "build");
-        fmt(builds[i].log_path, sizeof(builds[i].log_path), "%s/build.log", mdir);
-        build_err[i][0] = '\0';
+        memset(&r->builds[i], 0, sizeof(r->builds[i]));
+        snprintf(r->builds[i].name, sizeof(r->builds[i].name), "build");
+        fmt(r->builds[i].log_path, sizeof(r->builds[i].log_path), "%s/build.log", mdir);
+        r->build_err[i][0] = '\0';
     }
+}
 
-    cJSON *mutants = cJSON_CreateArray();
-    const char *cols[32];
-    int ncols = 0;
-    for (int i = 0; i < nchosen && !runner_interrupted(); i++) {
-        const struct mutant *m = &MUTANTS[chosen[i]];
-        cJSON *mo = cJSON_CreateObject();
-        cJSON_AddStringToObject(mo, "name", m->name);
-        cJSON_AddStringToObject(mo, "mistake", m->mistake);
-        cJSON_AddItemToArray(mutants, mo);
-        cJSON *scj = cJSON_AddArrayToObject(mo, "scenarios");
-        printf("[%d/%d] mutant %s: %s\n", i + 1, nchosen, m->name, m->mistake);
-        fflush(stdout);
-        /* This mutant's build (started one round ago, or now), then the
-         * next one's in the background. */
-        for (int j = i; j <= i + 1 && j < nchosen; j++) {
-            if (started[j])
-                continue;
-            started[j] = 1;
-            const char *targets[NTARGETS];
-            int nt = mutant_targets(MUTANTS[chosen[j]].name, targets);
-            char mbuild[PATH_MAX];
-            fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", parent, MUTANTS[chosen[j]].name);
-            if (nt == 0)
-                snprintf(build_err[j], sizeof(build_err[j]), "no source file implements this mutant");
-            else if (build_start(MUTANTS[chosen[j]].name, mbuild, targets, nt, &builds[j],
-                                 build_err[j], sizeof(build_err[j])) < 0)
-                started[j] = 2; /* failed before running */
-        }
-        const char *targets[NTARGETS];
-        int nt = mutant_targets(m->name, targets);
-        cJSON *tj = cJSON_AddArrayToObject(mo, "rebuilt");
-        for (int t = 0; t < nt; t++)
-            cJSON_AddItemToArray(tj, cJSON_CreateString(targets[t]));
-        if (build_err[i][0] == '\0')
-            build_finish(&builds[i], build_err[i], sizeof(build_err[i]));
-        if (build_err[i][0] != '\0') {
-            cJSON_AddBoolToObject(mo, "killed", 0);
-            cJSON_AddStringToObject(mo, "error", build_err[i]);
-            printf("    %s\n", build_err[i]);
-            ok = 0;
+/* Mutant i's build (started one round ago, or now), then the next one's in
+ * the background, where it overlaps mutant i's scenarios. */
+static void start_builds(struct mrun *r, int i)
+{
+    for (int j = i; j <= i + 1 && j < r->nchosen; j++) {
+        if (r->started[j])
             continue;
-        }
-        char files[4][PATH_MAX];
-        const char *fp[4];
-        int nf = 0;
-        for (int j = 0; j < 4 && m->scenarios[j] != NULL; j++) {
-            fmt(files[nf], sizeof(files[nf]), "%s/scenarios/%s.json", runner_source_dir(),
-                m->scenarios[j]);
-            fp[nf] = files[nf];
-            nf++;
-            int seen = 0;
-            for (int c = 0; c < ncols; c++)
-                seen |= strcmp(cols[c], m->scenarios[j]) == 0;
-            if (!seen && ncols < 32)
-                cols[ncols++] = m->scenarios[j];
-        }
-        char mdir[PATH_MAX], mbuild[PATH_MAX];
-        fmt(mdir, sizeof(mdir), "%s/%s", mroot, m->name);
-        fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", parent, m->name);
-        struct run_opts o;
-        memset(&o, 0, sizeof(o));
-        o.files = fp;
-        o.nfiles = nf;
-        o.pg = pg;
-        o.out = mdir;
-        o.bin = mbuild;
-        o.bin_fallback = build;
-        o.mutant = m->name;
-        o.repeat = 1;
-        o.brief = 1;
-        /* A mutant only has to be caught, not waited out: bounded waits keep
-         * the whole matrix within minutes.  Kills by a timeout alone are
-         * shown as such ("error"), next to the invariants that broke. */
-        o.heal_cap_ms = 6000;
-        o.wait_cap_ms = 6000;
-        cJSON *mres = NULL;
-        runner_run(&o, &mres);
-        int killed = 0;
-        const cJSON *sc;
-        cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(mres, "scenarios")) {
-            cJSON *cell = scenario_cell(sc);
-            killed |= strcmp(cJSON_GetObjectItemCaseSensitive(cell, "verdict")->valuestring,
-                             "fail") == 0;
-            cJSON_AddItemToArray(scj, cell);
-        }
-        cJSON_AddBoolToObject(mo, "killed", killed);
-        cJSON_AddStringToObject(mo, "dir", mdir + strlen(out) + 1);
-        if (mres == NULL) {
-            cJSON_AddStringToObject(mo, "error", "the mutant's run could not start");
-            ok = 0;
-        }
-        cJSON_Delete(mres);
-        printf("    -> %s\n", killed ? "killed" : "SURVIVED");
-        fflush(stdout);
-        ok &= killed;
+        r->started[j] = 1;
+        const char *name = MUTANTS[r->chosen[j]].name;
+        const char *targets[NTARGETS];
+        int nt = mutant_targets(name, targets);
+        char mbuild[PATH_MAX];
+        fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, name);
+        if (nt == 0)
+            snprintf(r->build_err[j], sizeof(r->build_err[j]),
+                     "no source file implements this mutant");
+        else if (build_start(name, mbuild, targets, nt, &r->builds[j], r->build_err[j],
+                             sizeof(r->build_err[j])) < 0)
+            r->started[j] = 2; /* failed before running */
     }
-    /* A build still running (interrupted): stop it. */
-    for (int i = 0; i < nchosen; i++)
-        if (started[i] == 1 && builds[i].running)
-            proc_kill(&builds[i]);
-    int total = nchosen;
-    if (runner_interrupted())
-        ok = 0;
-    print_matrix(mutants, cols, ncols);
+}
 
-    int nkilled = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, mutants) {
-        nkilled += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "killed"));
+/* Waits for mutant i's build and notes its rebuilt targets in mo.  0 when
+ * it built; -1 with the error in mo (and printed). */
+static int await_build(struct mrun *r, int i, cJSON *mo)
+{
+    const struct mutant *m = &MUTANTS[r->chosen[i]];
+    const char *targets[NTARGETS];
+    int nt = mutant_targets(m->name, targets);
+    cJSON *tj = cJSON_AddArrayToObject(mo, "rebuilt");
+    for (int t = 0; t < nt; t++)
+        cJSON_AddItemToArray(tj, cJSON_CreateString(targets[t]));
+    if (r->build_err[i][0] == '\0')
+        build_finish(&r->builds[i], r->build_err[i], sizeof(r->build_err[i]));
+    if (r->build_err[i][0] == '\0')
+        return 0;
+    cJSON_AddBoolToObject(mo, "killed", 0);
+    cJSON_AddStringToObject(mo, "error", r->build_err[i]);
+    printf("    %s\n", r->build_err[i]);
+    return -1;
+}
+
+/* The scenario files aimed at m into files[] and fp[], each also a column
+ * of the matrix.  Returns their count. */
+static int aimed_files(struct mrun *r, const struct mutant *m, char files[4][PATH_MAX],
+                       const char **fp)
+{
+    int nf = 0;
+    for (int j = 0; j < 4 && m->scenarios[j] != NULL; j++) {
+        fmt(files[nf], sizeof(files[nf]), "%s/scenarios/%s.json", runner_source_dir(),
+            m->scenarios[j]);
+        fp[nf] = files[nf];
+        nf++;
+        int seen = 0;
+        for (int c = 0; c < r->ncols; c++)
+            seen |= strcmp(r->cols[c], m->scenarios[j]) == 0;
+        if (!seen && r->ncols < 32)
+            r->cols[r->ncols++] = m->scenarios[j];
     }
+    return nf;
+}
+
+/* Runs the scenarios aimed at built mutant m against its build tree, a
+ * cell per scenario into scj, the verdict into mo.  Returns 1 when one of
+ * them killed it. */
+static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *scj)
+{
+    char files[4][PATH_MAX];
+    const char *fp[4];
+    int nf = aimed_files(r, m, files, fp);
+    char mdir[PATH_MAX], mbuild[PATH_MAX];
+    fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
+    fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, m->name);
+    struct run_opts o;
+    memset(&o, 0, sizeof(o));
+    o.files = fp;
+    o.nfiles = nf;
+    o.pg = r->pg;
+    o.out = mdir;
+    o.bin = mbuild;
+    o.bin_fallback = r->build;
+    o.mutant = m->name;
+    o.repeat = 1;
+    o.brief = 1;
+    /* A mutant only has to be caught, not waited out: bounded waits keep
+     * the whole matrix within minutes.  Kills by a timeout alone are
+     * shown as such ("error"), next to the invariants that broke. */
+    o.heal_cap_ms = 6000;
+    o.wait_cap_ms = 6000;
+    cJSON *mres = NULL;
+    runner_run(&o, &mres);
+    int killed = 0;
+    const cJSON *sc;
+    cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(mres, "scenarios")) {
+        cJSON *cell = scenario_cell(sc);
+        killed |= strcmp(cJSON_GetObjectItemCaseSensitive(cell, "verdict")->valuestring,
+                         "fail") == 0;
+        cJSON_AddItemToArray(scj, cell);
+    }
+    cJSON_AddBoolToObject(mo, "killed", killed);
+    cJSON_AddStringToObject(mo, "dir", mdir + strlen(r->out) + 1);
+    if (mres == NULL) {
+        cJSON_AddStringToObject(mo, "error", "the mutant's run could not start");
+        r->ok = 0;
+    }
+    cJSON_Delete(mres);
+    return killed;
+}
+
+/* Mutant i of the chosen: its build, then its scenarios; its entry goes
+ * into r->mutants, and r->ok falls unless it is killed. */
+static void try_mutant(struct mrun *r, int i)
+{
+    const struct mutant *m = &MUTANTS[r->chosen[i]];
+    cJSON *mo = cJSON_CreateObject();
+    cJSON_AddStringToObject(mo, "name", m->name);
+    cJSON_AddStringToObject(mo, "mistake", m->mistake);
+    cJSON_AddItemToArray(r->mutants, mo);
+    cJSON *scj = cJSON_AddArrayToObject(mo, "scenarios");
+    printf("[%d/%d] mutant %s: %s\n", i + 1, r->nchosen, m->name, m->mistake);
+    fflush(stdout);
+    start_builds(r, i);
+    if (await_build(r, i, mo) < 0) {
+        r->ok = 0;
+        return;
+    }
+    int killed = run_mutant(r, m, mo, scj);
+    printf("    -> %s\n", killed ? "killed" : "SURVIVED");
+    fflush(stdout);
+    r->ok &= killed;
+}
+
+/* The baseline's result becomes the command's: kind "mutants", the overall
+ * verdict, the mutants array (taken over).  Written to out/result.json,
+ * whose name goes into path. */
+static void write_result(struct mrun *r, cJSON *result, int base_rc, int64_t t0, char *path,
+                         size_t pathlen)
+{
     cJSON_ReplaceItemInObjectCaseSensitive(result, "kind", cJSON_CreateString("mutants"));
-    cJSON_ReplaceItemInObjectCaseSensitive(result, "verdict", cJSON_CreateString(ok ? "pass" : "fail"));
+    cJSON_ReplaceItemInObjectCaseSensitive(result, "verdict",
+                                           cJSON_CreateString(r->ok ? "pass" : "fail"));
     cJSON_ReplaceItemInObjectCaseSensitive(result, "duration_ms",
                                            cJSON_CreateNumber((double)(cw_mono_ms() - t0)));
     cJSON_AddStringToObject(result, "baseline_verdict", base_rc == 0 ? "pass" : "fail");
-    cJSON_AddItemToObject(result, "mutants", mutants);
-    char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
-    fmt(path, sizeof(path), "%s/result.json", out);
-    fmt(tmp, sizeof(tmp), "%s/.result.json.tmp", out);
+    cJSON_AddItemToObject(result, "mutants", r->mutants);
+    r->mutants = NULL;
+    char tmp[PATH_MAX + 40];
+    fmt(path, pathlen, "%s/result.json", r->out);
+    fmt(tmp, sizeof(tmp), "%s/.result.json.tmp", r->out);
     char *text = cJSON_Print(result);
     FILE *f = text ? fopen(tmp, "w") : NULL;
     if (f != NULL) {
@@ -583,11 +629,78 @@ int mutants_main(int argc, char **argv)
             rename(tmp, path);
     }
     cJSON_free(text);
+}
+
+int mutants_main(int argc, char **argv)
+{
+    struct mutants_opts opts;
+    int pr = parse_args(&opts, argc, argv);
+    if (pr != 0)
+        return pr < 0 ? 2 : 0;
+    if (opts.list) {
+        print_list();
+        return 0;
+    }
+    runner_install_signals();
+    int64_t t0 = cw_mono_ms();
+    /* Static: the build handles alone take over 100 KB. */
+    static struct mrun run;
+    struct mrun *r = &run;
+    memset(r, 0, sizeof(*r));
+    char err[1024];
+    if (locate(r, opts.out) < 0) {
+        fprintf(stderr, "crashwindow mutants: cannot tell where this build is\n");
+        return 2;
+    }
+
+    /* One cluster for every run. */
+    struct rdb db;
+    memset(&db, 0, sizeof(db));
+    char script[PATH_MAX];
+    fmt(script, sizeof(script), "%s/scripts/pg-cluster", runner_source_dir());
+    if (opts.pg == NULL && rdb_start_cluster(&db, script, err, sizeof(err)) < 0) {
+        fprintf(stderr, "crashwindow mutants: %s\n", err);
+        return 1;
+    }
+    r->pg = opts.pg != NULL ? opts.pg : db.admin;
+
+    /* The unmutated build must pass everything first. */
+    cJSON *result;
+    int base_rc = run_baseline(r, &result);
+    if (result == NULL) {
+        fprintf(stderr, "crashwindow mutants: the baseline run could not start\n");
+        if (opts.pg == NULL)
+            rdb_finish(&db, script, 0);
+        return base_rc == 2 ? 2 : 1;
+    }
+    r->ok = base_rc == 0;
+    if (!r->ok)
+        printf("crashwindow mutants: the UNMUTATED build fails; kills below prove nothing\n");
+
+    choose_mutants(r, &opts);
+    r->mutants = cJSON_CreateArray();
+    for (int i = 0; i < r->nchosen && !runner_interrupted(); i++)
+        try_mutant(r, i);
+    /* A build still running (interrupted): stop it. */
+    for (int i = 0; i < r->nchosen; i++)
+        if (r->started[i] == 1 && r->builds[i].running)
+            proc_kill(&r->builds[i]);
+    if (runner_interrupted())
+        r->ok = 0;
+    print_matrix(r->mutants, r->cols, r->ncols);
+
+    int nkilled = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, r->mutants) {
+        nkilled += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "killed"));
+    }
+    char path[PATH_MAX + 32];
+    write_result(r, result, base_rc, t0, path, sizeof(path));
     cJSON_Delete(result);
-    if (pg_arg == NULL)
+    if (opts.pg == NULL)
         rdb_finish(&db, script, 0);
     printf("crashwindow mutants: %s: baseline %s, %d/%d mutants killed in %.1f s\nresult: %s\n",
-           ok ? "PASS" : "FAIL", base_rc == 0 ? "passes" : "FAILS", nkilled, total,
+           r->ok ? "PASS" : "FAIL", base_rc == 0 ? "passes" : "FAILS", nkilled, r->nchosen,
            (double)(cw_mono_ms() - t0) / 1000.0, path);
-    return ok ? 0 : 1;
+    return r->ok ? 0 : 1;
 }

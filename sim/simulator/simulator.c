@@ -609,6 +609,112 @@ static int run_runs(struct sim *s, uint64_t seed, uint64_t first, int n, long in
 
 /* ---- shrinking ----------------------------------------------------------- */
 
+/* What one shrink came to, for the file it writes and the records. */
+struct shrink_tally {
+    long size0, size1;       /* plan size before and after */
+    int tries, kept;         /* candidates run, edits kept */
+    int64_t t0;              /* when the shrink began */
+};
+
+/* Runs candidate number try_no of orig's shrink and says whether it fails
+ * the way fail did.  Only a kept candidate's run files stay: a dropped one
+ * explains nothing. */
+static int try_candidate(struct sim *s, const struct sim_plan *orig, const struct sim_plan *cand,
+                         const char *what, const struct outcome *fail, int try_no)
+{
+    char name[96], base[64];
+    sim_scenario_name(orig->seed, orig->run, base, sizeof(base));
+    fmt(name, sizeof(name), "%s-s%d", base, try_no);
+    struct outcome oc;
+    const char *names[1] = { name };
+    int rc = run_batch(s, cand, names, 1, s->shrink_dir, &oc);
+    s->shrink_runs++;
+    int keep = rc == 0 && same_failure(fail, &oc);
+    cJSON *ev = cwlog_begin(keep ? "shrink_keep" : "shrink_drop");
+    cJSON_AddStringToObject(ev, "candidate", name);
+    cJSON_AddStringToObject(ev, "edit", what);
+    cJSON_AddNumberToObject(ev, "size", (double)sim_plan_size(cand));
+    cJSON_AddStringToObject(ev, "outcome", rc < 0 ? "not run" : oc.pass ? "pass" : oc.sig);
+    cwlog_emit(ev);
+    printf("    %-5s %-44s -> %s (size %ld)\n", keep ? "keep" : "undo", what,
+           rc < 0 ? "could not run" : oc.pass ? "passes" : oc.sig, sim_plan_size(cand));
+    fflush(stdout);
+    char dir[PATH_MAX + 100];
+    fmt(dir, sizeof(dir), "%s/%s", s->shrink_dir, name);
+    if (!keep)
+        rm_run_dir(dir);
+    outcome_free(&oc);
+    return keep;
+}
+
+/* The smallest failing plan as a scenario: title and description say where
+ * it came from, so that the file stands on its own.  NULL when it cannot be
+ * rendered. */
+static cJSON *shrunk_scenario(const struct sim *s, const struct sim_plan *orig,
+                              const struct sim_plan *best, const struct outcome *fail,
+                              const struct shrink_tally *t)
+{
+    char name[96], title[256];
+    fmt(name, sizeof(name), "sim-%llu-%llu-shrunk", (unsigned long long)orig->seed,
+        (unsigned long long)orig->run);
+    fmt(title, sizeof(title), "Shrunk from randomized run %llu of seed %llu: %s fails "
+        "(size %ld, from %ld)", (unsigned long long)orig->run,
+        (unsigned long long)orig->seed, fail->sig, t->size1, t->size0);
+    cJSON *sc = sim_render(best, name, title);
+    if (sc == NULL)
+        return NULL;
+    char desc[1024], replay[PATH_MAX + 96];
+    replay_cmd(s, orig->seed, orig->run, replay, sizeof(replay));
+    fmt(desc, sizeof(desc), "Found by crashwindow sim (replay: %s) failing %s: %.300s. "
+        "Shrunk by %d of %d edits tried.", replay, fail->sig, fail->witness, t->kept, t->tries);
+    cJSON_ReplaceItemInObjectCaseSensitive(sc, "description", cJSON_CreateString(desc));
+    /* List the invariant it breaks, so that the file states what it proves. */
+    cJSON *invs = cJSON_GetObjectItemCaseSensitive(sc, "invariants");
+    int listed = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, invs) {
+        listed |= cJSON_IsString(it) && strcmp(it->valuestring, fail->sig) == 0;
+    }
+    if (!listed && fail->primary >= 0)
+        cJSON_AddItemToArray(invs, cJSON_CreateString(fail->sig));
+    return sc;
+}
+
+/* Records a written shrunk file (rel under DIR, at path): in the "shrunk"
+ * statistics, on the failing run it came from, as an event and a line. */
+static void record_shrunk(struct sim *s, const struct sim_plan *orig, const struct outcome *fail,
+                          const char *rel, const char *path, const struct shrink_tally *t)
+{
+    char run[64];
+    fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)orig->seed,
+        (unsigned long long)orig->run);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "run", run);
+    cJSON_AddStringToObject(o, "file", rel);
+    cJSON_AddStringToObject(o, "invariant", fail->sig);
+    cJSON_AddNumberToObject(o, "size_before", (double)t->size0);
+    cJSON_AddNumberToObject(o, "size_after", (double)t->size1);
+    cJSON_AddNumberToObject(o, "tries", t->tries);
+    cJSON_AddNumberToObject(o, "kept", t->kept);
+    cJSON_AddNumberToObject(o, "seconds", (double)(cw_mono_ms() - t->t0) / 1000.0);
+    cJSON_AddItemToArray(s->shrunk, o);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, s->failing) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(f, "run");
+        if (cJSON_IsString(r) && strcmp(r->valuestring, run) == 0)
+            cJSON_AddStringToObject((cJSON *)f, "shrunk", rel);
+    }
+    cJSON *ev = cwlog_begin("shrunk");
+    cJSON_AddStringToObject(ev, "run", run);
+    cJSON_AddStringToObject(ev, "file", path);
+    cJSON_AddNumberToObject(ev, "size_before", (double)t->size0);
+    cJSON_AddNumberToObject(ev, "size_after", (double)t->size1);
+    cwlog_emit(ev);
+    printf("shrunk %s: size %ld -> %ld in %d runs (%d edits kept): %s\n", run, t->size0,
+           t->size1, t->tries, t->kept, path);
+    fflush(stdout);
+}
+
 /* Greedy delta debugging: walk the one-edit-smaller variants in order and
  * keep each edit whose run still fails the same way.  After a kept edit the
  * walk goes on at the same index (the list shifted under it: that index now
@@ -620,16 +726,17 @@ static void shrink_one(struct sim *s, const struct sim_plan *orig, const struct 
                        int64_t deadline)
 {
     struct sim_plan best = *orig, cand;
-    long size0 = sim_plan_size(orig);
-    int tries = 0, kept = 0;
-    int64_t t0 = cw_mono_ms();
+    struct shrink_tally t;
+    memset(&t, 0, sizeof(t));
+    t.size0 = sim_plan_size(orig);
+    t.t0 = cw_mono_ms();
     printf("shrink %llu:%llu: size %ld, failing on %s; budget %lld s\n",
-           (unsigned long long)orig->seed, (unsigned long long)orig->run, size0, fail->sig,
-           (long long)((deadline - t0) / 1000));
+           (unsigned long long)orig->seed, (unsigned long long)orig->run, t.size0, fail->sig,
+           (long long)((deadline - t.t0) / 1000));
     fflush(stdout);
     int k = 0, kept_in_pass = 0;
     while (cw_mono_ms() < deadline && !runner_interrupted()) {
-        char what[160], name[96], base[64];
+        char what[160];
         if (!sim_shrink_variant(&best, k, &cand, what, sizeof(what))) {
             if (!kept_in_pass)
                 break;
@@ -637,61 +744,21 @@ static void shrink_one(struct sim *s, const struct sim_plan *orig, const struct 
             kept_in_pass = 0;
             continue;
         }
-        sim_scenario_name(orig->seed, orig->run, base, sizeof(base));
-        fmt(name, sizeof(name), "%s-s%d", base, ++tries);
-        struct outcome oc;
-        const char *names[1] = { name };
-        int rc = run_batch(s, &cand, names, 1, s->shrink_dir, &oc);
-        s->shrink_runs++;
-        int keep = rc == 0 && same_failure(fail, &oc);
-        cJSON *ev = cwlog_begin(keep ? "shrink_keep" : "shrink_drop");
-        cJSON_AddStringToObject(ev, "candidate", name);
-        cJSON_AddStringToObject(ev, "edit", what);
-        cJSON_AddNumberToObject(ev, "size", (double)sim_plan_size(&cand));
-        cJSON_AddStringToObject(ev, "outcome", rc < 0 ? "not run" : oc.pass ? "pass" : oc.sig);
-        cwlog_emit(ev);
-        printf("    %-5s %-44s -> %s (size %ld)\n", keep ? "keep" : "undo", what,
-               rc < 0 ? "could not run" : oc.pass ? "passes" : oc.sig, sim_plan_size(&cand));
-        fflush(stdout);
-        char dir[PATH_MAX + 100];
-        fmt(dir, sizeof(dir), "%s/%s", s->shrink_dir, name);
-        if (!keep)
-            rm_run_dir(dir);
-        outcome_free(&oc);
-        if (keep) {
+        if (try_candidate(s, orig, &cand, what, fail, ++t.tries)) {
             best = cand;
-            kept++;
+            t.kept++;
             kept_in_pass = 1;
         } else {
             k++;
         }
     }
-    long size1 = sim_plan_size(&best);
-    char name[96], title[256], path[PATH_MAX + 64], rel[96];
-    fmt(name, sizeof(name), "sim-%llu-%llu-shrunk", (unsigned long long)orig->seed,
-        (unsigned long long)orig->run);
-    fmt(title, sizeof(title), "Shrunk from randomized run %llu of seed %llu: %s fails "
-        "(size %ld, from %ld)", (unsigned long long)orig->run,
-        (unsigned long long)orig->seed, fail->sig, size1, size0);
-    cJSON *sc = sim_render(&best, name, title);
+    t.size1 = sim_plan_size(&best);
+    cJSON *sc = shrunk_scenario(s, orig, &best, fail, &t);
     if (sc == NULL)
         return;
-    char desc[1024], replay[PATH_MAX + 96];
-    replay_cmd(s, orig->seed, orig->run, replay, sizeof(replay));
-    fmt(desc, sizeof(desc), "Found by crashwindow sim (replay: %s) failing %s: %.300s. "
-        "Shrunk by %d of %d edits tried.", replay, fail->sig, fail->witness, kept, tries);
-    cJSON_ReplaceItemInObjectCaseSensitive(sc, "description", cJSON_CreateString(desc));
-    /* List the invariant it breaks, so that the file states what it proves. */
-    cJSON *invs = cJSON_GetObjectItemCaseSensitive(sc, "invariants");
-    int listed = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, invs) {
-        listed |= cJSON_IsString(it) && strcmp(it->valuestring, fail->sig) == 0;
-    }
-    if (!listed && fail->primary >= 0)
-        cJSON_AddItemToArray(invs, cJSON_CreateString(fail->sig));
     char *text = cJSON_Print(sc);
     cJSON_Delete(sc);
+    char path[PATH_MAX + 64], rel[96];
     fmt(rel, sizeof(rel), "shrunk-%llu-%llu.json", (unsigned long long)orig->seed,
         (unsigned long long)orig->run);
     fmt(path, sizeof(path), "%s/%s", s->out, rel);
@@ -701,34 +768,7 @@ static void shrink_one(struct sim *s, const struct sim_plan *orig, const struct 
         return;
     }
     cJSON_free(text);
-    char run[64];
-    fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)orig->seed,
-        (unsigned long long)orig->run);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "run", run);
-    cJSON_AddStringToObject(o, "file", rel);
-    cJSON_AddStringToObject(o, "invariant", fail->sig);
-    cJSON_AddNumberToObject(o, "size_before", (double)size0);
-    cJSON_AddNumberToObject(o, "size_after", (double)size1);
-    cJSON_AddNumberToObject(o, "tries", tries);
-    cJSON_AddNumberToObject(o, "kept", kept);
-    cJSON_AddNumberToObject(o, "seconds", (double)(cw_mono_ms() - t0) / 1000.0);
-    cJSON_AddItemToArray(s->shrunk, o);
-    const cJSON *f;
-    cJSON_ArrayForEach(f, s->failing) {
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(f, "run");
-        if (cJSON_IsString(r) && strcmp(r->valuestring, run) == 0)
-            cJSON_AddStringToObject((cJSON *)f, "shrunk", rel);
-    }
-    cJSON *ev = cwlog_begin("shrunk");
-    cJSON_AddStringToObject(ev, "run", run);
-    cJSON_AddStringToObject(ev, "file", path);
-    cJSON_AddNumberToObject(ev, "size_before", (double)size0);
-    cJSON_AddNumberToObject(ev, "size_after", (double)size1);
-    cwlog_emit(ev);
-    printf("shrunk %s: size %ld -> %ld in %d runs (%d edits kept): %s\n", run, size0, size1,
-           tries, kept, path);
-    fflush(stdout);
+    record_shrunk(s, orig, fail, rel, path, &t);
 }
 
 /* ---- command line -------------------------------------------------------- */
@@ -880,6 +920,155 @@ static void sim_free(struct sim *s)
     cJSON_Delete(s->base);
 }
 
+/* The output directory and its subfolders, the event log and the
+ * statistics' containers.  0, or -1 when DIR cannot be made (message
+ * printed). */
+static int open_output(struct sim *s)
+{
+    char path[PATH_MAX];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(s->started_at, sizeof(s->started_at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (s->o.out != NULL) {
+        fmt(s->out, sizeof(s->out), "%s", s->o.out);
+    } else {
+        char stamp[32];
+        strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+        fmt(s->out, sizeof(s->out), "%s/reports/sim-%s", runner_source_dir(), stamp);
+    }
+    fmt(s->runs_dir, sizeof(s->runs_dir), "%s/runs", s->out);
+    fmt(s->shrink_dir, sizeof(s->shrink_dir), "%s/shrink", s->out);
+    if (mkdir_p(s->runs_dir) < 0 || (s->o.shrink && mkdir_p(s->shrink_dir) < 0)) {
+        fprintf(stderr, "crashwindow sim: cannot create %s: %s\n", s->out, strerror(errno));
+        return -1;
+    }
+    fmt(path, sizeof(path), "%s/sim.events.jsonl", s->out);
+    if (cwlog_open(path, "sim") < 0)
+        fprintf(stderr, "crashwindow sim: cannot open %s; events go to stderr\n", path);
+    if (runner_build_dir(s->own_build, sizeof(s->own_build)) < 0)
+        snprintf(s->own_build, sizeof(s->own_build), ".");
+    fmt(s->script, sizeof(s->script), "%s/scripts/pg-cluster", runner_source_dir());
+    s->faults_fired = cJSON_CreateObject();
+    s->failing = cJSON_CreateArray();
+    s->shrunk = cJSON_CreateArray();
+    s->scenarios = cJSON_CreateArray();
+    return 0;
+}
+
+/* One cluster for every run: starting one costs more than a run.  0, or -1
+ * when the throwaway cluster would not start (message printed). */
+static int open_cluster(struct sim *s)
+{
+    char err[1024];
+    if (s->o.pg != NULL) {
+        s->pg = s->o.pg;
+        return 0;
+    }
+    if (rdb_start_cluster(&s->db, s->script, err, sizeof(err)) < 0) {
+        fprintf(stderr, "crashwindow sim: %s\n", err);
+        return -1;
+    }
+    s->own_cluster = 1;
+    s->pg = s->db.admin;
+    return 0;
+}
+
+/* Runs 1..total of seed (the one replayed run with --replay) until the
+ * time budget, --max-failures or an interrupt stops it.  Failed run
+ * indexes go to failed[*nfailed] (up to cap).  0, or -1 when the runner
+ * could not run a batch. */
+static int run_all(struct sim *s, uint64_t seed, long total, uint64_t *failed, int *nfailed,
+                   int cap)
+{
+    int64_t budget_end = s->t0 + s->o.budget_s * 1000;
+    for (long i = 1; i <= total && !runner_interrupted();) {
+        if (s->o.max_failures > 0 && s->failures >= s->o.max_failures) {
+            printf("crashwindow sim: stopping after %ld failing run%s (--max-failures)\n",
+                   s->failures, s->failures == 1 ? "" : "s");
+            break;
+        }
+        int64_t left = budget_end - cw_mono_ms();
+        if (left <= 0) {
+            printf("crashwindow sim: time budget of %ld s used up after %ld runs\n",
+                   s->o.budget_s, i - 1);
+            break;
+        }
+        /* Batches of up to MAX_BATCH runs, fewer when the budget is nearly
+         * used up (judged by the runs so far; one run when none yet). */
+        long n = total - i + 1;
+        if (n > MAX_BATCH)
+            n = MAX_BATCH;
+        if (s->runs == 0)
+            n = 1;
+        else if (s->run_ms / s->runs > 0 && left / (s->run_ms / s->runs) < n)
+            n = left / (s->run_ms / s->runs) > 0 ? left / (s->run_ms / s->runs) : 1;
+        uint64_t first = s->o.replay ? s->o.replay_run : (uint64_t)i;
+        if (run_runs(s, seed, first, (int)n, i, s->o.replay ? 0 : total, failed, nfailed,
+                     cap) < 0)
+            return -1;
+        i += n;
+    }
+    return 0;
+}
+
+/* With --shrink: shrinks failed[0..nfailed) of seed in turn, within one
+ * shared budget, rewriting result.json after each. */
+static void shrink_all(struct sim *s, uint64_t seed, const uint64_t *failed, int nfailed)
+{
+    int64_t deadline = cw_mono_ms() + s->o.shrink_budget_s * 1000;
+    for (int k = 0; k < nfailed && cw_mono_ms() < deadline && !runner_interrupted(); k++) {
+        struct sim_plan p;
+        sim_generate(&s->cat, seed, failed[k], &p);
+        /* The failure to preserve is the one recorded for this run. */
+        struct outcome fo;
+        memset(&fo, 0, sizeof(fo));
+        const cJSON *f = cJSON_GetArrayItem(s->failing, k);
+        const char *inv = cJSON_GetObjectItemCaseSensitive(f, "invariant")->valuestring;
+        const char *wit = cJSON_GetObjectItemCaseSensitive(f, "witness")->valuestring;
+        snprintf(fo.sig, sizeof(fo.sig), "%s", inv);
+        snprintf(fo.witness, sizeof(fo.witness), "%s", wit);
+        fo.primary = sc_invariant_from_name(inv);
+        fo.ran = 1;
+        shrink_one(s, &p, &fo, deadline);
+        write_result(s, 0);
+    }
+}
+
+/* The closing event, the cleanup of what the runner left behind, and the
+ * summary with one replay line per failing run. */
+static void finish(struct sim *s, double rpm, int broken)
+{
+    char path[PATH_MAX];
+    cJSON *ev = cwlog_begin("sim_end");
+    cJSON_AddNumberToObject(ev, "runs", (double)s->runs);
+    cJSON_AddNumberToObject(ev, "failures", (double)s->failures);
+    cJSON_AddNumberToObject(ev, "runs_per_minute", rpm);
+    cwlog_emit(ev);
+    /* The runner's result.json of the last run is superseded by ours. */
+    fmt(path, sizeof(path), "%s/result.json", s->runs_dir);
+    unlink(path);
+    fmt(path, sizeof(path), "%s/result.json", s->shrink_dir);
+    unlink(path);
+    if (s->own_cluster)
+        rdb_finish(&s->db, s->script, 0);
+
+    printf("crashwindow sim: %s: %ld run%s, %ld failed, %.1f runs/minute; %ld faults fired, "
+           "%ld kills, %ld pauses, %ld redeliveries, %ld duplicates absorbed, %ld invariant "
+           "checks\n", s->failures == 0 && !broken && s->runs > 0 ? "PASS" : "FAIL", s->runs,
+           s->runs == 1 ? "" : "s", s->failures, rpm, s->faults_total, s->kills, s->pauses,
+           s->redeliveries, s->dups, s->inv_checks);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, s->failing) {
+        printf("  failed %s on %s: replay with: %s\n",
+               cJSON_GetObjectItemCaseSensitive(f, "run")->valuestring,
+               cJSON_GetObjectItemCaseSensitive(f, "invariant")->valuestring,
+               cJSON_GetObjectItemCaseSensitive(f, "replay")->valuestring);
+    }
+    printf("result: %s/result.json\n", s->out);
+    fflush(stdout);
+}
+
 int simulator_main(int argc, char **argv)
 {
     struct sim sim, *s = &sim;
@@ -909,45 +1098,11 @@ int simulator_main(int argc, char **argv)
 
     runner_install_signals();
     s->t0 = cw_mono_ms();
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(s->started_at, sizeof(s->started_at), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    if (s->o.out != NULL) {
-        fmt(s->out, sizeof(s->out), "%s", s->o.out);
-    } else {
-        char stamp[32];
-        strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-        fmt(s->out, sizeof(s->out), "%s/reports/sim-%s", runner_source_dir(), stamp);
-    }
-    fmt(s->runs_dir, sizeof(s->runs_dir), "%s/runs", s->out);
-    fmt(s->shrink_dir, sizeof(s->shrink_dir), "%s/shrink", s->out);
-    if (mkdir_p(s->runs_dir) < 0 || (s->o.shrink && mkdir_p(s->shrink_dir) < 0)) {
-        fprintf(stderr, "crashwindow sim: cannot create %s: %s\n", s->out, strerror(errno));
+    if (open_output(s) < 0)
         return 2;
-    }
-    fmt(path, sizeof(path), "%s/sim.events.jsonl", s->out);
-    if (cwlog_open(path, "sim") < 0)
-        fprintf(stderr, "crashwindow sim: cannot open %s; events go to stderr\n", path);
-    if (runner_build_dir(s->own_build, sizeof(s->own_build)) < 0)
-        snprintf(s->own_build, sizeof(s->own_build), ".");
-    fmt(s->script, sizeof(s->script), "%s/scripts/pg-cluster", runner_source_dir());
-    s->faults_fired = cJSON_CreateObject();
-    s->failing = cJSON_CreateArray();
-    s->shrunk = cJSON_CreateArray();
-    s->scenarios = cJSON_CreateArray();
-
-    /* One cluster for every run: starting one costs more than a run. */
-    if (s->o.pg != NULL) {
-        s->pg = s->o.pg;
-    } else {
-        if (rdb_start_cluster(&s->db, s->script, err, sizeof(err)) < 0) {
-            fprintf(stderr, "crashwindow sim: %s\n", err);
-            sim_free(s);
-            return 1;
-        }
-        s->own_cluster = 1;
-        s->pg = s->db.admin;
+    if (open_cluster(s) < 0) {
+        sim_free(s);
+        return 1;
     }
 
     uint64_t seed = s->o.replay ? s->o.replay_seed : s->o.seed;
@@ -963,89 +1118,15 @@ int simulator_main(int argc, char **argv)
         cJSON_AddStringToObject(ev, "bin", s->o.bin);
     cwlog_emit(ev);
 
-    int broken = 0;
     uint64_t failed_runs[64];
     int nfailed = 0;
-    int64_t budget_end = s->t0 + s->o.budget_s * 1000;
-    for (long i = 1; i <= total && !runner_interrupted();) {
-        if (s->o.max_failures > 0 && s->failures >= s->o.max_failures) {
-            printf("crashwindow sim: stopping after %ld failing run%s (--max-failures)\n",
-                   s->failures, s->failures == 1 ? "" : "s");
-            break;
-        }
-        int64_t left = budget_end - cw_mono_ms();
-        if (left <= 0) {
-            printf("crashwindow sim: time budget of %ld s used up after %ld runs\n",
-                   s->o.budget_s, i - 1);
-            break;
-        }
-        /* Batches of up to MAX_BATCH runs, fewer when the budget is nearly
-         * used up (judged by the runs so far; one run when none yet). */
-        long n = total - i + 1;
-        if (n > MAX_BATCH)
-            n = MAX_BATCH;
-        if (s->runs == 0)
-            n = 1;
-        else if (s->run_ms / s->runs > 0 && left / (s->run_ms / s->runs) < n)
-            n = left / (s->run_ms / s->runs) > 0 ? left / (s->run_ms / s->runs) : 1;
-        uint64_t first = s->o.replay ? s->o.replay_run : (uint64_t)i;
-        if (run_runs(s, seed, first, (int)n, i, s->o.replay ? 0 : total, failed_runs, &nfailed,
-                     64) < 0) {
-            broken = 1;
-            break;
-        }
-        i += n;
-    }
+    int broken = run_all(s, seed, total, failed_runs, &nfailed, 64) < 0;
     double rpm = runs_per_minute(s);
-
-    if (s->o.shrink && nfailed > 0 && !broken) {
-        int64_t deadline = cw_mono_ms() + s->o.shrink_budget_s * 1000;
-        for (int k = 0; k < nfailed && cw_mono_ms() < deadline && !runner_interrupted(); k++) {
-            struct sim_plan p;
-            sim_generate(&s->cat, seed, failed_runs[k], &p);
-            /* The failure to preserve is the one recorded for this run. */
-            struct outcome fo;
-            memset(&fo, 0, sizeof(fo));
-            const cJSON *f = cJSON_GetArrayItem(s->failing, k);
-            const char *inv = cJSON_GetObjectItemCaseSensitive(f, "invariant")->valuestring;
-            const char *wit = cJSON_GetObjectItemCaseSensitive(f, "witness")->valuestring;
-            snprintf(fo.sig, sizeof(fo.sig), "%s", inv);
-            snprintf(fo.witness, sizeof(fo.witness), "%s", wit);
-            fo.primary = sc_invariant_from_name(inv);
-            fo.ran = 1;
-            shrink_one(s, &p, &fo, deadline);
-            write_result(s, 0);
-        }
-    }
+    if (s->o.shrink && nfailed > 0 && !broken)
+        shrink_all(s, seed, failed_runs, nfailed);
 
     write_result(s, !broken && !runner_interrupted());
-    ev = cwlog_begin("sim_end");
-    cJSON_AddNumberToObject(ev, "runs", (double)s->runs);
-    cJSON_AddNumberToObject(ev, "failures", (double)s->failures);
-    cJSON_AddNumberToObject(ev, "runs_per_minute", rpm);
-    cwlog_emit(ev);
-    /* The runner's result.json of the last run is superseded by ours. */
-    fmt(path, sizeof(path), "%s/result.json", s->runs_dir);
-    unlink(path);
-    fmt(path, sizeof(path), "%s/result.json", s->shrink_dir);
-    unlink(path);
-    if (s->own_cluster)
-        rdb_finish(&s->db, s->script, 0);
-
-    printf("crashwindow sim: %s: %ld run%s, %ld failed, %.1f runs/minute; %ld faults fired, "
-           "%ld kills, %ld pauses, %ld redeliveries, %ld duplicates absorbed, %ld invariant "
-           "checks\n", s->failures == 0 && !broken && s->runs > 0 ? "PASS" : "FAIL", s->runs,
-           s->runs == 1 ? "" : "s", s->failures, rpm, s->faults_total, s->kills, s->pauses,
-           s->redeliveries, s->dups, s->inv_checks);
-    const cJSON *f;
-    cJSON_ArrayForEach(f, s->failing) {
-        printf("  failed %s on %s: replay with: %s\n",
-               cJSON_GetObjectItemCaseSensitive(f, "run")->valuestring,
-               cJSON_GetObjectItemCaseSensitive(f, "invariant")->valuestring,
-               cJSON_GetObjectItemCaseSensitive(f, "replay")->valuestring);
-    }
-    printf("result: %s/result.json\n", s->out);
-    fflush(stdout);
+    finish(s, rpm, broken);
     int rc = s->failures == 0 && !broken && s->runs > 0 && !runner_interrupted() ? 0 : 1;
     sim_free(s);
     return rc;

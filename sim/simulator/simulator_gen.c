@@ -370,18 +370,12 @@ static void add_nemesis(struct sim_rng *r, struct sim_plan *p, const struct sim_
     }
 }
 
-void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
-                  struct sim_plan *p)
+/* Layout: the API, 1-3 relays, 1-2 accounting consumers, sometimes a
+ * notifications group of 1-2, and the broker's switches.  Leases are short
+ * so that they expire within a run; backoff is short so that retries
+ * happen within one. */
+static void gen_layout(struct sim_rng *r, struct sim_plan *p)
 {
-    struct sim_rng rr, *r = &rr;
-    sim_rng_init(r, seed, run);
-    memset(p, 0, sizeof(*p));
-    p->seed = seed;
-    p->run = run;
-
-    /* Layout: the API, 1-3 relays, 1-2 accounting consumers, sometimes a
-     * notifications group of 1-2.  Leases are short so that they expire
-     * within a run; backoff is short so that retries happen within one. */
     add_proc(p, SIM_API);
     int nrelays = sim_rng_range(r, 1, 3);
     int lease = PICK(r, 500, 800, 1000, 1500);
@@ -429,9 +423,13 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     p->duplicate = sim_rng_chance(r, 25);
     p->reorder = sim_rng_chance(r, 15);
     p->delay_ms = sim_rng_chance(r, 15) ? PICK(r, 50, 150, 300) : 0;
+}
 
-    /* Faults armed at the first start: each catalogued point is active in
-     * this run or not (swarm), on one process of its component. */
+/* Faults armed at the first start: each catalogued point is active in this
+ * run or not (swarm), on one process of its component. */
+static void gen_first_faults(struct sim_rng *r, struct sim_plan *p,
+                             const struct sim_catalogue *cat)
+{
     for (int i = 0; i < cat->n; i++) {
         int kind = point_kind(cat->p[i].name);
         if (kind < 0 || !sim_rng_chance(r, kind == SIM_API ? 20 : 30))
@@ -440,8 +438,12 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
         if (target >= 0 && p->procs[target].autostart)
             add_fault(r, p, &cat->p[i], target, -1);
     }
+}
 
-    /* Workload and nemesis, interleaved. */
+/* Workload and nemesis, interleaved: payments batches, late joiners, the
+ * follow-ups of parks and of the previous nemesis actions, new ones. */
+static void gen_schedule(struct sim_rng *r, struct sim_plan *p, const struct sim_catalogue *cat)
+{
     struct pending pd = { 0 };
     int nbatches = sim_rng_range(r, 2, 4);
     int join_at[SIM_MAX_PROCS];
@@ -488,6 +490,21 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
         if (s != NULL)
             s->ms = sim_rng_range(r, 300, 800);
     }
+}
+
+/* One PRNG drawn in a fixed order: layout, first faults, schedule.
+ * Reordering the three calls would change the plan of every seed. */
+void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
+                  struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed, run);
+    memset(p, 0, sizeof(*p));
+    p->seed = seed;
+    p->run = run;
+    gen_layout(r, p);
+    gen_first_faults(r, p, cat);
+    gen_schedule(r, p, cat);
 }
 
 /* ---- rendering ----------------------------------------------------------- */
@@ -625,145 +642,199 @@ static cJSON *step(cJSON *steps, const char *verb)
     return s;
 }
 
+/* What rendering carries from one action to the next. */
+struct render_ctx {
+    const struct sim_plan *p;
+    cJSON *steps;
+    struct rstate st[SIM_MAX_PROCS];
+    int batch;         /* payments batches rendered so far */
+    int batch_clean;   /* the last batch met an API without faults */
+    int reuses;        /* reused-key requests rendered so far */
+};
+
+static void render_pay(struct render_ctx *ctx, const struct sim_act *a)
+{
+    struct rstate *api = &ctx->st[0];
+    cJSON *o;
+    /* The API's faults meet one batch; the next one gets a fresh,
+     * fault-free API (and so does any batch after a kill). */
+    if (!api->up || (api->faulty && api->spent)) {
+        o = step(ctx->steps, "restart");
+        cJSON_AddStringToObject(o, "proc", "api");
+        cJSON_AddStringToObject(o, "why", "a fresh API for the next batch");
+        memset(api, 0, sizeof(*api));
+        api->up = 1;
+    }
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "b%d", ++ctx->batch);
+    o = step(ctx->steps, "payments");
+    cJSON_AddNumberToObject(o, "count", a->count);
+    cJSON_AddStringToObject(o, "key_prefix", prefix);
+    if (a->retries > 0)
+        cJSON_AddNumberToObject(o, "retries", a->retries);
+    if (a->authorize)
+        cJSON_AddBoolToObject(o, "authorize", 1);
+    if (a->capture)
+        cJSON_AddBoolToObject(o, "capture", 1);
+    api->spent = api->faulty;
+    ctx->batch_clean = !api->faulty;
+}
+
+static void render_reuse(struct render_ctx *ctx)
+{
+    /* Only after a batch the API served without faults, whose first key
+     * therefore holds a committed payment, and to an API without faults:
+     * anything else than 422 is then the API's mistake. */
+    const struct rstate *api = &ctx->st[0];
+    if (ctx->batch == 0 || !ctx->batch_clean || !api->up || api->faulty)
+        return;
+    char rname[32], key[32];
+    snprintf(rname, sizeof(rname), "reuse-%d", ++ctx->reuses);
+    snprintf(key, sizeof(key), "b%d-1", ctx->batch);
+    cJSON *o = step(ctx->steps, "http");
+    cJSON_AddStringToObject(o, "name", rname);
+    cJSON_AddStringToObject(o, "method", "POST");
+    cJSON_AddStringToObject(o, "path", "/payments");
+    cJSON_AddStringToObject(o, "key", key);
+    cJSON *body = cJSON_AddObjectToObject(o, "body");
+    cJSON_AddStringToObject(body, "amount", "77.77");
+    cJSON_AddStringToObject(body, "currency", "EUR");
+    cJSON_AddNumberToObject(o, "expect_status", 422);
+    cJSON_AddStringToObject(o, "why", "the same key with another body must be refused");
+}
+
+static void render_settle(struct render_ctx *ctx, const struct sim_act *a)
+{
+    char sql[1024];
+    settle_sql(ctx->p, a->ms, sql, sizeof(sql));
+    cJSON *o = step(ctx->steps, "wait");
+    cJSON_AddStringToObject(o, "until", "sql");
+    cJSON_AddStringToObject(o, "sql", sql);
+    cJSON_AddNumberToObject(o, "timeout_ms", a->ms + 10000);
+    char why[96];
+    snprintf(why, sizeof(why), "let the pipeline work: until it caught up, "
+             "at most %d ms after the newest event", a->ms);
+    cJSON_AddStringToObject(o, "why", why);
+}
+
+/* The process verbs; s is the state of the process called name.  Kill,
+ * pause and resume are left out when the runner's step could fail. */
+static void render_kill(struct render_ctx *ctx, struct rstate *s, const char *name)
+{
+    if (!s->up || s->crashy)
+        return;
+    cJSON *o = step(ctx->steps, "kill");
+    cJSON_AddStringToObject(o, "proc", name);
+    s->up = 0;
+    s->paused = 0;
+}
+
+static void render_pause(struct render_ctx *ctx, const struct sim_act *a, struct rstate *s,
+                         const char *name)
+{
+    if (!s->up || s->crashy || s->paused || ctx->p->procs[a->proc].kind == SIM_API)
+        return;
+    cJSON *o = step(ctx->steps, "pause");
+    cJSON_AddStringToObject(o, "proc", name);
+    s->paused = 1;
+}
+
+static void render_resume(struct render_ctx *ctx, struct rstate *s, const char *name)
+{
+    /* The runner's resume waits until the process runs; one that stops
+     * itself again at once (an unfired park fault) would make the step
+     * fail.  So: resume our own pause only when no park can follow, and a
+     * park only when it is the only one (spent once fired). */
+    if (!s->up || s->crashy || !(s->paused ? s->parks == 0 : s->parks == 1))
+        return;
+    cJSON *o = step(ctx->steps, "resume");
+    cJSON_AddStringToObject(o, "proc", name);
+    s->paused = 0;
+}
+
+/* k, the action's index, is the incarnation its faults were armed for. */
+static void render_restart(struct render_ctx *ctx, const struct sim_act *a, int k,
+                           struct rstate *s, const char *name)
+{
+    char spec[1024];
+    int crashy, parks;
+    int nf = fault_spec(ctx->p, a->proc, k, spec, sizeof(spec), &crashy, &parks);
+    cJSON *o = step(ctx->steps, "restart");
+    cJSON_AddStringToObject(o, "proc", name);
+    if (nf > 0)
+        cJSON_AddStringToObject(o, "faults", spec);
+    memset(s, 0, sizeof(*s));
+    s->up = 1;
+    s->crashy = crashy;
+    s->parks = parks;
+    s->faulty = nf > 0;
+}
+
+static void render_broker(struct render_ctx *ctx, const struct sim_act *a)
+{
+    cJSON *c = cJSON_CreateObject();
+    if (a->outage >= 0)
+        cJSON_AddStringToObject(c, "outage", a->outage == SIM_OUTAGE_REFUSE ? "refuse"
+                                             : a->outage == SIM_OUTAGE_HANG ? "hang"
+                                                                            : "off");
+    if (a->duplicate >= 0)
+        cJSON_AddBoolToObject(c, "duplicate", a->duplicate);
+    if (a->drop > 0)
+        cJSON_AddNumberToObject(c, "drop_before_confirm", a->drop);
+    if (a->max_payload >= 0)
+        cJSON_AddNumberToObject(c, "max_payload_bytes", a->max_payload);
+    if (c->child == NULL) {
+        cJSON_Delete(c);
+        return;
+    }
+    cJSON *o = step(ctx->steps, "broker");
+    cJSON_AddItemToObject(o, "control", c);
+}
+
+/* The plan's actions as runner steps, one verb each, walking the process
+ * state machine described at the top of this file. */
 static void render_steps(const struct sim_plan *p, cJSON *steps)
 {
-    struct rstate st[SIM_MAX_PROCS];
-    memset(st, 0, sizeof(st));
+    struct render_ctx ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.p = p;
+    ctx.steps = steps;
     char spec[1024], name[32];
     for (int i = 0; i < p->nprocs; i++) {
-        st[i].up = p->procs[i].autostart;
-        st[i].faulty = fault_spec(p, i, -1, spec, sizeof(spec), &st[i].crashy, &st[i].parks) > 0;
+        struct rstate *s = &ctx.st[i];
+        s->up = p->procs[i].autostart;
+        s->faulty = fault_spec(p, i, -1, spec, sizeof(spec), &s->crashy, &s->parks) > 0;
     }
-    int batch = 0, batch_clean = 0, reuses = 0;
     for (int k = 0; k < p->nacts; k++) {
         const struct sim_act *a = &p->acts[k];
-        struct rstate *s = a->proc >= 0 ? &st[a->proc] : NULL;
-        cJSON *o;
+        struct rstate *s = a->proc >= 0 ? &ctx.st[a->proc] : NULL;
         if (a->proc >= 0)
             proc_name(p, a->proc, name, sizeof(name));
         switch (a->kind) {
-        case SIM_PAY: {
-            struct rstate *api = &st[0];
-            /* The API's faults meet one batch; the next one gets a fresh,
-             * fault-free API (and so does any batch after a kill). */
-            if (!api->up || (api->faulty && api->spent)) {
-                o = step(steps, "restart");
-                cJSON_AddStringToObject(o, "proc", "api");
-                cJSON_AddStringToObject(o, "why", "a fresh API for the next batch");
-                memset(api, 0, sizeof(*api));
-                api->up = 1;
-            }
-            char prefix[32];
-            snprintf(prefix, sizeof(prefix), "b%d", ++batch);
-            o = step(steps, "payments");
-            cJSON_AddNumberToObject(o, "count", a->count);
-            cJSON_AddStringToObject(o, "key_prefix", prefix);
-            if (a->retries > 0)
-                cJSON_AddNumberToObject(o, "retries", a->retries);
-            if (a->authorize)
-                cJSON_AddBoolToObject(o, "authorize", 1);
-            if (a->capture)
-                cJSON_AddBoolToObject(o, "capture", 1);
-            api->spent = api->faulty;
-            batch_clean = !api->faulty;
+        case SIM_PAY:
+            render_pay(&ctx, a);
             break;
-        }
-        case SIM_REUSE: {
-            /* Only after a batch the API served without faults, whose first
-             * key therefore holds a committed payment, and to an API without
-             * faults: anything else than 422 is then the API's mistake. */
-            struct rstate *api = &st[0];
-            if (batch == 0 || !batch_clean || !api->up || api->faulty)
-                break;
-            char rname[32], key[32];
-            snprintf(rname, sizeof(rname), "reuse-%d", ++reuses);
-            snprintf(key, sizeof(key), "b%d-1", batch);
-            o = step(steps, "http");
-            cJSON_AddStringToObject(o, "name", rname);
-            cJSON_AddStringToObject(o, "method", "POST");
-            cJSON_AddStringToObject(o, "path", "/payments");
-            cJSON_AddStringToObject(o, "key", key);
-            cJSON *body = cJSON_AddObjectToObject(o, "body");
-            cJSON_AddStringToObject(body, "amount", "77.77");
-            cJSON_AddStringToObject(body, "currency", "EUR");
-            cJSON_AddNumberToObject(o, "expect_status", 422);
-            cJSON_AddStringToObject(o, "why", "the same key with another body must be refused");
+        case SIM_REUSE:
+            render_reuse(&ctx);
             break;
-        }
-        case SIM_SETTLE: {
-            char sql[1024];
-            settle_sql(p, a->ms, sql, sizeof(sql));
-            o = step(steps, "wait");
-            cJSON_AddStringToObject(o, "until", "sql");
-            cJSON_AddStringToObject(o, "sql", sql);
-            cJSON_AddNumberToObject(o, "timeout_ms", a->ms + 10000);
-            char why[96];
-            snprintf(why, sizeof(why), "let the pipeline work: until it caught up, "
-                     "at most %d ms after the newest event", a->ms);
-            cJSON_AddStringToObject(o, "why", why);
+        case SIM_SETTLE:
+            render_settle(&ctx, a);
             break;
-        }
         case SIM_KILL:
-            if (!s->up || s->crashy)
-                break;
-            o = step(steps, "kill");
-            cJSON_AddStringToObject(o, "proc", name);
-            s->up = 0;
-            s->paused = 0;
+            render_kill(&ctx, s, name);
             break;
         case SIM_PAUSE:
-            if (!s->up || s->crashy || s->paused || p->procs[a->proc].kind == SIM_API)
-                break;
-            o = step(steps, "pause");
-            cJSON_AddStringToObject(o, "proc", name);
-            s->paused = 1;
+            render_pause(&ctx, a, s, name);
             break;
         case SIM_RESUME:
-            /* The runner's resume waits until the process runs; one that
-             * stops itself again at once (an unfired park fault) would make
-             * the step fail.  So: resume our own pause only when no park can
-             * follow, and a park only when it is the only one (spent once
-             * fired). */
-            if (!s->up || s->crashy || !(s->paused ? s->parks == 0 : s->parks == 1))
-                break;
-            o = step(steps, "resume");
-            cJSON_AddStringToObject(o, "proc", name);
-            s->paused = 0;
+            render_resume(&ctx, s, name);
             break;
-        case SIM_RESTART: {
-            int crashy, parks;
-            int nf = fault_spec(p, a->proc, k, spec, sizeof(spec), &crashy, &parks);
-            o = step(steps, "restart");
-            cJSON_AddStringToObject(o, "proc", name);
-            if (nf > 0)
-                cJSON_AddStringToObject(o, "faults", spec);
-            memset(s, 0, sizeof(*s));
-            s->up = 1;
-            s->crashy = crashy;
-            s->parks = parks;
-            s->faulty = nf > 0;
+        case SIM_RESTART:
+            render_restart(&ctx, a, k, s, name);
             break;
-        }
-        case SIM_BROKER: {
-            cJSON *c = cJSON_CreateObject();
-            if (a->outage >= 0)
-                cJSON_AddStringToObject(c, "outage", a->outage == SIM_OUTAGE_REFUSE ? "refuse"
-                                                     : a->outage == SIM_OUTAGE_HANG ? "hang"
-                                                                                    : "off");
-            if (a->duplicate >= 0)
-                cJSON_AddBoolToObject(c, "duplicate", a->duplicate);
-            if (a->drop > 0)
-                cJSON_AddNumberToObject(c, "drop_before_confirm", a->drop);
-            if (a->max_payload >= 0)
-                cJSON_AddNumberToObject(c, "max_payload_bytes", a->max_payload);
-            if (c->child == NULL) {
-                cJSON_Delete(c);
-                break;
-            }
-            o = step(steps, "broker");
-            cJSON_AddItemToObject(o, "control", c);
+        case SIM_BROKER:
+            render_broker(&ctx, a);
             break;
-        }
         }
     }
 }
