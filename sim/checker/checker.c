@@ -179,7 +179,7 @@ static int requeued_between(const struct ctx *c, const char *id, int64_t from, i
  * Every statement about "what a consumer applied" is built from this list:
  * the invariants, the counts, and the runner's heal (which waits on
  * checker_unconsumed_sql), so an effect table added here is seen by all of
- * them.  It mirrors the effect table of src/consumer_effect.c, which the
+ * them.  It mirrors the effect table of src/consumer/consumer_effect.c, which the
  * harness does not link: the checker judges the consumer's work and does
  * not borrow its code.  A new effect there needs its row here.
  *

@@ -3,7 +3,7 @@
  * The relay publishes and the consumers subscribe through these functions
  * only, so the outbox/inbox pattern does not depend on one broker.  The
  * implementation in bus_fakebroker.c speaks the fake broker's newline-
- * delimited JSON protocol (sim/fakebroker.h documents every frame) over a
+ * delimited JSON protocol (sim/fakebroker/fakebroker.h documents every frame) over a
  * Unix socket; a real broker (RabbitMQ with publisher confirms and manual
  * acks) would implement the same functions.
  *

@@ -6,13 +6,17 @@
  *   2. re-sort them by (occurred_at, id);
  *   3. publish them outside any transaction, pipelined: every publish is
  *      sent, then the confirms are read in the same order.  Before each send
- *      the lease must still have a margin left (lease_ms/5, 50..5000 ms);
- *      once it has not, the rest of the batch is left unpublished for its
- *      lease to expire and another worker to claim it: no publish starts
- *      after its lease ran out.  The broker call timeout equals the margin,
- *      so a publish that starts in time also ends (confirmed or failed) in
- *      time.  A row claimed past --max-attempts is not published at all
- *      (relay_store.h, invariant 6);
+ *      is handed to the broker connection the lease must still have a margin
+ *      left (lease_ms/5, 50..5000 ms); once it has not, the rest of the batch
+ *      is left unpublished for its lease to expire and another worker to
+ *      claim it.  That bounds when a publish is queued, not when its bytes
+ *      reach the broker: a send can wait in socket buffers or on a slow link
+ *      past the end of its lease, and each broker call's timeout (the
+ *      margin) bounds one call, not the batch.  So a publish can still reach
+ *      the broker after another worker took its row; the event then goes out
+ *      twice with the same id and the consumers' inbox absorbs it.  A row
+ *      claimed past --max-attempts is not published at all (relay_store.h,
+ *      invariant 6);
  *   4. settle: one fenced statement marks every confirmed message; each
  *      failed one gets a fenced retry (persisted, jittered backoff) or, at
  *      the attempt limit, a fenced dead letter, as does a row claimed past

@@ -79,7 +79,10 @@ static const char sql_claim_per_aggregate[] = CLAIM_SQL(CLAIM_ORDER_FILTER);
 /* Fenced by lock_id: a row re-claimed by another worker is not ours to mark.
  * The lease time is deliberately not part of the fence: if our lease ran out
  * but nobody claimed the row since, the broker's confirm is still a fact and
- * recording it spares a needless republish; any re-claim changes lock_id. */
+ * recording it spares a needless republish.  lock_id is the worker's id, not
+ * a token per claim: a re-claim by another worker changes it, a re-claim by
+ * this same worker does not, so this fence cannot tell one of our claims of
+ * a row from a later one. */
 static const char sql_mark[] =
     "UPDATE outbox_messages\n"
     "SET published_at = now(), locked_until = NULL\n"

@@ -26,6 +26,9 @@
  *  2. Only the current lease holder settles a row: mark, retry and dead
  *     letter all require lock_id = the worker's id.  A worker whose row was
  *     re-claimed by another updates zero rows (lease lost), and stops there.
+ *     The fence is the worker, not the claim: a worker that re-claims its
+ *     own expired row holds the same lock_id as before, so a settle meant
+ *     for its old claim still matches the new one.
  *  3. Settling releases the lease (locked_until = NULL) and keeps lock_id as
  *     the record of the last worker that held the row.
  *  4. attempts counts claims, not broker failures: a crash or an expired

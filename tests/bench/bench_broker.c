@@ -1,5 +1,5 @@
 /* bench_broker.c -- load generator for the fake broker, through the very
- * client the relay and the consumers use (src/bus.h, bus_fakebroker.c).
+ * client the relay and the consumers use (src/bus/bus.h, bus_fakebroker.c).
  *
  *   bench_broker publish SOCKET COUNT SIZE WINDOW
  *       publishes COUNT messages with SIZE-byte payloads, keeping up to

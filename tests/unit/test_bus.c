@@ -1,4 +1,4 @@
-/* test_bus.c -- the bus client (src/bus_fakebroker.c) against a scripted
+/* test_bus.c -- the bus client (src/bus/bus_fakebroker.c) against a scripted
  * peer: a forked child listens on a socket in a fresh temporary directory,
  * answers each connection's hello and then sends one deliver frame chosen by
  * the test.  A delivery whose aggregate_version is not an integer in 0..2^53

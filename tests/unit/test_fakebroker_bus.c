@@ -1,4 +1,4 @@
-/* test_fakebroker_bus.c -- the bus client (src/bus_fakebroker.c) against a
+/* test_fakebroker_bus.c -- the bus client (src/bus/bus_fakebroker.c) against a
  * real fake broker: the test forks a child that runs the broker's event
  * loop on a socket in a fresh temporary directory, talks to it through
  * bus.h only (plus raw control frames), and kills the child by its pid. */
