@@ -75,6 +75,10 @@ static const struct mutant MUTANTS[] = {
       { "08-poison-message" } },
     { "idempotency_without_hash", "a reused key with another body replays the old response",
       { "11-http-retry-after-crash" } },
+    { "relay_keeps_dead_db_connection", "the relay keeps using a database connection it lost",
+      { "16-postgres-crash-under-load", "19-failover-synchronous" } },
+    { "relay_keeps_dead_broker_connection", "the relay keeps using a broker connection that broke",
+      { "21-broker-crash-durable", "22-broker-crash-in-memory" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 

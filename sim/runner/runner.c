@@ -480,7 +480,11 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     int restart = p->starts > 0;
     long off = file_size(p->log_path);
     char err[512];
-    const char *env[] = { s->db_env, NULL };
+    /* libpq takes application_name from PGAPPNAME: every session of the
+     * process carries its scenario name, which "db terminate" aims at. */
+    char appname[SC_NAME_MAX + 16];
+    fmt(appname, sizeof(appname), "PGAPPNAME=%s", p->name);
+    const char *env[] = { s->db_env, appname, NULL };
     if (proc_spawn(p, argv, faults, env, err, sizeof(err)) < 0)
         return runner_fail(s, "%s", err);
     if (restart)
@@ -531,13 +535,22 @@ int runner_start_broker(struct sctx *s)
     struct runner *r = s->run;
     struct proc *b = &s->broker;
     char vis[32];
-    char *argv[10];
+    char *argv[12];
     int n = 0;
     argv[n++] = r->exe_broker;
     argv[n++] = (char *)"--socket";
     argv[n++] = s->broker_sock;
     argv[n++] = (char *)"--events";
     argv[n++] = b->events_path;
+    char store[PATH_MAX + 32];
+    if (s->sc->broker_durable) {
+        /* A file, not :memory:: what the broker confirmed survives its
+         * crash (SQLite in WAL mode, the commit in the OS before the
+         * confirm). */
+        fmt(store, sizeof(store), "%s/broker.sqlite", s->dir);
+        argv[n++] = (char *)"--db";
+        argv[n++] = store;
+    }
     if (s->sc->visibility_timeout_ms > 0) {
         snprintf(vis, sizeof(vis), "%d", s->sc->visibility_timeout_ms);
         argv[n++] = (char *)"--visibility-timeout-ms";
@@ -854,6 +867,8 @@ struct outcome {
     int pass;
     int ninv_checked;
     long nevents;                       /* lines of timeline.jsonl */
+    cJSON *recovery;                    /* runner_recovery_json (result.json owns) */
+    int hazard_caught;                  /* every hazard invariant failed */
 };
 
 static int write_file(const char *path, const char *text)
@@ -910,8 +925,8 @@ static void scenario_files(struct sctx *s)
     if (text != NULL)
         write_file(path, text);
     cJSON_free(text);
-    snprintf(path, sizeof(path), "%s/runner.events.jsonl", s->dir);
-    s->ev = fopen(path, "a");
+    fmt(s->run_events_path, sizeof(s->run_events_path), "%s/runner.events.jsonl", s->dir);
+    s->ev = fopen(s->run_events_path, "a");
 
     snprintf(s->broker.name, sizeof(s->broker.name), "broker");
     fmt(s->broker.events_path, sizeof(s->broker.events_path), "%s/broker.events.jsonl", s->dir);
@@ -936,6 +951,15 @@ static void scenario_files(struct sctx *s)
 static void open_database(struct sctx *s)
 {
     char err[1024];
+    if (s->sc->standby) {
+        if (s->run->db.cluster_dir[0] == '\0')
+            runner_fail(s, "database: a standby needs the throwaway clusters the runner "
+                        "starts; run without --pg");
+        else
+            runner_open_standby_db(s);
+        return;
+    }
+    fmt(s->pg_dir, sizeof(s->pg_dir), "%s", s->run->db.cluster_dir);
     s->conninfo = rdb_create_db(&s->run->db, s->label, s->dbname, err, sizeof(err));
     if (s->conninfo != NULL)
         s->db_env = conninfo_env(s->conninfo);
@@ -1007,6 +1031,15 @@ static void drive_steps(struct sctx *s)
 static void check_scenario(struct sctx *s, struct outcome *oc)
 {
     const struct scenario *sc = s->sc;
+    char err[512];
+    /* After a database fault the runner's connection may be gone (a crash,
+     * a failover): one probe, and a new connection when it fails. */
+    if (s->conn != NULL && runner_sql_value(s, "SELECT 1", 0, NULL, err, sizeof(err)) < 0) {
+        PQfinish(s->conn);
+        s->conn = pgx_connect(s->conninfo, err, sizeof(err));
+        if (s->conn == NULL)
+            runner_fail(s, "check: database: %s", err);
+    }
     if (s->conn == NULL)
         return;
     for (int i = 0; i < sc->nprocs; i++)
@@ -1029,6 +1062,7 @@ static void check_scenario(struct sctx *s, struct outcome *oc)
         runner_add_expect(s, sc->expect[i].check, ok, detail);
     }
     oc->checked = 1;
+    oc->recovery = runner_recovery_json(s, (const cJSON *const *)oc->proc_events);
 }
 
 /* Stops the metrics sampler and every process, or with --keep leaves them
@@ -1064,18 +1098,59 @@ static void collect_faults(struct sctx *s, struct outcome *oc)
         fail_not_hit(s, oc->not_hit);
 }
 
+static int is_hazard(const struct scenario *sc, int inv)
+{
+    for (int i = 0; i < sc->nhazard; i++)
+        if ((int)sc->hazard[i] == inv)
+            return 1;
+    return 0;
+}
+
+/* The scenario's "hazard" object: what the setting risks, whether the
+ * checker caught it, and by which invariants with their first witness. */
+static cJSON *hazard_json(const struct sctx *s, const struct outcome *oc)
+{
+    const struct scenario *sc = s->sc;
+    cJSON *h = cJSON_CreateObject();
+    cJSON_AddStringToObject(h, "why", sc->hazard_why);
+    cJSON_AddBoolToObject(h, "caught", oc->hazard_caught);
+    cJSON *by = cJSON_AddArrayToObject(h, "caught_by");
+    for (int i = 0; i < sc->nhazard; i++) {
+        const struct chk_inv *inv = &oc->res.inv[sc->hazard[i]];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "invariant", sc_invariant_name(sc->hazard[i]));
+        cJSON_AddNumberToObject(o, "violations", oc->checked ? (double)inv->violations : 0);
+        const cJSON *w = oc->checked ? inv->witnesses : NULL;
+        if (cJSON_GetArraySize(w) > 0)
+            cJSON_AddStringToObject(o, "witness", cJSON_GetArrayItem(w, 0)->valuestring);
+        cJSON_AddItemToArray(by, o);
+    }
+    return h;
+}
+
 /* The verdict: checked, no error, every invariant and every expectation
- * held.  Logged as scenario_end. */
+ * held; in a hazard scenario, every hazard invariant caught its loss and
+ * every other one held.  Logged as scenario_end. */
 static void decide_verdict(struct sctx *s, struct outcome *oc)
 {
     const struct scenario *sc = s->sc;
     oc->pass = s->error[0] == '\0' && oc->checked;
     oc->ninv_checked = 0;
+    oc->hazard_caught = sc->nhazard > 0 && oc->checked;
     for (int i = 0; i < INV_COUNT && oc->checked; i++) {
         oc->ninv_checked++;
-        if (!checker_inv_pass(&oc->res, sc, i))
+        if (is_hazard(sc, i)) {
+            /* The loss this setting is known for must be caught: the
+             * invariant fails on violations, never on having checked
+             * nothing. */
+            if (oc->res.inv[i].violations == 0)
+                oc->hazard_caught = 0;
+        } else if (!checker_inv_pass(&oc->res, sc, i)) {
             oc->pass = 0;
+        }
     }
+    if (sc->nhazard > 0 && !oc->hazard_caught)
+        oc->pass = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, s->expects) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, "verdict");
@@ -1124,11 +1199,42 @@ static cJSON *scenario_json(struct sctx *s, struct outcome *oc)
                                                        : cJSON_CreateArray());
     cJSON_AddItemToObject(o, "expect", s->expects);
     s->expects = NULL;
+    if (sc->nhazard > 0)
+        cJSON_AddItemToObject(o, "hazard", hazard_json(s, oc));
+    cJSON_AddItemToObject(o, "recovery", oc->recovery ? oc->recovery : cJSON_CreateArray());
+    oc->recovery = NULL;
     if (s->error[0] != '\0')
         cJSON_AddStringToObject(o, "error", s->error);
     else
         cJSON_AddNullToObject(o, "error");
     return o;
+}
+
+/* For a hazard scenario, whether the checker caught the loss and how; for
+ * every database or broker fault, how long until a consumer applied again. */
+static void print_hazard_and_recovery(const struct sctx *s, const struct outcome *oc,
+                                      const cJSON *o)
+{
+    const struct scenario *sc = s->sc;
+    for (int i = 0; i < sc->nhazard && oc->checked; i++) {
+        const struct chk_inv *inv = &oc->res.inv[sc->hazard[i]];
+        const cJSON *w = inv->witnesses;
+        printf("      hazard %s by %s (%ld violations)%s%s\n",
+               inv->violations > 0 ? "caught" : "NOT caught", sc_invariant_name(sc->hazard[i]),
+               inv->violations, cJSON_GetArraySize(w) > 0 ? ": " : "",
+               cJSON_GetArraySize(w) > 0 ? cJSON_GetArrayItem(w, 0)->valuestring : "");
+    }
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(o, "recovery")) {
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(r, "recovery_ms");
+        const char *t = cJSON_GetObjectItemCaseSensitive(r, "target")->valuestring;
+        const char *a = cJSON_GetObjectItemCaseSensitive(r, "action")->valuestring;
+        if (cJSON_IsNumber(ms))
+            printf("      recovery after %s %s: %.0f ms to the next applied event\n", t, a,
+                   ms->valuedouble);
+        else
+            printf("      recovery after %s %s: no event applied afterwards\n", t, a);
+    }
 }
 
 /* The terminal summary: one line, then for a failure what failed, and a
@@ -1140,11 +1246,12 @@ static void print_summary(const struct sctx *s, const struct outcome *oc, const 
            "%d restarts)\n", s->label, oc->pass ? "PASS" : "FAIL",
            (double)(cw_mono_ms() - s->t0) / 1000.0, oc->ninv_checked,
            cJSON_GetArraySize(oc->fired), s->kills, s->pauses, s->restarts);
+    print_hazard_and_recovery(s, oc, o);
     if (!oc->pass) {
         if (s->error[0])
             printf("      error: %s\n", s->error);
         for (int i = 0; i < INV_COUNT && oc->checked; i++) {
-            if (checker_inv_pass(&oc->res, sc, i))
+            if (is_hazard(sc, i) || checker_inv_pass(&oc->res, sc, i))
                 continue;
             const struct chk_inv *inv = &oc->res.inv[i];
             const cJSON *w = inv->witnesses;
@@ -1187,6 +1294,7 @@ static void add_totals(struct runner *r, const struct sctx *s, const struct outc
 
 static void outcome_free(struct outcome *oc, int nprocs)
 {
+    cJSON_Delete(oc->recovery);
     checker_free(&oc->res);
     for (int i = 0; i < nprocs; i++)
         cJSON_Delete(oc->proc_events[i]);
@@ -1199,7 +1307,9 @@ static void sctx_free(struct sctx *s)
 {
     char err[1024];
     PQfinish(s->conn);
-    if (!s->run->o->keep && s->dbname[0] != '\0')
+    if (s->sc->standby)
+        runner_close_own_cluster(s);
+    else if (!s->run->o->keep && s->dbname[0] != '\0')
         rdb_drop_db(&s->run->db, s->dbname, err, sizeof(err));
     for (int i = 0; i < s->nhttp; i++)
         free(s->http[i].body);
@@ -1231,6 +1341,7 @@ static cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep,
         if (!runner_interrupted())
             runner_heal(s);
     }
+    runner_payments_join(s); /* when the heal did not run */
 
     /* The checker runs whatever happened above: a failed scenario still
      * gets its witnesses. */

@@ -324,6 +324,23 @@ int rdb_drop_db(struct rdb *db, const char *name, char *err, size_t errlen)
     return admin_cmd(db, OP_DROP, name, NULL, err, errlen);
 }
 
+int rdb_cluster_cmd(const char *script, const char *verb, const char *dir, const char *arg,
+                    int timeout_ms, char *out, size_t outlen, char *err, size_t errlen)
+{
+    char text[4096];
+    char *argv[] = { (char *)script, (char *)verb, (char *)dir, (char *)arg, NULL };
+    int rc = proc_run_capture(argv, NULL, timeout_ms, text, sizeof(text));
+    text[strcspn(text, "\n")] = '\0';
+    if (rc != 0) {
+        snprintf(err, errlen, "pg-cluster %s %s: %s", verb, dir,
+                 text[0] ? text : "failed without a message");
+        return -1;
+    }
+    if (out != NULL)
+        snprintf(out, outlen, "%s", text);
+    return 0;
+}
+
 void rdb_finish(struct rdb *db, const char *script, int keep)
 {
     char err[256];

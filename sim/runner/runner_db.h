@@ -41,6 +41,13 @@ char *rdb_create_db(struct rdb *db, const char *hint, char *name_out,
 /* Drops a database (WITH FORCE): 0 or -1. */
 int rdb_drop_db(struct rdb *db, const char *name, char *err, size_t errlen);
 
+/* Runs `script VERB DIR [ARG]` (scripts/pg-cluster's fault and standby
+ * verbs: crash, up, restart, standby, sync, promote, stop) within
+ * timeout_ms; its first output line, if any, goes to out.  0, or -1 with the
+ * script's message in err. */
+int rdb_cluster_cmd(const char *script, const char *verb, const char *dir, const char *arg,
+                    int timeout_ms, char *out, size_t outlen, char *err, size_t errlen);
+
 /* Drops the template; stops and removes the cluster we started unless keep.
  * Frees what db holds. */
 void rdb_finish(struct rdb *db, const char *script, int keep);

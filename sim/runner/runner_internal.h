@@ -95,6 +95,15 @@ struct sctx {
     int64_t deadline;           /* mono ms: the whole scenario */
     int tearing_down;           /* exits now are the end of the run, not events */
     metrics *metrics;
+    char run_events_path[PATH_MAX + 32];  /* runner.events.jsonl */
+    /* the database side (runner_dbfault.c) */
+    struct rdb own;             /* the scenario's own primary (with a standby), else unused */
+    char pg_dir[PATH_MAX];      /* the cluster the database lives on now; "" with --pg */
+    char standby_dir[PATH_MAX]; /* "" without a standby */
+    int repl_stalled;           /* the standby's WAL receiver is stopped */
+    struct pay_run *bg_payments; /* a background payments step still running */
+    int failed_over;
+    int64_t fault_started_us;   /* wall clock: when the current db/broker fault began */
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -171,6 +180,28 @@ long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *c
 /* Executes one step (s->step is its index).  0, or -1 with the error
  * recorded. */
 int runner_run_step(struct sctx *s, const struct sc_step *st);
+
+/* Waits for a background payments step, if one runs. */
+void runner_payments_join(struct sctx *s);
+
+/* ---- runner_dbfault.c --------------------------------------------------- */
+
+/* The scenario's own primary and streaming standby, its database, the
+ * multi-host conninfo and the runner's connection.  0 or -1 (recorded). */
+int runner_open_standby_db(struct sctx *s);
+
+/* Stops the scenario's own clusters (unless --keep), resuming a stalled
+ * WAL receiver first. */
+void runner_close_own_cluster(struct sctx *s);
+
+/* The "db" and "broker_crash" steps.  0 or -1 (recorded). */
+int runner_step_db(struct sctx *s, const struct sc_step *st);
+int runner_step_broker_crash(struct sctx *s, const struct sc_step *st);
+
+/* One object per database or broker fault of the scenario: target, action
+ * and recovery_ms, the time from the fault's end to the first event a
+ * consumer applied after it (null when none was).  Caller frees. */
+cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events);
 
 /* ---- runner_heal.c ------------------------------------------------------ */
 

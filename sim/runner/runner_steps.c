@@ -168,6 +168,15 @@ struct pay_job {
     int created, failed;
 };
 
+/* The workers of one payments step: in the background, the scenario
+ * keeps it until the heal phase joins it. */
+struct pay_run {
+    struct pay_job jobs[64];
+    pthread_t th[64];
+    int started;
+    int inline_run;         /* concurrency 1, in the runner's own thread */
+};
+
 static void *pay_worker(void *arg)
 {
     struct pay_job *j = arg;
@@ -521,43 +530,67 @@ static int step_http(struct sctx *s, const struct sc_step *st)
     return 0;
 }
 
-static int step_payments(struct sctx *s, const struct sc_step *st)
+/* Waits for the workers of a payments step and reports what they did. */
+static void payments_join(struct sctx *s, struct pay_run *pr)
 {
-    struct proc *p = &s->procs[st->proc];
-    if (!proc_poll(p))
-        return runner_fail(s, "payments: %s is not running", p->name);
-    struct pay_job jobs[64];
-    pthread_t th[64];
-    int started = 0;
-    for (int w = 0; w < st->concurrency; w++) {
-        memset(&jobs[w], 0, sizeof(jobs[w]));
-        jobs[w].s = s;
-        jobs[w].st = st;
-        jobs[w].port = s->port[st->proc];
-        jobs[w].step = s->step;
-        jobs[w].worker = w;
-        if (st->concurrency == 1) {
-            pay_worker(&jobs[w]);
-            started = 0;
-            break;
-        }
-        if (pthread_create(&th[w], NULL, pay_worker, &jobs[w]) != 0)
-            break;
-        started++;
-    }
-    for (int w = 0; w < started; w++)
-        pthread_join(th[w], NULL);
+    for (int w = 0; w < pr->started; w++)
+        pthread_join(pr->th[w], NULL);
     int created = 0, failed = 0;
-    int nw = st->concurrency == 1 ? 1 : started;
+    int nw = pr->inline_run ? 1 : pr->started;
     for (int w = 0; w < nw; w++) {
-        created += jobs[w].created;
-        failed += jobs[w].failed;
+        created += pr->jobs[w].created;
+        failed += pr->jobs[w].failed;
     }
     runner_progress(s, "  -> %d payments created, %d requests without success", created, failed);
     cJSON *ev = runner_rev_begin(s, "payments");
     cJSON_AddNumberToObject(ev, "created", created);
     cJSON_AddNumberToObject(ev, "failed", failed);
     runner_rev_emit(s, ev);
+    pr->started = 0;
+    pr->inline_run = 0;
+}
+
+void runner_payments_join(struct sctx *s)
+{
+    if (s->bg_payments == NULL)
+        return;
+    payments_join(s, s->bg_payments);
+    free(s->bg_payments);
+    s->bg_payments = NULL;
+}
+
+static int step_payments(struct sctx *s, const struct sc_step *st)
+{
+    struct proc *p = &s->procs[st->proc];
+    if (!proc_poll(p))
+        return runner_fail(s, "payments: %s is not running", p->name);
+    if (st->background && s->bg_payments != NULL)
+        return runner_fail(s, "payments: a background payments step is still running");
+    struct pay_run *pr = calloc(1, sizeof(*pr));
+    if (pr == NULL)
+        return runner_fail(s, "payments: out of memory");
+    for (int w = 0; w < st->concurrency; w++) {
+        struct pay_job *j = &pr->jobs[w];
+        j->s = s;
+        j->st = st;
+        j->port = s->port[st->proc];
+        j->step = s->step;
+        j->worker = w;
+        if (st->concurrency == 1 && !st->background) {
+            pay_worker(j);
+            pr->inline_run = 1;
+            break;
+        }
+        if (pthread_create(&pr->th[w], NULL, pay_worker, j) != 0)
+            break;
+        pr->started++;
+    }
+    if (st->background) {
+        s->bg_payments = pr;
+        return 0;
+    }
+    payments_join(s, pr);
+    free(pr);
     return 0;
 }
 
@@ -669,6 +702,10 @@ int runner_run_step(struct sctx *s, const struct sc_step *st)
         return step_sql(s, st);
     case V_OUTBOXCTL:
         return step_outboxctl(s, st);
+    case V_DB:
+        return runner_step_db(s, st);
+    case V_BROKER_CRASH:
+        return runner_step_broker_crash(s, st);
     case V_WAIT:
         return do_wait(s, st);
     }

@@ -41,7 +41,10 @@ static int verr(struct vctx *v, const char *field, const char *fmt, ...)
 static const char *const kind_names[] = { "api", "relay", "consumer" };
 static const char *const verb_names[] = {
     "start", "restart", "stop", "kill", "pause", "resume", "fault", "http",
-    "payments", "broker", "sql", "outboxctl", "wait"
+    "payments", "broker", "sql", "outboxctl", "wait", "db", "broker_crash"
+};
+static const char *const db_action_names[] = {
+    "crash", "restart", "terminate", "freeze", "failover", "stall_replication"
 };
 static const char *const until_names[] = {
     "exited", "parked", "event", "published", "consumed", "dead_lettered",
@@ -73,6 +76,7 @@ static const char *const broker_switches[] = {
 const char *sc_kind_name(enum sc_kind k) { return kind_names[k]; }
 const char *sc_verb_name(enum sc_verb v) { return verb_names[v]; }
 const char *sc_until_name(enum sc_until u) { return until_names[u]; }
+const char *sc_db_action_name(enum sc_db_action a) { return db_action_names[a]; }
 const char *sc_invariant_name(enum sc_invariant i) { return invariant_names[i]; }
 
 int sc_invariant_from_name(const char *name)
@@ -399,19 +403,46 @@ static int parse_broker(struct vctx *v, struct scenario *sc, const cJSON *b)
         return 0;
     if (!cJSON_IsObject(b))
         return verr(v, "broker", "must be an object");
-    if (only_fields(v, b, "broker", broker_switches) < 0)
-        return -1;
-    if (opt_int(v, b, "visibility_timeout_ms", "broker", 1, 86400000,
-                &sc->visibility_timeout_ms) < 0)
-        return -1;
-    int others = 0;
+    static const char *const settings[] = { "visibility_timeout_ms", "durable", NULL };
     const cJSON *it;
     cJSON_ArrayForEach(it, b) {
-        if (strcmp(it->string, "visibility_timeout_ms") != 0)
+        if (!in_list(it->string, broker_switches) && !in_list(it->string, settings))
+            return verr(v, "broker", "unknown field '%s'", it->string);
+    }
+    if (opt_int(v, b, "visibility_timeout_ms", "broker", 1, 86400000,
+                &sc->visibility_timeout_ms) < 0 ||
+        get_bool(v, b, "durable", "broker", &sc->broker_durable) < 0)
+        return -1;
+    int others = 0;
+    cJSON_ArrayForEach(it, b) {
+        if (!in_list(it->string, settings))
             others++;
     }
     if (others > 0)
         sc->broker_control = b;
+    return 0;
+}
+
+/* "database": {"standby": true, "synchronous": true|false}: the scenario
+ * gets a primary and a streaming standby of its own. */
+static int parse_database(struct vctx *v, struct scenario *sc)
+{
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(sc->root, "database");
+    if (d == NULL)
+        return 0;
+    static const char *const f[] = { "standby", "synchronous", NULL };
+    if (!cJSON_IsObject(d))
+        return verr(v, "database", "must be an object");
+    if (only_fields(v, d, "database", f) < 0 ||
+        get_bool(v, d, "standby", "database", &sc->standby) < 0 ||
+        get_bool(v, d, "synchronous", "database", &sc->synchronous) < 0)
+        return -1;
+    if (!sc->standby)
+        return verr(v, "database.standby", "must be true (a database without a standby "
+                    "needs no \"database\" object)");
+    if (cJSON_GetObjectItemCaseSensitive(d, "synchronous") == NULL)
+        return verr(v, "database.synchronous", "missing: say true or false (whether a "
+                    "commit waits for the standby)");
     return 0;
 }
 
@@ -729,7 +760,7 @@ static int parse_step_payments(struct vctx *v, struct scenario *sc, const cJSON 
 {
     static const char *const f[] = { "do", "why", "proc", "count", "key_prefix", "amount",
                                      "currency", "concurrency", "retries", "authorize",
-                                     "capture", "timeout_ms", NULL };
+                                     "capture", "timeout_ms", "background", NULL };
     long long x;
     if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0)
         return -1;
@@ -743,7 +774,8 @@ static int parse_step_payments(struct vctx *v, struct scenario *sc, const cJSON 
         get_str(v, s, "amount", field, 0, &st->amount) < 0 ||
         get_str(v, s, "currency", field, 0, &st->currency) < 0 ||
         get_bool(v, s, "authorize", field, &st->authorize) < 0 ||
-        get_bool(v, s, "capture", field, &st->capture) < 0)
+        get_bool(v, s, "capture", field, &st->capture) < 0 ||
+        get_bool(v, s, "background", field, &st->background) < 0)
         return -1;
     if (strpbrk(st->key_prefix, "\r\n") != NULL || strpbrk(st->currency, "\"\\") != NULL ||
         (st->amount != NULL && strpbrk(st->amount, "\"\\") != NULL))
@@ -818,6 +850,57 @@ static int parse_step_outboxctl(struct vctx *v, const cJSON *s, const char *fiel
     return 0;
 }
 
+/* db: a fault of PostgreSQL itself. */
+static int parse_step_db(struct vctx *v, struct scenario *sc, const cJSON *s,
+                         const char *field, struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "action", "proc", "ms", "down_ms", NULL };
+    const char *action = NULL;
+    char ff[64];
+    if (only_fields(v, s, field, f) < 0 || get_str(v, s, "action", field, 1, &action) < 0)
+        return -1;
+    int a = name_index(db_action_names,
+                       (int)(sizeof(db_action_names) / sizeof(db_action_names[0])), action);
+    snprintf(ff, sizeof(ff), "%s.action", field);
+    if (a < 0)
+        return verr(v, ff, "unknown action '%s' (crash, restart, terminate, freeze, failover, "
+                    "stall_replication)", action);
+    st->db_action = (enum sc_db_action)a;
+    const int needs_standby = a == DB_FAILOVER || a == DB_STALL_REPLICATION;
+    if (needs_standby && !sc->standby)
+        return verr(v, ff, "'%s' needs a standby: add \"database\": {\"standby\": true, "
+                    "\"synchronous\": ...}", action);
+    if (a == DB_STALL_REPLICATION && sc->synchronous)
+        return verr(v, ff, "'stall_replication' with synchronous replication would block "
+                    "every commit until failover; it is for asynchronous standbys");
+    if (cJSON_GetObjectItemCaseSensitive(s, "proc") != NULL && a != DB_TERMINATE)
+        return verr(v, field, "proc is only for action 'terminate'");
+    if (a == DB_TERMINATE && step_proc(v, sc, s, field, 0, -1, st) < 0)
+        return -1;
+    st->ms = -1;
+    if (cJSON_GetObjectItemCaseSensitive(s, "ms") != NULL && a != DB_FREEZE)
+        return verr(v, field, "ms is only for action 'freeze'");
+    if (opt_int(v, s, "ms", field, 1, 600000, &st->ms) < 0)
+        return -1;
+    if (a == DB_FREEZE && st->ms < 0) {
+        snprintf(ff, sizeof(ff), "%s.ms", field);
+        return verr(v, ff, "missing: a freeze needs its duration in milliseconds");
+    }
+    if (cJSON_GetObjectItemCaseSensitive(s, "down_ms") != NULL && a != DB_CRASH)
+        return verr(v, field, "down_ms is only for action 'crash'");
+    return opt_int(v, s, "down_ms", field, 0, 600000, &st->down_ms);
+}
+
+/* broker_crash: SIGKILL the fake broker, start it again after down_ms. */
+static int parse_step_broker_crash(struct vctx *v, const cJSON *s, const char *field,
+                                   struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "down_ms", NULL };
+    if (only_fields(v, s, field, f) < 0)
+        return -1;
+    return opt_int(v, s, "down_ms", field, 0, 600000, &st->down_ms);
+}
+
 /* Parses steps[idx] into sc->steps[idx]: the fields every step shares, then
  * the verb's own parser. */
 static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int idx)
@@ -839,7 +922,8 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
         char f[64];
         snprintf(f, sizeof(f), "%s.do", field);
         return verr(v, f, "unknown verb '%s' (start, restart, stop, kill, pause, resume, "
-                    "fault, http, payments, broker, sql, outboxctl, wait)", verb);
+                    "fault, http, payments, broker, sql, outboxctl, wait, db, broker_crash)",
+                    verb);
     }
     st->verb = (enum sc_verb)vb;
     if (get_str(v, s, "why", field, 0, &st->why) < 0)
@@ -867,6 +951,10 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
         return parse_step_outboxctl(v, s, field, st);
     case V_WAIT:
         return parse_wait(v, sc, s, field, st);
+    case V_DB:
+        return parse_step_db(v, sc, s, field, st);
+    case V_BROKER_CRASH:
+        return parse_step_broker_crash(v, s, field, st);
     }
     return verr(v, field, "unhandled verb");
 }
@@ -948,7 +1036,7 @@ static int parse_head(struct vctx *v, struct scenario *sc)
     static const char *const fields[] = { "name", "title", "article_case", "crash_window",
                                           "description", "processes", "broker", "steps",
                                           "heal", "invariants", "expect", "timeout_ms",
-                                          "faults_optional", NULL };
+                                          "faults_optional", "database", "hazard", NULL };
     const cJSON *root = sc->root;
     if (only_fields(v, root, "", fields) < 0 ||
         get_str(v, root, "name", "", 1, &sc->name) < 0 ||
@@ -1002,14 +1090,17 @@ static int parse_settings(struct vctx *v, struct scenario *sc)
 {
     const cJSON *root = sc->root;
     sc->heal_timeout_ms = 20000;
+    sc->heal_restart = 1;
     const cJSON *heal = cJSON_GetObjectItemCaseSensitive(root, "heal");
     if (heal != NULL) {
-        static const char *const hf[] = { "timeout_ms", NULL };
+        static const char *const hf[] = { "timeout_ms", "restart", NULL };
         if (!cJSON_IsObject(heal))
             return verr(v, "heal", "must be an object");
         if (only_fields(v, heal, "heal", hf) < 0)
             return -1;
         if (opt_int(v, heal, "timeout_ms", "heal", 100, 600000, &sc->heal_timeout_ms) < 0)
+            return -1;
+        if (get_bool(v, heal, "restart", "heal", &sc->heal_restart) < 0)
             return -1;
     }
     const cJSON *fo = cJSON_GetObjectItemCaseSensitive(root, "faults_optional");
@@ -1039,6 +1130,42 @@ static int parse_invariants(struct vctx *v, struct scenario *sc)
             if ((int)sc->invariants[j] == inv)
                 return verr(v, f, "'%s' is listed twice", it->valuestring);
         sc->invariants[sc->ninvariants++] = (enum sc_invariant)inv;
+    }
+    return 0;
+}
+
+/* "hazard": {"caught_by": [invariants...], "why": "..."}: each named
+ * invariant must also be listed, and must fail for the scenario to pass. */
+static int parse_hazard(struct vctx *v, struct scenario *sc)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(sc->root, "hazard");
+    if (h == NULL)
+        return 0;
+    static const char *const f[] = { "caught_by", "why", NULL };
+    if (!cJSON_IsObject(h))
+        return verr(v, "hazard", "must be an object");
+    if (only_fields(v, h, "hazard", f) < 0 || get_str(v, h, "why", "hazard", 1, &sc->hazard_why) < 0)
+        return -1;
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(h, "caught_by");
+    if (!cJSON_IsArray(by) || cJSON_GetArraySize(by) == 0)
+        return verr(v, "hazard.caught_by", "must be a non-empty array of invariant names");
+    int idx = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, by) {
+        char ff[48];
+        snprintf(ff, sizeof(ff), "hazard.caught_by[%d]", idx++);
+        int inv = cJSON_IsString(it) ? sc_invariant_from_name(it->valuestring) : -1;
+        if (inv < 0)
+            return verr(v, ff, "not an invariant name");
+        int listed = 0;
+        for (int j = 0; j < sc->ninvariants; j++)
+            listed |= (int)sc->invariants[j] == inv;
+        if (!listed)
+            return verr(v, ff, "'%s' must also be listed in \"invariants\"", it->valuestring);
+        for (int j = 0; j < sc->nhazard; j++)
+            if ((int)sc->hazard[j] == inv)
+                return verr(v, ff, "'%s' is listed twice", it->valuestring);
+        sc->hazard[sc->nhazard++] = (enum sc_invariant)inv;
     }
     return 0;
 }
@@ -1091,8 +1218,9 @@ struct scenario *scenario_parse(const char *text, const char *path,
     }
     if (parse_head(&v, sc) < 0 || parse_procs(&v, sc) < 0 ||
         parse_broker(&v, sc, cJSON_GetObjectItemCaseSensitive(sc->root, "broker")) < 0 ||
-        parse_steps(&v, sc) < 0 || parse_settings(&v, sc) < 0 ||
-        parse_invariants(&v, sc) < 0 || parse_expects(&v, sc) < 0)
+        parse_database(&v, sc) < 0 || parse_steps(&v, sc) < 0 ||
+        parse_settings(&v, sc) < 0 || parse_invariants(&v, sc) < 0 ||
+        parse_hazard(&v, sc) < 0 || parse_expects(&v, sc) < 0)
         goto fail;
     return sc;
 fail:
@@ -1157,6 +1285,32 @@ void scenario_free(struct scenario *sc)
     free(sc);
 }
 
+static void describe_db(const struct sc_step *st, const char *pn, char *out, size_t outlen)
+{
+    switch (st->db_action) {
+    case DB_CRASH:
+        snprintf(out, outlen, "db crash (immediate shutdown, no checkpoint), down %d ms, "
+                 "start: crash recovery", st->down_ms);
+        break;
+    case DB_RESTART:
+        snprintf(out, outlen, "db restart (fast shutdown, start)");
+        break;
+    case DB_TERMINATE:
+        snprintf(out, outlen, "db terminate the sessions of %s (pg_terminate_backend)",
+                 pn[0] ? pn : "every process");
+        break;
+    case DB_FREEZE:
+        snprintf(out, outlen, "db freeze (SIGSTOP the server) for %d ms, then SIGCONT", st->ms);
+        break;
+    case DB_FAILOVER:
+        snprintf(out, outlen, "db failover: kill the primary, promote the standby");
+        break;
+    case DB_STALL_REPLICATION:
+        snprintf(out, outlen, "db stall replication: the standby receives no WAL until failover");
+        break;
+    }
+}
+
 void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
                             char *out, size_t outlen)
 {
@@ -1196,7 +1350,8 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
         snprintf(out, outlen, "payments: %d creation%s%s%s, keys %s-N, concurrency %d%s%s",
                  st->count, st->count == 1 ? "" : "s", st->authorize ? " + authorize" : "",
                  st->capture ? " + capture" : "", st->key_prefix, st->concurrency,
-                 st->retries ? ", each retried with its key" : "", "");
+                 st->retries ? ", each retried with its key" : "",
+                 st->background ? ", in the background (the next steps run meanwhile)" : "");
         break;
     case V_BROKER: {
         char *c = cJSON_PrintUnformatted(st->control);
@@ -1249,6 +1404,13 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
         snprintf(out, outlen, "wait until %s (%d ms)", what, st->timeout_ms);
         break;
     }
+    case V_DB:
+        describe_db(st, pn, out, outlen);
+        break;
+    case V_BROKER_CRASH:
+        snprintf(out, outlen, "broker crash (SIGKILL), down %d ms, start again on its %s store",
+                 st->down_ms, sc->broker_durable ? "durable" : "in-memory");
+        break;
     }
 }
 
@@ -1287,8 +1449,23 @@ void scenario_print(const struct scenario *sc, FILE *f)
         if (sc->steps[i].why)
             fprintf(f, "        why: %s\n", sc->steps[i].why);
     }
-    fprintf(f, "  heal: faults off, broker reset, every process running, converge within %d ms\n",
-            sc->heal_timeout_ms);
+    if (sc->standby)
+        fprintf(f, "  database: own primary + streaming standby, %s replication\n",
+                sc->synchronous ? "synchronous" : "asynchronous");
+    if (sc->broker_durable)
+        fprintf(f, "  broker store: durable (SQLite file, WAL)\n");
+    if (sc->heal_restart)
+        fprintf(f, "  heal: faults off, broker reset, every process running, converge within "
+                "%d ms\n", sc->heal_timeout_ms);
+    else
+        fprintf(f, "  heal: faults off, broker reset, no restarts (every process must have "
+                "recovered by itself), converge within %d ms\n", sc->heal_timeout_ms);
+    if (sc->nhazard > 0) {
+        fprintf(f, "  hazard: %s\n  caught by:", sc->hazard_why);
+        for (int i = 0; i < sc->nhazard; i++)
+            fprintf(f, " %s", invariant_names[sc->hazard[i]]);
+        fprintf(f, " (each must fail)\n");
+    }
     if (sc->faults_optional)
         fprintf(f, "  faults: optional (an armed fault that never fires is noted, not failed)\n");
     fprintf(f, "  invariants:");

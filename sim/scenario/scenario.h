@@ -66,7 +66,17 @@ struct sc_proc {
 
 enum sc_verb {
     V_START, V_RESTART, V_STOP, V_KILL, V_PAUSE, V_RESUME, V_FAULT, V_HTTP,
-    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT
+    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT, V_DB, V_BROKER_CRASH
+};
+
+/* What a "db" step does to PostgreSQL itself (sim/faults/pgfault.h). */
+enum sc_db_action {
+    DB_CRASH = 0,          /* immediate shutdown (crash recovery), down_ms, start */
+    DB_RESTART,            /* fast shutdown and start */
+    DB_TERMINATE,          /* pg_terminate_backend: one process's sessions, or all */
+    DB_FREEZE,             /* SIGSTOP the server for ms, then SIGCONT */
+    DB_FAILOVER,           /* kill the primary, promote the standby */
+    DB_STALL_REPLICATION   /* the standby stops receiving WAL (detached from the primary) */
 };
 
 enum sc_until {
@@ -103,6 +113,7 @@ struct sc_step {
     int concurrency;
     int retries;
     int authorize, capture;
+    int background;           /* the steps go on; the heal phase waits for it */
     /* broker */
     const cJSON *control;
     /* sql (also wait until sql) */
@@ -113,6 +124,10 @@ struct sc_step {
     const char *argv[16];
     int expect_exit;          /* -1: not checked */
     const char *expect_output;
+    /* db, broker_crash */
+    enum sc_db_action db_action;
+    int ms;                   /* freeze: how long */
+    int down_ms;              /* crash, broker_crash: down before the start */
     /* wait */
     enum sc_until until;
     const char *event;
@@ -168,6 +183,17 @@ struct scenario {
     int heal_timeout_ms;
     int timeout_ms;          /* whole scenario */
     int faults_optional;     /* an armed fault that never fires does not fail the run */
+    int heal_restart;        /* heal restarts dead processes (default); 0: a dead
+                              * process is a failure, recovery is the processes' job */
+    /* "database": the scenario's own primary + streaming standby */
+    int standby;
+    int synchronous;         /* synchronous_standby_names = '*' */
+    int broker_durable;      /* "broker": {"durable": true}: the store is a file */
+    /* "hazard": a setting known to lose data; the scenario proves the
+     * checker catches the loss: each invariant here must fail. */
+    int nhazard;
+    enum sc_invariant hazard[INV_COUNT];
+    const char *hazard_why;
     int ninvariants;
     enum sc_invariant invariants[INV_COUNT];
     int nexpect;
@@ -189,6 +215,7 @@ void scenario_free(struct scenario *sc);
 const char *sc_kind_name(enum sc_kind k);
 const char *sc_verb_name(enum sc_verb v);
 const char *sc_until_name(enum sc_until u);
+const char *sc_db_action_name(enum sc_db_action a);
 const char *sc_invariant_name(enum sc_invariant i);
 /* -1 when name is not an invariant. */
 int sc_invariant_from_name(const char *name);

@@ -34,8 +34,10 @@ static PGconn *pool_connect(const struct api_pool_config *cfg, char *err, size_t
     char ctimeout[16];
     snprintf(ctimeout, sizeof(ctimeout), "%d", cfg->connect_timeout_s);
     /* Entries after the expanded conninfo would override it; ours come
-     * first so that what the operator wrote wins. */
-    const char *keys[] = { "connect_timeout", "application_name", "dbname", NULL };
+     * first so that what the operator wrote wins.  The name is only a
+     * fallback: application_name in the conninfo or PGAPPNAME (how a
+     * supervisor names each instance) goes first. */
+    const char *keys[] = { "connect_timeout", "fallback_application_name", "dbname", NULL };
     const char *vals[] = { ctimeout, "payments-api", cfg->conninfo, NULL };
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (conn == NULL) {

@@ -391,8 +391,10 @@ static void confirm_batch(struct relay *r, struct relay_batch *b, struct publish
         emit_ids("lease_expiring", r, b, RELAY_MSG_SKIPPED, "lease_until", b->lease_until);
     else if (ps->stopped > 0)
         emit_ids("stop_skip", r, b, RELAY_MSG_SKIPPED, NULL, NULL);
+#ifndef CW_MUTANT_relay_keeps_dead_broker_connection
     if (ps->broken[0] != '\0')
         close_bus(r);
+#endif
     free(ps->sent_ids);
     ps->sent_ids = NULL;
 }
@@ -793,7 +795,11 @@ int relay_run(const struct relay_config *cfg)
         if (rc == ITER_DB_LOST) {
             emit_reconnect("db", db_failures + 1,
                            r.db ? PQerrorMessage(r.db) : "connection lost", 0);
+#ifdef CW_MUTANT_relay_keeps_dead_db_connection
+            wait_ready(-1, 100);
+#else
             close_db(&r);
+#endif
             continue;
         }
         if (rc == ITER_ERROR) {
