@@ -52,17 +52,17 @@ static const struct mutant MUTANTS[] = {
     { "publish_in_claim_tx", "the relay publishes inside the claim's transaction",
       { "04-crash-after-publish", "09-expired-lease" } },
     { "new_id_per_attempt", "each publish attempt gets a fresh message id",
-      { "04-crash-after-publish", "13-stale-worker" } },
+      { "04-crash-after-publish", "13-stale-worker", "17-backends-terminated" } },
     { "select_then_insert_inbox", "the inbox is checked with SELECT, then INSERTed unarbitrated",
       { "05-concurrent-duplicate" } },
     { "inbox_separate_tx", "the inbox marker commits in its own transaction",
-      { "06-crash-before-ack" } },
+      { "06-crash-before-ack", "17-backends-terminated" } },
     { "ack_before_commit", "the consumer ACKs, then commits",
-      { "06-crash-before-ack" } },
+      { "06-crash-before-ack", "17-backends-terminated" } },
     { "mark_without_owner_check", "marking published ignores lock_id",
       { "13-stale-worker" } },
     { "claim_ignores_lease", "the claim ignores locked_until",
-      { "03-two-relays", "13-stale-worker" } },
+      { "03-two-relays", "13-stale-worker", "18-database-freeze" } },
     { "no_dead_letter_limit", "poison messages retry forever",
       { "08-poison-message" } },
     { "retry_not_persisted", "a failed publish is retried at once, next_attempt_at unchanged",
@@ -76,7 +76,8 @@ static const struct mutant MUTANTS[] = {
     { "idempotency_without_hash", "a reused key with another body replays the old response",
       { "11-http-retry-after-crash" } },
     { "relay_keeps_dead_db_connection", "the relay keeps using a database connection it lost",
-      { "16-postgres-crash-under-load", "19-failover-synchronous" } },
+      { "16-postgres-crash-under-load", "17-backends-terminated", "19-failover-synchronous",
+        "20-failover-asynchronous-loss" } },
     { "relay_keeps_dead_broker_connection", "the relay keeps using a broker connection that broke",
       { "21-broker-crash-durable", "22-broker-crash-in-memory" } },
 };
@@ -397,6 +398,7 @@ struct mrun {
     char out[PATH_MAX];
     char mroot[PATH_MAX];    /* out/mutants */
     const char *pg;
+    const char *pg_dir;      /* the cluster's directory when this command started it */
     int ok;                  /* the exit verdict so far */
     int chosen[NMUTANTS];    /* indexes into MUTANTS */
     int nchosen;
@@ -441,6 +443,7 @@ static int run_baseline(const struct mrun *r, cJSON **result)
     memset(&base, 0, sizeof(base));
     base.all = 1;
     base.pg = r->pg;
+    base.pg_dir = r->pg_dir;
     base.out = r->out;
     base.bin = r->build;
     base.repeat = 1;
@@ -553,6 +556,7 @@ static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *
     o.files = fp;
     o.nfiles = nf;
     o.pg = r->pg;
+    o.pg_dir = r->pg_dir;
     o.out = mdir;
     o.bin = mbuild;
     o.bin_fallback = r->build;
@@ -667,6 +671,7 @@ int mutants_main(int argc, char **argv)
         return 1;
     }
     r->pg = opts.pg != NULL ? opts.pg : db.admin;
+    r->pg_dir = opts.pg != NULL ? NULL : db.cluster_dir;
 
     /* The unmutated build must pass everything first. */
     cJSON *result;

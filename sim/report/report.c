@@ -91,6 +91,9 @@ static const char page_css[] =
     "section.scenario h2{margin:6px 0}.sentence{margin:4px 0 8px;max-width:900px}"
     ".witness{margin:4px 0;padding-left:20px;color:#7f0000}"
     ".witness li{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-size:12.5px}"
+    ".hazard{border:1px solid var(--warn);background:#fffaf0;padding:6px 10px;margin:6px 0}"
+    ".hazard.missed{border-color:var(--fail);background:#ffebee}"
+    "table.recovery{margin:6px 0}"
     ".err{background:#ffebee;border:1px solid var(--fail);padding:6px 10px;"
     "white-space:pre-wrap}"
     ".note{color:var(--muted);font-size:12.5px;margin:4px 0}"
@@ -465,6 +468,72 @@ static void put_fault_names(struct rbuf *b, const cJSON *fired)
         rbuf_puts(b, more ? ", ...</span>" : "</span>");
 }
 
+/* A hazard scenario demonstrates a loss the setting is known for: its
+ * verdict says whether the checker caught it, which is not the same as the
+ * pipeline failing.  Older run directories have no "hazard": nothing shown. */
+static void put_hazard_badge(struct rbuf *b, const cJSON *sc)
+{
+    const cJSON *h = jget(sc, "hazard");
+    if (!cJSON_IsObject(h))
+        return;
+    if (cJSON_IsTrue(jget(h, "caught")))
+        rbuf_puts(b, " <span class=\"badge warn\" title=\"a loss this setting is known "
+                     "for, demonstrated and caught by the checker\">hazard caught</span>");
+    else
+        rbuf_puts(b, " <span class=\"badge fail\">hazard not caught</span>");
+}
+
+static void put_hazard(struct rbuf *b, const cJSON *sc)
+{
+    const cJSON *h = jget(sc, "hazard");
+    if (!cJSON_IsObject(h))
+        return;
+    int caught = cJSON_IsTrue(jget(h, "caught"));
+    rbuf_printf(b, "<div class=\"hazard %s\"><b>Hazard%s:</b> ", caught ? "caught" : "missed",
+                caught ? ", caught by the checker" : " NOT caught by the checker");
+    rbuf_esc(b, jstr(h, "why") ? jstr(h, "why") : "", 1000);
+    rbuf_puts(b, ". This scenario shows a loss that its setting allows; it passes when the "
+                 "checker reports the loss, and is not a failure of the pipeline.<ul>");
+    const cJSON *x;
+    cJSON_ArrayForEach(x, jget(h, "caught_by")) {
+        double v = 0;
+        jnum(x, "violations", &v);
+        rbuf_puts(b, "<li><code>");
+        rbuf_esc(b, jstr(x, "invariant"), 80);
+        rbuf_printf(b, "</code>: %.0f violations", v);
+        if (jstr(x, "witness") != NULL) {
+            rbuf_puts(b, ", first: ");
+            rbuf_esc(b, jstr(x, "witness"), 600);
+        }
+        rbuf_puts(b, "</li>");
+    }
+    rbuf_puts(b, "</ul></div>");
+}
+
+/* How long the pipeline took to apply an event again after each database
+ * or broker fault. */
+static void put_recovery(struct rbuf *b, const cJSON *sc)
+{
+    const cJSON *rec = jget(sc, "recovery");
+    if (count_array(rec) == 0)
+        return;
+    rbuf_puts(b, "<table class=\"recovery\"><thead><tr><th>fault</th><th>recovery: from the "
+                 "fault to the next event applied</th></tr></thead><tbody>");
+    const cJSON *x;
+    cJSON_ArrayForEach(x, rec) {
+        rbuf_puts(b, "<tr><td class=\"mono\">");
+        rbuf_esc(b, jstr(x, "target"), 40);
+        rbuf_puts(b, " ");
+        rbuf_esc(b, jstr(x, "action"), 40);
+        double ms;
+        if (jnum(x, "recovery_ms", &ms))
+            rbuf_printf(b, "</td><td class=\"num\">%.0f ms</td></tr>", ms);
+        else
+            rbuf_puts(b, "</td><td>no event applied afterwards</td></tr>");
+    }
+    rbuf_puts(b, "</tbody></table>");
+}
+
 static void put_summary(struct page *p)
 {
     struct rbuf *b = &p->b;
@@ -489,6 +558,7 @@ static void put_summary(struct page *p)
         rbuf_esc(b, jstr(sc, "crash_window"), 120);
         rbuf_puts(b, "</td><td>");
         put_badge(b, failed && jpass(sc) ? "fail" : jstr(sc, "verdict"));
+        put_hazard_badge(b, sc);
         rbuf_puts(b, "</td><td class=\"num\">");
         put_duration(b, sc, "duration_ms");
         rbuf_printf(b, "</td><td>%d", count_array(jget(sc, "faults_fired")));
@@ -729,6 +799,8 @@ static void put_scenario(struct page *p, const cJSON *sc, int i)
         rbuf_esc(b, err, 4000);
         rbuf_puts(b, "</div>");
     }
+    put_hazard(b, sc);
+    put_recovery(b, sc);
     put_invariants(b, sc);
     rbuf_puts(b, "<div class=\"cols\">");
     put_key_values(b, jget(sc, "counts"), "counts");

@@ -636,9 +636,17 @@ long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *c
         if (s->conn == NULL)
             return -1;
     }
-    PGresult *r = pgx_exec(s->conn, sql, n, params, NULL, err, errlen);
-    if (r == NULL)
+    char sqlstate[6] = "";
+    PGresult *r = pgx_exec(s->conn, sql, n, params, sqlstate, err, errlen);
+    if (r == NULL) {
+        /* A server that went away (a "db" step): drop the connection, so
+         * that callers see it gone and the next call connects again. */
+        if (sqlstate[0] == '\0' || pgx_conn_lost(s->conn, sqlstate)) {
+            PQfinish(s->conn);
+            s->conn = NULL;
+        }
         return -1;
+    }
     long long v = 0;
     if (PQntuples(r) > 0 && PQnfields(r) > 0 && !PQgetisnull(r, 0, 0))
         v = atoll(PQgetvalue(r, 0, 0));
@@ -952,14 +960,14 @@ static void open_database(struct sctx *s)
 {
     char err[1024];
     if (s->sc->standby) {
-        if (s->run->db.cluster_dir[0] == '\0')
-            runner_fail(s, "database: a standby needs the throwaway clusters the runner "
-                        "starts; run without --pg");
-        else
-            runner_open_standby_db(s);
+        /* Always a pair of its own, even with --pg: a failover must not
+         * leave a dead primary behind for the scenarios that follow. */
+        runner_open_standby_db(s);
         return;
     }
-    fmt(s->pg_dir, sizeof(s->pg_dir), "%s", s->run->db.cluster_dir);
+    const char *dir = s->run->db.cluster_dir[0] != '\0' ? s->run->db.cluster_dir
+                      : s->run->o->pg_dir != NULL ? s->run->o->pg_dir : "";
+    fmt(s->pg_dir, sizeof(s->pg_dir), "%s", dir);
     s->conninfo = rdb_create_db(&s->run->db, s->label, s->dbname, err, sizeof(err));
     if (s->conninfo != NULL)
         s->db_env = conninfo_env(s->conninfo);
@@ -1034,12 +1042,11 @@ static void check_scenario(struct sctx *s, struct outcome *oc)
     char err[512];
     /* After a database fault the runner's connection may be gone (a crash,
      * a failover): one probe, and a new connection when it fails. */
-    if (s->conn != NULL && runner_sql_value(s, "SELECT 1", 0, NULL, err, sizeof(err)) < 0) {
-        PQfinish(s->conn);
-        s->conn = pgx_connect(s->conninfo, err, sizeof(err));
-        if (s->conn == NULL)
-            runner_fail(s, "check: database: %s", err);
-    }
+    if (s->conninfo == NULL)
+        return; /* the database was never created */
+    if (runner_sql_value(s, "SELECT 1", 0, NULL, err, sizeof(err)) < 0 &&
+        runner_sql_value(s, "SELECT 1", 0, NULL, err, sizeof(err)) < 0)
+        runner_fail(s, "check: database: %s", err);
     if (s->conn == NULL)
         return;
     for (int i = 0; i < sc->nprocs; i++)
@@ -1710,14 +1717,24 @@ out:
     return rc;
 }
 
+/* A cluster directory of scripts/pg-cluster with a running server. */
+static int pg_dir_valid(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    fmt(path, sizeof(path), "%s/data/postmaster.pid", dir);
+    return access(path, R_OK) == 0;
+}
+
 static void run_usage(FILE *f)
 {
     fprintf(f,
-        "usage: crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO] [--out DIR]\n"
-        "                       [--keep] [--dry-run] [--repeat N] [--bin DIR]\n"
+        "usage: crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO [--pg-dir DIR]]\n"
+        "                       [--out DIR] [--keep] [--dry-run] [--repeat N] [--bin DIR]\n"
         "                       [--report FILE.html]\n"
         "  --all        every scenario in scenarios/\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
+        "  --pg-dir     with --pg: the directory scripts/pg-cluster started it in; \"db\"\n"
+        "               steps may then crash, restart and freeze it (without it they fail)\n"
         "  --out        run directory (default reports/run-<timestamp>)\n"
         "  --keep       leave the cluster, broker and processes running; print how to poke them\n"
         "  --dry-run    print what each scenario will do, do nothing\n"
@@ -1749,6 +1766,8 @@ int runner_main(int argc, char **argv)
             o.brief = 1;
         } else if (strcmp(a, "--pg") == 0 && has_val) {
             o.pg = argv[++i];
+        } else if (strcmp(a, "--pg-dir") == 0 && has_val) {
+            o.pg_dir = argv[++i];
         } else if (strcmp(a, "--out") == 0 && has_val) {
             o.out = argv[++i];
         } else if (strcmp(a, "--bin") == 0 && has_val) {
@@ -1780,6 +1799,14 @@ int runner_main(int argc, char **argv)
     if (o.all == (o.nfiles > 0)) {
         fprintf(stderr, "crashwindow run: give scenario files or --all (not both)\n");
         run_usage(stderr);
+        free(files);
+        return 2;
+    }
+    if (o.pg_dir != NULL && (o.pg == NULL || !pg_dir_valid(o.pg_dir))) {
+        fprintf(stderr, "crashwindow run: --pg-dir %s: %s\n", o.pg_dir,
+                o.pg == NULL ? "only with --pg (without it the runner starts its own cluster)"
+                             : "not a directory scripts/pg-cluster started a server in "
+                               "(no data/postmaster.pid)");
         free(files);
         return 2;
     }

@@ -34,6 +34,8 @@ struct run_opts {
     int nfiles;
     int all;                   /* every .json file in the source tree's scenarios/ */
     const char *pg;            /* an existing server, or NULL for a throwaway cluster */
+    const char *pg_dir;        /* with pg: the directory scripts/pg-cluster started it in,
+                                * when the caller owns it ("db" steps may crash it) */
     const char *out;           /* run directory, or NULL for reports/run-<timestamp> */
     const char *bin;           /* where the binaries are, or NULL for this build */
     const char *bin_fallback;  /* a binary missing from bin is taken from here (NULL: none) */

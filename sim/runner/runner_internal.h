@@ -171,7 +171,8 @@ int runner_fiu_ctrl(struct proc *p, const char *command, int timeout_ms, char *e
                     size_t errlen);
 
 /* The first column of the first row of sql as a number, reconnecting
- * first when the scenario's connection is gone; -1 with err set. */
+ * first when the scenario's connection is gone; -1 with err set, and
+ * s->conn NULL when the connection was lost (the next call reconnects). */
 long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *const *params,
                            char *err, size_t errlen);
 

@@ -335,7 +335,10 @@ static int wait_check(struct sctx *s, const struct sc_step *st, char *last, size
         v = runner_sql_value(s, st->sql, 0, NULL, err, sizeof(err));
         if (v < 0 && err[0] != '\0') {
             snprintf(last, lastlen, "sql failed: %s", err);
-            return -1;
+            /* A statement that fails is the scenario's mistake; a server
+             * that went away (a "db" step) is only not back yet: the next
+             * poll connects again. */
+            return s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK ? 0 : -1;
         }
         snprintf(last, lastlen, "value %lld", v);
         return v >= st->count;

@@ -311,6 +311,7 @@ static int run_batch(struct sim *s, const struct sim_plan *plans, const char *co
     ro.files = files;
     ro.nfiles = n;
     ro.pg = s->pg;
+    ro.pg_dir = s->own_cluster ? s->db.cluster_dir : NULL;
     ro.out = dir;
     ro.bin = s->o.bin;
     ro.bin_fallback = s->o.bin != NULL ? s->own_build : NULL;
@@ -1085,6 +1086,9 @@ int simulator_main(int argc, char **argv)
         fprintf(stderr, "crashwindow sim: %s\n", err);
         return 2;
     }
+    /* Database faults crash and freeze the server: only one of our own
+     * (decided from the options, so that --dry-run shows the same plans). */
+    s->cat.infra = s->o.pg == NULL;
     if (!s->o.have_seed && !s->o.replay) {
         /* The only use of the clock: choosing a seed nobody gave.  It is
          * printed, and everything after depends on the seed alone. */

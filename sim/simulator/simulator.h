@@ -68,6 +68,8 @@ struct sim_point {
 struct sim_catalogue {
     int n;
     struct sim_point p[SIM_MAX_POINTS];
+    int infra;               /* database and broker faults may be drawn: the
+                              * simulator started the cluster (no --pg) */
 };
 
 /* Parses fault-points/catalogue.json text.  0, or -1 with a message in err
@@ -115,8 +117,13 @@ enum sim_act_kind {
     SIM_RESUME,    /* SIGCONT (a pause, or a park fault) */
     SIM_RESTART,   /* stop (SIGTERM) if running, start again: a fresh incarnation */
     SIM_BROKER,    /* broker switches */
-    SIM_REUSE      /* the first key of the latest batch again, another body: 422 */
+    SIM_REUSE,     /* the first key of the latest batch again, another body: 422 */
+    SIM_DB,        /* a fault of PostgreSQL itself: crash, restart, terminate, freeze */
+    SIM_BROKER_CRASH /* SIGKILL the broker, start it again on its durable store */
 };
+
+/* SIM_DB actions, as the runner's "db" step names them. */
+enum sim_db { SIM_DB_CRASH = 0, SIM_DB_RESTART, SIM_DB_TERMINATE, SIM_DB_FREEZE };
 
 /* Broker switch values: -1 leaves a switch as it is. */
 enum sim_outage { SIM_OUTAGE_OFF = 0, SIM_OUTAGE_REFUSE, SIM_OUTAGE_HANG };
@@ -130,6 +137,9 @@ struct sim_act {
     int ms;
     /* broker (-1: unchanged) */
     int outage, duplicate, drop, max_payload;
+    /* db: which fault; ms is the freeze's length or the crash's downtime,
+     * proc the process whose sessions terminate ends (-1: every process) */
+    enum sim_db db;
 };
 
 struct sim_plan {
@@ -139,6 +149,7 @@ struct sim_plan {
     /* broker at start */
     int visibility_ms;
     int duplicate, reorder, delay_ms;   /* 0 = off */
+    int durable_broker;                 /* the broker's store is a file */
     int nfaults;
     struct sim_fault faults[SIM_MAX_FAULTS];
     int nacts;

@@ -492,6 +492,46 @@ static void gen_schedule(struct sim_rng *r, struct sim_plan *p, const struct sim
     }
 }
 
+/* Database and broker faults, drawn from a stream of their own so that
+ * adding them left every other part of every seed's plan as it was: at
+ * most one per run, inserted after the first payments batch (the index of
+ * every later action, and so every later incarnation, moves up by one). */
+static void gen_infra(uint64_t seed, uint64_t run, struct sim_plan *p,
+                      const struct sim_catalogue *cat)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0x9e3779b97f4a7c15ULL, run);
+    if (!cat->infra || !sim_rng_chance(r, 35) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
+        return;
+    int at = sim_rng_range(r, 1, p->nacts);
+    struct sim_act a;
+    memset(&a, 0, sizeof(a));
+    a.proc = -1;
+    a.outage = a.duplicate = a.max_payload = -1;
+    int roll = sim_rng_below(r, 100);
+    if (roll < 20) {
+        a.kind = SIM_BROKER_CRASH;
+        a.ms = PICK(r, 0, 100, 300);
+        p->durable_broker = 1;
+    } else {
+        a.kind = SIM_DB;
+        a.db = roll < 40 ? SIM_DB_CRASH : roll < 55 ? SIM_DB_RESTART
+               : roll < 80 ? SIM_DB_TERMINATE : SIM_DB_FREEZE;
+        if (a.db == SIM_DB_CRASH)
+            a.ms = PICK(r, 0, 200, 500);
+        else if (a.db == SIM_DB_FREEZE)
+            a.ms = sim_rng_range(r, 300, 2000);
+        else if (a.db == SIM_DB_TERMINATE && sim_rng_chance(r, 60))
+            a.proc = sim_rng_range(r, 1, p->nprocs - 1);
+    }
+    memmove(&p->acts[at + 1], &p->acts[at], sizeof(p->acts[0]) * (size_t)(p->nacts - at));
+    p->acts[at] = a;
+    p->nacts++;
+    for (int i = 0; i < p->nfaults; i++)
+        if (p->faults[i].incarnation >= at)
+            p->faults[i].incarnation++;
+}
+
 /* One PRNG drawn in a fixed order: layout, first faults, schedule.
  * Reordering the three calls would change the plan of every seed. */
 void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
@@ -505,6 +545,7 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_layout(r, p);
     gen_first_faults(r, p, cat);
     gen_schedule(r, p, cat);
+    gen_infra(seed, run, p, cat);
 }
 
 /* ---- rendering ----------------------------------------------------------- */
@@ -791,6 +832,23 @@ static void render_broker(struct render_ctx *ctx, const struct sim_act *a)
     cJSON_AddItemToObject(o, "control", c);
 }
 
+static const char *const db_actions[] = { "crash", "restart", "terminate", "freeze" };
+
+static void render_db(struct render_ctx *ctx, const struct sim_act *a)
+{
+    cJSON *o = step(ctx->steps, "db");
+    cJSON_AddStringToObject(o, "action", db_actions[a->db]);
+    if (a->db == SIM_DB_CRASH)
+        cJSON_AddNumberToObject(o, "down_ms", a->ms);
+    else if (a->db == SIM_DB_FREEZE)
+        cJSON_AddNumberToObject(o, "ms", a->ms);
+    if (a->db == SIM_DB_TERMINATE && a->proc >= 0) {
+        char name[32];
+        proc_name(ctx->p, a->proc, name, sizeof(name));
+        cJSON_AddStringToObject(o, "proc", name);
+    }
+}
+
 /* The plan's actions as runner steps, one verb each, walking the process
  * state machine described at the top of this file. */
 static void render_steps(const struct sim_plan *p, cJSON *steps)
@@ -835,6 +893,14 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
         case SIM_BROKER:
             render_broker(&ctx, a);
             break;
+        case SIM_DB:
+            render_db(&ctx, a);
+            break;
+        case SIM_BROKER_CRASH: {
+            cJSON *o = step(ctx.steps, "broker_crash");
+            cJSON_AddNumberToObject(o, "down_ms", a->ms);
+            break;
+        }
         }
     }
 }
@@ -894,6 +960,8 @@ cJSON *sim_render(const struct sim_plan *p, const char *name, const char *title)
         cJSON_AddBoolToObject(broker, "reorder", 1);
     if (p->delay_ms > 0)
         cJSON_AddNumberToObject(broker, "delay_ms", p->delay_ms);
+    if (p->durable_broker)
+        cJSON_AddBoolToObject(broker, "durable", 1);
 
     render_steps(p, cJSON_AddArrayToObject(root, "steps"));
 
@@ -1022,6 +1090,17 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             break;
         case SIM_REUSE:
             sb_add(&b, " reuse-key");
+            break;
+        case SIM_DB:
+            sb_add(&b, " db(%s", db_actions[a->db]);
+            if (a->db == SIM_DB_CRASH || a->db == SIM_DB_FREEZE)
+                sb_add(&b, ",%d ms", a->ms);
+            if (a->db == SIM_DB_TERMINATE && a->proc >= 0)
+                sb_add(&b, ",%s", name);
+            sb_add(&b, ")");
+            break;
+        case SIM_BROKER_CRASH:
+            sb_add(&b, " broker-crash(%d ms)", a->ms);
             break;
         }
     }

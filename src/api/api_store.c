@@ -559,6 +559,21 @@ static int answer_from_record(PGconn *conn, const struct api_command *cmd, struc
     return found;
 }
 
+/* 1 when the outbox row of this request's event exists on conn, 0 when it
+ * does not, -1 on error.  The event id was generated once for the request,
+ * so the row is this transaction's own. */
+static int event_row_exists(PGconn *conn, const struct plan *plan)
+{
+    const char *params[1] = { plan->event_id };
+    PGresult *res = pgx_exec(conn, "SELECT 1 FROM outbox_messages WHERE id = $1::uuid", 1,
+                             params, NULL, NULL, 0);
+    if (res == NULL)
+        return -1;
+    int n = PQntuples(res);
+    PQclear(res);
+    return n > 0;
+}
+
 /* The connection broke while COMMIT was in flight (or api/commit_lost said
  * so).  Never guesses and never writes again: asks the server what became
  * of transaction xid, waiting a bounded time while it is still in progress. */
@@ -609,13 +624,25 @@ static void resolve_ambiguous(api_store *s, const struct api_command *cmd,
             if (found == 1) {
                 resolution = "committed";
             } else if (!is_null) {
-                /* Committed, yet the record is gone (cleaned up): what was
-                 * committed is exactly the planned answer. */
-                resolution = "committed";
-                api_reply_text(r, plan->ok_status, "application/json", plan->body);
-                if (plan->ok_status == 201)
-                    snprintf(r->location, sizeof(r->location), "/payments/%s",
-                             plan->payment_id);
+                /* "Committed", yet our record is not there.  An xid names a
+                 * transaction only within one history: after a failover
+                 * the promoted standby hands the numbers of commits it
+                 * never received to new transactions, so the status may be
+                 * another transaction's.  Only our own event row proves
+                 * the commit; without it nothing of ours is stored here. */
+                int ours = event_row_exists(conn, plan);
+                if (ours < 0) {
+                    api_pool_release(s->cfg.pool, conn, 1);
+                    sleep_ms(50);
+                    continue;
+                }
+                resolution = ours ? "committed" : "aborted";
+                if (ours) {
+                    api_reply_text(r, plan->ok_status, "application/json", plan->body);
+                    if (plan->ok_status == 201)
+                        snprintf(r->location, sizeof(r->location), "/payments/%s",
+                                 plan->payment_id);
+                }
             } else {
                 /* No status and no record: there is nothing left to ask. */
                 resolution = "unknown";

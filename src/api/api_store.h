@@ -31,7 +31,9 @@
  * during COMMIT the outcome is settled with pg_xact_status(xid) on a new
  * connection, and the answer comes from the idempotency record (committed)
  * or is 503 (rolled back, or still unknown after a bounded wait; a retry with
- * the same key is then safe either way). */
+ * the same key is then safe either way).  A "committed" status is believed
+ * only with the request's own record or event row beside it: after a
+ * failover the xid may name another transaction of the new primary. */
 #ifndef CW_API_STORE_H
 #define CW_API_STORE_H
 

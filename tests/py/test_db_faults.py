@@ -1,0 +1,180 @@
+"""PostgreSQL and the broker as fault targets: the "db" and "broker_crash"
+steps, a scenario's own primary with a standby, hazard scenarios, and the
+liveness rule heal.restart false.
+
+Bad scenario files are refused before anything starts, naming the file and
+the field.  The behaviour tests run small scenarios written here and assert
+on what the database and the broker's log say (through result.json's checker
+verdicts), never on log lines.
+"""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import binary
+
+RELAY = {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100, "batch": 10}}
+PIPELINE = {
+    "api": {"kind": "api"},
+    "relay-1": RELAY,
+    "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
+}
+STANDBY = {"database": {"standby": True, "synchronous": False}}
+
+
+def scenario(tmp_path, name, steps, invariants=("nothing_lost",), **extra):
+    spec = {"name": name, "title": f"test {name}", "crash_window": "test/window",
+            "processes": extra.pop("processes", PIPELINE), "steps": steps,
+            "invariants": list(invariants)}
+    spec.update(extra)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(spec, indent=1))
+    return str(path)
+
+
+def crashwindow(*args, timeout=300):
+    return subprocess.run([binary("crashwindow"), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def run_one(tmp_path, path, *extra):
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--out", str(out), *extra)
+    with open(os.path.join(out, "result.json"), encoding="utf-8") as f:
+        return r, json.load(f)["scenarios"][0]
+
+
+def inv(sc, name):
+    return next(i for i in sc["invariants"] if i["name"] == name)
+
+
+@pytest.mark.parametrize("steps,extra,message", [
+    ([{"do": "db", "action": "failover"}], {},
+     "steps[0].action: 'failover' needs a standby"),
+    ([{"do": "db", "action": "stall_replication"}], {},
+     "steps[0].action: 'stall_replication' needs a standby"),
+    ([{"do": "db", "action": "freeze"}], {},
+     "steps[0].ms: missing: a freeze needs its duration in milliseconds"),
+    ([{"do": "db", "action": "freeze", "ms": 0}], {}, "steps[0].ms: 0 is out of range"),
+    ([{"do": "db", "action": "explode"}], {}, "steps[0].action: unknown action 'explode'"),
+    ([{"do": "db"}], {}, "steps[0].action: missing"),
+    ([{"do": "db", "action": "crash", "ms": 5}], {}, "steps[0]: ms is only for action 'freeze'"),
+    ([{"do": "db", "action": "restart", "proc": "api"}], {},
+     "steps[0]: proc is only for action 'terminate'"),
+    ([{"do": "db", "action": "terminate", "proc": "relay-9"}], {},
+     "steps[0].proc: unknown process 'relay-9'"),
+    ([{"do": "db", "action": "crash", "down_ms": -1}], {}, "steps[0].down_ms: -1 is out of range"),
+    ([{"do": "broker_crash", "hard": True}], {}, "steps[0]: unknown field 'hard'"),
+    ([{"do": "db", "action": "stall_replication"}],
+     {"database": {"standby": True, "synchronous": True}},
+     "steps[0].action: 'stall_replication' with synchronous replication"),
+    ([], {"database": {"standby": True}}, "database.synchronous: missing"),
+    ([], {"database": {"standby": False, "synchronous": True}}, "database.standby: must be true"),
+    ([], {"database": {"standby": True, "synchronous": "yes"}},
+     "database.synchronous: must be true or false"),
+    ([], {"database": {"standby": True, "synchronous": True, "replicas": 2}},
+     "database: unknown field 'replicas'"),
+    ([], {"broker": {"durable": 1}}, "broker.durable: must be true or false"),
+    ([], {"heal": {"restart": "no"}}, "heal.restart: must be true or false"),
+    ([], {"hazard": {"caught_by": ["effect_once"], "why": "x"}},
+     "hazard.caught_by[0]: 'effect_once' must also be listed in \"invariants\""),
+    ([], {"hazard": {"caught_by": [], "why": "x"}}, "hazard.caught_by: must be a non-empty array"),
+    ([], {"hazard": {"caught_by": ["nothing_lost"]}}, "hazard.why: missing"),
+])
+def test_bad_fault_steps_are_refused_before_anything_starts(tmp_path, steps, extra, message):
+    path = scenario(tmp_path, "bad", steps, **extra)
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--out", str(out))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{path}: {message}" in r.stderr, r.stderr
+    assert not out.exists(), "a bad scenario file must stop the run before anything starts"
+
+
+def test_dry_run_describes_database_faults(tmp_path):
+    path = scenario(tmp_path, "dry", [
+        {"do": "db", "action": "stall_replication"},
+        {"do": "db", "action": "failover"},
+        {"do": "db", "action": "freeze", "ms": 1500},
+        {"do": "broker_crash", "down_ms": 100},
+    ], hazard={"caught_by": ["nothing_lost"], "why": "loses data"},
+        heal={"restart": False}, **STANDBY)
+    r = crashwindow("run", path, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    for text in ("own primary + streaming standby, asynchronous replication",
+                 "db failover: kill the primary, promote the standby",
+                 "db freeze (SIGSTOP the server) for 1500 ms",
+                 "broker crash (SIGKILL), down 100 ms",
+                 "no restarts (every process must have recovered by itself)",
+                 "hazard: loses data", "caught by: nothing_lost (each must fail)"):
+        assert text in r.stdout, r.stdout
+
+
+def test_db_steps_refuse_a_server_the_runner_does_not_own(tmp_path, pg_cluster):
+    path = scenario(tmp_path, "ext", [{"do": "db", "action": "restart"}])
+    r, sc = run_one(tmp_path, path, "--pg", pg_cluster)
+    assert r.returncode == 1
+    assert "run without --pg" in sc["error"]
+
+
+def test_a_crash_keeps_what_was_committed_and_processes_recover(tmp_path):
+    path = scenario(tmp_path, "crash", [
+        {"do": "payments", "count": 5, "key_prefix": "c1"},
+        {"do": "wait", "until": "consumed", "count": 5, "timeout_ms": 10000},
+        {"do": "db", "action": "crash", "down_ms": 300},
+        {"do": "payments", "count": 5, "key_prefix": "c2", "retries": 3},
+        {"do": "wait", "until": "consumed", "count": 10, "timeout_ms": 15000},
+    ], invariants=("nothing_lost", "effect_once", "payment_one_creation_event"),
+        heal={"restart": False, "timeout_ms": 15000},
+        expect=[{"check": "effects", "equals": 10}, {"check": "payments", "equals": 10}])
+    r, sc = run_one(tmp_path, path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sc["verdict"] == "pass" and sc["restarts"] == 0
+    crash = [x for x in sc["recovery"] if x["action"] == "crash"]
+    assert len(crash) == 1 and crash[0]["recovery_ms"] >= 300
+
+
+def test_a_process_that_dies_fails_a_no_restart_heal(tmp_path):
+    path = scenario(tmp_path, "dies", [
+        {"do": "payments", "count": 2},
+        {"do": "kill", "proc": "relay-1"},
+    ], heal={"restart": False, "timeout_ms": 5000})
+    r, sc = run_one(tmp_path, path)
+    assert r.returncode == 1
+    assert "relay-1 is not running" in sc["error"] and "heal.restart false" in sc["error"]
+
+
+def test_a_hazard_that_loses_nothing_fails(tmp_path):
+    """A hazard scenario passes only when the loss is caught: with a durable
+    broker the crash loses nothing, so the hazard goes uncaught."""
+    path = scenario(tmp_path, "nohazard", [
+        {"do": "payments", "count": 3},
+        {"do": "wait", "until": "published", "count": 3, "timeout_ms": 10000},
+        {"do": "broker_crash"},
+        {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 10000},
+    ], broker={"durable": True},
+        hazard={"caught_by": ["nothing_lost"], "why": "a broker crash"})
+    r, sc = run_one(tmp_path, path)
+    assert r.returncode == 1, r.stdout
+    assert sc["hazard"]["caught"] is False
+    assert inv(sc, "nothing_lost")["violations"] == 0
+
+
+def test_terminate_aims_at_one_process_by_application_name(tmp_path):
+    """Only the relay's sessions go: the consumer's transaction survives
+    while it is parked before COMMIT, so its commit succeeds."""
+    procs = dict(PIPELINE)
+    procs["accounting"] = {"kind": "consumer", "args": {"name": "accounting"},
+                           "faults": "consumer/before_commit=park@1"}
+    path = scenario(tmp_path, "term", [
+        {"do": "payments", "count": 1},
+        {"do": "wait", "until": "parked", "proc": "accounting",
+         "point": "consumer/before_commit", "timeout_ms": 5000},
+        {"do": "db", "action": "terminate", "proc": "relay-1"},
+        {"do": "resume", "proc": "accounting"},
+        {"do": "wait", "until": "consumed", "count": 1, "timeout_ms": 10000},
+    ], invariants=("nothing_lost", "effect_once"), processes=procs,
+        heal={"restart": False}, expect=[{"check": "redeliveries", "equals": 0}])
+    r, sc = run_one(tmp_path, path)
+    assert r.returncode == 0, r.stdout + r.stderr
