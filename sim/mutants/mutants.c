@@ -333,6 +333,8 @@ static void usage(FILE *f)
         "  --only NAME  this mutant only (repeatable)\n"
         "  --out DIR    output directory (default reports/mutants-<timestamp>)\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
+        "  --pg-dir DIR with --pg: the directory scripts/pg-cluster started it in, so that\n"
+        "               the scenarios' \"db\" steps may crash and restart it\n"
         "  --list       print the mutants and the scenarios aimed at each, do nothing\n"
         "exit status: 0 the unmutated build passes and every mutant is killed, 1 not, 2 bad usage\n");
 }
@@ -344,6 +346,7 @@ struct mutants_opts {
     int list;
     const char *out;         /* --out, or NULL */
     const char *pg;          /* --pg, or NULL: a throwaway cluster */
+    const char *pg_dir;      /* --pg-dir: where scripts/pg-cluster started --pg's server */
 };
 
 /* 0 to go on, 1 after --help (usage printed), -1 on bad usage (message
@@ -366,6 +369,8 @@ static int parse_args(struct mutants_opts *o, int argc, char **argv)
             o->out = argv[++i];
         } else if (strcmp(argv[i], "--pg") == 0 && i + 1 < argc) {
             o->pg = argv[++i];
+        } else if (strcmp(argv[i], "--pg-dir") == 0 && i + 1 < argc) {
+            o->pg_dir = argv[++i];
         } else if (strcmp(argv[i], "--list") == 0) {
             o->list = 1;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -671,7 +676,7 @@ int mutants_main(int argc, char **argv)
         return 1;
     }
     r->pg = opts.pg != NULL ? opts.pg : db.admin;
-    r->pg_dir = opts.pg != NULL ? NULL : db.cluster_dir;
+    r->pg_dir = opts.pg != NULL ? opts.pg_dir : db.cluster_dir;
 
     /* The unmutated build must pass everything first. */
     cJSON *result;

@@ -627,15 +627,25 @@ int runner_fiu_ctrl(struct proc *p, const char *command, int timeout_ms, char *e
 /* ---- database helpers --------------------------------------------------- */
 
 /* The first column of the first row as a number; -1 with an error set. */
+int runner_connect(struct sctx *s, char *err, size_t errlen)
+{
+    PQfinish(s->conn);
+    s->conn = pgx_connect(s->conninfo, err, errlen);
+    if (s->conn == NULL)
+        return -1;
+    /* The server's notices ("terminating connection due to immediate
+     * shutdown" when a "db" step crashes it) are the scenario's doing, not
+     * news for the terminal. */
+    PQsetNoticeProcessor(s->conn, rdb_quiet_notices, NULL);
+    return 0;
+}
+
 long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *const *params,
                            char *err, size_t errlen)
 {
-    if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
-        PQfinish(s->conn);
-        s->conn = pgx_connect(s->conninfo, err, errlen);
-        if (s->conn == NULL)
-            return -1;
-    }
+    if ((s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) &&
+        runner_connect(s, err, errlen) < 0)
+        return -1;
     char sqlstate[6] = "";
     PGresult *r = pgx_exec(s->conn, sql, n, params, sqlstate, err, errlen);
     if (r == NULL) {
@@ -974,8 +984,7 @@ static void open_database(struct sctx *s)
     if (s->conninfo == NULL || s->db_env == NULL) {
         runner_fail(s, "database: %s", s->conninfo == NULL ? err : "out of memory");
     } else {
-        s->conn = pgx_connect(s->conninfo, err, sizeof(err));
-        if (s->conn == NULL)
+        if (runner_connect(s, err, sizeof(err)) < 0)
             runner_fail(s, "database: %s", err);
     }
 }

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void quiet_notice(void *arg, const char *message)
+void rdb_quiet_notices(void *arg, const char *message)
 {
     (void)arg;
     (void)message;
@@ -37,7 +37,7 @@ static int admin_cmd(struct rdb *db, enum admin_op op, const char *ident1, const
         return -1;
     }
     /* "database ... does not exist, skipping" is expected: keep it quiet. */
-    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    PQsetNoticeProcessor(c, rdb_quiet_notices, NULL);
     q1 = PQescapeIdentifier(c, ident1, strlen(ident1));
     if (ident2 != NULL)
         q2 = PQescapeIdentifier(c, ident2, strlen(ident2));

@@ -48,6 +48,11 @@ int rdb_drop_db(struct rdb *db, const char *name, char *err, size_t errlen);
 int rdb_cluster_cmd(const char *script, const char *verb, const char *dir, const char *arg,
                     int timeout_ms, char *out, size_t outlen, char *err, size_t errlen);
 
+/* A libpq notice processor that drops every notice: the runner's own
+ * connections hear of the faults it causes ("terminating connection due
+ * to immediate shutdown") and need not repeat them on the terminal. */
+void rdb_quiet_notices(void *arg, const char *message);
+
 /* Drops the template; stops and removes the cluster we started unless keep.
  * Frees what db holds. */
 void rdb_finish(struct rdb *db, const char *script, int keep);

@@ -107,8 +107,7 @@ int runner_open_standby_db(struct sctx *s)
     s->db_env = s->conninfo ? conninfo_env(s->conninfo) : NULL;
     if (s->db_env == NULL)
         return runner_fail(s, "database: out of memory");
-    s->conn = pgx_connect(s->conninfo, err, sizeof(err));
-    if (s->conn == NULL)
+    if (runner_connect(s, err, sizeof(err)) < 0)
         return runner_fail(s, "database: %s", err);
     runner_progress(s, "database: own primary %s and %s standby %s", s->pg_dir,
                     s->sc->synchronous ? "synchronous" : "asynchronous", s->standby_dir);

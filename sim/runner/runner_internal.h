@@ -170,6 +170,10 @@ int runner_start_broker(struct sctx *s);
 int runner_fiu_ctrl(struct proc *p, const char *command, int timeout_ms, char *err,
                     size_t errlen);
 
+/* (Re)opens the runner's connection to the scenario's database, with the
+ * server's notices silenced.  0, or -1 with err (s->conn is then NULL). */
+int runner_connect(struct sctx *s, char *err, size_t errlen);
+
 /* The first column of the first row of sql as a number, reconnecting
  * first when the scenario's connection is gone; -1 with err set, and
  * s->conn NULL when the connection was lost (the next call reconnects). */

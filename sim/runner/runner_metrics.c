@@ -7,6 +7,7 @@
 #include "runner_metrics.h"
 #include "cwlog.h"
 #include "pgx.h"
+#include "runner_db.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -65,6 +66,9 @@ static void sample(struct metrics *m, PGconn **conn)
         *conn = pgx_connect(m->conninfo, err, sizeof(err));
         if (*conn == NULL)
             return;
+        /* A crashed or restarted server says so to every session; the
+         * sampler only needs to connect again. */
+        PQsetNoticeProcessor(*conn, rdb_quiet_notices, NULL);
     }
     PGresult *r = pgx_exec(*conn, SAMPLE_SQL, 0, NULL, NULL, err, sizeof(err));
     if (r == NULL) {

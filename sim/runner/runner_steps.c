@@ -612,9 +612,7 @@ static int step_sql(struct sctx *s, const struct sc_step *st)
 {
     char err[512], state[6];
     if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
-        PQfinish(s->conn);
-        s->conn = pgx_connect(s->conninfo, err, sizeof(err));
-        if (s->conn == NULL)
+        if (runner_connect(s, err, sizeof(err)) < 0)
             return runner_fail(s, "sql: %s", err);
     }
     PGresult *r = pgx_exec(s->conn, st->sql, 0, NULL, state, err, sizeof(err));

@@ -55,6 +55,7 @@ struct sim_opts {
     int shrink;
     const char *bin;
     const char *pg;
+    const char *pg_dir;      /* with pg: where scripts/pg-cluster started it */
     int dry_run;
     int keep_passing;
     long max_failures;       /* stop after this many failing runs; 0: never */
@@ -311,7 +312,7 @@ static int run_batch(struct sim *s, const struct sim_plan *plans, const char *co
     ro.files = files;
     ro.nfiles = n;
     ro.pg = s->pg;
-    ro.pg_dir = s->own_cluster ? s->db.cluster_dir : NULL;
+    ro.pg_dir = s->own_cluster ? s->db.cluster_dir : s->o.pg_dir;
     ro.out = dir;
     ro.bin = s->o.bin;
     ro.bin_fallback = s->o.bin != NULL ? s->own_build : NULL;
@@ -792,6 +793,8 @@ static void usage(FILE *f)
         "  --bin DIR           the binaries under test (a binary missing there is taken\n"
         "                      from this build)\n"
         "  --pg CONNINFO       use this PostgreSQL server instead of a throwaway cluster\n"
+        "  --pg-dir DIR        with --pg: the directory scripts/pg-cluster started it in;\n"
+        "                      database faults are drawn only with a cluster of our own\n"
         "  --max-failures N    stop after N failing runs\n"
         "  --dry-run           print the generated scenarios, run nothing\n"
         "  --keep-passing      keep the files of passing runs too\n"
@@ -871,6 +874,9 @@ static int parse_args(struct sim_opts *o, int argc, char **argv)
             i++;
         } else if (strcmp(a, "--pg") == 0) {
             o->pg = v;
+            i++;
+        } else if (strcmp(a, "--pg-dir") == 0) {
+            o->pg_dir = v;
             i++;
         } else {
             fprintf(stderr, "crashwindow sim: unknown option '%s'\n", a);
@@ -1088,7 +1094,7 @@ int simulator_main(int argc, char **argv)
     }
     /* Database faults crash and freeze the server: only one of our own
      * (decided from the options, so that --dry-run shows the same plans). */
-    s->cat.infra = s->o.pg == NULL;
+    s->cat.infra = s->o.pg == NULL || s->o.pg_dir != NULL;
     if (!s->o.have_seed && !s->o.replay) {
         /* The only use of the clock: choosing a seed nobody gave.  It is
          * printed, and everything after depends on the seed alone. */

@@ -36,7 +36,9 @@ def test_list_and_usage():
 def test_one_mutant_is_killed(tmp_path, pg_cluster):
     name = "idempotency_without_hash"
     out = tmp_path / "mut"
-    r = crashwindow("mutants", "--only", name, "--out", str(out), "--pg", pg_cluster)
+    pg_dir = dict(kv.split("=", 1) for kv in pg_cluster.split())["host"]
+    r = crashwindow("mutants", "--only", name, "--out", str(out), "--pg", pg_cluster,
+                    "--pg-dir", pg_dir)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr
     assert "1/1 mutants killed" in r.stdout
     assert f"{name}: killed by 11-http-retry-after-crash" in r.stdout
