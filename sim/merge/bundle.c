@@ -140,9 +140,9 @@ static void summary_facts(struct rbuf *b, const cJSON *result)
 {
     rbuf_puts(b, "| | |\n|---|---|\n| commit | `");
     md_put(b, jstr(result, "commit") ? jstr(result, "commit") : "unknown", 80);
-    rbuf_puts(b, "` |\n| run | ");
+    rbuf_puts(b, "` |\n| run | `crashwindow ");
     md_put(b, jstr(result, "kind"), 20);
-    rbuf_puts(b, " started ");
+    rbuf_puts(b, "`, started ");
     md_put(b, jstr(result, "started_at"), 40);
     rbuf_puts(b, " on ");
     md_put(b, jstr(jget(result, "machine"), "hostname"), 100);
@@ -242,7 +242,7 @@ static void scenario_replay(struct rbuf *sh, struct rbuf *md, const cJSON *resul
                             int has_shrunk)
 {
     replay_head(sh, result, label);
-    rbuf_puts(md, "\n## Replay\n\nFrom a checkout of the commit above, built "
+    rbuf_puts(md, "\n## Replay\n\nFrom the top of a checkout of the commit above, built "
                   "(`cmake -S . -B build && cmake --build build`):\n\n");
     const char *run = jstr(failing, "run");
     if (failing != NULL && shell_plain(run)) {
@@ -250,11 +250,12 @@ static void scenario_replay(struct rbuf *sh, struct rbuf *md, const cJSON *resul
         rbuf_printf(md, "    build/sim/crashwindow sim --replay %s    # the same seed and "
                         "run: the same schedule\n", run);
         if (has_shrunk)
-            rbuf_puts(md, "    build/sim/crashwindow run shrunk.json         # the smallest "
+            rbuf_puts(md, "    build/sim/crashwindow run BUNDLE/shrunk.json  # the smallest "
                           "schedule that still fails\n");
     } else {
         rbuf_puts(sh, "exec \"$cw\" run \"$here/scenario.json\" \"$@\"\n");
-        rbuf_puts(md, "    build/sim/crashwindow run scenario.json\n");
+        rbuf_puts(md, "    build/sim/crashwindow run BUNDLE/scenario.json    # this bundle's "
+                      "copy\n");
         const char *file = jstr(sc, "file");
         const char *in_tree = file != NULL ? strstr(file, "scenarios/") : NULL;
         if (in_tree != NULL && shell_plain(in_tree + strlen("scenarios/"))) {
@@ -263,7 +264,8 @@ static void scenario_replay(struct rbuf *sh, struct rbuf *md, const cJSON *resul
             rbuf_puts(md, "    # the file in the repository\n");
         }
     }
-    rbuf_puts(md, "\nor `sh replay.sh` (add `--keep` to leave the system up to poke at).\n");
+    rbuf_puts(md, "\nor `sh BUNDLE/replay.sh` (BUNDLE: this directory; add `--keep` to leave "
+                  "the system up to poke at).\n");
 }
 
 static void summary_files(struct rbuf *md, int has_logs, int has_shrunk)
@@ -388,8 +390,9 @@ static int bundle_mutant(const char *dir, const char *broot, const cJSON *result
     summary_facts(&md, result);
     replay_head(&sh, result, name);
     rbuf_printf(&sh, "exec \"$cw\" mutants --only %s \"$@\"\n", name);
-    rbuf_printf(&md, "\n## Replay\n\nFrom a checkout of the commit above, built:\n\n"
-                     "    build/sim/crashwindow mutants --only %s\n\nor `sh replay.sh`.\n\n"
+    rbuf_printf(&md, "\n## Replay\n\nFrom the top of a checkout of the commit above, built:\n\n"
+                     "    build/sim/crashwindow mutants --only %s\n\nor `sh BUNDLE/replay.sh` "
+                     "(BUNDLE: this directory).\n\n"
                      "## Files\n\n- `build.log`: the mutant's build\n- `logs/<scenario>/`: "
                      "each aimed scenario's record against the mutant build\n", name);
     int rc = write_buf(bdir, "summary.md", &md, err, errlen) < 0 ||

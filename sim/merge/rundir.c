@@ -57,8 +57,16 @@ cJSON *rundir_load(const char *dir, char *err, size_t errlen)
     cJSON *res = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (res == NULL) {
         size_t at = end != NULL && end >= text ? (size_t)(end - text) : 0;
+        /* A whole result.json ends with its closing brace; a copy or a
+         * write that stopped early does not. */
+        size_t last = len;
+        while (last > 0 && (text[last - 1] == '\n' || text[last - 1] == ' ' ||
+                            text[last - 1] == '\r' || text[last - 1] == '\t'))
+            last--;
+        int cut = last == 0 || text[last - 1] != '}';
         snprintf(err, errlen, "%s is not valid JSON (parsing stopped at byte %zu of %zu%s)",
-                 path, at, len, at + 1 >= len ? ": the file is cut short" : "");
+                 path, at, len, cut ? "; the file is cut short: truncated or still being "
+                 "written" : "; corrupt");
         free(text);
         return NULL;
     }
