@@ -166,6 +166,29 @@ static void diff_names(const cJSON *a, const cJSON *b, char *out, size_t outlen)
         snprintf(out, outlen, "the same names in another order");
 }
 
+/* A plan: one share in 1..count per item of work. */
+static int plan_ok(const cJSON *plan, const cJSON *work, int count)
+{
+    if (!cJSON_IsArray(plan) || cJSON_GetArraySize(plan) != cJSON_GetArraySize(work))
+        return 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, plan) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+            it->valuedouble < 1 || it->valuedouble > count)
+            return 0;
+    }
+    return 1;
+}
+
+/* The share of item i of the work: from the plan, or round robin. */
+static int in_share(const cJSON *plan, const struct shard *sh, long i)
+{
+    if (plan == NULL)
+        return shard_mine(sh, i);
+    const cJSON *p = cJSON_GetArrayItem(plan, (int)i);
+    return cJSON_IsNumber(p) && (int)p->valuedouble == sh->index;
+}
+
 /* The work lists of s and f (the first shard) agree. */
 static int same_list(const struct mshard *f, const struct mshard *s, const char *key,
                      const char *what, char *err, size_t errlen)
@@ -204,6 +227,14 @@ static int same_work(const struct merge *m, const struct mshard *f, const struct
     if (strcmp(m->kind, "mutants") == 0 &&
         same_list(f, s, "mutants", "mutant lists", err, errlen) < 0)
         return -1;
+    const cJSON *p = jget(s->shard, "plan");
+    if (p != NULL && !plan_ok(p, jget(s->shard, "work"), s->count))
+        return fail(err, errlen, "%s: its \"shard\" has a bad \"plan\" (a share from 1 to %d "
+                    "for every scenario)", s->label, s->count);
+    if (!cJSON_Compare(jget(f->shard, "plan"), p, 1) &&
+        (p != NULL || jget(f->shard, "plan") != NULL))
+        return fail(err, errlen, "%s and %s split the scenarios differently: give every shard "
+                    "the same --shard-weights (or none)", f->label, s->label);
     const char *d1 = jstr(f->shard, "digest"), *d2 = jstr(s->shard, "digest");
     if (d1 == NULL || d2 == NULL || strcmp(d1, d2) != 0)
         return fail(err, errlen, "%s and %s ran scenario files of the same names but "
@@ -252,6 +283,7 @@ static int same_split(struct merge *m, char *err, size_t errlen)
     } else {
         m->work = jget(f->shard, "work");
         m->mwork = jget(f->shard, "mutants");
+        m->plan = jget(f->shard, "plan");
         long r = 1;
         jint(f->shard, "repeat", 1, 10000, &r);
         m->repeat = (int)r;
@@ -276,13 +308,14 @@ static void share_words(const struct merge *m, int k, char *out, size_t outlen)
     int shown = 0, more = 0;
     for (int pass = 0; pass < 2; pass++) {
         const cJSON *list = pass ? m->mwork : m->work;
+        const cJSON *plan = pass ? NULL : m->plan;
         long i = 0;
         const cJSON *it;
         if (pass && list != NULL && n < outlen)
             n += (size_t)snprintf(out + n, outlen - n, "; mutants");
         shown = 0;
         cJSON_ArrayForEach(it, list) {
-            if (shard_mine(&sh, i++) && cJSON_IsString(it)) {
+            if (in_share(plan, &sh, i++) && cJSON_IsString(it)) {
                 if (shown++ < 8 && n < outlen)
                     n += (size_t)snprintf(out + n, outlen - n, " %s", it->valuestring);
                 else
@@ -356,7 +389,7 @@ static int check_entry(const struct mshard *s, const cJSON *sc, int at, char *er
 
 /* A run's or a baseline's scenarios are exactly the share's, each
  * repeat times. */
-static int check_share_list(const struct merge *m, const struct mshard *s, const cJSON *list,
+static int check_share_list(const struct mshard *s, const cJSON *list, const cJSON *plan,
                             const cJSON *actual, const char *what, int times, char *err,
                             size_t errlen)
 {
@@ -364,7 +397,7 @@ static int check_share_list(const struct merge *m, const struct mshard *s, const
     long i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, list) {
-        int want = shard_mine(&sh, i++) ? times : 0, have = 0;
+        int want = in_share(plan, &sh, i++) ? times : 0, have = 0;
         const cJSON *a;
         cJSON_ArrayForEach(a, actual) {
             have += jstr(a, "name") != NULL && strcmp(jstr(a, "name"), it->valuestring) == 0;
@@ -385,7 +418,6 @@ static int check_share_list(const struct merge *m, const struct mshard *s, const
                         "work it splits", s->label, what, jstr(a, "name") ? jstr(a, "name")
                                                                       : "(unnamed)");
     }
-    (void)m;
     return 0;
 }
 
@@ -443,7 +475,7 @@ static int check_contents(const struct merge *m, char *err, size_t errlen)
                 return -1;
             continue;
         }
-        if (check_share_list(m, s, m->work, scs, "scenario", m->repeat, err, errlen) < 0)
+        if (check_share_list(s, m->work, m->plan, scs, "scenario", m->repeat, err, errlen) < 0)
             return -1;
         if (strcmp(m->kind, "mutants") != 0)
             continue;
@@ -451,7 +483,7 @@ static int check_contents(const struct merge *m, char *err, size_t errlen)
         if (!cJSON_IsArray(muts))
             return fail(err, errlen, "%s: its result.json has no \"mutants\" array: the "
                         "mutant matrix did not finish", s->label);
-        if (check_share_list(m, s, m->mwork, muts, "mutant", 1, err, errlen) < 0)
+        if (check_share_list(s, m->mwork, NULL, muts, "mutant", 1, err, errlen) < 0)
             return -1;
     }
     return 0;

@@ -28,6 +28,8 @@ struct merge {
     struct mshard **by_index;   /* [1..count] */
     const cJSON *work;          /* run, mutants: the scenario names */
     const cJSON *mwork;         /* mutants: the mutant names */
+    const cJSON *plan;          /* run, mutants: the share of each scenario (NULL:
+                                   round robin) */
     int repeat;                 /* run: each scenario this many times */
     long runs;                  /* sim: runs 1..runs of the seed */
 };

@@ -125,6 +125,40 @@ int shard_mine(const struct shard *sh, long i)
     return i % sh->count == sh->index - 1;
 }
 
+void shard_plan(const double *weights, int n, int count, int *plan)
+{
+    if (weights == NULL || count <= 1) {
+        for (int i = 0; i < n; i++)
+            plan[i] = count > 0 ? i % count + 1 : 1;
+        return;
+    }
+    /* n and count are small (scenarios, shards): quadratic is fine and
+     * keeps the order rules plain. */
+    double *load = calloc((size_t)count, sizeof(double));
+    char *done = calloc((size_t)n + 1, 1);
+    if (load == NULL || done == NULL) {
+        free(load);
+        free(done);
+        shard_plan(NULL, n, count, plan);
+        return;
+    }
+    for (int placed = 0; placed < n; placed++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!done[i] && (best < 0 || weights[i] > weights[best]))
+                best = i;
+        int to = 0;
+        for (int k = 1; k < count; k++)
+            if (load[k] < load[to])
+                to = k;
+        done[best] = 1;
+        load[to] += weights[best];
+        plan[best] = to + 1;
+    }
+    free(load);
+    free(done);
+}
+
 void shard_range(const struct shard *sh, long total, long *first, long *last)
 {
     if (sh == NULL || sh->count <= 0) {

@@ -6,8 +6,11 @@
  * cover the whole work exactly once, with no coordinator:
  *
  *   scenarios and mutants   round robin over the sorted list: item i (from
- *                           0) belongs to share i % N + 1, which spreads the
- *                           slow scenarios instead of stacking them;
+ *                           0) belongs to share i % N + 1; or, for scenarios
+ *                           with --shard-weights DIR, by the durations an
+ *                           earlier run took: longest first, each to the
+ *                           share with the least time so far, so that the
+ *                           shares end close together (shard_plan);
  *   simulator runs          contiguous ranges of run indexes (a seed range),
  *                           share K taking runs (K-1)*R/N + 1 .. K*R/N.
  *
@@ -45,6 +48,14 @@ int shard_arg(const char *arg, struct shard *sh, char *err, size_t errlen);
 /* 1 when item i (from 0) of a round-robin list is this share's; every item
  * is when sh is not sharded. */
 int shard_mine(const struct shard *sh, long i);
+
+/* The share (1..count) of each of n items into plan[]: round robin when
+ * weights is NULL; otherwise the heaviest item first (ties: the lower
+ * index), each to the share with the least weight so far (ties: the lower
+ * share) -- the "longest processing time first" rule, within 4/3 of the
+ * best split.  Equal weights give round robin.  A pure function of its
+ * arguments: every shard computes the same plan. */
+void shard_plan(const double *weights, int n, int count, int *plan);
 
 /* This share of runs 1..total: [*first, *last], empty (first > last) when
  * total < count.  The whole range when sh is not sharded. */

@@ -1332,10 +1332,50 @@ struct run_list {
     cJSON *shard;               /* --shard: result.json's "shard" (NULL: not sharded) */
 };
 
+/* --shard-weights DIR: each scenario's mean duration in DIR's result.json
+ * (any earlier run or merge); one DIR lacks weighs the mean of the others.
+ * 0, or -1 with the reason printed. */
+static int load_weights(const char *dir, const struct run_list *l, double *w)
+{
+    char err[1024];
+    cJSON *res = rundir_load(dir, err, sizeof(err));
+    if (res == NULL) {
+        fprintf(stderr, "crashwindow run: --shard-weights: %s\n", err);
+        return -1;
+    }
+    double sum = 0;
+    int known = 0;
+    for (int i = 0; i < l->nsc; i++) {
+        double total = 0;
+        int n = 0;
+        const cJSON *sc;
+        cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(res, "scenarios")) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(sc, "name");
+            const cJSON *ms = cJSON_GetObjectItemCaseSensitive(sc, "duration_ms");
+            if (cJSON_IsString(nm) && strcmp(nm->valuestring, l->scs[i]->name) == 0 &&
+                cJSON_IsNumber(ms) && ms->valuedouble >= 0 && ms->valuedouble < 1e9) {
+                total += ms->valuedouble;
+                n++;
+            }
+        }
+        w[i] = n > 0 ? total / n : -1;
+        if (n > 0) {
+            sum += w[i];
+            known++;
+        }
+    }
+    for (int i = 0; i < l->nsc; i++)
+        if (w[i] < 0)
+            w[i] = known > 0 ? sum / known : 1;
+    cJSON_Delete(res);
+    return 0;
+}
+
 /* --shard K/N: keeps share K of the loaded scenarios and describes the
- * whole list in l->shard: every name in order, and a digest of names and
- * contents, so that a merge refuses shards of other scenario files.  0, or
- * -1 with the reason printed. */
+ * whole list in l->shard: every name in order, the share of each ("plan"),
+ * and a digest of names and contents, so that a merge refuses shards of
+ * other scenario files or of another split.  0, or -1 with the reason
+ * printed. */
 static int select_share(const struct run_opts *o, struct run_list *l)
 {
     struct shard sh = { o->shard_index, o->shard_count };
@@ -1344,8 +1384,15 @@ static int select_share(const struct run_opts *o, struct run_list *l)
                 "most %d shards\n", sh.index, sh.count, l->nsc, l->nsc == 1 ? "" : "s", l->nsc);
         return -1;
     }
+    double weights[256];
+    int plan[256];
+    if (o->shard_weights != NULL && load_weights(o->shard_weights, l, weights) < 0)
+        return -1;
+    shard_plan(o->shard_weights != NULL ? weights : NULL, l->nsc, sh.count, plan);
     l->shard = shard_json(&sh);
     cJSON *work = cJSON_AddArrayToObject(l->shard, "work");
+    cJSON *pj = cJSON_AddArrayToObject(l->shard, "plan");
+    cJSON_AddBoolToObject(l->shard, "weighted", o->shard_weights != NULL);
     uint64_t digest = SHARD_DIGEST_INIT;
     int kept = 0;
     for (int i = 0; i < l->nsc; i++) {
@@ -1353,7 +1400,8 @@ static int select_share(const struct run_opts *o, struct run_list *l)
         digest = shard_digest(shard_digest(digest, l->scs[i]->name), text ? text : "");
         cJSON_free(text);
         cJSON_AddItemToArray(work, cJSON_CreateString(l->scs[i]->name));
-        if (shard_mine(&sh, i))
+        cJSON_AddItemToArray(pj, cJSON_CreateNumber(plan[i]));
+        if (plan[i] == sh.index)
             l->scs[kept++] = l->scs[i];
         else
             scenario_free(l->scs[i]);
@@ -1653,6 +1701,7 @@ static void run_usage(FILE *f)
         "usage: crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO] [--out DIR]\n"
         "                       [--keep] [--dry-run] [--repeat N] [--bin DIR]\n"
         "                       [--report FILE.html] [--shard K/N|env] [--junit FILE]\n"
+        "                       [--shard-weights DIR]\n"
         "  --all        every scenario in scenarios/\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
         "  --out        run directory (default reports/run-<timestamp>)\n"
@@ -1665,6 +1714,9 @@ static void run_usage(FILE *f)
         "  --shard K/N  run share K of N of the scenarios (K from 1); 'env' takes K/N from\n"
         "               CW_SHARD, JOB_COMPLETION_INDEX + CW_SHARD_COUNT, or CI_NODE_INDEX +\n"
         "               CI_NODE_TOTAL; crashwindow merge joins the shards' directories\n"
+        "  --shard-weights DIR  split by the scenario durations of an earlier run directory\n"
+        "               (longest first, each to the least loaded shard) instead of round\n"
+        "               robin; every shard must be given the same DIR\n"
         "  --junit FILE write JUnit XML (one test case per scenario) to FILE\n"
         "failing scenarios leave a bundle each in DIR/bundles/ (summary, replay, logs)\n"
         "exit status: 0 every invariant held, 1 one did not, 2 bad usage or scenario file\n");
@@ -1700,6 +1752,8 @@ int runner_main(int argc, char **argv)
             o.report = argv[++i];
         } else if (strcmp(a, "--junit") == 0 && has_val) {
             o.junit = argv[++i];
+        } else if (strcmp(a, "--shard-weights") == 0 && has_val) {
+            o.shard_weights = argv[++i];
         } else if (strcmp(a, "--shard") == 0 && has_val) {
             char err[512];
             struct shard sh;
@@ -1731,6 +1785,11 @@ int runner_main(int argc, char **argv)
         } else {
             files[o.nfiles++] = a;
         }
+    }
+    if (o.shard_weights != NULL && o.shard_count == 0) {
+        fprintf(stderr, "crashwindow run: --shard-weights weighs a --shard K/N split; give both\n");
+        free(files);
+        return 2;
     }
     if (o.all == (o.nfiles > 0)) {
         fprintf(stderr, "crashwindow run: give scenario files or --all (not both)\n");

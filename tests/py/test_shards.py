@@ -165,6 +165,44 @@ def test_shard_from_the_environment(tmp_path):
         assert r.returncode == 2 and message in r.stderr, (env, r.stderr)
 
 
+def lpt(durations, n):
+    """The weighted split, computed here independently: longest first, each
+    to the least loaded share (ties: the lower index, the lower share)."""
+    order = sorted(range(len(durations)), key=lambda i: (-durations[i], i))
+    load, plan = [0.0] * n, [0] * len(durations)
+    for i in order:
+        to = min(range(n), key=lambda k: (load[k], k))
+        load[to] += durations[i]
+        plan[i] = to + 1
+    return plan
+
+
+def test_weighted_split_follows_an_earlier_runs_durations(runs, copies, tmp_path):
+    single = load(runs["single"])
+    names = [s["name"] for s in single["scenarios"]]
+    plan = lpt([s["duration_ms"] for s in single["scenarios"]], 2)
+    got = {}
+    for k in (1, 2):
+        r = crashwindow("run", "--all", "--shard", f"{k}/2", "--shard-weights", runs["single"],
+                        "--dry-run")
+        assert r.returncode == 0, r.stderr
+        got[k] = [line.split()[1].rstrip(":") for line in r.stdout.splitlines()
+                  if line.startswith("scenario ")]
+        assert got[k] == [n for n, p in zip(names, plan) if p == k]
+    assert sorted(got[1] + got[2]) == sorted(names)
+    r = crashwindow("run", "--all", "--shard-weights", runs["single"], "--dry-run")
+    assert r.returncode == 2 and "--shard-weights weighs a --shard K/N split" in r.stderr
+    r = crashwindow("run", "--all", "--shard", "1/2", "--shard-weights", tmp_path / "none",
+                    "--dry-run")
+    assert r.returncode == 2 and "--shard-weights:" in r.stderr and "missing" in r.stderr
+    # Shards split by different plans do not merge.
+    s1, s2, s3 = copies
+    res = load(s2)
+    res["shard"]["plan"] = [1] * len(names)
+    (s2 / "result.json").write_text(json.dumps(res), encoding="utf-8")
+    refused(tmp_path, copies, f"shard 2/3 ({s2}) split the scenarios differently")
+
+
 def test_sim_shard_needs_a_seed():
     r = crashwindow("sim", "--runs", "4", "--shard", "1/2", "--dry-run")
     assert r.returncode == 2 and "--shard needs --seed" in r.stderr

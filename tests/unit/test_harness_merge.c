@@ -147,6 +147,38 @@ static void test_split(void)
     CHECK(first == 3 && last == 5);
 }
 
+/* Longest first, each to the least loaded share; equal weights are round
+ * robin; every item gets a share. */
+static void test_plan(void)
+{
+    int plan[16];
+    const double w[] = { 5, 4, 3, 3, 3 };
+    shard_plan(w, 5, 2, plan);
+    CHECK(plan[0] == 1 && plan[1] == 2 && plan[2] == 2 && plan[3] == 1 && plan[4] == 2);
+    const double eq[] = { 7, 7, 7, 7, 7, 7, 7 };
+    shard_plan(eq, 7, 3, plan);
+    int rr[7];
+    shard_plan(NULL, 7, 3, rr);
+    CHECK(memcmp(plan, rr, sizeof(rr)) == 0 && rr[0] == 1 && rr[3] == 1 && rr[5] == 3);
+    /* the suite's durations: four shards end within one long scenario */
+    const double d[] = { 314, 289, 1901, 1246, 736, 315, 1267, 755, 1277, 369, 256, 247,
+                         1285, 637, 1267 };
+    shard_plan(d, 15, 4, plan);
+    double load[4] = { 0 };
+    for (int i = 0; i < 15; i++) {
+        CHECK(plan[i] >= 1 && plan[i] <= 4);
+        load[plan[i] - 1] += d[i];
+    }
+    double lo = load[0], hi = load[0];
+    for (int k = 1; k < 4; k++) {
+        lo = load[k] < lo ? load[k] : lo;
+        hi = load[k] > hi ? load[k] : hi;
+    }
+    CHECK(hi - lo <= 1901);
+    shard_plan(d, 15, 1, plan);
+    CHECK(plan[0] == 1 && plan[14] == 1);
+}
+
 static void test_digest(void)
 {
     uint64_t a = shard_digest(shard_digest(SHARD_DIGEST_INIT, "ab"), "c");
@@ -261,6 +293,7 @@ int main(void)
     test_parse();
     test_env();
     test_split();
+    test_plan();
     test_digest();
     test_witness_and_junit();
     test_load_errors();
