@@ -16,7 +16,7 @@ import yaml
 from conftest import SOURCE_DIR, binary
 
 WORKFLOW = os.path.join(SOURCE_DIR, ".github", "workflows", "crashwindow.yml")
-K8S = os.path.join(SOURCE_DIR, "ci", "kubernetes-indexed-job.yaml")
+K8S = os.path.join(SOURCE_DIR, "kubernetes", "sim-indexed-job.yaml")
 COMMAND = re.compile(r"build/sim/crashwindow (\w+)((?:[^\n\\]|\\\n)*)")
 
 
