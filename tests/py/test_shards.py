@@ -116,6 +116,7 @@ def test_merge_of_three_shards_equals_one_run(runs, tmp_path):
     html = (out / "report.html").read_text(encoding="utf-8")
     assert html.count('<section class="scenario pass"') == len(scenario_names())
     assert "timeline unavailable" not in html and "no usable scenario directory" not in html
+    assert "<dt>shards</dt><dd>3 merged: 1 on " in html
     cases = ET.parse(out / "junit.xml").findall(".//testcase")
     assert [c.get("name") for c in cases] == [s["name"] for s in single["scenarios"]]
     assert not (out / "bundles").exists()
