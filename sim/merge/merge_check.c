@@ -13,7 +13,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_WORK 100000
+/* The runner takes at most 256 scenario files and the matrix has a few
+ * dozen mutants: a longer list is not a crashwindow result. */
+#define MAX_WORK 4096
 
 static const cJSON *jget(const cJSON *o, const char *key)
 {
@@ -433,28 +435,24 @@ static int check_sim_share(const struct merge *m, const struct mshard *s, char *
         return fail(err, errlen, "%s: its \"shard\" does not hold runs %ld to %ld, the share "
                     "of %d/%d", s->label, first, last, s->index, s->count);
     char *seed = cJSON_PrintUnformatted(jget(s->shard, "seed"));
-    const cJSON *scs = jget(s->res, "scenarios"), *sc;
-    int at = 0, rc = 0;
-    cJSON_ArrayForEach(sc, scs) {
+    /* One flag per run of the range: a run seen twice is an overlap. */
+    char *seen = calloc((size_t)(last >= first ? last - first + 1 : 1), 1);
+    const cJSON *sc;
+    int rc = seen == NULL ? fail(err, errlen, "out of memory") : 0;
+    cJSON_ArrayForEach(sc, jget(s->res, "scenarios")) {
         char sseed[32];
         long idx = merge_sim_index(jstr(sc, "name"), sseed, sizeof(sseed));
-        if (idx < first || idx > last || seed == NULL || strcmp(sseed, seed) != 0) {
+        if (rc < 0)
+            break;
+        if (idx < first || idx > last || seed == NULL || strcmp(sseed, seed) != 0)
             rc = fail(err, errlen, "%s: its result.json holds %s, which is not one of its "
                       "runs (%s:%ld to %s:%ld)", s->label, jstr(sc, "name") ? jstr(sc, "name")
                       : "an unnamed run", seed ? seed : "?", first, seed ? seed : "?", last);
-            break;
-        }
-        const cJSON *o;
-        int k = 0;
-        cJSON_ArrayForEach(o, scs) {
-            if (k++ < at && strcmp(jstr(o, "name"), jstr(sc, "name")) == 0)
-                rc = fail(err, errlen, "%s: its result.json holds %s twice", s->label,
-                          jstr(sc, "name"));
-        }
-        if (rc < 0)
-            break;
-        at++;
+        else if (seen[idx - first]++)
+            rc = fail(err, errlen, "%s: its result.json holds %s twice", s->label,
+                      jstr(sc, "name"));
     }
+    free(seen);
     cJSON_free(seed);
     return rc;
 }

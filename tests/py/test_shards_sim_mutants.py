@@ -76,6 +76,20 @@ def test_sim_shards_merge_into_the_whole_simulation(tmp_path, pg_cluster):
     assert r.returncode == 2 and f"shard 2/2 ({broken}) ran different seeds" in r.stderr
     r = crashwindow("merge", dirs[0], "--out", tmp_path / "no")
     assert r.returncode == 2 and f"shard 2/2 is missing: its runs {seed}:3 to {seed}:4" in r.stderr
+    # A run twice, or a run of another shard's range: overlap.
+    dup = tmp_path / "dup"
+    shutil.copytree(dirs[0], dup)
+    res = load(dup)
+    res["scenarios"].append(dict(res["scenarios"][0]))
+    (dup / "result.json").write_text(json.dumps(res), encoding="utf-8")
+    r = crashwindow("merge", dup, dirs[1], "--out", tmp_path / "no")
+    assert r.returncode == 2 and f"shard 1/2 ({dup}): its result.json holds sim-{seed}-1 twice" \
+        in r.stderr
+    res["scenarios"][-1]["name"] = f"sim-{seed}-3"
+    (dup / "result.json").write_text(json.dumps(res), encoding="utf-8")
+    r = crashwindow("merge", dup, dirs[1], "--out", tmp_path / "no")
+    assert r.returncode == 2 and f"holds sim-{seed}-3, which is not one of its runs " \
+        f"({seed}:1 to {seed}:2)" in r.stderr
     assert not (tmp_path / "no").exists()
 
 
