@@ -5,10 +5,15 @@
  *   crashwindow report DIR -o FILE.html
  *   crashwindow mutants [--only NAME...] [--out DIR] [--pg CONNINFO] [--list]
  *   crashwindow sim [--seed S] [--runs N] [--replay S:I] [--shrink] ...
+ *   crashwindow merge DIR... --out DIR [--junit FILE]
+ *
+ * run, mutants and sim take --shard K/N (one share of the work) and
+ * --junit FILE; merge makes one run directory of the shards'.
  *
  * Each subcommand lives in its own module; this file only dispatches. */
 #include "cwlog.h"
 #include "fault.h"
+#include "merge.h"
 #include "mutants.h"
 #include "report.h"
 #include "runner.h"
@@ -26,6 +31,7 @@ static void usage(FILE *f)
         "  report    write the HTML reliability report of a run directory\n"
         "  mutants   build known-wrong variants and show the scenarios catch each one\n"
         "  sim       randomized fault schedules from a seed: replay and shrink failures\n"
+        "  merge     one verdict, report and JUnit file from the run directories of shards\n"
         "run 'crashwindow COMMAND --help' for a command's options\n");
 }
 
@@ -50,6 +56,8 @@ int main(int argc, char **argv)
         return mutants_main(argc - 1, argv + 1);
     if (strcmp(cmd, "sim") == 0)
         return simulator_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "merge") == 0)
+        return merge_main(argc - 1, argv + 1);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;

@@ -17,14 +17,24 @@
  * serves every run.
  *
  * Output: DIR/result.json is the baseline run's result with kind "mutants"
- * and a "mutants" array; each mutant's runs live in DIR/mutants/<name>/.
+ * and a "mutants" array; each mutant's runs live in DIR/mutants/<name>/;
+ * DIR/bundles/ holds a failure bundle per surviving mutant (and per failing
+ * baseline scenario); --junit FILE writes one test case per mutant.
+ *
+ * --shard K/N splits the matrix over N machines: share K of the baseline's
+ * scenarios and share K of the chosen mutants (each round robin, shard.h).
+ * The baseline of the whole is then spread over the shards too; the merged
+ * verdict (`crashwindow merge`) still says what an unsharded run says: the
+ * whole baseline passed and every mutant was killed.
  * Exit status: 0 when the baseline passes and every mutant is killed, 1
  * otherwise, 2 on bad usage. */
 #include "mutants.h"
 #include "runner.h"
 #include "cwlog.h"
 #include "procs.h"
+#include "rundir.h"
 #include "runner_db.h"
+#include "shard.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -330,12 +340,16 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: crashwindow mutants [--only NAME...] [--out DIR] [--pg CONNINFO] [--list]\n"
+        "                           [--shard K/N|env] [--junit FILE]\n"
         "  --only NAME  this mutant only (repeatable)\n"
         "  --out DIR    output directory (default reports/mutants-<timestamp>)\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
         "  --pg-dir DIR with --pg: the directory scripts/pg-cluster started it in, so that\n"
         "               the scenarios' \"db\" steps may crash and restart it\n"
         "  --list       print the mutants and the scenarios aimed at each, do nothing\n"
+        "  --shard K/N  share K of N of the baseline scenarios and of the mutants (see\n"
+        "               crashwindow run --help for 'env'); crashwindow merge joins them\n"
+        "  --junit FILE write JUnit XML (one test case per mutant and baseline scenario)\n"
         "exit status: 0 the unmutated build passes and every mutant is killed, 1 not, 2 bad usage\n");
 }
 
@@ -347,6 +361,8 @@ struct mutants_opts {
     const char *out;         /* --out, or NULL */
     const char *pg;          /* --pg, or NULL: a throwaway cluster */
     const char *pg_dir;      /* --pg-dir: where scripts/pg-cluster started --pg's server */
+    struct shard shard;      /* --shard, or 0/0 */
+    const char *junit;       /* --junit, or NULL */
 };
 
 /* 0 to go on, 1 after --help (usage printed), -1 on bad usage (message
@@ -371,6 +387,14 @@ static int parse_args(struct mutants_opts *o, int argc, char **argv)
             o->pg = argv[++i];
         } else if (strcmp(argv[i], "--pg-dir") == 0 && i + 1 < argc) {
             o->pg_dir = argv[++i];
+        } else if (strcmp(argv[i], "--junit") == 0 && i + 1 < argc) {
+            o->junit = argv[++i];
+        } else if (strcmp(argv[i], "--shard") == 0 && i + 1 < argc) {
+            char err[512];
+            if (shard_arg(argv[++i], &o->shard, err, sizeof(err)) < 0) {
+                fprintf(stderr, "crashwindow mutants: %s\n", err);
+                return -1;
+            }
         } else if (strcmp(argv[i], "--list") == 0) {
             o->list = 1;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -404,6 +428,8 @@ struct mrun {
     char mroot[PATH_MAX];    /* out/mutants */
     const char *pg;
     const char *pg_dir;      /* the cluster's directory when this command started it */
+    struct shard shard;      /* --shard, or 0/0 */
+    cJSON *all_chosen;       /* with --shard: every chosen mutant's name */
     int ok;                  /* the exit verdict so far */
     int chosen[NMUTANTS];    /* indexes into MUTANTS */
     int nchosen;
@@ -453,6 +479,8 @@ static int run_baseline(const struct mrun *r, cJSON **result)
     base.bin = r->build;
     base.repeat = 1;
     base.brief = 1;
+    base.shard_index = r->shard.index;
+    base.shard_count = r->shard.count;
     *result = NULL;
     return runner_run(&base, result);
 }
@@ -461,11 +489,18 @@ static int run_baseline(const struct mrun *r, cJSON **result)
  * out/mutants/ and a build handle logging there. */
 static void choose_mutants(struct mrun *r, const struct mutants_opts *o)
 {
+    long seen = 0;
+    if (r->shard.count > 0)
+        r->all_chosen = cJSON_CreateArray();
     for (int k = 0; k < NMUTANTS; k++) {
         int c = o->nonly == 0;
         for (int j = 0; j < o->nonly; j++)
             c |= strcmp(o->only[j], MUTANTS[k].name) == 0;
-        if (c)
+        if (!c)
+            continue;
+        if (r->all_chosen != NULL)
+            cJSON_AddItemToArray(r->all_chosen, cJSON_CreateString(MUTANTS[k].name));
+        if (shard_mine(&r->shard, seen++))
             r->chosen[r->nchosen++] = k;
     }
     fmt(r->mroot, sizeof(r->mroot), "%s/mutants", r->out);
@@ -630,6 +665,11 @@ static void write_result(struct mrun *r, cJSON *result, int base_rc, int64_t t0,
     cJSON_AddStringToObject(result, "baseline_verdict", base_rc == 0 ? "pass" : "fail");
     cJSON_AddItemToObject(result, "mutants", r->mutants);
     r->mutants = NULL;
+    cJSON *sh = cJSON_GetObjectItemCaseSensitive(result, "shard");
+    if (cJSON_IsObject(sh) && r->all_chosen != NULL) {
+        cJSON_AddItemToObject(sh, "mutants", r->all_chosen);
+        r->all_chosen = NULL;
+    }
     char tmp[PATH_MAX + 40];
     fmt(path, pathlen, "%s/result.json", r->out);
     fmt(tmp, sizeof(tmp), "%s/.result.json.tmp", r->out);
@@ -660,6 +700,7 @@ int mutants_main(int argc, char **argv)
     static struct mrun run;
     struct mrun *r = &run;
     memset(r, 0, sizeof(*r));
+    r->shard = opts.shard;
     char err[1024];
     if (locate(r, opts.out) < 0) {
         fprintf(stderr, "crashwindow mutants: cannot tell where this build is\n");
@@ -711,6 +752,9 @@ int mutants_main(int argc, char **argv)
     char path[PATH_MAX + 32];
     write_result(r, result, base_rc, t0, path, sizeof(path));
     cJSON_Delete(result);
+    cJSON_Delete(r->all_chosen);
+    if (rundir_outputs(r->out, opts.junit, 1, "crashwindow mutants") < 0)
+        r->ok = 0;
     if (opts.pg == NULL)
         rdb_finish(&db, script, 0);
     printf("crashwindow mutants: %s: baseline %s, %d/%d mutants killed in %.1f s\nresult: %s\n",

@@ -364,6 +364,34 @@ static void put_meta_row(struct rbuf *b, const char *label, const char *value, i
     rbuf_puts(b, "</dd>");
 }
 
+/* A merged run (`crashwindow merge`): how many shards, where each ran and
+ * how long it took. */
+static void put_shards(struct rbuf *b, const cJSON *merged)
+{
+    double n;
+    if (!jnum(merged, "count", &n))
+        return;
+    rbuf_printf(b, "<dt>shards</dt><dd>%.0f merged:", n);
+    const cJSON *s;
+    int i = 0;
+    cJSON_ArrayForEach(s, jget(merged, "shards")) {
+        if (i++ == 50) {
+            rbuf_puts(b, " ...");
+            break;
+        }
+        rbuf_puts(b, i > 1 ? ", " : " ");
+        put_num(b, s, "index");
+        rbuf_puts(b, " on ");
+        rbuf_esc(b, jstr(s, "hostname") ? jstr(s, "hostname") : "unknown", 80);
+        rbuf_puts(b, " (");
+        put_duration(b, s, "duration_ms");
+        rbuf_puts(b, ", ");
+        put_badge(b, jstr(s, "verdict"));
+        rbuf_puts(b, ")");
+    }
+    rbuf_puts(b, "</dd>");
+}
+
 static void put_header(struct page *p)
 {
     struct rbuf *b = &p->b;
@@ -415,6 +443,7 @@ static void put_header(struct page *p)
     rbuf_printf(b, "<dt>report built with</dt><dd>libpq %d.%d, cJSON %s</dd>", lv / 10000,
                 lv % 10000, cJSON_Version());
     put_meta_row(b, "binaries", jstr(res, "bin"), 1);
+    put_shards(b, jget(res, "merged"));
     rbuf_puts(b, "</dl>");
 
     const cJSON *tot = jget(res, "totals");

@@ -38,7 +38,9 @@
 #include "procs.h"
 #include "runner_db.h"
 #include "runner_metrics.h"
+#include "rundir.h"
 #include "scenario.h"
+#include "shard.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1454,7 +1456,90 @@ struct run_list {
     int owned_files;            /* runner_all_scenarios made the list: free it */
     struct scenario *scs[256];
     int nsc;
+    cJSON *shard;               /* --shard: result.json's "shard" (NULL: not sharded) */
 };
+
+/* --shard-weights DIR: each scenario's mean duration in DIR's result.json
+ * (any earlier run or merge); one DIR lacks weighs the mean of the others.
+ * 0, or -1 with the reason printed. */
+static int load_weights(const char *dir, const struct run_list *l, double *w)
+{
+    char err[1024];
+    cJSON *res = rundir_load(dir, err, sizeof(err));
+    if (res == NULL) {
+        fprintf(stderr, "crashwindow run: --shard-weights: %s\n", err);
+        return -1;
+    }
+    double sum = 0;
+    int known = 0;
+    for (int i = 0; i < l->nsc; i++) {
+        double total = 0;
+        int n = 0;
+        const cJSON *sc;
+        cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(res, "scenarios")) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(sc, "name");
+            const cJSON *ms = cJSON_GetObjectItemCaseSensitive(sc, "duration_ms");
+            if (cJSON_IsString(nm) && strcmp(nm->valuestring, l->scs[i]->name) == 0 &&
+                cJSON_IsNumber(ms) && ms->valuedouble >= 0 && ms->valuedouble < 1e9) {
+                total += ms->valuedouble;
+                n++;
+            }
+        }
+        w[i] = n > 0 ? total / n : -1;
+        if (n > 0) {
+            sum += w[i];
+            known++;
+        }
+    }
+    for (int i = 0; i < l->nsc; i++)
+        if (w[i] < 0)
+            w[i] = known > 0 ? sum / known : 1;
+    cJSON_Delete(res);
+    return 0;
+}
+
+/* --shard K/N: keeps share K of the loaded scenarios and describes the
+ * whole list in l->shard: every name in order, the share of each ("plan"),
+ * and a digest of names and contents, so that a merge refuses shards of
+ * other scenario files or of another split.  0, or -1 with the reason
+ * printed. */
+static int select_share(const struct run_opts *o, struct run_list *l)
+{
+    struct shard sh = { o->shard_index, o->shard_count };
+    if (sh.count > l->nsc) {
+        fprintf(stderr, "crashwindow run: --shard %d/%d: only %d scenario%s to share, so at "
+                "most %d shards\n", sh.index, sh.count, l->nsc, l->nsc == 1 ? "" : "s", l->nsc);
+        return -1;
+    }
+    double weights[256];
+    int plan[256];
+    if (o->shard_weights != NULL && load_weights(o->shard_weights, l, weights) < 0)
+        return -1;
+    shard_plan(o->shard_weights != NULL ? weights : NULL, l->nsc, sh.count, plan);
+    l->shard = shard_json(&sh);
+    cJSON *work = cJSON_AddArrayToObject(l->shard, "work");
+    cJSON *pj = cJSON_AddArrayToObject(l->shard, "plan");
+    cJSON_AddBoolToObject(l->shard, "weighted", o->shard_weights != NULL);
+    uint64_t digest = SHARD_DIGEST_INIT;
+    int kept = 0;
+    for (int i = 0; i < l->nsc; i++) {
+        char *text = cJSON_PrintUnformatted(l->scs[i]->root);
+        digest = shard_digest(shard_digest(digest, l->scs[i]->name), text ? text : "");
+        cJSON_free(text);
+        cJSON_AddItemToArray(work, cJSON_CreateString(l->scs[i]->name));
+        cJSON_AddItemToArray(pj, cJSON_CreateNumber(plan[i]));
+        if (plan[i] == sh.index)
+            l->scs[kept++] = l->scs[i];
+        else
+            scenario_free(l->scs[i]);
+    }
+    l->nsc = kept;
+    char hex[24];
+    shard_digest_hex(digest, hex, sizeof(hex));
+    cJSON_AddStringToObject(l->shard, "digest", hex);
+    cJSON_AddNumberToObject(l->shard, "repeat", o->repeat > 0 ? o->repeat : 1);
+    return 0;
+}
 
 /* Loads the run's scenario files (--all: every one of the source tree),
  * each validated against the fault catalogue points.  0, or -1 with the
@@ -1487,11 +1572,12 @@ static int load_scenarios(const struct run_opts *o, char **points, struct run_li
         }
         l->nsc++;
     }
-    return 0;
+    return o->shard_count > 0 ? select_share(o, l) : 0;
 }
 
 static void run_list_free(struct run_list *l)
 {
+    cJSON_Delete(l->shard);
     for (int i = 0; i < l->nsc; i++)
         scenario_free(l->scs[i]);
     if (l->owned_files) {
@@ -1667,6 +1753,9 @@ static int finish_run(struct runner *r, int64_t t0, int pass)
             printf("report: %s\n", o->report);
         }
     }
+    if ((o->junit != NULL || o->bundles) &&
+        rundir_outputs(r->out, o->junit, o->bundles, "crashwindow run") < 0)
+        rc = 1;
     fflush(stdout);
     return rc;
 }
@@ -1702,13 +1791,20 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
     us_to_iso(cw_now_us(), iso, sizeof(iso));
     git_commit(commit, sizeof(commit));
     gethostname(host, sizeof(host) - 1);
-    printf("crashwindow run: %d scenario%s%s, output in %s\n", l.nsc, l.nsc == 1 ? "" : "s",
-           o->repeat > 1 ? " (repeated)" : "", r->out);
+    char share[64] = "";
+    if (o->shard_count > 0)
+        snprintf(share, sizeof(share), " (shard %d/%d)", o->shard_index, o->shard_count);
+    printf("crashwindow run: %d scenario%s%s%s, output in %s\n", l.nsc, l.nsc == 1 ? "" : "s",
+           o->repeat > 1 ? " (repeated)" : "", share, r->out);
     fflush(stdout);
     rc = start_postgres(r, t0);
     if (rc != 0)
         goto out_tmp;
     result_new(r, iso, commit, host);
+    if (l.shard != NULL) {
+        cJSON_AddItemToObject(r->result, "shard", l.shard);
+        l.shard = NULL;
+    }
     int pass = run_scenarios(r, &l, t0);
     rc = finish_run(r, t0, pass);
     if (result_out != NULL) {
@@ -1739,7 +1835,8 @@ static void run_usage(FILE *f)
     fprintf(f,
         "usage: crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO [--pg-dir DIR]]\n"
         "                       [--out DIR] [--keep] [--dry-run] [--repeat N] [--bin DIR]\n"
-        "                       [--report FILE.html]\n"
+        "                       [--report FILE.html] [--shard K/N|env] [--junit FILE]\n"
+        "                       [--shard-weights DIR]\n"
         "  --all        every scenario in scenarios/\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
         "  --pg-dir     with --pg: the directory scripts/pg-cluster started it in; \"db\"\n"
@@ -1751,6 +1848,14 @@ static void run_usage(FILE *f)
         "  --bin DIR    where the binaries are (default: this build tree)\n"
         "  --brief      one line per scenario, no step lines\n"
         "  --report     write the self-contained HTML report of the run to FILE.html\n"
+        "  --shard K/N  run share K of N of the scenarios (K from 1); 'env' takes K/N from\n"
+        "               CW_SHARD, JOB_COMPLETION_INDEX + CW_SHARD_COUNT, or CI_NODE_INDEX +\n"
+        "               CI_NODE_TOTAL; crashwindow merge joins the shards' directories\n"
+        "  --shard-weights DIR  split by the scenario durations of an earlier run directory\n"
+        "               (longest first, each to the least loaded shard) instead of round\n"
+        "               robin; every shard must be given the same DIR\n"
+        "  --junit FILE write JUnit XML (one test case per scenario) to FILE\n"
+        "failing scenarios leave a bundle each in DIR/bundles/ (summary, replay, logs)\n"
         "exit status: 0 every invariant held, 1 one did not, 2 bad usage or scenario file\n");
 }
 
@@ -1759,6 +1864,7 @@ int runner_main(int argc, char **argv)
     struct run_opts o;
     memset(&o, 0, sizeof(o));
     o.repeat = 1;
+    o.bundles = 1;
     const char **files = calloc((size_t)argc + 1, sizeof(char *));
     if (files == NULL)
         return 2;
@@ -1783,6 +1889,20 @@ int runner_main(int argc, char **argv)
             o.bin = argv[++i];
         } else if (strcmp(a, "--report") == 0 && has_val) {
             o.report = argv[++i];
+        } else if (strcmp(a, "--junit") == 0 && has_val) {
+            o.junit = argv[++i];
+        } else if (strcmp(a, "--shard-weights") == 0 && has_val) {
+            o.shard_weights = argv[++i];
+        } else if (strcmp(a, "--shard") == 0 && has_val) {
+            char err[512];
+            struct shard sh;
+            if (shard_arg(argv[++i], &sh, err, sizeof(err)) < 0) {
+                fprintf(stderr, "crashwindow run: %s\n", err);
+                free(files);
+                return 2;
+            }
+            o.shard_index = sh.index;
+            o.shard_count = sh.count;
         } else if (strcmp(a, "--repeat") == 0 && has_val) {
             char *end;
             long n = strtol(argv[++i], &end, 10);
@@ -1804,6 +1924,11 @@ int runner_main(int argc, char **argv)
         } else {
             files[o.nfiles++] = a;
         }
+    }
+    if (o.shard_weights != NULL && o.shard_count == 0) {
+        fprintf(stderr, "crashwindow run: --shard-weights weighs a --shard K/N split; give both\n");
+        free(files);
+        return 2;
     }
     if (o.all == (o.nfiles > 0)) {
         fprintf(stderr, "crashwindow run: give scenario files or --all (not both)\n");

@@ -47,11 +47,19 @@ struct run_opts {
     int repeat;                /* >= 1 */
     int brief;                 /* progress: one line per scenario, no step lines */
     const char *report;        /* write the HTML report here when done, or NULL */
+    int shard_index;           /* --shard K/N: only share K (1..N) of the scenarios; */
+    int shard_count;           /*   0/0: all of them */
+    const char *shard_weights; /* a run directory whose durations weigh the split, or NULL */
+    const char *junit;         /* write JUnit XML here when done, or NULL */
+    int bundles;               /* write DIR/bundles/ for what failed */
 };
 
 /* `crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO] [--out DIR]
- * [--keep] [--dry-run] [--repeat N] [--bin DIR] [--report FILE.html]`:
- * returns the exit code. */
+ * [--keep] [--dry-run] [--repeat N] [--bin DIR] [--report FILE.html]
+ * [--shard K/N|env] [--junit FILE]`: returns the exit code.  With --shard
+ * the run takes scenario i (from 0, in the list's order: --all sorts it)
+ * when i % N == K-1 (shard.h), and result.json records the whole list in
+ * "shard" so that `crashwindow merge` can check the shards fit. */
 int runner_main(int argc, char **argv);
 
 /* Runs with parsed options.  When result is not NULL it receives the

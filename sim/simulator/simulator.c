@@ -19,12 +19,19 @@
  *                         unless --keep-passing)
  *   DIR/shrunk-S-I.json   with --shrink: the smallest failing schedule found
  *   DIR/shrink/           the shrinker's candidate runs (failing ones kept)
- *   DIR/sim.events.jsonl  the simulator's own decisions */
+ *   DIR/sim.events.jsonl  the simulator's own decisions
+ *   DIR/bundles/sim-S-I/  a failure bundle per failing run (bundle.h)
+ *
+ * --shard K/N runs a contiguous share of runs 1..R of the seed (shard.h);
+ * result.json's "shard" says which, so that `crashwindow merge` can check
+ * the shards of one simulation fit. */
 #include "simulator.h"
 #include "cwlog.h"
 #include "runner.h"
+#include "rundir.h"
 #include "runner_db.h"
 #include "scenario.h"
+#include "shard.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -59,6 +66,8 @@ struct sim_opts {
     int dry_run;
     int keep_passing;
     long max_failures;       /* stop after this many failing runs; 0: never */
+    struct shard shard;      /* --shard, or 0/0 */
+    const char *junit;       /* --junit, or NULL */
 };
 
 /* What one run came to. */
@@ -94,6 +103,7 @@ struct sim {
     cJSON *shrunk;           /* array */
     cJSON *scenarios;        /* array */
     cJSON *base;             /* header fields of the first runner result */
+    long first, last;        /* the run indexes of this invocation's loop */
 };
 
 __attribute__((format(printf, 3, 4)))
@@ -464,6 +474,15 @@ static void write_result(struct sim *s, int done)
         cJSON_AddStringToObject(sim, "bin", s->o.bin);
     cJSON_DeleteItemFromObjectCaseSensitive(r, "scenarios");
     cJSON_AddItemReferenceToObject(r, "scenarios", s->scenarios);
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "shard");
+    if (s->o.shard.count > 0) {
+        cJSON *sh = shard_json(&s->o.shard);
+        cJSON_AddItemToObject(sh, "seed", u64_json(s->o.seed));
+        cJSON_AddNumberToObject(sh, "runs", (double)s->o.runs);
+        cJSON_AddNumberToObject(sh, "first", (double)s->first);
+        cJSON_AddNumberToObject(sh, "last", (double)s->last);
+        cJSON_AddItemToObject(r, "shard", sh);
+    }
 
     char path[PATH_MAX + 32];
     fmt(path, sizeof(path), "%s/result.json", s->out);
@@ -781,7 +800,7 @@ static void usage(FILE *f)
         "usage: crashwindow sim [--seed S] [--runs N] [--time-budget SECONDS] [--out DIR]\n"
         "                       [--replay S:I] [--shrink] [--shrink-budget SECONDS]\n"
         "                       [--bin DIR] [--pg CONNINFO] [--max-failures N] [--dry-run]\n"
-        "                       [--keep-passing]\n"
+        "                       [--keep-passing] [--shard K/N|env] [--junit FILE]\n"
         "  --seed S            runs S:1, S:2, ... (default: a seed from the clock, printed)\n"
         "  --runs N            how many runs (default %d)\n"
         "  --time-budget SEC   start no run after this many seconds (default %d)\n"
@@ -798,6 +817,9 @@ static void usage(FILE *f)
         "  --max-failures N    stop after N failing runs\n"
         "  --dry-run           print the generated scenarios, run nothing\n"
         "  --keep-passing      keep the files of passing runs too\n"
+        "  --shard K/N         runs (K-1)*R/N+1 .. K*R/N of the seed's R runs (needs --seed;\n"
+        "                      'env' as in crashwindow run --help); crashwindow merge joins them\n"
+        "  --junit FILE        write JUnit XML (one test case per run) to FILE\n"
         "exit status: 0 every run passed, 1 a run failed, 2 bad usage\n",
         DEFAULT_RUNS, DEFAULT_BUDGET_S, DEFAULT_SHRINK_BUDGET_S);
 }
@@ -878,6 +900,16 @@ static int parse_args(struct sim_opts *o, int argc, char **argv)
         } else if (strcmp(a, "--pg-dir") == 0) {
             o->pg_dir = v;
             i++;
+        } else if (strcmp(a, "--junit") == 0) {
+            o->junit = v;
+            i++;
+        } else if (strcmp(a, "--shard") == 0) {
+            char err[512];
+            if (shard_arg(v, &o->shard, err, sizeof(err)) < 0) {
+                fprintf(stderr, "crashwindow sim: %s\n", err);
+                return -1;
+            }
+            i++;
         } else {
             fprintf(stderr, "crashwindow sim: unknown option '%s'\n", a);
             return -1;
@@ -886,6 +918,16 @@ static int parse_args(struct sim_opts *o, int argc, char **argv)
     if (o->replay && (o->have_seed || o->have_runs)) {
         fprintf(stderr, "crashwindow sim: --replay S:I runs one run; it takes no --seed "
                 "or --runs\n");
+        return -1;
+    }
+    if (o->shard.count > 0 && (o->replay || !o->have_seed)) {
+        fprintf(stderr, "crashwindow sim: --shard needs --seed (every shard must run the same "
+                "seed) and takes no --replay\n");
+        return -1;
+    }
+    if (o->shard.count > o->runs) {
+        fprintf(stderr, "crashwindow sim: --shard %d/%d: only %ld runs to share, so at most %ld "
+                "shards\n", o->shard.index, o->shard.count, o->runs, o->runs);
         return -1;
     }
     if (o->bin != NULL && access(o->bin, F_OK) != 0) {
@@ -898,8 +940,10 @@ static int parse_args(struct sim_opts *o, int argc, char **argv)
 static int dry_run(struct sim *s)
 {
     uint64_t seed = s->o.replay ? s->o.replay_seed : s->o.seed;
-    uint64_t first = s->o.replay ? s->o.replay_run : 1;
-    uint64_t last = s->o.replay ? s->o.replay_run : (uint64_t)s->o.runs;
+    long lo, hi;
+    shard_range(&s->o.shard, s->o.runs, &lo, &hi);
+    uint64_t first = s->o.replay ? s->o.replay_run : (uint64_t)lo;
+    uint64_t last = s->o.replay ? s->o.replay_run : (uint64_t)hi;
     for (uint64_t i = first; i <= last; i++) {
         struct sim_plan p;
         char name[64];
@@ -981,7 +1025,7 @@ static int open_cluster(struct sim *s)
     return 0;
 }
 
-/* Runs 1..total of seed (the one replayed run with --replay) until the
+/* Runs s->first..s->last of seed (the one replayed run with --replay) until the
  * time budget, --max-failures or an interrupt stops it.  Failed run
  * indexes go to failed[*nfailed] (up to cap).  0, or -1 when the runner
  * could not run a batch. */
@@ -989,7 +1033,7 @@ static int run_all(struct sim *s, uint64_t seed, long total, uint64_t *failed, i
                    int cap)
 {
     int64_t budget_end = s->t0 + s->o.budget_s * 1000;
-    for (long i = 1; i <= total && !runner_interrupted();) {
+    for (long i = s->first; i <= s->last && !runner_interrupted();) {
         if (s->o.max_failures > 0 && s->failures >= s->o.max_failures) {
             printf("crashwindow sim: stopping after %ld failing run%s (--max-failures)\n",
                    s->failures, s->failures == 1 ? "" : "s");
@@ -998,12 +1042,12 @@ static int run_all(struct sim *s, uint64_t seed, long total, uint64_t *failed, i
         int64_t left = budget_end - cw_mono_ms();
         if (left <= 0) {
             printf("crashwindow sim: time budget of %ld s used up after %ld runs\n",
-                   s->o.budget_s, i - 1);
+                   s->o.budget_s, i - s->first);
             break;
         }
         /* Batches of up to MAX_BATCH runs, fewer when the budget is nearly
          * used up (judged by the runs so far; one run when none yet). */
-        long n = total - i + 1;
+        long n = s->last - i + 1;
         if (n > MAX_BATCH)
             n = MAX_BATCH;
         if (s->runs == 0)
@@ -1117,8 +1161,16 @@ int simulator_main(int argc, char **argv)
 
     uint64_t seed = s->o.replay ? s->o.replay_seed : s->o.seed;
     long total = s->o.replay ? 1 : s->o.runs;
-    printf("crashwindow sim: seed %llu, %ld run%s, time budget %ld s, output in %s\n",
-           (unsigned long long)seed, total, total == 1 ? "" : "s", s->o.budget_s, s->out);
+    s->first = 1;
+    s->last = total;
+    char share[96] = "";
+    if (!s->o.replay && s->o.shard.count > 0) {
+        shard_range(&s->o.shard, total, &s->first, &s->last);
+        snprintf(share, sizeof(share), " (shard %d/%d: runs %ld to %ld)", s->o.shard.index,
+                 s->o.shard.count, s->first, s->last);
+    }
+    printf("crashwindow sim: seed %llu, %ld run%s%s, time budget %ld s, output in %s\n",
+           (unsigned long long)seed, total, total == 1 ? "" : "s", share, s->o.budget_s, s->out);
     fflush(stdout);
     cJSON *ev = cwlog_begin("sim_start");
     cJSON_AddItemToObject(ev, "seed", u64_json(seed));
@@ -1138,6 +1190,8 @@ int simulator_main(int argc, char **argv)
     write_result(s, !broken && !runner_interrupted());
     finish(s, rpm, broken);
     int rc = s->failures == 0 && !broken && s->runs > 0 && !runner_interrupted() ? 0 : 1;
+    if (rundir_outputs(s->out, s->o.junit, 1, "crashwindow sim") < 0)
+        rc = 1;
     sim_free(s);
     return rc;
 }

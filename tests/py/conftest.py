@@ -28,6 +28,36 @@ def binary(name):
     raise FileNotFoundError(f"{name} not built in {BUILD_DIR}")
 
 
+# A small pipeline for scenario files written by tests (not the suite's own).
+RELAY = {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100, "batch": 10}}
+PIPELINE = {
+    "api": {"kind": "api"},
+    "relay-1": RELAY,
+    "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
+}
+
+
+def scenario(tmp_path, name, steps, invariants=("nothing_lost",), **extra):
+    """Writes a scenario file into tmp_path; returns its path."""
+    spec = {"name": name, "title": f"test {name}", "crash_window": "test/window",
+            "processes": extra.pop("processes", PIPELINE), "steps": steps,
+            "invariants": list(invariants)}
+    spec.update(extra)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(spec, indent=1))
+    return str(path)
+
+
+def crashwindow(*args, timeout=300):
+    return subprocess.run([binary("crashwindow"), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def inv(sc, name):
+    """The named invariant of one scenario's result."""
+    return next(i for i in sc["invariants"] if i["name"] == name)
+
+
 def wait_for(cond, timeout, what, interval=0.02):
     """Polls cond() until it returns a truthy value; fails naming `what`."""
     deadline = time.monotonic() + timeout

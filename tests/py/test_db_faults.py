@@ -9,34 +9,12 @@ verdicts), never on log lines.
 """
 import json
 import os
-import subprocess
 
 import pytest
 
-from conftest import binary
+from conftest import PIPELINE, crashwindow, inv, scenario
 
-RELAY = {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100, "batch": 10}}
-PIPELINE = {
-    "api": {"kind": "api"},
-    "relay-1": RELAY,
-    "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
-}
 STANDBY = {"database": {"standby": True, "synchronous": False}}
-
-
-def scenario(tmp_path, name, steps, invariants=("nothing_lost",), **extra):
-    spec = {"name": name, "title": f"test {name}", "crash_window": "test/window",
-            "processes": extra.pop("processes", PIPELINE), "steps": steps,
-            "invariants": list(invariants)}
-    spec.update(extra)
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(spec, indent=1))
-    return str(path)
-
-
-def crashwindow(*args, timeout=300):
-    return subprocess.run([binary("crashwindow"), *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def run_one(tmp_path, path, *extra):
@@ -44,10 +22,6 @@ def run_one(tmp_path, path, *extra):
     r = crashwindow("run", path, "--out", str(out), *extra)
     with open(os.path.join(out, "result.json"), encoding="utf-8") as f:
         return r, json.load(f)["scenarios"][0]
-
-
-def inv(sc, name):
-    return next(i for i in sc["invariants"] if i["name"] == name)
 
 
 @pytest.mark.parametrize("steps,extra,message", [

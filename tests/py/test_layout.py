@@ -23,13 +23,14 @@ ALLOWED = {
     "sim/fakebroker": {"src/core"},
     "sim/checker": {"sim/scenario", "src/core"},
     "sim/report": set(),
+    "sim/merge": {"sim/report", "src/core"},
     "sim/faults": {"src/core"},
-    "sim/runner": {"sim/scenario", "sim/checker", "sim/report", "sim/fakebroker",
-                   "sim/faults", "src/core"},
-    "sim/simulator": {"sim/runner", "sim/scenario", "src/core"},
-    "sim/mutants": {"sim/runner", "src/core"},
+    "sim/runner": {"sim/scenario", "sim/checker", "sim/report", "sim/merge",
+                   "sim/fakebroker", "sim/faults", "src/core"},
+    "sim/simulator": {"sim/runner", "sim/scenario", "sim/merge", "src/core"},
+    "sim/mutants": {"sim/runner", "sim/merge", "src/core"},
     "sim": {"sim/scenario", "sim/fakebroker", "sim/checker", "sim/report", "sim/faults",
-            "sim/runner", "sim/simulator", "sim/mutants", "src/core"},
+            "sim/merge", "sim/runner", "sim/simulator", "sim/mutants", "src/core"},
 }
 
 # System headers only one file may include.

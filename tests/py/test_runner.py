@@ -10,34 +10,12 @@ part of the suite in scenarios/.
 import json
 import os
 import signal
-import subprocess
 import urllib.request
 
 import pytest
 
-from conftest import SOURCE_DIR, binary, read_events, wait_for
-
-RELAY = {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100, "batch": 10}}
-PIPELINE = {
-    "api": {"kind": "api"},
-    "relay-1": RELAY,
-    "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
-}
-
-
-def scenario(tmp_path, name, steps, invariants=("nothing_lost",), **extra):
-    spec = {"name": name, "title": f"test {name}", "crash_window": "test/window",
-            "processes": extra.pop("processes", PIPELINE), "steps": steps,
-            "invariants": list(invariants)}
-    spec.update(extra)
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(spec, indent=1))
-    return str(path)
-
-
-def crashwindow(*args, timeout=300):
-    return subprocess.run([binary("crashwindow"), *args], capture_output=True, text=True,
-                          timeout=timeout)
+from conftest import (PIPELINE, RELAY, SOURCE_DIR, crashwindow, inv, read_events, scenario,
+                      wait_for)
 
 
 def load_result(out):
@@ -47,10 +25,6 @@ def load_result(out):
 
 def by_name(result):
     return {s["name"]: s for s in result["scenarios"]}
-
-
-def inv(sc, name):
-    return next(i for i in sc["invariants"] if i["name"] == name)
 
 
 def test_usage_errors_exit_2(tmp_path):

@@ -1,0 +1,173 @@
+/* rundir.c -- result.json of a run directory; see rundir.h. */
+#include "rundir.h"
+#include "bundle.h"
+#include "junit.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The whole file, NUL-terminated, at most max bytes.  NULL with err. */
+static char *slurp(const char *path, size_t max, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: %s", path, errno == ENOENT ? "missing" : strerror(errno));
+        return NULL;
+    }
+    char *data = malloc(max + 1);
+    size_t n = data != NULL ? fread(data, 1, max + 1, f) : 0;
+    int bad = data == NULL || ferror(f);
+    fclose(f);
+    if (bad || n > max) {
+        snprintf(err, errlen, "%s: %s", path, data == NULL ? "out of memory"
+                 : bad ? "cannot be read" : "larger than the limit of result.json");
+        free(data);
+        return NULL;
+    }
+    data[n] = '\0';
+    *len = n;
+    return data;
+}
+
+cJSON *rundir_load(const char *dir, char *err, size_t errlen)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/result.json", dir) >= (int)sizeof(path)) {
+        snprintf(err, errlen, "%.200s...: path too long", dir);
+        return NULL;
+    }
+    size_t len = 0;
+    char *text = slurp(path, RUNDIR_MAX_JSON, &len, err, errlen);
+    if (text == NULL)
+        return NULL;
+    if (len == 0) {
+        snprintf(err, errlen, "%s is empty", path);
+        free(text);
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *res = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (res == NULL) {
+        size_t at = end != NULL && end >= text ? (size_t)(end - text) : 0;
+        /* A whole result.json ends with its closing brace; a copy or a
+         * write that stopped early does not. */
+        size_t last = len;
+        while (last > 0 && (text[last - 1] == '\n' || text[last - 1] == ' ' ||
+                            text[last - 1] == '\r' || text[last - 1] == '\t'))
+            last--;
+        int cut = last == 0 || text[last - 1] != '}';
+        snprintf(err, errlen, "%s is not valid JSON (parsing stopped at byte %zu of %zu%s)",
+                 path, at, len, cut ? "; the file is cut short: truncated or still being "
+                 "written" : "; corrupt");
+        free(text);
+        return NULL;
+    }
+    free(text);
+    const char *why = NULL;
+    if (!cJSON_IsObject(res))
+        why = "is not a JSON object";
+    else if (jstr(res, "tool") == NULL || strcmp(jstr(res, "tool"), "crashwindow") != 0)
+        why = "is not a crashwindow result (\"tool\" must be \"crashwindow\")";
+    else if (jstr(res, "kind") == NULL)
+        why = "has no \"kind\"";
+    else if (jstr(res, "verdict") == NULL)
+        why = "has no \"verdict\"";
+    else if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(res, "scenarios")))
+        why = "has no \"scenarios\" array";
+    if (why != NULL) {
+        snprintf(err, errlen, "%s %s", path, why);
+        cJSON_Delete(res);
+        return NULL;
+    }
+    return res;
+}
+
+int rundir_failed(const cJSON *sc)
+{
+    const char *v = jstr(sc, "verdict");
+    const char *e = jstr(sc, "error");
+    return v == NULL || strcmp(v, "pass") != 0 || (e != NULL && e[0] != '\0');
+}
+
+static void put(char *out, size_t outlen, const char *a, const char *b)
+{
+    if (out != NULL)
+        snprintf(out, outlen, "%s%s%s", a, b[0] ? ": " : "", b);
+}
+
+void rundir_first_witness(const cJSON *sc, char *out, size_t outlen, char *sig,
+                          size_t siglen)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sc, "invariants")) {
+        const char *v = jstr(it, "verdict");
+        const char *name = jstr(it, "name");
+        if (v == NULL || strcmp(v, "pass") == 0 || name == NULL)
+            continue;
+        const cJSON *w = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(it, "witnesses"), 0);
+        const cJSON *checked = cJSON_GetObjectItemCaseSensitive(it, "checked");
+        const char *text = cJSON_IsString(w) ? w->valuestring
+                           : cJSON_IsNumber(checked) && checked->valuedouble == 0
+                               ? "vacuous: nothing checked" : "";
+        put(out, outlen, name, text);
+        if (sig != NULL)
+            snprintf(sig, siglen, "%s", name);
+        return;
+    }
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sc, "expect")) {
+        const char *v = jstr(it, "verdict");
+        if (v == NULL || strcmp(v, "pass") == 0)
+            continue;
+        char what[200];
+        snprintf(what, sizeof(what), "expectation %s", jstr(it, "check") ? jstr(it, "check")
+                                                                         : "?");
+        put(out, outlen, what, jstr(it, "detail") ? jstr(it, "detail") : "");
+        if (sig != NULL)
+            snprintf(sig, siglen, "expectation");
+        return;
+    }
+    const char *e = jstr(sc, "error");
+    put(out, outlen, "error", e != NULL ? e : "the scenario did not pass");
+    if (sig != NULL)
+        snprintf(sig, siglen, "error");
+}
+
+int rundir_outputs(const char *dir, const char *junit, int bundles, const char *who)
+{
+    char err[1024];
+    cJSON *res = rundir_load(dir, err, sizeof(err));
+    if (res == NULL) {
+        fprintf(stderr, "%s: %s\n", who, err);
+        return -1;
+    }
+    int rc = 0;
+    if (junit != NULL) {
+        if (junit_write(res, junit, err, sizeof(err)) < 0) {
+            fprintf(stderr, "%s: could not write the JUnit file: %s\n", who, err);
+            rc = -1;
+        } else {
+            printf("junit: %s\n", junit);
+        }
+    }
+    if (bundles) {
+        int n = bundle_write_all(dir, res, err, sizeof(err));
+        if (n < 0) {
+            fprintf(stderr, "%s: could not write the failure bundles: %s\n", who, err);
+            rc = -1;
+        } else if (n > 0) {
+            printf("bundles: %s/bundles (%d failure%s, each ready to attach to a bug "
+                   "report)\n", dir, n, n == 1 ? "" : "s");
+        }
+    }
+    fflush(stdout);
+    cJSON_Delete(res);
+    return rc;
+}

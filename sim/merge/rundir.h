@@ -1,0 +1,40 @@
+/* rundir.h -- reading a run directory's result.json, and what every command
+ * writes from it when it is done (JUnit XML, failure bundles).
+ *
+ * A run directory is what `crashwindow run`, `mutants`, `sim` and `merge`
+ * leave: DIR/result.json and the files its "dir" fields point to.  Anything
+ * written from a run directory is a pure function of it, so a merged
+ * directory gets its report, JUnit file and bundles by the same code as a
+ * single run. */
+#ifndef CW_RUNDIR_H
+#define CW_RUNDIR_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+/* result.json is never larger than this. */
+#define RUNDIR_MAX_JSON (64u * 1024 * 1024)
+
+/* DIR/result.json, parsed and checked at the top: a JSON object, "tool"
+ * "crashwindow", "kind" and "verdict" strings, "scenarios" an array.
+ * NULL with the reason in err: missing, unreadable, empty, too large, not
+ * JSON (with the byte offset where parsing stopped: a truncated file stops
+ * at its end) or not a crashwindow result. */
+cJSON *rundir_load(const char *dir, char *err, size_t errlen);
+
+/* 1 when the scenario entry of result.json did not pass. */
+int rundir_failed(const cJSON *sc);
+
+/* What made a failed scenario fail, in one line: the first witness of the
+ * first failed invariant ("nothing_lost: ..."), else the first failed
+ * expectation, else the error; sig receives the invariant's name,
+ * "expectation" or "error".  Either output may be NULL. */
+void rundir_first_witness(const cJSON *sc, char *out, size_t outlen, char *sig,
+                          size_t siglen);
+
+/* Reads DIR/result.json and writes the JUnit file (when junit is not NULL)
+ * and DIR/bundles/ (when bundles is set and something failed), printing a
+ * line for each under the name who.  0, or -1 with the reason printed. */
+int rundir_outputs(const char *dir, const char *junit, int bundles, const char *who);
+
+#endif

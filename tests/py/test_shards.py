@@ -1,0 +1,434 @@
+"""Sharded runs and `crashwindow merge`, end to end on the real scenarios.
+
+The flow CI runs: `crashwindow run --all --shard K/3` three times, each an
+ordinary run with its own throwaway cluster, then `crashwindow merge` of the
+three run directories.  The merged verdict, counts and scenarios must equal
+those of one unsharded `crashwindow run --all`.  Then every kind of bad
+input, each on copies of those real shard directories: a clear error naming
+the shard and the problem, exit status 2, and nothing merged (the output
+directory does not exist afterwards, and no half-built one is left beside
+it).  Last, a failing scenario split over two shards: its failure bundle,
+its JUnit failure and the merged FAIL.
+"""
+import json
+import os
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import SOURCE_DIR, binary
+
+N = 3
+
+
+def crashwindow(*args, timeout=600, env=None):
+    full = dict(os.environ)
+    for var in ("CW_SHARD", "JOB_COMPLETION_INDEX", "CW_SHARD_COUNT", "CI_NODE_INDEX",
+                "CI_NODE_TOTAL"):
+        full.pop(var, None)
+    full.update(env or {})
+    return subprocess.run([binary("crashwindow"), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=full)
+
+
+def load(d):
+    with open(os.path.join(d, "result.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def scenario_names():
+    return sorted(f[:-5] for f in os.listdir(os.path.join(SOURCE_DIR, "scenarios"))
+                  if f.endswith(".json"))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The three real shards and one unsharded run of every scenario."""
+    root = tmp_path_factory.mktemp("shards")
+    shards = []
+    for k in range(1, N + 1):
+        out = root / f"shard-{k}"
+        r = crashwindow("run", "--all", "--brief", "--shard", f"{k}/{N}", "--out", out,
+                        "--junit", root / f"shard-{k}.xml")
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+        assert f"(shard {k}/{N})" in r.stdout
+        shards.append(out)
+    single = root / "single"
+    r = crashwindow("run", "--all", "--brief", "--out", single)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    return {"root": root, "shards": shards, "single": single}
+
+
+def essence(sc):
+    """What must not depend on where a scenario ran."""
+    return (sc["name"], sc["verdict"], sc["error"],
+            [(i["name"], i["verdict"]) for i in sc["invariants"]],
+            [(x["check"], x["verdict"]) for x in sc["expect"]])
+
+
+def test_each_shard_runs_its_share_and_no_more(runs):
+    names = scenario_names()
+    seen = []
+    for k, d in enumerate(runs["shards"], start=1):
+        res = load(d)
+        assert res["shard"]["index"] == k and res["shard"]["count"] == N
+        assert res["shard"]["work"] == names
+        mine = [s["name"] for s in res["scenarios"]]
+        assert mine == [n for i, n in enumerate(names) if i % N == k - 1]
+        seen += mine
+        # The shard's JUnit file: one test case per scenario it ran.
+        cases = ET.parse(runs["root"] / f"shard-{k}.xml").findall(".//testcase")
+        assert [c.get("name") for c in cases] == mine
+        assert all(c.find("failure") is None for c in cases)
+    assert sorted(seen) == names
+    # The digest of the scenario files is the same in every shard.
+    assert len({load(d)["shard"]["digest"] for d in runs["shards"]}) == 1
+    # An unsharded run says nothing about shards.
+    assert "shard" not in load(runs["single"])
+
+
+def test_merge_of_three_shards_equals_one_run(runs, tmp_path):
+    out = tmp_path / "merged"
+    # Given in another order: the merge orders by the work, not the command line.
+    r = crashwindow("merge", *reversed(runs["shards"]), "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"PASS: {N} shards of a run" in r.stdout
+    merged, single = load(out), load(runs["single"])
+    assert merged["verdict"] == single["verdict"] == "pass"
+    assert merged["kind"] == "run" and merged["commit"] == single["commit"]
+    for key in ("scenarios", "passed", "invariants_checked"):
+        assert merged["totals"][key] == single["totals"][key], key
+    assert [essence(s) for s in merged["scenarios"]] == [essence(s) for s in single["scenarios"]]
+    # Totals are the sums of the shards'.
+    for key in merged["totals"]:
+        assert merged["totals"][key] == sum(load(d)["totals"][key] for d in runs["shards"])
+    assert merged["merged"]["count"] == N
+    assert [s["index"] for s in merged["merged"]["shards"]] == [1, 2, 3]
+    assert merged["duration_ms"] == max(load(d)["duration_ms"] for d in runs["shards"])
+
+    # Every scenario's files came along, where its "dir" says.
+    for sc in merged["scenarios"]:
+        assert sc["dir"] == f"shards/{sc['shard']}/{sc['name']}"
+        assert os.path.getsize(out / sc["dir"] / "timeline.jsonl") > 0
+    # One report (every scenario with its timeline), one JUnit file, no bundles.
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert html.count('<section class="scenario pass"') == len(scenario_names())
+    assert "timeline unavailable" not in html and "no usable scenario directory" not in html
+    assert "<dt>shards</dt><dd>3 merged: 1 on " in html
+    cases = ET.parse(out / "junit.xml").findall(".//testcase")
+    assert [c.get("name") for c in cases] == [s["name"] for s in single["scenarios"]]
+    assert not (out / "bundles").exists()
+    # The merged directory is an ordinary run directory for `crashwindow report`.
+    r = crashwindow("report", out, "-o", tmp_path / "again.html")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("0/3", "--shard 0/3: K counts from 1; the shards of 3 are 1/3 to 3/3"),
+    ("4/3", "--shard 4/3: K is past N"),
+    ("a/b", "--shard 'a/b' is not K/N"),
+    ("3/0", "--shard 3/0: N must be from 1"),
+    ("2", "--shard '2' is not K/N"),
+    ("16/16", "--shard 16/16: only 15 scenarios to share, so at most 15 shards"),
+])
+def test_bad_shard_arguments(arg, message, tmp_path):
+    for cmd in (["run", "--all"], ["mutants"], ["sim", "--seed", "1", "--runs", "20"]):
+        if arg == "16/16" and cmd[0] != "run":
+            continue
+        out = tmp_path / cmd[0]
+        r = crashwindow(*cmd, "--shard", arg, "--out", out)
+        assert r.returncode == 2, (cmd, r.stdout, r.stderr)
+        assert message in r.stderr, (cmd, r.stderr)
+        assert not out.exists() or not os.listdir(out)
+
+
+def test_shard_from_the_environment(tmp_path):
+    """--shard env: a Kubernetes Indexed Job counts from 0, GitLab from 1."""
+    names = scenario_names()
+    want = [n for i, n in enumerate(names) if i % 3 == 0]
+    for env in ({"JOB_COMPLETION_INDEX": "0", "CW_SHARD_COUNT": "3"},
+                {"CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "3"},
+                {"CW_SHARD": "1/3"}):
+        r = crashwindow("run", "--all", "--shard", "env", "--dry-run", env=env)
+        assert r.returncode == 0, (env, r.stderr)
+        shown = [line.split()[1].rstrip(":") for line in r.stdout.splitlines()
+                 if line.startswith("scenario ")]
+        assert shown == want, (env, r.stdout[:2000])
+    for env, message in (
+            ({}, "none of CW_SHARD, JOB_COMPLETION_INDEX"),
+            ({"JOB_COMPLETION_INDEX": "3", "CW_SHARD_COUNT": "3"}, "K is past N"),
+            ({"JOB_COMPLETION_INDEX": "1"}, "CW_SHARD_COUNT is not"),
+            ({"CI_NODE_INDEX": "0", "CI_NODE_TOTAL": "3"}, "K counts from 1"),
+            ({"CW_SHARD": "x/3"}, "CW_SHARD 'x/3' is not K/N")):
+        r = crashwindow("run", "--all", "--shard", "env", "--dry-run", env=env)
+        assert r.returncode == 2 and message in r.stderr, (env, r.stderr)
+
+
+def lpt(durations, n):
+    """The weighted split, computed here independently: longest first, each
+    to the least loaded share (ties: the lower index, the lower share)."""
+    order = sorted(range(len(durations)), key=lambda i: (-durations[i], i))
+    load, plan = [0.0] * n, [0] * len(durations)
+    for i in order:
+        to = min(range(n), key=lambda k: (load[k], k))
+        load[to] += durations[i]
+        plan[i] = to + 1
+    return plan
+
+
+def test_weighted_split_follows_an_earlier_runs_durations(runs, copies, tmp_path):
+    single = load(runs["single"])
+    names = [s["name"] for s in single["scenarios"]]
+    plan = lpt([s["duration_ms"] for s in single["scenarios"]], 2)
+    got = {}
+    for k in (1, 2):
+        r = crashwindow("run", "--all", "--shard", f"{k}/2", "--shard-weights", runs["single"],
+                        "--dry-run")
+        assert r.returncode == 0, r.stderr
+        got[k] = [line.split()[1].rstrip(":") for line in r.stdout.splitlines()
+                  if line.startswith("scenario ")]
+        assert got[k] == [n for n, p in zip(names, plan) if p == k]
+    assert sorted(got[1] + got[2]) == sorted(names)
+    r = crashwindow("run", "--all", "--shard-weights", runs["single"], "--dry-run")
+    assert r.returncode == 2 and "--shard-weights weighs a --shard K/N split" in r.stderr
+    r = crashwindow("run", "--all", "--shard", "1/2", "--shard-weights", tmp_path / "none",
+                    "--dry-run")
+    assert r.returncode == 2 and "--shard-weights:" in r.stderr and "missing" in r.stderr
+    # Shards split by different plans do not merge.
+    s1, s2, s3 = copies
+    res = load(s2)
+    res["shard"]["plan"] = [1] * len(names)
+    (s2 / "result.json").write_text(json.dumps(res), encoding="utf-8")
+    refused(tmp_path, copies, f"shard 2/3 ({s2}) split the scenarios differently")
+
+
+def test_sim_shard_needs_a_seed():
+    r = crashwindow("sim", "--runs", "4", "--shard", "1/2", "--dry-run")
+    assert r.returncode == 2 and "--shard needs --seed" in r.stderr
+    r = crashwindow("sim", "--replay", "7:1", "--shard", "1/2")
+    assert r.returncode == 2 and "--shard needs --seed" in r.stderr
+    r = crashwindow("sim", "--seed", "7", "--runs", "3", "--shard", "4/3")
+    assert r.returncode == 2 and "K is past N" in r.stderr
+
+
+# ---- bad input to merge: each on copies of the real shards -----------------
+
+@pytest.fixture
+def copies(runs, tmp_path):
+    """Fresh copies of the three real shard directories, to break."""
+    out = []
+    for k, d in enumerate(runs["shards"], start=1):
+        dst = tmp_path / f"s{k}"
+        shutil.copytree(d, dst)
+        out.append(dst)
+    return out
+
+
+def edit(d, change):
+    res = load(d)
+    change(res)
+    (d / "result.json").write_text(json.dumps(res, indent=1), encoding="utf-8")
+
+
+def refused(tmp_path, dirs, *needles):
+    out = tmp_path / "merged"
+    r = crashwindow("merge", *dirs, "--out", out)
+    assert r.returncode == 2, r.stdout + r.stderr
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+    assert "nothing merged" in r.stderr
+    assert not out.exists()
+    assert not [f for f in os.listdir(tmp_path) if ".merging." in f]
+    return r.stderr
+
+
+def test_missing_shard_is_named_with_its_work(copies, tmp_path):
+    s1, s2, s3 = copies
+    work = [n for i, n in enumerate(scenario_names()) if i % N == 1]
+    err = refused(tmp_path, [s1, s3], "shard 2/3 is missing: its scenarios")
+    assert all(n in err for n in work)
+    refused(tmp_path, [s2], "shard 1/3 is missing", "shard 3/3 is missing")
+    # A shard directory whose result never arrived.
+    (s2 / "result.json").unlink()
+    refused(tmp_path, [s1, s2, s3], f"shard {s2}: {s2}/result.json: missing")
+    shutil.rmtree(s2)
+    refused(tmp_path, [s1, s2, s3], f"{s2}: no such directory")
+
+
+def test_corrupt_or_truncated_result(copies, tmp_path):
+    s1, s2, s3 = copies
+    text = (s2 / "result.json").read_text(encoding="utf-8")
+    (s2 / "result.json").write_text(text[: len(text) // 2], encoding="utf-8")
+    refused(tmp_path, copies, f"shard {s2}: {s2}/result.json is not valid JSON",
+            "the file is cut short")
+    (s2 / "result.json").write_text(text.replace('"verdict"', '"verdict" "x"', 1),
+                                    encoding="utf-8")
+    refused(tmp_path, copies, f"{s2}/result.json is not valid JSON", "corrupt")
+    (s2 / "result.json").write_text("", encoding="utf-8")
+    refused(tmp_path, copies, f"{s2}/result.json is empty")
+    (s2 / "result.json").write_text('{"tool": "other"}', encoding="utf-8")
+    refused(tmp_path, copies, f"{s2}/result.json is not a crashwindow result")
+    (s2 / "result.json").write_text(text, encoding="utf-8")
+    edit(s2, lambda r: r.pop("shard"))
+    refused(tmp_path, copies, f"{s2}: not a shard", "run it with --shard K/N")
+    (s2 / "result.json").write_text(text, encoding="utf-8")
+    edit(s2, lambda r: r["shard"].update(index=5))
+    refused(tmp_path, copies, f"{s2}: its result.json has a bad \"shard\"")
+
+
+def test_mismatched_shards(copies, tmp_path):
+    s1, s2, s3 = copies
+    text = (s3 / "result.json").read_text(encoding="utf-8")
+    edit(s3, lambda r: r.update(commit="0" * 40))
+    refused(tmp_path, copies, f"shard 3/3 ({s3}) ran commit {'0' * 40}",
+            "shards of different commits do not merge")
+    (s3 / "result.json").write_text(text, encoding="utf-8")
+    edit(s3, lambda r: r["shard"]["work"].append("99-not-in-the-others"))
+    refused(tmp_path, copies, f"shard 3/3 ({s3}) split different scenario sets",
+            "99-not-in-the-others only in the second")
+    (s3 / "result.json").write_text(text, encoding="utf-8")
+    edit(s3, lambda r: r["shard"].update(digest="0123456789abcdef"))
+    refused(tmp_path, copies, "same names but different contents")
+    (s3 / "result.json").write_text(text, encoding="utf-8")
+    edit(s3, lambda r: r["shard"].update(count=4))
+    refused(tmp_path, copies, f"shard 3/4 ({s3}) are shards of different splits")
+    (s3 / "result.json").write_text(text, encoding="utf-8")
+    edit(s3, lambda r: r.update(kind="sim"))
+    refused(tmp_path, copies, f"shard 3/3 ({s3}) is a sim result but")
+
+
+def test_overlapping_shards(copies, runs, tmp_path):
+    s1, s2, s3 = copies
+    refused(tmp_path, [s1, s2, runs["shards"][1], s3],
+            "shards overlap", f"{s2}", "are both shard 2/3")
+    refused(tmp_path, [s1, s2, s3, s2], f"shard 2/3 ({s2}) is given twice")
+    # A shard that holds a scenario of another's share.
+    other = load(s1)["scenarios"][0]
+    edit(s2, lambda r: r["scenarios"].append(other))
+    shutil.copytree(s1 / other["dir"], s2 / other["dir"])
+    refused(tmp_path, copies, f"shard 2/3 ({s2}): its result.json holds scenario "
+            f"{other['name']} 1 times where its share has it 0 times: it overlaps")
+
+
+def test_cut_short_or_incomplete_shard(copies, tmp_path):
+    s1, s2, s3 = copies
+    text = (s2 / "result.json").read_text(encoding="utf-8")
+    gone = load(s2)["scenarios"][-1]["name"]
+    edit(s2, lambda r: r["scenarios"].pop())
+    refused(tmp_path, copies, f"shard 2/3 ({s2}): its result.json lacks scenario {gone}",
+            "cut short")
+    (s2 / "result.json").write_text(text, encoding="utf-8")
+    first = load(s2)["scenarios"][0]
+    shutil.rmtree(s2 / first["dir"])
+    refused(tmp_path, copies, f"shard 2/3 ({s2}): the files of scenario {first['name']}",
+            "are missing")
+
+
+def test_output_must_be_new_and_apart(copies, tmp_path):
+    s1, s2, s3 = copies
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "old.txt").write_text("keep me")
+    r = crashwindow("merge", *copies, "--out", out)
+    assert r.returncode == 2 and "exists and is not an empty directory" in r.stderr
+    assert os.listdir(out) == ["old.txt"]
+    r = crashwindow("merge", *copies, "--out", s1 / "merged")
+    assert r.returncode == 2 and "lie one inside the other" in r.stderr
+    assert not (s1 / "merged").exists()
+    r = crashwindow("merge", *copies)
+    assert r.returncode == 2 and "--out DIR" in r.stderr
+    # An existing empty directory is fine.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = crashwindow("merge", *copies, "--out", empty)
+    assert r.returncode == 0, r.stderr
+    assert (empty / "result.json").exists()
+
+
+# ---- a failure, split over shards ------------------------------------------
+
+LEDGER_COPY = (
+    "INSERT INTO ledger_entries (consumer_name, message_id, payment_id, event_type,"
+    " aggregate_version, amount, currency)"
+    " SELECT consumer_name, message_id, payment_id, event_type, aggregate_version, amount,"
+    " currency FROM ledger_entries ORDER BY id LIMIT 1")
+
+
+def double_effect(tmp_path):
+    """A scenario the checker must fail: a second ledger entry for one event."""
+    spec = {
+        "name": "double-effect", "title": "a copied ledger row", "crash_window": "test/window",
+        "processes": {
+            "api": {"kind": "api"},
+            "relay-1": {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100}},
+            "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
+        },
+        "steps": [
+            {"do": "payments", "count": 2, "key_prefix": "t-dbl"},
+            {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+            {"do": "sql", "sql": LEDGER_COPY, "expect_rows": 1},
+        ],
+        "invariants": ["effect_once", "nothing_lost"],
+    }
+    path = tmp_path / "double-effect.json"
+    path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+    return path
+
+
+def test_a_failure_gets_a_bundle_and_fails_the_merge(tmp_path, pg_cluster):
+    bad = double_effect(tmp_path)
+    files = [os.path.join(SOURCE_DIR, "scenarios", "01-command-rollback.json"), bad,
+             os.path.join(SOURCE_DIR, "scenarios", "12-ambiguous-commit.json")]
+    dirs = []
+    for k in (1, 2):
+        out = tmp_path / f"s{k}"
+        r = crashwindow("run", *files, "--pg", pg_cluster, "--brief", "--shard", f"{k}/2",
+                        "--out", out, "--junit", tmp_path / f"s{k}.xml")
+        assert r.returncode == (1 if k == 2 else 0), r.stdout + r.stderr
+        dirs.append(out)
+    # Shard 2 holds the failure: its bundle and its JUnit failure.
+    assert "bundles: " in r.stdout and "(1 failure," in r.stdout
+    (case,) = ET.parse(tmp_path / "s2.xml").findall(".//testcase")
+    fail = case.find("failure")
+    res = load(dirs[1])
+    witness = next(i for i in res["scenarios"][0]["invariants"]
+                   if i["name"] == "effect_once")["witnesses"][0]
+    assert fail.get("message") == f"effect_once: {witness}"
+    assert fail.get("type") == "effect_once"
+    assert not (dirs[0] / "bundles").exists()
+
+    out = tmp_path / "merged"
+    r = crashwindow("merge", *dirs, "--out", out, "--junit", tmp_path / "all.xml")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAIL: 2 shards of a run" in r.stdout and "2/3 scenarios passed" in r.stdout
+    merged = load(out)
+    assert merged["verdict"] == "fail"
+    assert [s["name"] for s in merged["scenarios"]] == [
+        "01-command-rollback", "double-effect", "12-ambiguous-commit"]
+    suites = ET.parse(tmp_path / "all.xml").getroot()
+    assert suites.get("tests") == "3" and suites.get("failures") == "1"
+
+    b = out / "bundles" / "double-effect"
+    summary = (b / "summary.md").read_text(encoding="utf-8")
+    assert summary.startswith("# double-effect: FAIL")
+    assert f"**First witness:** `effect_once: {witness}`" in summary
+    assert merged["commit"] in summary and "| merged | from 2 shards |" in summary
+    assert json.loads((b / "scenario.json").read_text())["name"] == "double-effect"
+    assert json.loads((b / "verdict.json").read_text())["verdict"] == "fail"
+    for f in ("timeline.jsonl", "accounting.events.jsonl", "broker.events.jsonl",
+              "runner.events.jsonl", "metrics.jsonl"):
+        assert os.path.getsize(b / "logs" / f) > 0, f
+    script = (b / "replay.sh").read_text(encoding="utf-8")
+    assert os.access(b / "replay.sh", os.X_OK)
+    assert f"git checkout {merged['commit']}" in script
+    assert 'exec "$cw" run "$here/scenario.json" "$@"' in script
+    # The replay command really replays it: the same invariant fails again.
+    again = tmp_path / "again"
+    r = subprocess.run(["sh", str(b / "replay.sh"), "--pg", pg_cluster, "--out", str(again),
+                        "--brief"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "CW_BUILD": os.path.dirname(
+                           os.path.dirname(binary("crashwindow")))})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "invariant effect_once failed" in r.stdout

@@ -1,0 +1,161 @@
+"""Sharded simulations and mutant matrices, merged.
+
+A simulation of seed 7 split into two seed ranges merges into the runs, the
+verdicts and the statistics of the same simulation run whole.  A mutant
+matrix of two mutants split over two shards (each builds and runs only its
+own mutant, and half of the baseline) merges into one matrix where both are
+killed and the whole baseline passed.  A mutant that survives gets its
+failure bundle.  The scenario suite's shards are in test_shards.py.
+"""
+import json
+import os
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+from conftest import SOURCE_DIR, binary
+
+
+def crashwindow(*args, timeout=900):
+    return subprocess.run([binary("crashwindow"), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def load(d):
+    with open(os.path.join(d, "result.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def essence(sc):
+    return (sc["name"], sc["verdict"], [(i["name"], i["verdict"]) for i in sc["invariants"]])
+
+
+def test_sim_shards_merge_into_the_whole_simulation(tmp_path, pg_cluster):
+    seed, runs = 7, 4
+    dirs = []
+    for k in (1, 2):
+        out = tmp_path / f"s{k}"
+        r = crashwindow("sim", "--seed", seed, "--runs", runs, "--shard", f"{k}/2", "--pg",
+                        pg_cluster, "--out", out, "--junit", tmp_path / f"s{k}.xml")
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+        first, last = (1, 2) if k == 1 else (3, 4)
+        assert f"(shard {k}/2: runs {first} to {last})" in r.stdout
+        res = load(out)
+        assert res["shard"] == {"index": k, "count": 2, "seed": seed, "runs": runs,
+                                "first": first, "last": last}
+        assert [s["name"] for s in res["scenarios"]] == [
+            f"sim-{seed}-{i}" for i in range(first, last + 1)]
+        dirs.append(out)
+    whole = tmp_path / "whole"
+    r = crashwindow("sim", "--seed", seed, "--runs", runs, "--pg", pg_cluster, "--out", whole)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+
+    out = tmp_path / "merged"
+    r = crashwindow("merge", dirs[1], dirs[0], "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"2 shards of a sim" in r.stdout and f"{runs} runs, 0 failed" in r.stdout
+    merged, single = load(out), load(whole)
+    assert merged["kind"] == "sim" and merged["verdict"] == single["verdict"] == "pass"
+    assert [essence(s) for s in merged["scenarios"]] == [essence(s) for s in single["scenarios"]]
+    for key in ("runs", "failures", "invariant_checks"):
+        assert merged["simulator"][key] == single["simulator"][key], key
+    assert merged["simulator"]["seed"] == seed and merged["complete"] is True
+    for key in ("scenarios", "passed", "invariants_checked"):
+        assert merged["totals"][key] == single["totals"][key], key
+    cases = ET.parse(out / "junit.xml").findall(".//testcase")
+    assert [c.get("name") for c in cases] == [f"sim-{seed}-{i}" for i in range(1, runs + 1)]
+    assert (out / "report.html").stat().st_size > 0
+
+    # Shards of another seed, or of another run count, do not merge.
+    broken = tmp_path / "other-seed"
+    shutil.copytree(dirs[1], broken)
+    res = load(broken)
+    res["shard"]["seed"] = 8
+    (broken / "result.json").write_text(json.dumps(res), encoding="utf-8")
+    r = crashwindow("merge", dirs[0], broken, "--out", tmp_path / "no")
+    assert r.returncode == 2 and f"shard 2/2 ({broken}) ran different seeds" in r.stderr
+    r = crashwindow("merge", dirs[0], "--out", tmp_path / "no")
+    assert r.returncode == 2 and f"shard 2/2 is missing: its runs {seed}:3 to {seed}:4" in r.stderr
+    # A run twice, or a run of another shard's range: overlap.
+    dup = tmp_path / "dup"
+    shutil.copytree(dirs[0], dup)
+    res = load(dup)
+    res["scenarios"].append(dict(res["scenarios"][0]))
+    (dup / "result.json").write_text(json.dumps(res), encoding="utf-8")
+    r = crashwindow("merge", dup, dirs[1], "--out", tmp_path / "no")
+    assert r.returncode == 2 and f"shard 1/2 ({dup}): its result.json holds sim-{seed}-1 twice" \
+        in r.stderr
+    res["scenarios"][-1]["name"] = f"sim-{seed}-3"
+    (dup / "result.json").write_text(json.dumps(res), encoding="utf-8")
+    r = crashwindow("merge", dup, dirs[1], "--out", tmp_path / "no")
+    assert r.returncode == 2 and f"holds sim-{seed}-3, which is not one of its runs " \
+        f"({seed}:1 to {seed}:2)" in r.stderr
+    assert not (tmp_path / "no").exists()
+
+
+# Mutants no other test file builds: ctest runs test files side by side, and
+# two builds of one mutant tree at once would trip over each other.
+MUTANTS = ("no_dead_letter_limit", "blind_version_apply")
+
+
+def test_mutant_matrix_shards_merge_into_one_matrix(tmp_path, pg_cluster):
+    only = [a for m in MUTANTS for a in ("--only", m)]
+    dirs = []
+    for k in (1, 2):
+        out = tmp_path / f"m{k}"
+        r = crashwindow("mutants", *only, "--shard", f"{k}/2", "--pg", pg_cluster, "--out", out)
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr
+        assert "1/1 mutants killed" in r.stdout
+        res = load(out)
+        # Round robin over the chosen mutants, in the matrix's order.
+        assert [m["name"] for m in res["mutants"]] == [MUTANTS[k - 1]]
+        assert res["shard"]["mutants"] == list(MUTANTS)
+        dirs.append(out)
+    scenarios = sorted(f[:-5] for f in os.listdir(os.path.join(SOURCE_DIR, "scenarios"))
+                       if f.endswith(".json"))
+
+    out = tmp_path / "merged"
+    r = crashwindow("merge", *dirs, "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "baseline pass, 2/2 mutants killed" in r.stdout
+    merged = load(out)
+    assert merged["kind"] == "mutants" and merged["verdict"] == "pass"
+    assert merged["baseline_verdict"] == "pass"
+    assert [s["name"] for s in merged["scenarios"]] == scenarios
+    assert all(s["verdict"] == "pass" for s in merged["scenarios"])
+    assert [m["name"] for m in merged["mutants"]] == list(MUTANTS)
+    assert all(m["killed"] for m in merged["mutants"])
+    for m in merged["mutants"]:
+        assert os.path.isdir(out / m["dir"]), m["dir"]
+    suites = {s.get("name"): s for s in ET.parse(out / "junit.xml").getroot()}
+    assert suites["crashwindow.mutants"].get("tests") == "2"
+    assert suites["crashwindow.mutants"].get("failures") == "0"
+    assert suites["crashwindow.mutants.baseline"].get("tests") == str(len(scenarios))
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "2 of 2 caught" in html
+
+    # A missing mutant shard is named with its baseline scenarios and mutant.
+    r = crashwindow("merge", dirs[0], "--out", tmp_path / "no")
+    assert r.returncode == 2
+    assert f"shard 2/2 is missing: its scenarios" in r.stderr
+    assert f"mutants {MUTANTS[1]}" in r.stderr
+
+    # A survivor fails the merge and gets a bundle with its runs.
+    surv = tmp_path / "survivor"
+    shutil.copytree(dirs[1], surv)
+    res = load(surv)
+    res["mutants"][0]["killed"] = False
+    res["verdict"] = "fail"
+    (surv / "result.json").write_text(json.dumps(res), encoding="utf-8")
+    out2 = tmp_path / "merged2"
+    r = crashwindow("merge", dirs[0], surv, "--out", out2)
+    assert r.returncode == 1, r.stdout + r.stderr
+    b = out2 / "bundles" / f"mutant-{MUTANTS[1]}"
+    summary = (b / "summary.md").read_text(encoding="utf-8")
+    assert summary.startswith(f"# mutant {MUTANTS[1]}: SURVIVED")
+    assert "no scenario aimed at it failed: 10-per-aggregate-order passed" in summary
+    assert f"mutants --only {MUTANTS[1]}" in (b / "replay.sh").read_text(encoding="utf-8")
+    assert (b / "logs" / "10-per-aggregate-order" / "timeline.jsonl").stat().st_size > 0
+    (case,) = [c for c in ET.parse(out2 / "junit.xml").findall(".//testcase")
+               if c.get("name") == MUTANTS[1]]
+    assert case.find("failure").get("type") == "survived"
