@@ -85,6 +85,8 @@ static const struct mutant MUTANTS[] = {
       { "08-poison-message" } },
     { "idempotency_without_hash", "a reused key with another body replays the old response",
       { "11-http-retry-after-crash" } },
+    { "parked_gap_never_applied", "a version parked for a gap stays parked once the gap closes",
+      { "23-parked-gap-applied" } },
     { "relay_keeps_dead_db_connection", "the relay keeps using a database connection it lost",
       { "16-postgres-crash-under-load", "17-backends-terminated", "19-failover-synchronous",
         "20-failover-asynchronous-loss" } },

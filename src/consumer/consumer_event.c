@@ -25,6 +25,17 @@ static const struct {
     { "PaymentCaptured", EVENT_PAYMENT_CAPTURED },
 };
 
+const char *consumer_event_type_name(const char *name, enum consumer_event_type *type)
+{
+    for (size_t i = 0; i < sizeof(event_types) / sizeof(event_types[0]); i++) {
+        if (strcmp(name, event_types[i].name) == 0) {
+            *type = event_types[i].type;
+            return event_types[i].name;
+        }
+    }
+    return NULL;
+}
+
 static void set_reason(char *reason, size_t len, const char *msg)
 {
     if (reason != NULL && len > 0)
@@ -197,12 +208,7 @@ int consumer_event_parse(const struct bus_delivery *d, struct consumer_event *ev
         return -1;
     }
 
-    for (size_t i = 0; i < sizeof(event_types) / sizeof(event_types[0]); i++) {
-        if (d->type != NULL && strcmp(d->type, event_types[i].name) == 0) {
-            ev->type = event_types[i].type;
-            ev->type_name = event_types[i].name;
-        }
-    }
+    ev->type_name = d->type != NULL ? consumer_event_type_name(d->type, &ev->type) : NULL;
     if (ev->type_name == NULL) {
         set_reason(reason, reasonlen, "unknown or missing event type");
         return -1;

@@ -71,6 +71,10 @@ int consumer_event_parse(const struct bus_delivery *d, struct consumer_event *ev
 void consumer_event_ids(const struct bus_delivery *d, char message_id[CW_UUID_LEN + 1],
                         char aggregate_id[CW_UUID_LEN + 1]);
 
+/* The known event type called name: its static name string, with *type
+ * set; NULL when name is not a type this consumer knows. */
+const char *consumer_event_type_name(const char *name, enum consumer_event_type *type);
+
 /* The key of the inbox marker: the event id, always.  (Writes 37 bytes.) */
 void consumer_event_inbox_key(const struct consumer_event *ev, char out[CW_UUID_LEN + 1]);
 

@@ -16,6 +16,12 @@ static const char SQL_LOCK_VERSION[] =
     "SELECT applied_version FROM aggregate_versions"
     " WHERE consumer_name = $1 AND aggregate_id = $2 FOR UPDATE";
 
+/* A gap on an aggregate with no applied version yet creates the row (at 0)
+ * so that there is something to lock: see process_at. */
+static const char SQL_VERSION_ROW[] =
+    "INSERT INTO aggregate_versions (consumer_name, aggregate_id, applied_version)"
+    " VALUES ($1, $2, 0) ON CONFLICT DO NOTHING";
+
 static const char SQL_INSERT_MARKER[] =
     "INSERT INTO inbox_messages (consumer_name, message_id, processed_at)"
     " VALUES ($1, $2, now()) ON CONFLICT DO NOTHING";
@@ -42,10 +48,20 @@ static const char SQL_GAP_AGE[] =
     " WHERE consumer_name = $1 AND message_id = $2 AND kind = 'gap'";
 
 static const char SQL_DEAD_LETTER[] =
-    "INSERT INTO consumer_dead_letters (consumer_name, message_id, reason, deliveries)"
-    " VALUES ($1, $2, $3, $4)"
+    "INSERT INTO consumer_dead_letters (consumer_name, message_id, reason, deliveries,"
+    "                                   aggregate_id, aggregate_version, event_type, amount,"
+    "                                   currency, trace_parent)"
+    " VALUES ($1, $2, $3, $4, $5::uuid, $6::bigint, $7, $8, $9, $10)"
     " ON CONFLICT (consumer_name, message_id) DO UPDATE"
     " SET reason = EXCLUDED.reason, deliveries = EXCLUDED.deliveries, parked_at = now()";
+
+/* The parked gap that follows version $3 - 1 of aggregate $2, taken out of
+ * the parking to be applied in the caller's transaction. */
+static const char SQL_UNPARK_NEXT[] =
+    "DELETE FROM consumer_dead_letters"
+    " WHERE consumer_name = $1 AND aggregate_id = $2::uuid AND aggregate_version = $3::bigint"
+    " RETURNING message_id, event_type, coalesce(amount, ''), coalesce(currency, ''),"
+    "           coalesce(trace_parent, '')";
 
 const char *inbox_verdict_name(enum inbox_verdict v)
 {
@@ -85,15 +101,18 @@ static int record_anomaly(PGconn *conn, const char *consumer_name, const char *m
     return pgx_cmd(conn, SQL_ANOMALY, 7, params, sqlstate, err, errlen);
 }
 
-/* Locks the aggregate's row (when it exists) and reads its applied version. */
+/* Locks the aggregate's row (when it exists) and reads its applied version;
+ * *exists says whether there was a row to lock. */
 static int lock_version(PGconn *conn, const char *consumer_name, const char *aggregate_id,
-                        long long *applied, char sqlstate[6], char *err, size_t errlen)
+                        long long *applied, int *exists, char sqlstate[6], char *err,
+                        size_t errlen)
 {
     const char *params[2] = { consumer_name, aggregate_id };
     PGresult *res = pgx_exec(conn, SQL_LOCK_VERSION, 2, params, sqlstate, err, errlen);
     if (res == NULL)
         return -1;
-    *applied = PQntuples(res) > 0 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+    *exists = PQntuples(res) > 0;
+    *applied = *exists ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0;
     PQclear(res);
     return 0;
 }
@@ -137,17 +156,114 @@ static int marker_exists(PGconn *conn, const char *consumer_name, const char *ke
 }
 #endif
 
+static int process_at(PGconn *conn, const char *consumer_name,
+                      const struct consumer_effect *eff, const struct consumer_event *ev,
+                      struct inbox_result *out, int depth, char sqlstate[6], char *err,
+                      size_t errlen);
+
+/* The event a parked gap row holds (columns of SQL_UNPARK_NEXT), rebuilt
+ * as the delivery's validation left it. */
+static void parked_event(PGresult *res, const char *aggregate_id, long long version,
+                         struct consumer_event *ev)
+{
+    memset(ev, 0, sizeof(*ev));
+    snprintf(ev->message_id, sizeof(ev->message_id), "%s", PQgetvalue(res, 0, 0));
+    snprintf(ev->payment_id, sizeof(ev->payment_id), "%s", aggregate_id);
+    ev->type_name = consumer_event_type_name(PQgetvalue(res, 0, 1), &ev->type);
+    ev->version = version;
+    snprintf(ev->amount, sizeof(ev->amount), "%s", PQgetvalue(res, 0, 2));
+    ev->has_amount = ev->amount[0] != '\0';
+    snprintf(ev->currency, sizeof(ev->currency), "%s", PQgetvalue(res, 0, 3));
+    ev->has_currency = ev->currency[0] != '\0';
+    const char *parent = PQgetvalue(res, 0, 4);
+    ev->has_parent_trace = cw_traceparent_valid(parent);
+    if (ev->has_parent_trace)
+        snprintf(ev->parent_trace, sizeof(ev->parent_trace), "%s", parent);
+    cw_traceparent_child(ev->has_parent_trace ? ev->parent_trace : NULL, ev->trace, NULL);
+}
+
+/* ev was just applied: the version after it may be parked, waiting for it
+ * since a gap was parked.  It is applied now, in this transaction, and so on
+ * up the chain; what was applied is counted in out->unparked.  Parking a gap
+ * acknowledged its delivery, so no redelivery would ever bring it back: this
+ * is the only way a parked version is applied. */
+static int apply_parked_successor(PGconn *conn, const char *consumer_name,
+                                  const struct consumer_effect *eff,
+                                  const struct consumer_event *ev, struct inbox_result *out,
+                                  int depth, char sqlstate[6], char *err, size_t errlen)
+{
+#ifdef CW_MUTANT_parked_gap_never_applied
+    /* Mistake: "a parked message is an operator's problem" -- the version
+     * parked for a gap stays parked after the gap closed, and is lost. */
+    return 0;
+#endif
+    if (depth >= INBOX_MAX_CHAIN)
+        return 0; /* a bound no payment reaches (three versions) */
+    char next[24];
+    snprintf(next, sizeof(next), "%lld", ev->version + 1);
+    const char *params[3] = { consumer_name, ev->payment_id, next };
+    PGresult *res = pgx_exec(conn, SQL_UNPARK_NEXT, 3, params, sqlstate, err, errlen);
+    if (res == NULL)
+        return INBOX_ERR_SQL;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        return 0;
+    }
+    struct consumer_event parked;
+    parked_event(res, ev->payment_id, ev->version + 1, &parked);
+    PQclear(res);
+    if (parked.type_name == NULL) {
+        snprintf(err, errlen, "parked event %s has an unknown type", parked.message_id);
+        return INBOX_ERR_SQL;
+    }
+    struct inbox_result r;
+    int rc = process_at(conn, consumer_name, eff, &parked, &r, depth + 1, sqlstate, err,
+                        errlen);
+    if (rc < 0)
+        return rc;
+    /* The depth bound keeps a chain within INBOX_MAX_CHAIN ids. */
+    if (r.verdict == INBOX_APPLIED && out->unparked < INBOX_MAX_CHAIN) {
+        memcpy(out->unparked_ids[out->unparked++], parked.message_id, sizeof(parked.message_id));
+        for (int i = 0; i < r.unparked && out->unparked < INBOX_MAX_CHAIN; i++)
+            memcpy(out->unparked_ids[out->unparked++], r.unparked_ids[i],
+                   sizeof(r.unparked_ids[0]));
+    }
+    return 0;
+}
+
 int inbox_process(PGconn *conn, const char *consumer_name,
                   const struct consumer_effect *eff, const struct consumer_event *ev,
                   struct inbox_result *out, char sqlstate[6], char *err, size_t errlen)
+{
+    return process_at(conn, consumer_name, eff, ev, out, 0, sqlstate, err, errlen);
+}
+
+static int process_at(PGconn *conn, const char *consumer_name,
+                      const struct consumer_effect *eff, const struct consumer_event *ev,
+                      struct inbox_result *out, int depth, char sqlstate[6], char *err,
+                      size_t errlen)
 {
     char key[CW_UUID_LEN + 1];
     consumer_event_inbox_key(ev, key);
     memset(out, 0, sizeof(*out));
 
-    if (lock_version(conn, consumer_name, ev->payment_id, &out->applied, sqlstate, err,
-                     errlen) < 0)
+    int exists = 0;
+    if (lock_version(conn, consumer_name, ev->payment_id, &out->applied, &exists, sqlstate,
+                     err, errlen) < 0)
         return INBOX_ERR_SQL;
+    if (!exists && ev->version > 1) {
+        /* A gap with nothing applied yet: without a row, a consumer
+         * applying version 1 right now would not wait for this
+         * transaction, and might look for a parked successor before this
+         * one parks it.  With the row created (or waited for, when that
+         * consumer created it first) and locked, the two serialize: either
+         * it sees this park, or this sees its version and applies. */
+        const char *params[2] = { consumer_name, ev->payment_id };
+        if (pgx_cmd(conn, SQL_VERSION_ROW, 2, params, sqlstate, err, errlen) < 0 ||
+            lock_version(conn, consumer_name, ev->payment_id, &out->applied, &exists, sqlstate,
+                         err, errlen) < 0)
+            return INBOX_ERR_SQL;
+    }
 
 #ifdef CW_MUTANT_blind_version_apply
     /* Mistake: "the broker keeps partitions in order, so every version is
@@ -210,7 +326,8 @@ int inbox_process(PGconn *conn, const char *consumer_name,
         return INBOX_ERR_SQL;
 #endif
     out->verdict = INBOX_APPLIED;
-    return 0;
+    return apply_parked_successor(conn, consumer_name, eff, ev, out, depth, sqlstate, err,
+                                  errlen);
 }
 
 int inbox_record_gap(PGconn *conn, const char *consumer_name,
@@ -233,11 +350,19 @@ int inbox_record_gap(PGconn *conn, const char *consumer_name,
 int inbox_park(PGconn *conn, const char *consumer_name, const struct inbox_parking *p,
                char sqlstate[6], char *err, size_t errlen)
 {
-    char id[129], deliveries[16];
+    char id[129], deliveries[16], version[24];
     consumer_safe_text(p->message_id, id, sizeof(id));
     snprintf(deliveries, sizeof(deliveries), "%d", p->deliveries);
-    const char *params[4] = { consumer_name, id, p->reason, deliveries };
-    if (pgx_cmd(conn, SQL_DEAD_LETTER, 4, params, sqlstate, err, errlen) < 0)
+    const struct consumer_event *e = p->event;
+    if (e != NULL)
+        snprintf(version, sizeof(version), "%lld", e->version);
+    const char *params[10] = {
+        consumer_name, id, p->reason, deliveries,
+        e ? e->payment_id : NULL, e ? version : NULL, e ? e->type_name : NULL,
+        e && e->has_amount ? e->amount : NULL, e && e->has_currency ? e->currency : NULL,
+        e && e->has_parent_trace ? e->parent_trace : NULL,
+    };
+    if (pgx_cmd(conn, SQL_DEAD_LETTER, 10, params, sqlstate, err, errlen) < 0)
         return -1;
     return record_anomaly(conn, consumer_name, p->anomaly_id, p->aggregate_id, p->kind,
                           p->expected, p->got, p->reason, sqlstate, err, errlen);

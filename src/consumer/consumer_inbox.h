@@ -15,7 +15,9 @@
  *        0 rows                DUPLICATE  anomaly 'duplicate' recorded
  *   4.   version <= applied    STALE      marker kept, anomaly 'stale'
  *        version == applied+1  APPLIED    effect row written, applied
- *                                         version advanced
+ *                                         version advanced; a parked gap
+ *                                         that now follows is applied too
+ *                                         (inbox_park kept its event)
  *
  * Why the version is looked at before the marker is claimed: a gap can never
  * already hold a marker (a marker is only written once the applied version
@@ -47,9 +49,16 @@ enum inbox_verdict {
     INBOX_GAP
 };
 
+/* The longest chain of parked versions one application takes along. */
+#define INBOX_MAX_CHAIN 16
+
 struct inbox_result {
     enum inbox_verdict verdict;
     long long applied;   /* the aggregate's applied version before this event */
+    /* APPLIED: parked versions that followed this one and were applied with
+     * it (their ids, up to INBOX_MAX_CHAIN). */
+    int unparked;
+    char unparked_ids[INBOX_MAX_CHAIN][CW_UUID_LEN + 1];
 };
 
 /* inbox_process returns 0, or one of these. */
@@ -81,6 +90,8 @@ struct inbox_parking {
     int deliveries;
     long long expected;        /* 0 = unknown */
     long long got;             /* 0 = unknown */
+    const struct consumer_event *event;  /* a gap's validated event, kept so that
+                                          * its predecessor applies it; NULL */
 };
 
 /* Parks a delivery in consumer_dead_letters (one row per consumer and

@@ -155,6 +155,16 @@ static void log_verdict(const struct consumer *c, const struct item *it)
         break;
     }
     cwlog_emit(ev);
+    /* Parked versions this application took along: applied in its
+     * transaction, committed with it. */
+    int shown = it->res.unparked < INBOX_MAX_CHAIN ? it->res.unparked : INBOX_MAX_CHAIN;
+    for (int k = 0; it->res.verdict == INBOX_APPLIED && k < shown; k++) {
+        cJSON *u = cwlog_begin("unpark");
+        cJSON_AddStringToObject(u, "id", it->res.unparked_ids[k]);
+        cJSON_AddStringToObject(u, "aggregate_id", e->payment_id);
+        cJSON_AddStringToObject(u, "after", it->id);
+        cwlog_emit(u);
+    }
 }
 
 static void log_sql_error(const char *step, const char *sqlstate)
@@ -405,6 +415,7 @@ static enum tx_outcome try_tx(struct consumer *c, struct item *items, int n, int
                 .deliveries = it->d->delivery_count,
                 .expected = it->res.applied + 1,
                 .got = it->ev.version,
+                .event = &it->ev,
             };
             if (inbox_park(c->db, cfg->name, &p, sqlstate, err, sizeof(err)) < 0) {
                 enum tx_outcome o = failed_statement(c, "park", sqlstate);

@@ -125,7 +125,10 @@ CREATE TABLE IF NOT EXISTS consumer_anomalies (
 );
 CREATE INDEX IF NOT EXISTS ix_anomalies_kind ON consumer_anomalies (consumer_name, kind);
 
--- Consumer-side dead letters: deliveries parked after too many failures.
+-- Consumer-side dead letters: deliveries parked after too many failures
+-- (poison), and versions parked while their predecessor had not arrived
+-- (gap).  A parked gap keeps the validated event, so that it is applied the
+-- moment its predecessor is, in the predecessor's own transaction.
 CREATE TABLE IF NOT EXISTS consumer_dead_letters (
     consumer_name text NOT NULL,
     message_id text NOT NULL,            -- text: a poison frame may carry no valid uuid
@@ -134,6 +137,16 @@ CREATE TABLE IF NOT EXISTS consumer_dead_letters (
     parked_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (consumer_name, message_id)
 );
+ALTER TABLE consumer_dead_letters
+    ADD COLUMN IF NOT EXISTS aggregate_id uuid,       -- gap: the event, validated
+    ADD COLUMN IF NOT EXISTS aggregate_version bigint,
+    ADD COLUMN IF NOT EXISTS event_type text,
+    ADD COLUMN IF NOT EXISTS amount text,
+    ADD COLUMN IF NOT EXISTS currency text,
+    ADD COLUMN IF NOT EXISTS trace_parent text;
+CREATE INDEX IF NOT EXISTS ix_consumer_dead_letters_gap
+    ON consumer_dead_letters (consumer_name, aggregate_id, aggregate_version)
+    WHERE aggregate_id IS NOT NULL;
 
 -- Every operator requeue of an outbox dead letter.
 CREATE TABLE IF NOT EXISTS outbox_requeues (

@@ -53,6 +53,15 @@ def crashwindow(*args, timeout=300):
                           timeout=timeout)
 
 
+def pg_args(pg_conninfo):
+    """--pg for the session's cluster, and --pg-dir with it: the cluster is
+    the tests' own, so scenarios' "db" steps may crash and freeze it."""
+    host = dict(kv.split("=", 1) for kv in pg_conninfo.split()).get("host", "")
+    if os.path.isfile(os.path.join(host, "data", "postmaster.pid")):
+        return ["--pg", pg_conninfo, "--pg-dir", host]
+    return ["--pg", pg_conninfo]
+
+
 def inv(sc, name):
     """The named invariant of one scenario's result."""
     return next(i for i in sc["invariants"] if i["name"] == name)

@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 
-from conftest import BUILD_DIR, binary, read_events
+from conftest import BUILD_DIR, binary, pg_args, read_events
 
 
 def crashwindow(*args, timeout=900):
@@ -36,9 +36,7 @@ def test_list_and_usage():
 def test_one_mutant_is_killed(tmp_path, pg_cluster):
     name = "idempotency_without_hash"
     out = tmp_path / "mut"
-    pg_dir = dict(kv.split("=", 1) for kv in pg_cluster.split())["host"]
-    r = crashwindow("mutants", "--only", name, "--out", str(out), "--pg", pg_cluster,
-                    "--pg-dir", pg_dir)
+    r = crashwindow("mutants", "--only", name, "--out", str(out), *pg_args(pg_cluster))
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr
     assert "1/1 mutants killed" in r.stdout
     assert f"{name}: killed by 11-http-retry-after-crash" in r.stdout

@@ -13,18 +13,14 @@ import subprocess
 
 import pytest
 
-from conftest import SOURCE_DIR, binary, read_events
+from conftest import SOURCE_DIR, binary, pg_args, read_events
 
 SCENARIOS = sorted(glob.glob(os.path.join(SOURCE_DIR, "scenarios", "*.json")))
 
 
 def run_one(path, pg, out):
-    # The session's cluster is ours: "db" steps may crash and freeze it.
-    pg_dir = dict(kv.split("=", 1) for kv in pg.split()).get("host", "")
-    extra = ["--pg-dir", pg_dir] if os.path.isfile(os.path.join(pg_dir, "data", "postmaster.pid")) \
-        else []
     proc = subprocess.run(
-        [binary("crashwindow"), "run", path, "--pg", pg, *extra, "--out", str(out), "--brief"],
+        [binary("crashwindow"), "run", path, *pg_args(pg), "--out", str(out), "--brief"],
         capture_output=True, text=True, timeout=600)
     result_path = out / "result.json"
     assert result_path.exists(), f"no result.json; runner said:\n{proc.stdout}\n{proc.stderr}"

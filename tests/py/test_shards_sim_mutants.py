@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 
-from conftest import SOURCE_DIR, binary
+from conftest import SOURCE_DIR, binary, pg_args
 
 
 def crashwindow(*args, timeout=900):
@@ -103,7 +103,7 @@ def test_mutant_matrix_shards_merge_into_one_matrix(tmp_path, pg_cluster):
     dirs = []
     for k in (1, 2):
         out = tmp_path / f"m{k}"
-        r = crashwindow("mutants", *only, "--shard", f"{k}/2", "--pg", pg_cluster, "--out", out)
+        r = crashwindow("mutants", *only, "--shard", f"{k}/2", *pg_args(pg_cluster), "--out", out)
         assert r.returncode == 0, r.stdout[-4000:] + r.stderr
         assert "1/1 mutants killed" in r.stdout
         res = load(out)
