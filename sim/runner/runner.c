@@ -999,7 +999,9 @@ static void start_processes(struct sctx *s)
     char err[1024];
     if (sc->broker_control != NULL) {
         cJSON *sw = cJSON_Duplicate(sc->broker_control, 1);
+        /* Start-up settings, not switches: the broker's command line has them. */
         cJSON_DeleteItemFromObjectCaseSensitive(sw, "visibility_timeout_ms");
+        cJSON_DeleteItemFromObjectCaseSensitive(sw, "durable");
         if (brokerctl_control(s->broker_sock, sw, 3000, err, sizeof(err)) < 0)
             runner_fail(s, "broker switches: %s", err);
         cJSON_Delete(sw);

@@ -121,13 +121,15 @@ def test_a_process_that_dies_fails_a_no_restart_heal(tmp_path):
 
 def test_a_hazard_that_loses_nothing_fails(tmp_path):
     """A hazard scenario passes only when the loss is caught: with a durable
-    broker the crash loses nothing, so the hazard goes uncaught."""
+    broker the crash loses nothing, so the hazard goes uncaught.  (A durable
+    store next to a switch: the setting is the broker's command line, the
+    switch its control.)"""
     path = scenario(tmp_path, "nohazard", [
         {"do": "payments", "count": 3},
         {"do": "wait", "until": "published", "count": 3, "timeout_ms": 10000},
         {"do": "broker_crash"},
         {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 10000},
-    ], broker={"durable": True},
+    ], broker={"durable": True, "duplicate": True},
         hazard={"caught_by": ["nothing_lost"], "why": "a broker crash"})
     r, sc = run_one(tmp_path, path)
     assert r.returncode == 1, r.stdout
