@@ -598,6 +598,9 @@ struct lease {
     char worker[48];     /* lock_id or worker name: one per claim */
     char id[40];
     int64_t claimed_us;  /* the claim event */
+    int64_t order_us;    /* when the claim committed: the lease end the database
+                          * recorded minus the lease length (the event's own
+                          * time when it names no lease end) */
     int64_t until_us;    /* lease end */
     int64_t released_us; /* first release by the same worker, or INT64_MAX */
     char released_by[16];/* the releasing event: mark, retry, dead_letter, ...; "" */
@@ -631,7 +634,10 @@ static int cmp_lease(const void *a, const void *b)
     int c = strcmp(x->id, y->id);
     if (c != 0)
         return c;
-    return x->claimed_us < y->claimed_us ? -1 : x->claimed_us > y->claimed_us;
+    /* Claims of one message in the order the database took them, never in
+     * the order the relays got round to logging them: a relay paused
+     * between its claim's COMMIT and its log line logs late. */
+    return x->order_us < y->order_us ? -1 : x->order_us > y->order_us;
 }
 
 /* Fills id (lowercased) from an array item that is a string or an object
@@ -680,8 +686,11 @@ static void collect_leases(struct ctx *c, struct leases *out)
                 const cJSON *lu = NULL;
                 for (const char *const *k = K_LEASE; *k && lu == NULL; k++)
                     lu = cJSON_GetObjectItemCaseSensitive(ev, *k);
+                l.order_us = ts;
                 if (lu == NULL || !ev_time_us(lu, &until))
                     until = ts + (int64_t)sc->procs[p].lease_ms * 1000;
+                else
+                    l.order_us = until - (int64_t)sc->procs[p].lease_ms * 1000;
                 l.until_us = until;
                 double att = -1;
                 const cJSON *atts = ev_arr(ev, (const char *const[]){ "attempts", NULL });
