@@ -3,8 +3,10 @@
  * boundary, and valid UTF-8 without control characters. */
 #include "sanitize.h"
 #include "check.h"
+#include "secrets_corpus.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static char out[CW_ERROR_MAX + 64];
@@ -36,8 +38,69 @@ static int valid_utf8(const unsigned char *s)
     return 1;
 }
 
+/* Sanitizes in, checks the output is whole (not cut: a cut could hide a
+ * secret that was not removed) and that no window of f's secrets survives.
+ * Prints what leaked. */
+static int corpus_clean(const struct secret_format *f, const char *where, const char *in)
+{
+    size_t len = cw_sanitize_error(in, out, sizeof(out));
+    char win[16];
+    if (len >= CW_ERROR_MAX - 3) {
+        fprintf(stderr, "%s (%s): output cut at the bound, cannot judge: %s\n", f->name,
+                where, out);
+        return 0;
+    }
+    if (secrets_leak(f, out, NULL, 0, win, sizeof(win))) {
+        fprintf(stderr, "%s (%s): \"%s\" survives in: %s\n", f->name, where, win, out);
+        return 0;
+    }
+    return valid_utf8((const unsigned char *)out);
+}
+
+/* Every format of the corpus, alone, in its own message, and planted into
+ * a libpq, a broker and an HTTP error: none survives, and the part of the
+ * message before it keeps its shape. */
+static void check_corpus(void)
+{
+    struct secrets_corpus c;
+    char err[256];
+    int rc = secrets_corpus_load(CW_TEST_DATA_DIR "/secrets.json", &c, err, sizeof(err));
+    CHECK(rc == 0);
+    if (rc != 0) {
+        fprintf(stderr, "%s\n", err);
+        return;
+    }
+    CHECK(c.n >= 25);
+    for (int i = 0; i < c.n; i++) {
+        const struct secret_format *f = &c.v[i];
+        CHECK(corpus_clean(f, "alone", f->form));
+        CHECK(corpus_clean(f, "text", f->text));
+        for (int k = 0; k < SECRETS_CONTEXTS; k++) {
+            char *planted = secrets_plant(c.context[k], f->form);
+            CHECK(corpus_clean(f, c.context_name[k], planted));
+            size_t pre = (size_t)(strstr(c.context[k], "%s") - c.context[k]);
+            if (strncmp(out, c.context[k], pre) != 0)
+                fprintf(stderr, "%s (%s): the message lost its shape: %s\n", f->name,
+                        c.context_name[k], out);
+            CHECK(strncmp(out, c.context[k], pre) == 0);
+            free(planted);
+        }
+    }
+    for (int i = 0; i < c.nordinary; i++) {
+        san(c.ordinary[i]);
+        if (strcmp(out, c.ordinary[i]) != 0)
+            fprintf(stderr, "ordinary message changed: %s -> %s\n", c.ordinary[i], out);
+        CHECK(strcmp(out, c.ordinary[i]) == 0);
+    }
+    printf("test_sanitize: %d formats x %d messages each, %d ordinary messages\n", c.n,
+           2 + SECRETS_CONTEXTS + 1, c.nordinary);
+    secrets_corpus_free(&c);
+}
+
 int main(void)
 {
+    check_corpus();
+
     /* Ordinary messages pass unchanged. */
     CHECK(strcmp(san("broker outage"), "broker outage") == 0);
     CHECK(strcmp(san("could not connect to broker: No such file or directory"),
