@@ -24,9 +24,13 @@
  *
  * each item NAME=ACTION[:MS][@N][+]: fire on the Nth hit (default 1), once,
  * or on every hit from the Nth on with '+'.  fault_init() also opens libfiu's
- * remote control FIFOs (prefix from CW_FIU_FIFO, default /tmp/cwfiu) so that
+ * remote control FIFOs, PREFIX-PID.in/.out, mode 0600, in a directory only
+ * this user can use: CW_FIU_FIFO gives the prefix (its directory must be
+ * ours, mode 0700, or remote control stays off), else a fresh mkdtemp
+ * directory $TMPDIR/cwfiuXXXXXX (mode 0700) holds prefix "fiu", removed at
+ * exit.  A "fault_control" event names the prefix, so that
  *
- *   fiu-ctrl -f /tmp/cwfiu -c "enable name=relay/after_publish,failinfo=2" PID
+ *   fiu-ctrl -f /tmp/cwfiuAbC123/fiu -c "enable name=relay/after_publish,failinfo=2" PID
  *
  * parks a running relay at that window. */
 #ifndef CW_FAULT_H
