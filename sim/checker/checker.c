@@ -15,6 +15,7 @@
 #include "checker.h"
 #include "evlog.h"
 #include "pgx.h"
+#include "redact.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -983,7 +984,9 @@ int checker_error_sanitized(const char *err, const char *payload, char *why, siz
     const size_t win = 16;
     for (size_t i = 0; pl >= win && i + win <= pl; i++) {
         if (memmem(err, strlen(err), payload + i, win) != NULL) {
-            snprintf(why, whylen, "it quotes the payload (\"%.*s\")", (int)win, payload + i);
+            /* Say where, never what: the witness must not leak it again. */
+            snprintf(why, whylen, "it quotes the payload (%zu bytes from its byte %zu on)",
+                     win, i);
             return 0;
         }
     }
@@ -1213,10 +1216,16 @@ static void inv_one_payment_per_key(struct ctx *c)
                  strcmp(b->payment_id, ref->payment_id) != 0))
                 continue;
             if (b->status != ref->status ||
-                strcmp(b->body ? b->body : "", ref->body ? ref->body : "") != 0)
-                violation(inv, "key %s of client %s: a retry got HTTP %d %.80s, the first "
-                          "answer was HTTP %d %.80s", a->key, a->client, b->status,
-                          b->body ? b->body : "", ref->status, ref->body ? ref->body : "");
+                strcmp(b->body ? b->body : "", ref->body ? ref->body : "") != 0) {
+                /* Bodies are shown as redact.h shows payloads: ids and
+                 * statuses, never amounts or what a problem quoted. */
+                char got[160], was[160];
+                cw_redact_json(b->body, got, sizeof(got));
+                cw_redact_json(ref->body, was, sizeof(was));
+                violation(inv, "key %s of client %s: a retry got HTTP %d %s, the first "
+                          "answer was HTTP %d %s", a->key, a->client, b->status, got,
+                          ref->status, was);
+            }
         }
         /* The database's view: the (client, key) record names each payment
          * the client was given. */

@@ -260,6 +260,7 @@ static void test_sanitized(void)
     CHECK(!checker_error_sanitized("refused: {\"pw\": \"x\", \"Memo\": \"xxxx", payload, why,
                                    sizeof(why)));
     CHECK(strstr(why, "quotes the payload") != NULL);
+    CHECK(strstr(why, "pw") == NULL && strstr(why, "Memo") == NULL); /* never quotes it again */
     CHECK(checker_error_sanitized(NULL, payload, why, sizeof(why)));
 }
 
