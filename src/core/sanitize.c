@@ -7,12 +7,15 @@
  * a placeholder; it never copies part of a construct it has recognised.
  * Words that are not recognised are copied whole, so a rule never fires in
  * the middle of an ordinary word.  Output goes to a fixed staging buffer and
- * is cut to the caller's bound at the end, on a UTF-8 character boundary. */
+ * is cut to the caller's bound at the end, after a space, so that what is
+ * left holds whole words and placeholders only.  Passes repeat over the
+ * result until one changes nothing (cw_sanitize_error). */
 #include "sanitize.h"
 
 #include <string.h>
 
 #define SCAN_MAX 65536
+#define MAX_PASSES 8
 #define STAGE_MAX (CW_ERROR_MAX * 2 + 64)
 
 struct outbuf {
@@ -60,9 +63,12 @@ static int is_lower(unsigned char c)
     return c >= 'a' && c <= 'z';
 }
 
+/* Whitespace: every control character counts, because the output turns
+ * each into a space, and the scan must read the input as it will read its
+ * own output (sanitizing a result again changes nothing). */
 static int is_space(unsigned char c)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+    return c <= ' ' || c == 0x7f;
 }
 
 /* Characters of opaque tokens (base64url, base64 without '/', hex, ...). */
@@ -146,17 +152,38 @@ static int conninfo_key(const char *s, size_t n)
     return 0;
 }
 
+/* The length of phrase when in[i..] reads phrase, 0 when not.  A space in
+ * phrase stands for any one whitespace character. */
+static size_t phrase_at(const char *in, size_t i, size_t n, const char *phrase)
+{
+    size_t k = 0;
+    for (; phrase[k] != '\0'; k++) {
+        if (i + k >= n)
+            return 0;
+        unsigned char c = (unsigned char)in[i + k];
+        if (phrase[k] == ' ' ? !is_space(c) : c != (unsigned char)phrase[k])
+            return 0;
+    }
+    return k;
+}
+
+/* The first index from i on where phrase starts (phrase_at), or n. */
+static size_t phrase_find(const char *in, size_t i, size_t n, const char *phrase)
+{
+    for (; i < n; i++)
+        if (phrase_at(in, i, n, phrase) != 0)
+            return i;
+    return n;
+}
+
 /* Skips a quoted string starting at in[i] (the quote); returns the index after
- * the closing quote and sets *closed.  An unclosed string ends at the end of
- * its line: a stray quote must not swallow the next line, where a secret may
- * start a construct of its own (error texts are one line; payloads and PEM
- * blocks, which span lines, have rules of their own). */
+ * the closing quote (n when it is not closed) and sets *closed. */
 static size_t skip_quoted(const char *in, size_t i, size_t n, int *closed)
 {
     char q = in[i++];
     *closed = 0;
-    while (i < n && in[i] != '\n') {
-        if (in[i] == '\\' && i + 1 < n && in[i + 1] != '\n') {
+    while (i < n) {
+        if (in[i] == '\\' && i + 1 < n) {
             i += 2;
             continue;
         }
@@ -203,7 +230,7 @@ static size_t skip_json_value(const char *in, size_t i, size_t n)
 
 static size_t skip_spaces(const char *in, size_t i, size_t n)
 {
-    while (i < n && (in[i] == ' ' || in[i] == '\t'))
+    while (i < n && is_space((unsigned char)in[i]))
         i++;
     return i;
 }
@@ -291,7 +318,8 @@ static size_t url_secret(const char *in, size_t i, size_t n, size_t *scheme_end)
                word_eq(in + i, scheme_len, "postgresql");
     size_t a = start;
     for (; a < end && !cred; a++) {
-        if (in[a] == '/' || in[a] == '?' || in[a] == '#')
+        /* A byte past ASCII ends the authority as the '?' it may become. */
+        if (in[a] == '/' || in[a] == '?' || in[a] == '#' || (unsigned char)in[a] >= 0x80)
             break;
         if (in[a] == '@')
             cred = 1;
@@ -331,7 +359,7 @@ static size_t key_value(const char *in, size_t i, size_t n)
     size_t w = s;
     while (w < n && is_alpha((unsigned char)in[w]))
         w++;
-    if (w > s && w < n && in[w] == ' ' &&
+    if (w > s && w < n && is_space((unsigned char)in[w]) &&
         (word_eq(in + s, w - s, "bearer") || word_eq(in + s, w - s, "basic") ||
          word_eq(in + s, w - s, "token") || word_eq(in + s, w - s, "digest")))
         s = skip_spaces(in, w, n);
@@ -484,38 +512,39 @@ static size_t base64_blob(const char *in, size_t i, size_t n)
  * end or 0.  Certificates go too: telling them apart is not worth a rule. */
 static size_t pem_block(const char *in, size_t i, size_t n)
 {
-    static const char begin[] = "-----BEGIN ";
-    static const char endm[] = "-----END ";
-    if (i + sizeof(begin) - 1 > n || memcmp(in + i, begin, sizeof(begin) - 1) != 0)
+    size_t k = phrase_at(in, i, n, "-----BEGIN ");
+    if (k == 0)
         return 0;
-    for (size_t k = i + sizeof(begin) - 1; k + sizeof(endm) - 1 <= n; k++) {
-        if (memcmp(in + k, endm, sizeof(endm) - 1) != 0)
-            continue;
-        for (size_t e = k + sizeof(endm) - 1; e + 5 <= n; e++)
-            if (memcmp(in + e, "-----", 5) == 0)
-                return e + 5;
+    k = phrase_find(in, i + k, n, "-----END ");
+    if (k == n)
         return n;
-    }
-    return n;
+    k = phrase_find(in, k + 9, n, "-----");
+    return k == n ? n : k + 5;
 }
 
-/* 12 or more digits, single spaces or dashes allowed between them; returns
- * the end of the last digit or 0. */
+/* 12 or more digits in groups, single spaces or dashes allowed between
+ * them; returns the end of the last digit or 0.  A later group glued to
+ * letters is the start of a word (a hex token, say), never part of the
+ * number: taking it would leave the rest of that word behind, unjudged. */
 static size_t long_number(const char *in, size_t i, size_t n)
 {
     size_t k = i, end = i;
-    int digits = 0;
-    while (k < n) {
-        if (is_digit((unsigned char)in[k])) {
-            digits++;
+    int digits = 0, groups = 0;
+    for (;;) {
+        size_t g = k;
+        while (k < n && is_digit((unsigned char)in[k]))
             k++;
-            end = k;
-        } else if ((in[k] == ' ' || in[k] == '-') && k + 1 < n &&
-                   is_digit((unsigned char)in[k + 1])) {
-            k++;
-        } else {
+        int sep = k + 1 < n && (is_space((unsigned char)in[k]) || in[k] == '-') &&
+                  is_digit((unsigned char)in[k + 1]);
+        int glued = !sep && k < n && is_token_char((unsigned char)in[k]);
+        if (groups > 0 && glued)
             break;
-        }
+        digits += (int)(k - g);
+        end = k;
+        groups++;
+        if (!sep)
+            break;
+        k++;
     }
     return digits >= 12 ? end : 0;
 }
@@ -554,24 +583,34 @@ static size_t utf8_len(const unsigned char *s, size_t i, size_t n)
 }
 
 /* libpq's parse errors quote a fragment of the connection string, which may
- * be (part of) a password: the phrase stays, the quoted fragment goes.
- * Returns the end of the fragment and the replacement in *with, or 0. */
+ * be (part of) a password and may itself hold quotes: the phrase stays, the
+ * fragment goes, up to the words libpq puts after it (or, without them, the
+ * last quote, or the end).  Returns the end of the fragment and the
+ * replacement in *with, or 0. */
 static size_t libpq_fragment(const char *in, size_t i, size_t n, const char **with)
 {
     static const struct {
-        const char *phrase, *replacement;
+        const char *phrase, *after, *replacement;
     } phrases[] = {
-        { "missing \"=\" after ", "missing \"=\" after \"[redacted]\"" },
-        { "invalid percent-encoded token: ", "invalid percent-encoded token: \"[redacted]\"" },
-        { "in URI query parameter: ", "in URI query parameter: \"[redacted]\"" },
+        { "missing \"=\" after \"", "\" in connection info string",
+          "missing \"=\" after \"[redacted]\"" },
+        { "invalid percent-encoded token: \"", NULL,
+          "invalid percent-encoded token: \"[redacted]\"" },
+        { "in URI query parameter: \"", NULL, "in URI query parameter: \"[redacted]\"" },
     };
-    int closed;
     for (size_t p = 0; p < sizeof(phrases) / sizeof(phrases[0]); p++) {
-        size_t pl = strlen(phrases[p].phrase);
-        if (i + pl < n && memcmp(in + i, phrases[p].phrase, pl) == 0 && in[i + pl] == '"') {
-            *with = phrases[p].replacement;
-            return skip_quoted(in, i + pl, n, &closed);
+        size_t pl = phrase_at(in, i, n, phrases[p].phrase);
+        if (pl == 0)
+            continue;
+        *with = phrases[p].replacement;
+        if (phrases[p].after != NULL) {
+            size_t at = phrase_find(in, i + pl, n, phrases[p].after);
+            return at < n ? at + 1 : n;
         }
+        for (size_t k = n; k > i + pl; k--)
+            if (in[k - 1] == '"')
+                return k;
+        return n;
     }
     return 0;
 }
@@ -656,11 +695,10 @@ static size_t construct(const char *in, size_t i, size_t n, const char **with)
     return 0;
 }
 
-size_t cw_sanitize_error(const char *in, char *out, size_t outlen)
+/* One pass over in; see the top of the file. */
+static size_t sanitize_once(const char *in, char *out, size_t outlen)
 {
     struct outbuf o;
-    if (outlen == 0)
-        return 0;
     o.len = 0;
     o.full = 0;
     if (in == NULL)
@@ -708,9 +746,12 @@ size_t cw_sanitize_error(const char *in, char *out, size_t outlen)
         size_t keep = bound >= 3 ? bound - 3 : 0;
         if (keep > len)
             keep = len;
-        /* Back up to the start of a character. */
-        while (keep > 0 && ((unsigned char)o.buf[keep] & 0xc0) == 0x80)
-            keep--;
+        /* Cut after a space: half a word could be what a whole one is not
+         * (a cut UUID is a token), and sanitizing the result again must
+         * change nothing.  That also keeps the cut on a character boundary. */
+        if (keep < len)
+            while (keep > 0 && o.buf[keep - 1] != ' ')
+                keep--;
         memcpy(out, o.buf, keep);
         size_t dots = bound - keep < 3 ? bound - keep : 3;
         memcpy(out + keep, "...", dots);
@@ -719,5 +760,28 @@ size_t cw_sanitize_error(const char *in, char *out, size_t outlen)
         memcpy(out, o.buf, len);
     }
     out[len] = '\0';
+    return len;
+}
+
+size_t cw_sanitize_error(const char *in, char *out, size_t outlen)
+{
+    if (outlen == 0)
+        return 0;
+    size_t len = sanitize_once(in, out, outlen);
+    /* A pass decides on what lies ahead as it is, and a later part may be
+     * replaced (a quote inside a payload is gone once the payload is
+     * "[payload]"), so a second pass over the result can see a construct
+     * the first could not.  Passes repeat until one changes nothing: the
+     * result is what sanitizing it again gives (texts take two passes,
+     * rarely three; the bound is there for safety, each pass only removes). */
+    char again[CW_ERROR_MAX + 1];
+    size_t againlen = outlen < sizeof(again) ? outlen : sizeof(again);
+    for (int pass = 0; pass < MAX_PASSES; pass++) {
+        size_t n = sanitize_once(out, again, againlen);
+        if (n == len && memcmp(again, out, len) == 0)
+            break;
+        memcpy(out, again, n + 1);
+        len = n;
+    }
     return len;
 }

@@ -42,8 +42,11 @@
  * its line.
  *
  * Control characters become spaces, invalid UTF-8 becomes '?', and the result
- * is bounded to CW_ERROR_MAX bytes (cut on a character boundary, "..."
- * appended).  Redaction errs on the side of removing too much. */
+ * is bounded to CW_ERROR_MAX bytes (cut after a space, never inside a word,
+ * "..." appended).  Sanitizing a result again changes nothing, so "is this
+ * text sanitized?" is "does sanitizing it change it?" (the checker asks
+ * that of every stored error).  Redaction errs on the side of removing too
+ * much. */
 #ifndef CW_SANITIZE_H
 #define CW_SANITIZE_H
 
