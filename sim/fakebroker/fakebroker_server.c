@@ -29,6 +29,7 @@
  * broker's time (and it printed some timestamps in exponent form). */
 #include "fakebroker.h"
 #include "cwlog.h"
+#include "fault.h"
 #include "sanitize.h"
 
 #include <errno.h>
@@ -1100,6 +1101,7 @@ static int setup(struct server *s)
     fb_jw_str(b, "db", opt->db_path ? opt->db_path : ":memory:");
     fb_jw_int(b, "visibility_timeout_ms", opt->visibility_timeout_ms);
     fb_jw_int(b, "recovered", recovered);
+    fb_jw_str(b, "fault_fifo", fault_fifo_prefix());
     ev_emit(s);
     if (fb_store_commit(s->st) < 0)
         goto store_fail;

@@ -66,9 +66,8 @@ static void addr_text(const struct sockaddr *a, char *out, size_t outlen)
 /* Counts c into the report of its address and state (a new one if there
  * is room).  Returns 0, or -1 when it could not be described. */
 static int report_add(struct report *rep, int *nrep, const struct api_guard_conn *c,
-                      int64_t age_ms)
+                      int answered, int64_t age_ms)
 {
-    int answered = atomic_load(&c->answered);
     for (int i = 0; i < *nrep; i++) {
         if (rep[i].answered == answered && strcmp(rep[i].client, c->client) == 0) {
             rep[i].connections++;
@@ -99,10 +98,13 @@ static int check_once(api_guard *g, struct report *rep, int *nrep, int *untold)
     for (struct api_guard_conn *c = g->head; c != NULL; c = c->next) {
         if (c->shut || atomic_load(&c->deadline_ms) > now)
             continue;
+        /* Read before the shutdown: libmicrohttpd answers it at once, and
+         * its completion callback rearms the connection as answered. */
+        int answered = atomic_load(&c->answered);
         shutdown(c->fd, SHUT_RDWR);
         c->shut = 1;
         n++;
-        if (report_add(rep, nrep, c, now - c->opened_ms) < 0)
+        if (report_add(rep, nrep, c, answered, now - c->opened_ms) < 0)
             (*untold)++;
     }
     pthread_mutex_unlock(&g->lock);

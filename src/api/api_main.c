@@ -202,6 +202,10 @@ int main(int argc, char **argv)
     cJSON_AddNumberToObject(ev, "request_timeout_ms", o.request_timeout_ms);
     cJSON_AddNumberToObject(ev, "max_connections", o.max_connections);
     cJSON_AddNumberToObject(ev, "max_conns_per_client", o.max_per_client);
+    if (fault_fifo_prefix() != NULL)
+        cJSON_AddStringToObject(ev, "fault_fifo", fault_fifo_prefix());
+    else
+        cJSON_AddNullToObject(ev, "fault_fifo");
 #ifdef FIU_ENABLE
     cJSON_AddBoolToObject(ev, "fault_points", 1);
 #else

@@ -17,6 +17,7 @@
 #include "cwlog.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,12 +28,14 @@
 
 #ifdef FIU_ENABLE
 #include <fiu-control.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #endif
 
 #define FAULT_MAX_SPECS 32
+
+/* The prefix of this process's control FIFOs; "" while remote control is off. */
+static char fifo_prefix[PATH_MAX + 8];
 
 struct fault_spec {
     char name[96];
@@ -220,9 +223,9 @@ static void tighten_fifos(const char *prefix)
     chmod(path, 0600);
 }
 
-/* Opens libfiu's remote control in a private directory and names it in a
- * fault_control event.  A failure turns remote control off, with a warning:
- * the process still runs, its CW_FAULTS still fire. */
+/* Opens libfiu's remote control in a private directory (fault_fifo_prefix
+ * names it afterwards).  A failure turns remote control off, with a
+ * warning: the process still runs, its CW_FAULTS still fire. */
 static void start_remote_control(void)
 {
     char prefix[PATH_MAX + 8], why[PATH_MAX + 64];
@@ -250,15 +253,14 @@ static void start_remote_control(void)
         return;
     }
     tighten_fifos(prefix);
-    cJSON *ev = cwlog_begin("fault_control");
-    cJSON_AddStringToObject(ev, "fifo_prefix", prefix);
-    char cmd[PATH_MAX + 128];
-    snprintf(cmd, sizeof(cmd), "fiu-ctrl -f %s -c \"enable name=POINT,failinfo=N\" %d", prefix,
-             (int)getpid());
-    cJSON_AddStringToObject(ev, "command", cmd);
-    cwlog_emit(ev);
+    snprintf(fifo_prefix, sizeof(fifo_prefix), "%s", prefix);
 }
 #endif
+
+const char *fault_fifo_prefix(void)
+{
+    return fifo_prefix[0] != '\0' ? fifo_prefix : NULL;
+}
 
 int fault_init(char *err, size_t errlen)
 {

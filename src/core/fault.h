@@ -28,7 +28,8 @@
  * this user can use: CW_FIU_FIFO gives the prefix (its directory must be
  * ours, mode 0700, or remote control stays off), else a fresh mkdtemp
  * directory $TMPDIR/cwfiuXXXXXX (mode 0700) holds prefix "fiu", removed at
- * exit.  A "fault_control" event names the prefix, so that
+ * exit.  fault_fifo_prefix() names the prefix, and every program puts it in
+ * its "start" event ("fault_fifo"), so that
  *
  *   fiu-ctrl -f /tmp/cwfiuAbC123/fiu -c "enable name=relay/after_publish,failinfo=2" PID
  *
@@ -54,6 +55,10 @@ enum fault_action {
 /* Parses CW_FAULTS, enables its points and starts remote control.  Returns 0,
  * or -1 with a message in err naming the bad item (nothing is enabled then). */
 int fault_init(char *err, size_t errlen);
+
+/* The prefix of this process's control FIFOs (PREFIX-PID.in/.out), or NULL
+ * when remote control is off (or the build has no fault points). */
+const char *fault_fifo_prefix(void);
 
 /* Called by CW_FAULT when its point fires.  Returns -1 when the action is
  * "fail", 0 otherwise (after a stall or a park has ended). */

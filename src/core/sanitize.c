@@ -256,7 +256,7 @@ static size_t skip_value(const char *in, size_t i, size_t n)
  * Digest header's fields): returns the end of the last one. */
 static size_t skip_params(const char *in, size_t e, size_t n)
 {
-    while (e > 0 && e < n + 1 && (in[e - 1] == ',' || in[e - 1] == ';')) {
+    while (e > 0 && e <= n && (in[e - 1] == ',' || in[e - 1] == ';')) {
         size_t k = skip_spaces(in, e, n);
         size_t key = k;
         while (k < n && is_key_char((unsigned char)in[k]))

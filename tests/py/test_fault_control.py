@@ -2,7 +2,7 @@
 
 libfiu obeys whoever can write a process's control FIFO, so the FIFOs live in
 a directory made by mkdtemp (mode 0700), are 0600 themselves, and are named
-in the process's fault_control event.  Another user (nobody, through
+in the process's start event ("fault_fifo").  Another user (nobody, through
 setpriv) can neither open them nor drive them with fiu-ctrl, while their
 owner can.  A CW_FIU_FIFO whose directory others may enter is refused.
 """
@@ -26,10 +26,12 @@ def as_nobody(args, timeout=10):
                            *args], capture_output=True, text=True, timeout=timeout)
 
 
-def control_event(proc):
-    return wait_for(lambda: (proc.events("fault_control") or [None])[0] or
-                    (None if proc.alive() else pytest.fail(proc.stderr_text())),
-                    10, f"{proc.name}'s fault_control event")
+def fifo_prefix(proc):
+    """The FIFO prefix named in proc's start event (None: remote control off)."""
+    start = wait_for(lambda: (proc.events("start") or [None])[0] or
+                     (None if proc.alive() else pytest.fail(proc.stderr_text())),
+                     10, f"{proc.name}'s start event")
+    return start["fault_fifo"]
 
 
 def test_fifos_are_private_and_another_user_cannot_use_them(db, procs, broker, tmp_path):
@@ -38,10 +40,9 @@ def test_fifos_are_private_and_another_user_cannot_use_them(db, procs, broker, t
     _, sock = broker
     # No CW_FIU_FIFO: the process makes its own directory.
     relay = start_relay(procs, db, sock, env_fifo="")
-    ev = control_event(relay)
-    prefix = ev["fifo_prefix"]
+    prefix = fifo_prefix(relay)
     fdir = os.path.dirname(prefix)
-    assert str(relay.pid) in ev["command"] and prefix in ev["command"]
+    assert os.path.basename(prefix) == "fiu" and os.path.basename(fdir).startswith("cwfiu")
 
     st = os.lstat(fdir)
     assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
@@ -89,8 +90,7 @@ def test_a_fifo_directory_others_can_enter_is_refused(db, procs, broker, tmp_pat
     shared.mkdir()
     os.chmod(shared, 0o755)
     relay = start_relay(procs, db, sock, env_fifo=str(shared / "fiu"))
-    wait_for(lambda: relay.events("start"), 10, "the relay's start event")
-    assert relay.events("fault_control") == []
+    assert fifo_prefix(relay) is None
     assert "fault control off" in relay.stderr_text() and "mode 0700" in relay.stderr_text()
     assert os.listdir(shared) == []
     assert relay.alive(), "the process runs on, without remote control"
@@ -99,7 +99,7 @@ def test_a_fifo_directory_others_can_enter_is_refused(db, procs, broker, tmp_pat
 def test_a_clean_stop_removes_the_fifos_and_their_directory(db, procs, broker):
     _, sock = broker
     relay = start_relay(procs, db, sock, env_fifo="")
-    fdir = os.path.dirname(control_event(relay)["fifo_prefix"])
+    fdir = os.path.dirname(fifo_prefix(relay))
     assert os.path.isdir(fdir)
     assert relay.stop() == 0
     assert not os.path.exists(fdir)
