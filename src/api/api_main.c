@@ -146,6 +146,34 @@ static int parse_args(int argc, char **argv, struct options *o)
     return 0;
 }
 
+/* The "start" event: the settings, where the fault controls are, which
+ * build this is. */
+static void log_start(const struct options *o)
+{
+    cJSON *ev = cwlog_begin("start");
+    cJSON_AddStringToObject(ev, "listen", o->listen);
+    cJSON_AddNumberToObject(ev, "threads", o->threads);
+    cJSON_AddNumberToObject(ev, "lock_timeout_ms", o->lock_timeout_ms);
+    cJSON_AddNumberToObject(ev, "request_timeout_ms", o->request_timeout_ms);
+    cJSON_AddNumberToObject(ev, "max_connections", o->max_connections);
+    cJSON_AddNumberToObject(ev, "max_conns_per_client", o->max_per_client);
+    if (fault_fifo_prefix() != NULL)
+        cJSON_AddStringToObject(ev, "fault_fifo", fault_fifo_prefix());
+    else
+        cJSON_AddNullToObject(ev, "fault_fifo");
+#ifdef FIU_ENABLE
+    cJSON_AddBoolToObject(ev, "fault_points", 1);
+#else
+    cJSON_AddBoolToObject(ev, "fault_points", 0);
+#endif
+#ifdef CW_MUTANT_NAME
+    cJSON_AddStringToObject(ev, "mutant", CW_MUTANT_NAME);
+#else
+    cJSON_AddNullToObject(ev, "mutant");
+#endif
+    cwlog_emit(ev);
+}
+
 int main(int argc, char **argv)
 {
     struct options o = {
@@ -195,28 +223,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    cJSON *ev = cwlog_begin("start");
-    cJSON_AddStringToObject(ev, "listen", o.listen);
-    cJSON_AddNumberToObject(ev, "threads", o.threads);
-    cJSON_AddNumberToObject(ev, "lock_timeout_ms", o.lock_timeout_ms);
-    cJSON_AddNumberToObject(ev, "request_timeout_ms", o.request_timeout_ms);
-    cJSON_AddNumberToObject(ev, "max_connections", o.max_connections);
-    cJSON_AddNumberToObject(ev, "max_conns_per_client", o.max_per_client);
-    if (fault_fifo_prefix() != NULL)
-        cJSON_AddStringToObject(ev, "fault_fifo", fault_fifo_prefix());
-    else
-        cJSON_AddNullToObject(ev, "fault_fifo");
-#ifdef FIU_ENABLE
-    cJSON_AddBoolToObject(ev, "fault_points", 1);
-#else
-    cJSON_AddBoolToObject(ev, "fault_points", 0);
-#endif
-#ifdef CW_MUTANT_NAME
-    cJSON_AddStringToObject(ev, "mutant", CW_MUTANT_NAME);
-#else
-    cJSON_AddNullToObject(ev, "mutant");
-#endif
-    cwlog_emit(ev);
+    log_start(&o);
 
     struct api_pool_config pcfg = {
         .conninfo = o.db,
@@ -264,7 +271,7 @@ int main(int argc, char **argv)
     char host[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));
     int port = api_http_port(http);
-    ev = cwlog_begin("listening");
+    cJSON *ev = cwlog_begin("listening");
     cJSON_AddStringToObject(ev, "host", host);
     cJSON_AddNumberToObject(ev, "port", port);
     cwlog_emit(ev);

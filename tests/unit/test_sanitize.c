@@ -97,6 +97,49 @@ static void check_corpus(void)
     secrets_corpus_free(&c);
 }
 
+/* Long input is cut to the bound, after a space, never inside a word or a
+ * secret, and the cut result is what sanitizing it again gives. */
+static void check_bounds(void)
+{
+    /* Bounded: long input is cut to CW_ERROR_MAX with "...". */
+    char big[4000];
+    memset(big, 'a', sizeof(big) - 1);
+    for (size_t i = 0; i < sizeof(big) - 1; i += 10)
+        big[i] = ' ';
+    big[sizeof(big) - 1] = '\0';
+    size_t n = cw_sanitize_error(big, out, sizeof(out));
+    CHECK(n <= CW_ERROR_MAX && n > CW_ERROR_MAX - 14 && strlen(out) == n);
+    CHECK(strcmp(out + n - 4, " ...") == 0);   /* cut after a space, not inside a word */
+    /* A small caller buffer bounds it further. */
+    char small[16];
+    n = cw_sanitize_error("a fairly long message text", small, sizeof(small));
+    CHECK(n == 12 && strcmp(small, "a fairly ...") == 0);
+    /* A cut never leaves half a word behind: half a UUID would be a token,
+     * and sanitizing the result again must change nothing. */
+    char again[CW_ERROR_MAX + 64];
+    n = cw_sanitize_error("message 5f0c2a8e-1b9d-4c3e-8f7a-0123456789ab refused", small,
+                          sizeof(small));
+    CHECK(strcmp(small, "message ...") == 0);
+    cw_sanitize_error(small, again, sizeof(small));
+    CHECK(strcmp(again, small) == 0);
+    CHECK(cw_sanitize_error("x", small, 0) == 0);
+    /* The cut never splits a multi-byte character. */
+    char wide[2000] = "";
+    for (int i = 0; i < 400; i++)
+        strcat(wide, "\xc3\xa9 ");
+    cw_sanitize_error(wide, out, sizeof(out));
+    CHECK(strlen(out) <= CW_ERROR_MAX && valid_utf8((const unsigned char *)out));
+    /* A secret straddling the bound is never partly emitted. */
+    char edge[1200];
+    memset(edge, 'b', 490);
+    edge[490] = ' ';
+    snprintf(edge + 491, sizeof(edge) - 491, "password=hunter2hunter2hunter2");
+    for (int i = 0; i < 490; i += 7)
+        edge[i] = ' ';
+    cw_sanitize_error(edge, out, sizeof(out));
+    CHECK(clean(out, "hunter", "password"));
+}
+
 int main(void)
 {
     check_corpus();
@@ -172,43 +215,7 @@ int main(void)
     CHECK(strcmp(san("caf\xc3\xa9 ok"), "caf\xc3\xa9 ok") == 0);
     CHECK(strcmp(san("cut \xe2\x82"), "cut ??") == 0);
 
-    /* Bounded: long input is cut to CW_ERROR_MAX with "...". */
-    char big[4000];
-    memset(big, 'a', sizeof(big) - 1);
-    for (size_t i = 0; i < sizeof(big) - 1; i += 10)
-        big[i] = ' ';
-    big[sizeof(big) - 1] = '\0';
-    size_t n = cw_sanitize_error(big, out, sizeof(out));
-    CHECK(n <= CW_ERROR_MAX && n > CW_ERROR_MAX - 14 && strlen(out) == n);
-    CHECK(strcmp(out + n - 4, " ...") == 0);   /* cut after a space, not inside a word */
-    /* A small caller buffer bounds it further. */
-    char small[16];
-    n = cw_sanitize_error("a fairly long message text", small, sizeof(small));
-    CHECK(n == 12 && strcmp(small, "a fairly ...") == 0);
-    /* A cut never leaves half a word behind: half a UUID would be a token,
-     * and sanitizing the result again must change nothing. */
-    char again[CW_ERROR_MAX + 64];
-    n = cw_sanitize_error("message 5f0c2a8e-1b9d-4c3e-8f7a-0123456789ab refused", small,
-                          sizeof(small));
-    CHECK(strcmp(small, "message ...") == 0);
-    cw_sanitize_error(small, again, sizeof(small));
-    CHECK(strcmp(again, small) == 0);
-    CHECK(cw_sanitize_error("x", small, 0) == 0);
-    /* The cut never splits a multi-byte character. */
-    char wide[2000] = "";
-    for (int i = 0; i < 400; i++)
-        strcat(wide, "\xc3\xa9 ");
-    cw_sanitize_error(wide, out, sizeof(out));
-    CHECK(strlen(out) <= CW_ERROR_MAX && valid_utf8((const unsigned char *)out));
-    /* A secret straddling the bound is never partly emitted. */
-    char edge[1200];
-    memset(edge, 'b', 490);
-    edge[490] = ' ';
-    snprintf(edge + 491, sizeof(edge) - 491, "password=hunter2hunter2hunter2");
-    for (int i = 0; i < 490; i += 7)
-        edge[i] = ' ';
-    cw_sanitize_error(edge, out, sizeof(out));
-    CHECK(clean(out, "hunter", "password"));
+    check_bounds();
 
     /* Everything out is valid UTF-8 without control characters. */
     const char *nasty[] = { "\x01\x02{\"a\":", "postgres://", "{", "\"", "[", "password=",
