@@ -110,7 +110,11 @@ const char *checker_unconsumed_sql(void);
 const char *checker_unconsumed_count_sql(void);
 
 /* Sanitization test used by dead_letter_at_limit (exposed for unit tests):
- * 1 when err holds no secret marker and no 16-byte run of payload. */
+ * 1 when sanitizing err again changes nothing (cw_sanitize_error's result
+ * is a fixed point, so a stored error that it would still change held
+ * something it removes: a secret, a payload fragment), err is bounded, and
+ * it holds no 16-byte run of the payload.  A keyword list would not do:
+ * "password authentication failed" is what libpq says, not a secret. */
 int checker_error_sanitized(const char *err, const char *payload, char *why, size_t whylen);
 
 #endif

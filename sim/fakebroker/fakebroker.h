@@ -131,6 +131,13 @@
  *     other switches of the same frame.  Ranges: delay_ms 0..3600000,
  *     drop_before_confirm 0..1000000, visibility_timeout_ms 1..86400000,
  *     max_payload_bytes 0..FB_MAX_FRAME.
+ *   - control takes "refuse_error":"TEXT" (at most FB_MAX_REFUSE_ERROR
+ *     bytes; "" restores the default "broker outage"): the error that a
+ *     publish refused under outage "refuse" carries in its confirm, as a
+ *     real broker's refusal may carry whatever text it likes (credentials
+ *     included).  The confirm gets TEXT as it is; the broker's own log, and
+ *     the switches it reports, only the sanitized form (sanitize.h), as for
+ *     every refusal's "error" in the log.
  *   - delay_ms holds back every message that becomes ready (stored, nacked,
  *     or requeued after a disconnect or a visibility timeout) for that long,
  *     on top of a nack's own delay_ms.
@@ -175,6 +182,7 @@
 #include <cjson/cJSON.h>
 
 #define FB_MAX_FRAME (1024 * 1024)
+#define FB_MAX_REFUSE_ERROR 2048
 
 /* ------------------------------------------------------------------------
  * Frames (fakebroker_proto.c): splitting a byte stream into lines and
@@ -225,6 +233,7 @@ struct fb_control {
     int drop_before_confirm;   /* publishes still to be dropped */
     int visibility_timeout_ms;
     int max_payload_bytes;     /* 0 = no limit */
+    char refuse_error[FB_MAX_REFUSE_ERROR + 1]; /* "" = "broker outage" */
 };
 
 /* Which switches a control frame sets (bits), and their new values. */
@@ -235,7 +244,8 @@ enum {
     FB_CTL_REORDER = 1 << 3,
     FB_CTL_DROP = 1 << 4,
     FB_CTL_VISIBILITY = 1 << 5,
-    FB_CTL_MAX_PAYLOAD = 1 << 6
+    FB_CTL_MAX_PAYLOAD = 1 << 6,
+    FB_CTL_REFUSE_ERROR = 1 << 7
 };
 
 /* A parsed request.  Every pointer borrows from root, which the frame owns:

@@ -9,6 +9,7 @@
  * the field) and lenient about unknown fields, except in control frames,
  * where a misspelt switch must not silently leave a fault off. */
 #include "fakebroker.h"
+#include "sanitize.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -286,6 +287,14 @@ static int parse_control(struct fb_frame *f, char *err, size_t errlen)
                 return -1;
             f->ctl.visibility_timeout_ms = (int)v;
             f->ctl_mask |= FB_CTL_VISIBILITY;
+        } else if (strcmp(k, "refuse_error") == 0) {
+            if (!cJSON_IsString(it) || strlen(it->valuestring) > FB_MAX_REFUSE_ERROR) {
+                snprintf(err, errlen, "field refuse_error must be a string of at most %d bytes",
+                         FB_MAX_REFUSE_ERROR);
+                return -1;
+            }
+            snprintf(f->ctl.refuse_error, sizeof(f->ctl.refuse_error), "%s", it->valuestring);
+            f->ctl_mask |= FB_CTL_REFUSE_ERROR;
         } else if (strcmp(k, "max_payload_bytes") == 0) {
             if (get_int(f->root, k, 0, 0, FB_MAX_FRAME, 0, &v, err, errlen) < 0)
                 return -1;
@@ -404,6 +413,8 @@ void fb_control_apply(struct fb_control *c, const struct fb_frame *f, int defaul
         c->visibility_timeout_ms = f->ctl.visibility_timeout_ms;
     if (m & FB_CTL_MAX_PAYLOAD)
         c->max_payload_bytes = f->ctl.max_payload_bytes;
+    if (m & FB_CTL_REFUSE_ERROR)
+        memcpy(c->refuse_error, f->ctl.refuse_error, sizeof(c->refuse_error));
 }
 
 const char *fb_outage_name(int outage)
@@ -427,6 +438,11 @@ cJSON *fb_control_json(const struct fb_control *c)
     cJSON_AddNumberToObject(o, "drop_before_confirm", c->drop_before_confirm);
     cJSON_AddNumberToObject(o, "visibility_timeout_ms", c->visibility_timeout_ms);
     cJSON_AddNumberToObject(o, "max_payload_bytes", c->max_payload_bytes);
+    /* Reported (and so logged) sanitized only: the text is a fault's, and
+     * may carry what a careless broker would say. */
+    char safe[CW_ERROR_MAX + 1];
+    cw_sanitize_error(c->refuse_error[0] ? c->refuse_error : "broker outage", safe, sizeof(safe));
+    cJSON_AddStringToObject(o, "refuse_error", safe);
     return o;
 }
 

@@ -29,6 +29,8 @@
  * broker's time (and it printed some timestamps in exponent form). */
 #include "fakebroker.h"
 #include "cwlog.h"
+#include "fault.h"
+#include "sanitize.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -337,12 +339,16 @@ static size_t utf8_prefix(const char *s, size_t len, size_t max)
     return n;
 }
 
+/* The client gets why as it is (a careless broker's words are the fault);
+ * the broker's own log only its sanitized form. */
 static void refuse(struct server *s, struct conn *c, const struct fb_frame *f,
                    const char *sha, const char *why)
 {
+    char safe[CW_ERROR_MAX + 1];
     confirm(c, f, "refused", 0, why);
+    cw_sanitize_error(why, safe, sizeof(safe));
     struct fb_buf *b = publish_log(s, c, f, "refused", sha);
-    fb_jw_str(b, "error", why);
+    fb_jw_str(b, "error", safe);
     ev_emit(s);
 }
 
@@ -360,7 +366,7 @@ static void handle_publish(struct server *s, struct conn *c, const struct fb_fra
         return;
     }
     if (s->ctl.outage == FB_OUTAGE_REFUSE) {
-        refuse(s, c, f, shap, "broker outage");
+        refuse(s, c, f, shap, s->ctl.refuse_error[0] ? s->ctl.refuse_error : "broker outage");
         return;
     }
     if (s->ctl.max_payload_bytes > 0 && f->payload_len > (size_t)s->ctl.max_payload_bytes) {
@@ -1095,6 +1101,7 @@ static int setup(struct server *s)
     fb_jw_str(b, "db", opt->db_path ? opt->db_path : ":memory:");
     fb_jw_int(b, "visibility_timeout_ms", opt->visibility_timeout_ms);
     fb_jw_int(b, "recovered", recovered);
+    fb_jw_str(b, "fault_fifo", fault_fifo_prefix());
     ev_emit(s);
     if (fb_store_commit(s->st) < 0)
         goto store_fail;

@@ -23,7 +23,8 @@
  *   DIR/<scenario>/runner.events.jsonl  the runner's own decisions
  *   DIR/<scenario>/timeline.jsonl       all of the above, by ts_us
  *   DIR/<scenario>/metrics.jsonl        samples every ~250 ms
- * Sockets and libfiu FIFOs live in a short per-run directory under /tmp
+ * Sockets and libfiu FIFOs live in a short per-run directory under /tmp,
+ * made by mkdtemp (mode 0700: libfiu obeys whoever can write its FIFOs)
  * (Unix socket paths are limited to 108 bytes; FIFO prefixes must be
  * hyphen-free because fiu-ls splits on '-'). */
 #include "runner.h"
@@ -1734,7 +1735,7 @@ static int finish_run(struct runner *r, int64_t t0, int pass)
     const struct run_opts *o = r->o;
     write_result(r, t0, pass);
     if (o->keep) {
-        printf("--keep: sockets and fault FIFOs stay in %s\n", r->tmp);
+        printf("--keep: sockets and fault FIFOs stay in %s (mode 0700: yours alone)\n", r->tmp);
         if (r->db.cluster_dir[0] != '\0')
             printf("--keep: the cluster stays up; stop it with: %s stop %s\n", r->pg_script,
                    r->db.cluster_dir);

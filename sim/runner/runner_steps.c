@@ -603,7 +603,7 @@ static int step_broker(struct sctx *s, const struct sc_step *st)
     if (brokerctl_control(s->broker_sock, st->control, 3000, err, sizeof(err)) < 0)
         return runner_fail(s, "broker control: %s", err);
     cJSON *ev = runner_rev_begin(s, "broker_control");
-    cJSON_AddItemToObject(ev, "control", cJSON_Duplicate(st->control, 1));
+    cJSON_AddItemToObject(ev, "control", sc_control_for_display(st->control));
     runner_rev_emit(s, ev);
     return 0;
 }

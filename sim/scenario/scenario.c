@@ -70,8 +70,20 @@ static const char *const expect_checks[] = {
 /* Broker switches a scenario may set (sim/fakebroker/fakebroker.h). */
 static const char *const broker_switches[] = {
     "outage", "duplicate", "delay_ms", "reorder", "drop_before_confirm",
-    "visibility_timeout_ms", "max_payload_bytes", "reset", NULL
+    "visibility_timeout_ms", "max_payload_bytes", "reset", "refuse_error", NULL
 };
+
+cJSON *sc_control_for_display(const cJSON *control)
+{
+    cJSON *c = cJSON_Duplicate(control, 1);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(c, "refuse_error");
+    if (cJSON_IsString(e)) {
+        char text[64];
+        snprintf(text, sizeof(text), "(%zu bytes, not shown)", strlen(e->valuestring));
+        cJSON_ReplaceItemInObjectCaseSensitive(c, "refuse_error", cJSON_CreateString(text));
+    }
+    return c;
+}
 
 const char *sc_kind_name(enum sc_kind k) { return kind_names[k]; }
 const char *sc_verb_name(enum sc_verb v) { return verb_names[v]; }
@@ -467,6 +479,9 @@ static int check_control(struct vctx *v, const cJSON *c, const char *field)
                    strcmp(it->string, "reset") == 0) {
             if (!cJSON_IsBool(it))
                 return verr(v, f, "must be true or false");
+        } else if (strcmp(it->string, "refuse_error") == 0) {
+            if (!cJSON_IsString(it))
+                return verr(v, f, "must be a string");
         } else if (!cJSON_IsNumber(it) || it->valuedouble < 0) {
             return verr(v, f, "must be a non-negative number");
         }
@@ -1354,9 +1369,11 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
                  st->background ? ", in the background (the next steps run meanwhile)" : "");
         break;
     case V_BROKER: {
-        char *c = cJSON_PrintUnformatted(st->control);
+        cJSON *shown = sc_control_for_display(st->control);
+        char *c = cJSON_PrintUnformatted(shown);
         snprintf(out, outlen, "broker control %s", c ? c : "?");
         cJSON_free(c);
+        cJSON_Delete(shown);
         break;
     }
     case V_SQL:
@@ -1424,9 +1441,11 @@ void scenario_print(const struct scenario *sc, FILE *f)
     if (sc->visibility_timeout_ms)
         fprintf(f, " visibility timeout %d ms", sc->visibility_timeout_ms);
     if (sc->broker_control != NULL) {
-        char *c = cJSON_PrintUnformatted(sc->broker_control);
+        cJSON *shown = sc_control_for_display(sc->broker_control);
+        char *c = cJSON_PrintUnformatted(shown);
         fprintf(f, ", switches %s", c ? c : "?");
         cJSON_free(c);
+        cJSON_Delete(shown);
     }
     fprintf(f, "\n  processes:\n");
     for (int i = 0; i < sc->nprocs; i++) {

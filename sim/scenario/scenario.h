@@ -220,6 +220,10 @@ const char *sc_invariant_name(enum sc_invariant i);
 /* -1 when name is not an invariant. */
 int sc_invariant_from_name(const char *name);
 
+/* A copy of broker switches fit to show (caller deletes): a refuse_error's
+ * text, which may be a planted secret, is replaced by its length. */
+cJSON *sc_control_for_display(const cJSON *control);
+
 /* One line in words: "kill relay-1 (SIGKILL)", "wait until relay-1 exited
  * (10000 ms)".  Used by --dry-run and the progress lines. */
 void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,

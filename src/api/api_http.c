@@ -10,13 +10,20 @@
  * The per-request state (struct req) is freed in the completion callback,
  * which libmicrohttpd calls once for every request the handler has seen,
  * whether it ended with a response or a dropped connection; the same
- * callback maintains the in-flight count that a graceful shutdown waits on. */
+ * callback maintains the in-flight count that a graceful shutdown waits on.
+ *
+ * The connection guard (api_guard.h) follows each connection through
+ * libmicrohttpd's connection notifications: its deadline is held while a
+ * complete request is handled and rearmed when a response is queued. */
 #include "api_http.h"
+#include "api_guard.h"
 #include "api_validate.h"
+#include "sanitize.h"
 #include "cwlog.h"
 #include "ids.h"
 
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -38,6 +45,7 @@ enum route {
 
 struct api_http {
     struct MHD_Daemon *daemon;
+    api_guard *guard;
     api_store *store;
     atomic_int in_flight;
     atomic_int draining;
@@ -89,7 +97,10 @@ static enum route route_of(const char *method, const char *url, char *payment_id
         rt = ROUTE_CAPTURE;
         allow = post ? NULL : "POST";
     } else {
-        api_reply_problem(r, 404, "not-found", "Not found", "no such resource: %.200s", url);
+        /* The path is the client's own, but answers end up in logs too. */
+        char safe[CW_ERROR_MAX + 1];
+        cw_sanitize_error(url, safe, sizeof(safe));
+        api_reply_problem(r, 404, "not-found", "Not found", "no such resource: %.200s", safe);
         return ROUTE_NONE;
     }
     if (allow != NULL) {
@@ -119,6 +130,44 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
     return MHD_YES;
 }
 
+/* The header fields of a request: how many, and the bytes of their names
+ * and values. */
+struct header_size {
+    int n;
+    size_t bytes;
+};
+
+static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    struct header_size *hs = cls;
+    (void)kind;
+    hs->n++;
+    hs->bytes += strlen(key) + (value ? strlen(value) : 0);
+    return MHD_YES;
+}
+
+/* Judges the size of the request head: 0, or -1 with r filled (414, 431). */
+static int check_head_size(struct MHD_Connection *c, const char *url, struct api_reply *r)
+{
+    if (strlen(url) > API_MAX_URL) {
+        api_reply_problem(r, 414, "uri-too-long", "URI too long",
+                          "the path is %zu bytes; at most %d are accepted", strlen(url),
+                          API_MAX_URL);
+        return -1;
+    }
+    struct header_size hs = { 0, 0 };
+    MHD_get_connection_values(c, MHD_HEADER_KIND, add_header_size, &hs);
+    if (hs.n > API_MAX_HEADERS || hs.bytes > API_MAX_HEADER_BYTES) {
+        api_reply_problem(r, 431, "headers-too-large", "Request header fields too large",
+                          "%d header fields of %zu bytes; at most %d fields and %d bytes "
+                          "are accepted", hs.n, hs.bytes, API_MAX_HEADERS,
+                          API_MAX_HEADER_BYTES);
+        return -1;
+    }
+    return 0;
+}
+
 static int header_count(struct MHD_Connection *c, const char *name)
 {
     struct header_count hc = { name, 0 };
@@ -138,9 +187,11 @@ static const char *single_header(struct MHD_Connection *c, const char *name, int
 static void log_request(const char *method, const char *url, const struct req *q,
                         const struct api_reply *r)
 {
+    char safe[CW_ERROR_MAX + 1];
+    cw_sanitize_error(url, safe, sizeof(safe));
     cJSON *ev = cwlog_begin("request");
     cJSON_AddStringToObject(ev, "method", method);
-    cJSON_AddStringToObject(ev, "path", url);
+    cJSON_AddStringToObject(ev, "path", safe);
     cJSON_AddNumberToObject(ev, "status", r->status);
     cJSON_AddNumberToObject(ev, "duration_us", (double)(cw_mono_us() - q->start_us));
     if (q->client[0] != '\0')
@@ -149,6 +200,14 @@ static void log_request(const char *method, const char *url, const struct req *q
         cJSON_AddNullToObject(ev, "client");
     cJSON_AddBoolToObject(ev, "replay", r->replayed);
     cwlog_emit(ev);
+}
+
+/* The guard's record of connection c (NULL when it has none). */
+static struct api_guard_conn *guard_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci != NULL ? ci->socket_context : NULL;
 }
 
 static enum MHD_Result send_reply(api_http *h, struct MHD_Connection *c, const char *method,
@@ -180,6 +239,7 @@ static enum MHD_Result send_reply(api_http *h, struct MHD_Connection *c, const c
     enum MHD_Result ok = MHD_queue_response(c, (unsigned int)r->status, resp);
     MHD_destroy_response(resp);
     q->answered = 1;
+    api_guard_rearm(guard_of(c));
     if (ok != MHD_YES)
         r->status = 0;  /* logged as "no response": the connection is dropped */
     log_request(method, url, q, r);
@@ -304,6 +364,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *req_cls = q;
         atomic_fetch_add(&h->in_flight, 1);
 
+        if (check_head_size(c, url, &r) < 0)
+            return send_reply(h, c, method, url, q, &r);
         q->route = route_of(method, url, q->payment_id, &r);
         if (q->route == ROUTE_NONE)
             return send_reply(h, c, method, url, q, &r);
@@ -348,6 +410,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_reply(h, c, method, url, q, &r);
     }
 
+    /* The request is complete: from here the time is the server's. */
+    api_guard_hold(guard_of(c));
+
     switch (q->route) {
     case ROUTE_HEALTH:
         api_store_health(h->store, &r);
@@ -367,8 +432,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 {
     api_http *h = cls;
     struct req *q = *req_cls;
-    (void)c;
     (void)toe;
+    /* Keep-alive: the next request is due within the timeout. */
+    api_guard_rearm(guard_of(c));
     if (q == NULL)
         return;
     free(q->body);
@@ -377,18 +443,63 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     atomic_fetch_sub(&h->in_flight, 1);
 }
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    api_http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *addr =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = fd == NULL ? NULL
+                        : api_guard_open(h->guard, fd->connect_fd,
+                                         addr != NULL ? addr->client_addr : NULL);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        api_guard_close(h->guard, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* libmicrohttpd's own messages, sanitized (a malformed request may be
+ * quoted) and at most LOG_PER_SECOND a second: a client that opens
+ * connections past the limits must not fill the disk with their refusals. */
+#define LOG_PER_SECOND 10
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    char buf[512];
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int64_t second;
+    static int in_second, suppressed;
+    char buf[512], safe[CW_ERROR_MAX + 1];
     (void)cls;
     vsnprintf(buf, sizeof(buf), fmt, ap);
     buf[strcspn(buf, "\n")] = '\0';
-    cwlog_warn("http: %s", buf);
+    int64_t now = cw_mono_ms() / 1000;
+    pthread_mutex_lock(&lock);
+    int dropped = 0;
+    if (now != second) {
+        dropped = suppressed;
+        second = now;
+        in_second = 0;
+        suppressed = 0;
+    }
+    int show = ++in_second <= LOG_PER_SECOND;
+    suppressed += !show;
+    pthread_mutex_unlock(&lock);
+    if (dropped > 0)
+        cwlog_warn("http: %d messages not shown (more than %d a second)", dropped,
+                   LOG_PER_SECOND);
+    if (show) {
+        cw_sanitize_error(buf, safe, sizeof(safe));
+        cwlog_warn("http: %s", safe);
+    }
 }
 
 api_http *api_http_start(const struct api_http_config *cfg, char *err, size_t errlen)
 {
-    if (cfg->threads < 1 || cfg->store == NULL) {
+    if (cfg->threads < 1 || cfg->store == NULL || cfg->request_timeout_ms < 1 ||
+        cfg->max_connections < cfg->threads || cfg->max_per_client < 1) {
         snprintf(err, errlen, "invalid http configuration");
         return NULL;
     }
@@ -400,20 +511,33 @@ api_http *api_http_start(const struct api_http_config *cfg, char *err, size_t er
     h->store = cfg->store;
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->draining, 0);
+    h->guard = api_guard_start(cfg->request_timeout_ms, err, errlen);
+    if (h->guard == NULL) {
+        free(h);
+        return NULL;
+    }
     /* MHD_USE_ITC is what lets MHD_quiesce_daemon stop a thread pool's
-     * listening without stopping its connections. */
+     * listening without stopping its connections.  The idle timeout is a
+     * backstop only: the guard's deadline is the one that holds. */
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
                          MHD_USE_ERROR_LOG;
+    unsigned int idle_s = (unsigned int)(cfg->request_timeout_ms + 999) / 1000;
     h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
                                  MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
                                  MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&cfg->addr,
                                  MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)cfg->threads,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1024,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
+                                 MHD_OPTION_CONNECTION_LIMIT,
+                                 (unsigned int)cfg->max_connections,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                 (unsigned int)cfg->max_per_client,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
                                  MHD_OPTION_END);
     if (h->daemon == NULL) {
         snprintf(err, errlen, "could not start the HTTP server (address in use?)");
+        api_guard_stop(h->guard);
         free(h);
         return NULL;
     }
@@ -443,6 +567,7 @@ int api_http_shutdown(api_http *h, int drain_ms)
     }
     int left = atomic_load(&h->in_flight);
     MHD_stop_daemon(h->daemon);
+    api_guard_stop(h->guard);
     if (lsock != MHD_INVALID_SOCKET)
         close(lsock);
     free(h);

@@ -13,7 +13,14 @@
  * runs its requests to completion, taking one pooled database connection at
  * a time.  A body is read into memory only up to API_MAX_BODY: a larger
  * Content-Length is refused before anything is read, a larger chunked body
- * as soon as it crosses the limit (413). */
+ * as soon as it crosses the limit (413).  Too many or too large header
+ * fields get 431, a long URL 414, each with a problem body.
+ *
+ * Bounds against slow and greedy clients: every connection has a deadline
+ * for its whole request (api_guard.h: a client that trickles bytes cannot
+ * stretch it); at most max_connections connections, at most
+ * max_per_client from one address (more are closed as they arrive).
+ * Threads are not held by slow clients: epoll serves every connection. */
 #ifndef CW_API_HTTP_H
 #define CW_API_HTTP_H
 
@@ -28,6 +35,9 @@ struct api_http_config {
     struct sockaddr_in addr;  /* where to listen; port 0 picks a free port */
     int threads;              /* worker threads, >= 1 */
     api_store *store;         /* borrowed */
+    int request_timeout_ms;   /* whole-request deadline, >= 1 */
+    int max_connections;      /* >= threads */
+    int max_per_client;       /* connections from one address, >= 1 */
 };
 
 /* Starts serving.  Returns NULL with a message in err. */

@@ -4,6 +4,8 @@
  *   payments-api --db CONNINFO [--listen 127.0.0.1:PORT] [--events FILE]
  *                [--name NAME] [--threads N] [--lock-timeout-ms MS]
  *                [--statement-timeout-ms MS] [--drain-ms MS] [--broker SOCKET]
+ *                [--request-timeout-ms MS] [--max-connections N]
+ *                [--max-conns-per-client N]
  *
  * --listen takes an IPv4 address and a port; port 0 binds a free port.  The
  * bound address is printed on stdout as "listening 127.0.0.1:PORT" and
@@ -43,6 +45,9 @@ struct options {
     int lock_timeout_ms;
     int statement_timeout_ms;
     int drain_ms;
+    int request_timeout_ms;
+    int max_connections;
+    int max_per_client;
 };
 
 static void usage(FILE *f)
@@ -51,7 +56,8 @@ static void usage(FILE *f)
             "usage: payments-api --db CONNINFO [--listen 127.0.0.1:PORT] [--events FILE]\n"
             "                    [--name NAME] [--threads N] [--lock-timeout-ms MS]\n"
             "                    [--statement-timeout-ms MS] [--drain-ms MS]\n"
-            "                    [--broker SOCKET]\n"
+            "                    [--broker SOCKET] [--request-timeout-ms MS]\n"
+            "                    [--max-connections N] [--max-conns-per-client N]\n"
             "  --listen ADDR:PORT        IPv4 address and port (default 127.0.0.1:8080;\n"
             "                            port 0 picks a free one, printed on stdout)\n"
             "  --threads N               HTTP worker threads = database connections (4)\n"
@@ -59,6 +65,10 @@ static void usage(FILE *f)
             "  --statement-timeout-ms MS bound on every statement (10000)\n"
             "  --drain-ms MS             on SIGTERM, wait for requests in flight (10000)\n"
             "  --broker SOCKET           only for builds that publish directly\n"
+            "  --request-timeout-ms MS   a client's time for a whole request, however\n"
+            "                            it trickles in; then the connection closes (10000)\n"
+            "  --max-connections N       connections at once (1024)\n"
+            "  --max-conns-per-client N  connections at once from one address (64)\n"
             "CW_DB may hold the connection string instead of --db.\n");
 }
 
@@ -114,6 +124,12 @@ static int parse_args(int argc, char **argv, struct options *o)
             bad = cw_parse_int(a, v, 1, 3600000, &o->statement_timeout_ms, err, sizeof(err));
         else if (strcmp(a, "--drain-ms") == 0)
             bad = cw_parse_int(a, v, 0, 3600000, &o->drain_ms, err, sizeof(err));
+        else if (strcmp(a, "--request-timeout-ms") == 0)
+            bad = cw_parse_int(a, v, 100, 600000, &o->request_timeout_ms, err, sizeof(err));
+        else if (strcmp(a, "--max-connections") == 0)
+            bad = cw_parse_int(a, v, 1, 65536, &o->max_connections, err, sizeof(err));
+        else if (strcmp(a, "--max-conns-per-client") == 0)
+            bad = cw_parse_int(a, v, 1, 65536, &o->max_per_client, err, sizeof(err));
         else {
             fprintf(stderr, "payments-api: unknown option '%s'\n", a);
             return -1;
@@ -130,6 +146,34 @@ static int parse_args(int argc, char **argv, struct options *o)
     return 0;
 }
 
+/* The "start" event: the settings, where the fault controls are, which
+ * build this is. */
+static void log_start(const struct options *o)
+{
+    cJSON *ev = cwlog_begin("start");
+    cJSON_AddStringToObject(ev, "listen", o->listen);
+    cJSON_AddNumberToObject(ev, "threads", o->threads);
+    cJSON_AddNumberToObject(ev, "lock_timeout_ms", o->lock_timeout_ms);
+    cJSON_AddNumberToObject(ev, "request_timeout_ms", o->request_timeout_ms);
+    cJSON_AddNumberToObject(ev, "max_connections", o->max_connections);
+    cJSON_AddNumberToObject(ev, "max_conns_per_client", o->max_per_client);
+    if (fault_fifo_prefix() != NULL)
+        cJSON_AddStringToObject(ev, "fault_fifo", fault_fifo_prefix());
+    else
+        cJSON_AddNullToObject(ev, "fault_fifo");
+#ifdef FIU_ENABLE
+    cJSON_AddBoolToObject(ev, "fault_points", 1);
+#else
+    cJSON_AddBoolToObject(ev, "fault_points", 0);
+#endif
+#ifdef CW_MUTANT_NAME
+    cJSON_AddStringToObject(ev, "mutant", CW_MUTANT_NAME);
+#else
+    cJSON_AddNullToObject(ev, "mutant");
+#endif
+    cwlog_emit(ev);
+}
+
 int main(int argc, char **argv)
 {
     struct options o = {
@@ -140,9 +184,17 @@ int main(int argc, char **argv)
         .lock_timeout_ms = 50,
         .statement_timeout_ms = 10000,
         .drain_ms = 10000,
+        .request_timeout_ms = 10000,
+        .max_connections = 1024,
+        .max_per_client = 64,
     };
     if (parse_args(argc, argv, &o) < 0) {
         usage(stderr);
+        return 2;
+    }
+    if (o.max_connections < o.threads) {
+        fprintf(stderr, "payments-api: --max-connections (%d) is below --threads (%d)\n",
+                o.max_connections, o.threads);
         return 2;
     }
     struct sockaddr_in addr;
@@ -171,21 +223,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    cJSON *ev = cwlog_begin("start");
-    cJSON_AddStringToObject(ev, "listen", o.listen);
-    cJSON_AddNumberToObject(ev, "threads", o.threads);
-    cJSON_AddNumberToObject(ev, "lock_timeout_ms", o.lock_timeout_ms);
-#ifdef FIU_ENABLE
-    cJSON_AddBoolToObject(ev, "fault_points", 1);
-#else
-    cJSON_AddBoolToObject(ev, "fault_points", 0);
-#endif
-#ifdef CW_MUTANT_NAME
-    cJSON_AddStringToObject(ev, "mutant", CW_MUTANT_NAME);
-#else
-    cJSON_AddNullToObject(ev, "mutant");
-#endif
-    cwlog_emit(ev);
+    log_start(&o);
 
     struct api_pool_config pcfg = {
         .conninfo = o.db,
@@ -213,7 +251,14 @@ int main(int argc, char **argv)
         api_pool_free(pool);
         return 2;
     }
-    struct api_http_config hcfg = { .addr = addr, .threads = o.threads, .store = store };
+    struct api_http_config hcfg = {
+        .addr = addr,
+        .threads = o.threads,
+        .store = store,
+        .request_timeout_ms = o.request_timeout_ms,
+        .max_connections = o.max_connections,
+        .max_per_client = o.max_per_client,
+    };
     api_http *http = api_http_start(&hcfg, err, sizeof(err));
     if (http == NULL) {
         fprintf(stderr, "payments-api: %s: %s\n", o.listen, err);
@@ -226,7 +271,7 @@ int main(int argc, char **argv)
     char host[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));
     int port = api_http_port(http);
-    ev = cwlog_begin("listening");
+    cJSON *ev = cwlog_begin("listening");
     cJSON_AddStringToObject(ev, "host", host);
     cJSON_AddNumberToObject(ev, "port", port);
     cwlog_emit(ev);

@@ -46,12 +46,10 @@ static PGconn *pool_connect(const struct api_pool_config *cfg, char *err, size_t
     }
     if (PQstatus(conn) != CONNECTION_OK) {
         /* libpq's message may quote parts of the conninfo; err is logged
-         * (db_unavailable, exit events), so only its sanitized form goes on. */
-        char msg[256];
-        snprintf(msg, sizeof(msg), "%s", PQerrorMessage(conn));
-        msg[strcspn(msg, "\n")] = '\0';
+         * (db_unavailable, exit events), so only its sanitized form goes on,
+         * sanitized whole: a cut first could split a secret and hide it. */
         char safe[CW_ERROR_MAX + 1];
-        cw_sanitize_error(msg, safe, sizeof(safe));
+        cw_sanitize_error(PQerrorMessage(conn), safe, sizeof(safe));
         snprintf(err, errlen, "could not connect to database: %s", safe);
         PQfinish(conn);
         return NULL;

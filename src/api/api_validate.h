@@ -12,6 +12,13 @@
  *   Content-Type      application/json (parameters allowed, charset only
  *                     utf-8) on every POST that has a body.              415
  *   body              at most API_MAX_BODY bytes.                        413
+ *   header fields     at most API_MAX_HEADERS of them, API_MAX_HEADER_BYTES
+ *                     of names and values together.                      431
+ *                     (Past libmicrohttpd's per-connection memory, 64 KiB,
+ *                     it answers 431 itself, with its own HTML body.)
+ *   URL               at most API_MAX_URL bytes.                         414
+ *   time              the whole request within --request-timeout-ms, or the
+ *                     connection is closed (api_guard.h).
  *
  *   POST /payments    {"amount":"12.50","currency":"EUR"}
  *     malformed JSON, not an object, a missing field, a field of the wrong
@@ -47,6 +54,9 @@
 #include <stddef.h>
 
 #define API_MAX_BODY (64 * 1024)
+#define API_MAX_HEADERS 64              /* header fields per request */
+#define API_MAX_HEADER_BYTES (8 * 1024) /* their names and values together */
+#define API_MAX_URL 2048
 #define API_KEY_MAX 255
 #define API_CLIENT_MAX 64
 #define API_AMOUNT_MAX 24      /* "1000000000000.00" plus room; normalized form */

@@ -247,11 +247,11 @@ static int process_at(PGconn *conn, const char *consumer_name,
     consumer_event_inbox_key(ev, key);
     memset(out, 0, sizeof(*out));
 
-    int exists = 0;
-    if (lock_version(conn, consumer_name, ev->payment_id, &out->applied, &exists, sqlstate,
+    int row_exists = 0;
+    if (lock_version(conn, consumer_name, ev->payment_id, &out->applied, &row_exists, sqlstate,
                      err, errlen) < 0)
         return INBOX_ERR_SQL;
-    if (!exists && ev->version > 1) {
+    if (!row_exists && ev->version > 1) {
         /* A gap with nothing applied yet: without a row, a consumer
          * applying version 1 right now would not wait for this
          * transaction, and might look for a parked successor before this
@@ -260,8 +260,8 @@ static int process_at(PGconn *conn, const char *consumer_name,
          * it sees this park, or this sees its version and applies. */
         const char *params[2] = { consumer_name, ev->payment_id };
         if (pgx_cmd(conn, SQL_VERSION_ROW, 2, params, sqlstate, err, errlen) < 0 ||
-            lock_version(conn, consumer_name, ev->payment_id, &out->applied, &exists, sqlstate,
-                         err, errlen) < 0)
+            lock_version(conn, consumer_name, ev->payment_id, &out->applied, &row_exists,
+                         sqlstate, err, errlen) < 0)
             return INBOX_ERR_SQL;
     }
 

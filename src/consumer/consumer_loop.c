@@ -629,6 +629,10 @@ int consumer_run(const struct consumer_config *cfg)
     cJSON_AddStringToObject(ev, "effect", cfg->effect->name);
     cJSON_AddNumberToObject(ev, "prefetch", cfg->prefetch);
     cJSON_AddNumberToObject(ev, "batch", cfg->batch);
+    if (fault_fifo_prefix() != NULL)
+        cJSON_AddStringToObject(ev, "fault_fifo", fault_fifo_prefix());
+    else
+        cJSON_AddNullToObject(ev, "fault_fifo");
     cwlog_emit(ev);
 
     while (!stop_requested) {

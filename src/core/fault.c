@@ -4,10 +4,20 @@
  * points enabled from CW_FAULTS use fiu_enable_external with a callback that
  * counts the hits of its point and says "fail" only on the chosen one(s).
  * Points enabled from outside with fiu-ctrl bypass the table: they fire on
- * every hit until disabled, which is what an operator at a terminal expects. */
+ * every hit until disabled, which is what an operator at a terminal expects.
+ *
+ * libfiu's remote control obeys whoever can write its FIFO, and creates it
+ * with mkfifo(PREFIX-PID.in, 0600) but also accepts one that already exists:
+ * under a predictable path in /tmp another user could make the FIFO first,
+ * world-writable, and crash or freeze the process.  So the FIFOs only ever
+ * go into a directory that is this user's alone (mode 0700): one made with
+ * mkdtemp when CW_FIU_FIFO is unset, or, when it is set, a directory that is
+ * checked to be ours and closed to others; otherwise remote control is off. */
 #include "fault.h"
 #include "cwlog.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +28,14 @@
 
 #ifdef FIU_ENABLE
 #include <fiu-control.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #endif
 
 #define FAULT_MAX_SPECS 32
+
+/* The prefix of this process's control FIFOs; "" while remote control is off. */
+static char fifo_prefix[PATH_MAX + 8];
 
 struct fault_spec {
     char name[96];
@@ -162,6 +177,91 @@ int fault_parse_spec(const char *spec, char *err, size_t errlen)
     return n;
 }
 
+#ifdef FIU_ENABLE
+/* The directory made for this process's FIFOs when CW_FIU_FIFO is unset;
+ * removed at exit, after libfiu's own atexit handler has removed the FIFOs
+ * (handlers run in reverse order of registration). */
+static char own_dir[PATH_MAX];
+
+static void remove_own_dir(void)
+{
+    if (own_dir[0] != '\0')
+        rmdir(own_dir);
+}
+
+/* Is the directory of prefix a real directory (not a link), owned by us,
+ * that no one else may enter?  0, or -1 with the reason in why. */
+static int dir_is_private(const char *prefix, char *why, size_t whylen)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(prefix, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == prefix)
+        snprintf(dir, sizeof(dir), "/");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - prefix), prefix);
+    struct stat st;
+    if (lstat(dir, &st) < 0) {
+        snprintf(why, whylen, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+        snprintf(why, whylen, "%s is not a directory of this user's with mode 0700", dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes PREFIX-PID.in/.out exactly 0600, whatever the umask made of them. */
+static void tighten_fifos(const char *prefix)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s-%d.in", prefix, (int)getpid());
+    chmod(path, 0600);
+    snprintf(path, sizeof(path), "%s-%d.out", prefix, (int)getpid());
+    chmod(path, 0600);
+}
+
+/* Opens libfiu's remote control in a private directory (fault_fifo_prefix
+ * names it afterwards).  A failure turns remote control off, with a
+ * warning: the process still runs, its CW_FAULTS still fire. */
+static void start_remote_control(void)
+{
+    char prefix[PATH_MAX + 8], why[PATH_MAX + 64];
+    const char *given = getenv("CW_FIU_FIFO");
+    if (given != NULL && given[0] != '\0') {
+        snprintf(prefix, sizeof(prefix), "%s", given);
+        if (dir_is_private(prefix, why, sizeof(why)) < 0) {
+            cwlog_warn("fault control off: CW_FIU_FIFO=%s: %s", prefix, why);
+            return;
+        }
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(own_dir, sizeof(own_dir), "%s/cwfiuXXXXXX",
+                 tmp != NULL && tmp[0] == '/' ? tmp : "/tmp");
+        if (mkdtemp(own_dir) == NULL) {
+            cwlog_warn("fault control off: mkdtemp %s: %s", own_dir, strerror(errno));
+            own_dir[0] = '\0';
+            return;
+        }
+        atexit(remove_own_dir);
+        snprintf(prefix, sizeof(prefix), "%s/fiu", own_dir);
+    }
+    if (fiu_rc_fifo(prefix) < 0) {
+        cwlog_warn("could not open fault control fifo %s (remote control off)", prefix);
+        return;
+    }
+    tighten_fifos(prefix);
+    snprintf(fifo_prefix, sizeof(fifo_prefix), "%s", prefix);
+}
+#endif
+
+const char *fault_fifo_prefix(void)
+{
+    return fifo_prefix[0] != '\0' ? fifo_prefix : NULL;
+}
+
 int fault_init(char *err, size_t errlen)
 {
 #ifdef FIU_ENABLE
@@ -177,11 +277,7 @@ int fault_init(char *err, size_t errlen)
         if (rc < 0)
             return -1;
     }
-    const char *fifo = getenv("CW_FIU_FIFO");
-    if (fifo == NULL || *fifo == '\0')
-        fifo = "/tmp/cwfiu";
-    if (fiu_rc_fifo(fifo) < 0)
-        cwlog_warn("could not open fault control fifo %s (remote control off)", fifo);
+    start_remote_control();
 #else
     (void)err;
     (void)errlen;

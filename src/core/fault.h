@@ -24,9 +24,14 @@
  *
  * each item NAME=ACTION[:MS][@N][+]: fire on the Nth hit (default 1), once,
  * or on every hit from the Nth on with '+'.  fault_init() also opens libfiu's
- * remote control FIFOs (prefix from CW_FIU_FIFO, default /tmp/cwfiu) so that
+ * remote control FIFOs, PREFIX-PID.in/.out, mode 0600, in a directory only
+ * this user can use: CW_FIU_FIFO gives the prefix (its directory must be
+ * ours, mode 0700, or remote control stays off), else a fresh mkdtemp
+ * directory $TMPDIR/cwfiuXXXXXX (mode 0700) holds prefix "fiu", removed at
+ * exit.  fault_fifo_prefix() names the prefix, and every program puts it in
+ * its "start" event ("fault_fifo"), so that
  *
- *   fiu-ctrl -f /tmp/cwfiu -c "enable name=relay/after_publish,failinfo=2" PID
+ *   fiu-ctrl -f /tmp/cwfiuAbC123/fiu -c "enable name=relay/after_publish,failinfo=2" PID
  *
  * parks a running relay at that window. */
 #ifndef CW_FAULT_H
@@ -50,6 +55,10 @@ enum fault_action {
 /* Parses CW_FAULTS, enables its points and starts remote control.  Returns 0,
  * or -1 with a message in err naming the bad item (nothing is enabled then). */
 int fault_init(char *err, size_t errlen);
+
+/* The prefix of this process's control FIFOs (PREFIX-PID.in/.out), or NULL
+ * when remote control is off (or the build has no fault points). */
+const char *fault_fifo_prefix(void);
 
 /* Called by CW_FAULT when its point fires.  Returns -1 when the action is
  * "fail", 0 otherwise (after a stall or a park has ended). */

@@ -2,6 +2,7 @@
 #include "pgx.h"
 
 #include "ids.h"
+#include "sanitize.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,13 @@ PGconn *pgx_connect(const char *conninfo, char *err, size_t errlen)
         return NULL;
     }
     if (PQstatus(conn) != CONNECTION_OK) {
-        copy_msg(err, errlen, "could not connect to database: ", PQerrorMessage(conn));
+        /* libpq's message may quote the connection string (a host, a
+         * fragment it could not parse): sanitized here, whole, before any
+         * caller's buffer could cut a secret in two and hide it from the
+         * sanitizer. */
+        char safe[CW_ERROR_MAX + 1];
+        cw_sanitize_error(PQerrorMessage(conn), safe, sizeof(safe));
+        copy_msg(err, errlen, "could not connect to database: ", safe);
         PQfinish(conn);
         return NULL;
     }

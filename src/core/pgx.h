@@ -10,7 +10,8 @@
 #include <stddef.h>
 
 /* Connects; returns the connection or NULL with a message in err (the
- * conninfo itself, which may hold a password, is never copied into err). */
+ * conninfo itself, which may hold a password, is never copied into err; what
+ * libpq says, which may quote parts of it, is sanitized). */
 PGconn *pgx_connect(const char *conninfo, char *err, size_t errlen);
 
 /* Runs sql with nparams text parameters.  Returns the result when its status

@@ -745,6 +745,10 @@ int relay_run(const struct relay_config *cfg)
     cJSON_AddNumberToObject(ev, "idle_ms", cfg->idle_ms);
     cJSON_AddStringToObject(ev, "order",
                             cfg->order == RELAY_ORDER_PER_AGGREGATE ? "per-aggregate" : "fifo");
+    if (fault_fifo_prefix() != NULL)
+        cJSON_AddStringToObject(ev, "fault_fifo", fault_fifo_prefix());
+    else
+        cJSON_AddNullToObject(ev, "fault_fifo");
     cwlog_emit(ev);
 
     /* Batches that outlive an iteration, only while a backlog drains: cur,

@@ -25,15 +25,18 @@ FAST = {"idle-ms": 50, "lease-ms": 2000, "backoff-base-ms": 50, "backoff-cap-ms"
 
 # -- helpers shared by the relay and outboxctl tests ---------------------------
 
-def start_relay(procs, db, sock, name="relay-1", faults=None, **flags):
-    """Starts outbox-relay with FAST timings overridden by flags (snake_case)."""
+def start_relay(procs, db, sock, name="relay-1", faults=None, env_fifo=None, **flags):
+    """Starts outbox-relay with FAST timings overridden by flags (snake_case);
+    env_fifo, when given, is its CW_FIU_FIFO ("" for none)."""
     args = [binary("outbox-relay"), "--db", db, "--broker", sock, "--name", name]
     opts = dict(FAST)
     opts.update({k.replace("_", "-"): v for k, v in flags.items()})
     for k, v in opts.items():
         args += [f"--{k}", str(v)]
-    env = {"CW_FAULTS": faults} if faults else None
-    return procs.start(name, args, env=env)
+    env = {"CW_FAULTS": faults} if faults else {}
+    if env_fifo is not None:
+        env["CW_FIU_FIFO"] = env_fifo
+    return procs.start(name, args, env=env or None)
 
 
 def insert_rows(db, n, payload=None, aggregate_ids=None, versions=None, age_s=60,
