@@ -30,8 +30,9 @@
 
 #define CHK_MAX_WITNESSES 20
 
-/* The client the API assumes when a request carries no X-Client-Id. */
-#define CHK_DEFAULT_CLIENT "anonymous"
+/* The X-Client-Id the runner sends when a step names none (the API
+ * refuses a request without one). */
+#define CHK_DEFAULT_CLIENT "crashwindow"
 
 /* One request the runner made to the API, as the client saw it. */
 struct http_rec {

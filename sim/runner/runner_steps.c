@@ -70,18 +70,26 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
         headers[nh] = hbuf[nh];
         nh++;
     }
-    /* Idempotency keys belong to a client: the API's default one unless
-     * the request names another. */
+    /* Idempotency keys belong to a client: the runner's own unless the
+     * request names another. */
     snprintf(h.client, sizeof(h.client), "%s", CHK_DEFAULT_CLIENT);
+    int named = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, extra_headers) {
-        if (nh >= 22)
+        if (nh >= 21)
             break;
         snprintf(hbuf[nh], sizeof(hbuf[nh]), "%s: %s", it->string, it->valuestring);
         headers[nh] = hbuf[nh];
         nh++;
-        if (strcasecmp(it->string, "X-Client-Id") == 0)
+        if (strcasecmp(it->string, "X-Client-Id") == 0) {
             snprintf(h.client, sizeof(h.client), "%s", it->valuestring);
+            named = 1;
+        }
+    }
+    if (!named) {
+        snprintf(hbuf[nh], sizeof(hbuf[nh]), "X-Client-Id: %s", CHK_DEFAULT_CLIENT);
+        headers[nh] = hbuf[nh];
+        nh++;
     }
     headers[nh] = NULL;
     h.t0_us = cw_now_us();

@@ -47,8 +47,12 @@ int api_check_idempotency_key(const char *value, struct api_reply *r)
 int api_check_client_id(const char *value, char *out, struct api_reply *r)
 {
     if (value == NULL) {
-        snprintf(out, API_CLIENT_MAX + 1, "anonymous");
-        return 0;
+        /* No shared default: idempotency keys are per client, and a
+         * namespace every anonymous client shared would let one replay
+         * another's response (and see its payment) by reusing a key. */
+        api_reply_problem(r, 400, "missing-client-id", "Missing X-Client-Id",
+                          "X-Client-Id is required: Idempotency-Keys are scoped per client");
+        return -1;
     }
     size_t n = strlen(value);
     if (n == 0 || n > API_CLIENT_MAX) {

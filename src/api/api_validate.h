@@ -5,8 +5,8 @@
  *
  *   Idempotency-Key   required on every POST, exactly once; 1-255 printable
  *                     ASCII characters (0x20-0x7E).                      400
- *   X-Client-Id       optional, at most once, default "anonymous"; 1-64 of
- *                     [A-Za-z0-9._-].                                    400
+ *   X-Client-Id       required on every POST, exactly once: the namespace of
+ *                     its Idempotency-Key; 1-64 of [A-Za-z0-9._-].      400
  *   traceparent       optional; used when it is one valid W3C value, else a
  *                     new trace is started (never an error).
  *   Content-Type      application/json (parameters allowed, charset only
@@ -74,8 +74,8 @@ struct api_create_body {
 /* value is the header as received, or NULL when absent. */
 int api_check_idempotency_key(const char *value, struct api_reply *r);
 
-/* Writes the client id to use into out[API_CLIENT_MAX + 1]: the header, or
- * "anonymous" when it is absent (value NULL). */
+/* Writes the client id into out[API_CLIENT_MAX + 1].  0, or -1 with r
+ * filled (400) when it is absent (value NULL) or malformed. */
 int api_check_client_id(const char *value, char *out, struct api_reply *r);
 
 /* value is the Content-Type header or NULL. */

@@ -35,16 +35,23 @@ class Api:
         self.proc = proc
         self.port = port
 
-    def request(self, method, path, body=None, headers=None, timeout=15, raw_headers=None):
+    def request(self, method, path, body=None, headers=None, timeout=15, raw_headers=None,
+                client="pytest"):
         """One request on a new connection.  headers: dict; raw_headers: a
-        list of (name, value) pairs sent as given (repeats allowed)."""
+        list of (name, value) pairs sent as given (repeats allowed).  A POST
+        says who it is with X-Client-Id: client, unless the headers name one
+        or client is None (the API then refuses it)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             if isinstance(body, str):
                 body = body.encode()
             conn.putrequest(method, path, skip_accept_encoding=True)
             sent = set()
-            for name, value in list((headers or {}).items()) + list(raw_headers or []):
+            pairs = list((headers or {}).items()) + list(raw_headers or [])
+            if method == "POST" and client is not None and \
+                    all(n.lower() != "x-client-id" for n, _ in pairs):
+                pairs.append(("X-Client-Id", client))
+            for name, value in pairs:
                 conn.putheader(name, value)
                 sent.add(name.lower())
             if body is not None and "content-length" not in sent \
@@ -66,23 +73,19 @@ class Api:
         finally:
             conn.close()
 
-    def post_payment(self, key, amount="12.50", currency="EUR", client=None, headers=None,
+    def post_payment(self, key, amount="12.50", currency="EUR", client="pytest", headers=None,
                      body=None):
         h = {"Content-Type": "application/json"}
         if key is not None:
             h["Idempotency-Key"] = key
-        if client is not None:
-            h["X-Client-Id"] = client
         h.update(headers or {})
         if body is None:
             body = json.dumps({"amount": amount, "currency": currency})
-        return self.request("POST", "/payments", body, h)
+        return self.request("POST", "/payments", body, h, client=client)
 
-    def command(self, payment_id, action, key, client=None):
+    def command(self, payment_id, action, key, client="pytest"):
         h = {"Idempotency-Key": key}
-        if client is not None:
-            h["X-Client-Id"] = client
-        return self.request("POST", f"/payments/{payment_id}/{action}", None, h)
+        return self.request("POST", f"/payments/{payment_id}/{action}", None, h, client=client)
 
     def get(self, path):
         return self.request("GET", path)

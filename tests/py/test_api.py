@@ -106,12 +106,26 @@ def test_same_key_different_request_is_refused(api, db):
 def test_keys_are_scoped_by_client(api, db):
     a = api.post_payment("shared", client="client-a")
     b = api.post_payment("shared", client="client-b")
-    c = api.post_payment("shared")   # "anonymous"
-    assert [x.status for x in (a, b, c)] == [201, 201, 201]
-    assert len({a.json()["id"], b.json()["id"], c.json()["id"]}) == 3
+    assert [x.status for x in (a, b)] == [201, 201]
+    assert a.json()["id"] != b.json()["id"]
     assert sorted(r[0] for r in query(db, "SELECT client_id FROM idempotency_records")) == \
-        ["anonymous", "client-a", "client-b"]
-    assert counts(db)["outbox_messages"] == 3
+        ["client-a", "client-b"]
+    assert counts(db)["outbox_messages"] == 2
+
+
+def test_clients_that_do_not_say_who_they_are_share_nothing(api, db):
+    """Without X-Client-Id there is no namespace for the key: two unrelated
+    clients sending the same key would replay each other's answers (and see
+    each other's payments), so the request is refused and nothing stored."""
+    before = counts(db)
+    for body in ({"amount": "1.00", "currency": "EUR"}, {"amount": "2.00", "currency": "EUR"}):
+        r = api.post_payment("same-key", amount=body["amount"], client=None)
+        assert_problem(r, 400, "missing-client-id")
+    assert counts(db) == before
+    pid = api.post_payment("k-owner", client="owner").json()["id"]
+    r = api.command(pid, "authorize", "k-auth", client=None)
+    assert_problem(r, 400, "missing-client-id")
+    assert counts(db)["outbox_messages"] == before["outbox_messages"] + 1
 
 
 def test_authorize_then_capture_emit_versions_2_and_3(api, db):

@@ -19,7 +19,7 @@ from conftest import wait_for
 TIMEOUT_MS = 1500
 SLACK_S = 1.5          # the guard checks every 100 ms; a loaded machine is slower
 NOTHING = {"payments": 0, "outbox_messages": 0, "idempotency_records": 0}
-POST_HEAD = (b"POST /payments HTTP/1.1\r\nHost: t\r\nIdempotency-Key: k-1\r\n"
+POST_HEAD = (b"POST /payments HTTP/1.1\r\nHost: t\r\nX-Client-Id: t\r\nIdempotency-Key: k-1\r\n"
              b"Content-Type: application/json\r\n")
 
 
@@ -193,7 +193,8 @@ def test_keep_alive_works_and_an_idle_connection_is_closed_at_the_deadline(api, 
     s = connect(api)
     for i in range(3):
         body = b'{"amount":"1.00","currency":"EUR"}'
-        s.sendall(b"POST /payments HTTP/1.1\r\nHost: t\r\nIdempotency-Key: ka-%d\r\n"
+        s.sendall(b"POST /payments HTTP/1.1\r\nHost: t\r\nX-Client-Id: t\r\n"
+                  b"Idempotency-Key: ka-%d\r\n"
                   b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                   % (i, len(body), body))
         out = outcome(s, 10)

@@ -176,7 +176,7 @@ def test_keys_are_per_client_and_a_second_payment_is_caught(tmp_path, pg_cluster
     ]
     good = scenario(tmp_path, "keys-per-client", shared, invariants=["one_payment_per_key"])
     swap = ("UPDATE idempotency_records SET payment_id = (SELECT payment_id FROM"
-            " idempotency_records WHERE client_id = 'anonymous' AND idempotency_key = 'k-shared')"
+            " idempotency_records WHERE client_id = 'crashwindow' AND idempotency_key = 'k-shared')"
             " WHERE client_id = 'shop-a' AND idempotency_key = 'k-shared'")
     bad = scenario(tmp_path, "record-names-other-payment",
                    shared + [{"do": "sql", "sql": swap, "expect_rows": 1}],
@@ -189,7 +189,7 @@ def test_keys_are_per_client_and_a_second_payment_is_caught(tmp_path, pg_cluster
     t = scs["two-payments-one-key"]
     assert t["verdict"] == "fail" and t["error"] is None and t["counts"]["payments"] == 2
     w = witnesses(t, "one_payment_per_key")
-    assert any("key k-dup of client anonymous created 2 payments" in x for x in w), w
+    assert any("key k-dup of client crashwindow created 2 payments" in x for x in w), w
     assert any("is named by no idempotency record" in x for x in w), w
     assert any("its idempotency record does not name payment" in x for x in w), w
 
@@ -202,7 +202,7 @@ def test_keys_are_per_client_and_a_second_payment_is_caught(tmp_path, pg_cluster
     assert b["verdict"] == "fail" and inv(b, "one_payment_per_key")["verdict"] == "fail"
     assert any("key k-shared of client shop-a: its idempotency record does not name" in x
                for x in w), w
-    assert not any("of client anonymous" in x for x in w), w
+    assert not any("of client crashwindow" in x for x in w), w
 
 
 def test_consumer_side_breakage_is_caught(tmp_path, pg_cluster):
@@ -454,7 +454,7 @@ def test_keep_leaves_it_running_and_cleans_dead_fifos(tmp_path, pg_cluster):
         port = int(r.stdout.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
         req = urllib.request.Request(f"http://127.0.0.1:{port}/payments", method="POST",
                                      data=b'{"amount":"1.00","currency":"EUR"}',
-                                     headers={"Idempotency-Key": "poke-1",
+                                     headers={"Idempotency-Key": "poke-1", "X-Client-Id": "poke",
                                               "Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=5) as resp:
             assert resp.status == 201

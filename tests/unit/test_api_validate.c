@@ -144,7 +144,9 @@ static void test_headers(void)
     key[API_KEY_MAX + 1] = '\0';
     CHECK(api_check_idempotency_key(key, &r) == -1 && r.status == 400);
 
-    CHECK(api_check_client_id(NULL, client, &r) == 0 && strcmp(client, "anonymous") == 0);
+    /* No shared namespace for clients that do not say who they are. */
+    CHECK(api_check_client_id(NULL, client, &r) == -1 && r.status == 400 &&
+          strstr(r.body, "missing-client-id") != NULL);
     CHECK(api_check_client_id("shop-1.eu_west", client, &r) == 0 &&
           strcmp(client, "shop-1.eu_west") == 0);
     CHECK(api_check_client_id("", client, &r) == -1 && r.status == 400);
