@@ -863,8 +863,9 @@ static void print_keep(struct sctx *s)
                s->sc->procs[i].kind == SC_API ? "api" :
                s->sc->procs[i].kind == SC_RELAY ? "relay" : "consumer", (int)p->pid);
         if (s->sc->procs[i].kind == SC_API && s->port[i] > 0)
-            printf("      curl -s -X POST -H 'X-Client-Id: me' -H 'Idempotency-Key: try-1' -H 'Content-Type: "
-                   "application/json' -d '{\"amount\":\"12.50\",\"currency\":\"EUR\"}' "
+            printf("      curl -s -X POST -H 'X-Client-Id: me' -H 'Idempotency-Key: try-1' "
+                   "-H 'Content-Type: application/json' "
+                   "-d '{\"amount\":\"12.50\",\"currency\":\"EUR\"}' "
                    "http://127.0.0.1:%d/payments\n", s->port[i]);
     }
     printf("      broker socket: %s (pid %d)\n", s->broker_sock, (int)s->broker.pid);
