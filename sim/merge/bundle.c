@@ -18,34 +18,6 @@
 
 #define SUMMARY_MAX (1024u * 1024)
 
-static const cJSON *jget(const cJSON *o, const char *key)
-{
-    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-}
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-    const cJSON *v = jget(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* A relative path inside the run directory: no leading '/', no ".." part. */
-static int safe_rel(const char *d)
-{
-    if (d == NULL || d[0] == '\0' || d[0] == '/' || strlen(d) > 1024)
-        return 0;
-    for (const char *s = d; *s;) {
-        const char *e = strchr(s, '/');
-        size_t n = e != NULL ? (size_t)(e - s) : strlen(s);
-        if (n == 2 && s[0] == '.' && s[1] == '.')
-            return 0;
-        if (e == NULL)
-            break;
-        s = e + 1;
-    }
-    return 1;
-}
-
 /* Only these characters go into replay.sh unquoted. */
 static int shell_plain(const char *s)
 {
@@ -74,8 +46,8 @@ static void md_put(struct rbuf *b, const char *s, size_t max)
 /* The name of a scenario's bundle: its name, ".rN" for a repetition. */
 static void scenario_label(const cJSON *sc, char *out, size_t outlen)
 {
-    const char *name = jstr(sc, "name");
-    const cJSON *rep = jget(sc, "repeat");
+    const char *name = rd_str(sc, "name");
+    const cJSON *rep = rd_get(sc, "repeat");
     if (!shell_plain(name))
         name = "unnamed";
     if (cJSON_IsNumber(rep))
@@ -89,8 +61,8 @@ static void scenario_label(const cJSON *sc, char *out, size_t outlen)
 static const cJSON *sim_failing(const cJSON *result, const char *name)
 {
     const cJSON *f;
-    cJSON_ArrayForEach(f, jget(jget(result, "simulator"), "failing")) {
-        const char *run = jstr(f, "run");
+    cJSON_ArrayForEach(f, rd_get(rd_get(result, "simulator"), "failing")) {
+        const char *run = rd_str(f, "run");
         char want[96];
         if (run == NULL)
             continue;
@@ -122,7 +94,7 @@ static int write_buf(const char *dir, const char *name, struct rbuf *b, char *er
 /* replay.sh: the header every script shares, then cmd's lines. */
 static void replay_head(struct rbuf *b, const cJSON *result, const char *what)
 {
-    const char *commit = jstr(result, "commit");
+    const char *commit = rd_str(result, "commit");
     rbuf_puts(b, "#!/bin/sh\n# Replays ");
     md_put(b, what, 200);
     rbuf_puts(b, ".\n# Run it from a checkout of the commit the failure was found at,\n"
@@ -139,22 +111,22 @@ static void replay_head(struct rbuf *b, const cJSON *result, const char *what)
 static void summary_facts(struct rbuf *b, const cJSON *result)
 {
     rbuf_puts(b, "| | |\n|---|---|\n| commit | `");
-    md_put(b, jstr(result, "commit") ? jstr(result, "commit") : "unknown", 80);
+    md_put(b, rd_str(result, "commit") ? rd_str(result, "commit") : "unknown", 80);
     rbuf_puts(b, "` |\n| run | `crashwindow ");
-    md_put(b, jstr(result, "kind"), 20);
+    md_put(b, rd_str(result, "kind"), 20);
     rbuf_puts(b, "`, started ");
-    md_put(b, jstr(result, "started_at"), 40);
+    md_put(b, rd_str(result, "started_at"), 40);
     rbuf_puts(b, " on ");
-    md_put(b, jstr(jget(result, "machine"), "hostname"), 100);
+    md_put(b, rd_str(rd_get(result, "machine"), "hostname"), 100);
     rbuf_puts(b, " |\n");
-    const cJSON *sh = jget(result, "shard");
+    const cJSON *sh = rd_get(result, "shard");
     if (cJSON_IsObject(sh))
-        rbuf_printf(b, "| shard | %d/%d |\n", jget(sh, "index") ? jget(sh, "index")->valueint : 0,
-                    jget(sh, "count") ? jget(sh, "count")->valueint : 0);
-    if (cJSON_IsObject(jget(result, "merged")))
+        rbuf_printf(b, "| shard | %d/%d |\n", rd_get(sh, "index") ? rd_get(sh, "index")->valueint : 0,
+                    rd_get(sh, "count") ? rd_get(sh, "count")->valueint : 0);
+    if (cJSON_IsObject(rd_get(result, "merged")))
         rbuf_printf(b, "| merged | from %d shards |\n",
-                    jget(jget(result, "merged"), "count")
-                        ? jget(jget(result, "merged"), "count")->valueint : 0);
+                    rd_get(rd_get(result, "merged"), "count")
+                        ? rd_get(rd_get(result, "merged"), "count")->valueint : 0);
 }
 
 /* Every failed check of a scenario as a Markdown list. */
@@ -162,17 +134,17 @@ static void summary_checks(struct rbuf *b, const cJSON *sc)
 {
     rbuf_puts(b, "\n## What failed\n\n");
     const cJSON *it;
-    cJSON_ArrayForEach(it, jget(sc, "invariants")) {
-        const char *v = jstr(it, "verdict");
+    cJSON_ArrayForEach(it, rd_get(sc, "invariants")) {
+        const char *v = rd_str(it, "verdict");
         if (v == NULL || strcmp(v, "pass") == 0)
             continue;
         rbuf_puts(b, "- invariant `");
-        md_put(b, jstr(it, "name"), 100);
-        const cJSON *vio = jget(it, "violations");
+        md_put(b, rd_str(it, "name"), 100);
+        const cJSON *vio = rd_get(it, "violations");
         rbuf_printf(b, "` (%d violations)", cJSON_IsNumber(vio) ? vio->valueint : 0);
         const cJSON *w;
         int n = 0;
-        cJSON_ArrayForEach(w, jget(it, "witnesses")) {
+        cJSON_ArrayForEach(w, rd_get(it, "witnesses")) {
             if (!cJSON_IsString(w) || n++ >= 3)
                 continue;
             rbuf_puts(b, "\n  - `");
@@ -181,19 +153,19 @@ static void summary_checks(struct rbuf *b, const cJSON *sc)
         }
         rbuf_puts(b, "\n");
     }
-    cJSON_ArrayForEach(it, jget(sc, "expect")) {
-        const char *v = jstr(it, "verdict");
+    cJSON_ArrayForEach(it, rd_get(sc, "expect")) {
+        const char *v = rd_str(it, "verdict");
         if (v == NULL || strcmp(v, "pass") == 0)
             continue;
         rbuf_puts(b, "- expectation `");
-        md_put(b, jstr(it, "check"), 100);
+        md_put(b, rd_str(it, "check"), 100);
         rbuf_puts(b, "`: ");
-        md_put(b, jstr(it, "detail"), 600);
+        md_put(b, rd_str(it, "detail"), 600);
         rbuf_puts(b, "\n");
     }
-    if (jstr(sc, "error") != NULL) {
+    if (rd_str(sc, "error") != NULL) {
         rbuf_puts(b, "- error: ");
-        md_put(b, jstr(sc, "error"), 1000);
+        md_put(b, rd_str(sc, "error"), 1000);
         rbuf_puts(b, "\n");
     }
 }
@@ -205,10 +177,10 @@ static int scenario_files(const char *dir, const cJSON *sc, const cJSON *failing
                           size_t errlen)
 {
     char src[PATH_MAX], dst[PATH_MAX];
-    const char *rel = jstr(sc, "dir");
+    const char *rel = rd_str(sc, "dir");
     struct stat st;
     *has_logs = *has_shrunk = 0;
-    if (safe_rel(rel) && fstree_fmt(src, sizeof(src), "%s/%s", dir, rel) < (int)sizeof(src) &&
+    if (rundir_safe_rel(rel) && fstree_fmt(src, sizeof(src), "%s/%s", dir, rel) < (int)sizeof(src) &&
         stat(src, &st) == 0 && S_ISDIR(st.st_mode)) {
         fstree_fmt(dst, sizeof(dst), "%s/logs", bdir);
         if (fstree_copy_files(src, dst, err, errlen) < 0)
@@ -219,8 +191,8 @@ static int scenario_files(const char *dir, const cJSON *sc, const cJSON *failing
         if (stat(src, &st) == 0 && fstree_copy_file(src, dst, 0, err, errlen) < 0)
             return -1;
     }
-    const char *shrunk = jstr(failing, "shrunk");
-    if (safe_rel(shrunk) && fstree_fmt(src, sizeof(src), "%s/%s", dir, shrunk) < (int)sizeof(src) &&
+    const char *shrunk = rd_str(failing, "shrunk");
+    if (rundir_safe_rel(shrunk) && fstree_fmt(src, sizeof(src), "%s/%s", dir, shrunk) < (int)sizeof(src) &&
         stat(src, &st) == 0) {
         fstree_fmt(dst, sizeof(dst), "%s/shrunk.json", bdir);
         if (fstree_copy_file(src, dst, 0, err, errlen) < 0)
@@ -244,7 +216,7 @@ static void scenario_replay(struct rbuf *sh, struct rbuf *md, const cJSON *resul
     replay_head(sh, result, label);
     rbuf_puts(md, "\n## Replay\n\nFrom the top of a checkout of the commit above, built "
                   "(`cmake -S . -B build && cmake --build build`):\n\n");
-    const char *run = jstr(failing, "run");
+    const char *run = rd_str(failing, "run");
     if (failing != NULL && shell_plain(run)) {
         rbuf_printf(sh, "exec \"$cw\" sim --replay %s \"$@\"\n", run);
         rbuf_printf(md, "    build/sim/crashwindow sim --replay %s    # the same seed and "
@@ -256,7 +228,7 @@ static void scenario_replay(struct rbuf *sh, struct rbuf *md, const cJSON *resul
         rbuf_puts(sh, "exec \"$cw\" run \"$here/scenario.json\" \"$@\"\n");
         rbuf_puts(md, "    build/sim/crashwindow run BUNDLE/scenario.json    # this bundle's "
                       "copy\n");
-        const char *file = jstr(sc, "file");
+        const char *file = rd_str(sc, "file");
         const char *in_tree = file != NULL ? strstr(file, "scenarios/") : NULL;
         if (in_tree != NULL && shell_plain(in_tree + strlen("scenarios/"))) {
             rbuf_puts(md, "    build/sim/crashwindow run ");
@@ -296,7 +268,7 @@ static int bundle_scenario(const char *dir, const char *broot, const cJSON *resu
         fstree_fmt(err, errlen, "cannot create %s: %s", bdir, strerror(errno));
         return -1;
     }
-    const cJSON *failing = sim_failing(result, jstr(sc, "name"));
+    const cJSON *failing = sim_failing(result, rd_str(sc, "name"));
     int has_logs, has_shrunk;
     if (scenario_files(dir, sc, failing, bdir, &has_logs, &has_shrunk, err, errlen) < 0)
         return -1;
@@ -307,13 +279,13 @@ static int bundle_scenario(const char *dir, const char *broot, const cJSON *resu
     rbuf_puts(&md, "# ");
     md_put(&md, label, 160);
     rbuf_puts(&md, ": FAIL\n\n");
-    md_put(&md, jstr(sc, "title"), 600);
+    md_put(&md, rd_str(sc, "title"), 600);
     rbuf_puts(&md, "\n\n**First witness:** `");
     md_put(&md, witness, 1000);
     rbuf_puts(&md, "`\n\n");
     summary_facts(&md, result);
     rbuf_puts(&md, "| crash window | `");
-    md_put(&md, jstr(sc, "crash_window") ? jstr(sc, "crash_window") : "none", 100);
+    md_put(&md, rd_str(sc, "crash_window") ? rd_str(sc, "crash_window") : "none", 100);
     rbuf_puts(&md, "` |\n");
     summary_checks(&md, sc);
     scenario_replay(&sh, &md, result, sc, failing, label, has_shrunk);
@@ -329,8 +301,8 @@ static int bundle_scenario(const char *dir, const char *broot, const cJSON *resu
 static int mutant_files(const char *dir, const cJSON *m, const char *bdir, char *err,
                         size_t errlen)
 {
-    const char *rel = jstr(m, "dir");
-    if (!safe_rel(rel))
+    const char *rel = rd_str(m, "dir");
+    if (!rundir_safe_rel(rel))
         return 0;
     char src[PATH_MAX], dst[PATH_MAX];
     struct stat st;
@@ -339,8 +311,8 @@ static int mutant_files(const char *dir, const cJSON *m, const char *bdir, char 
     if (stat(src, &st) == 0 && fstree_copy_file(src, dst, 0, err, errlen) < 0)
         return -1;
     const cJSON *s;
-    cJSON_ArrayForEach(s, jget(m, "scenarios")) {
-        const char *name = jstr(s, "name");
+    cJSON_ArrayForEach(s, rd_get(m, "scenarios")) {
+        const char *name = rd_str(s, "name");
         if (!shell_plain(name))
             continue;
         fstree_fmt(src, sizeof(src), "%s/%s/%s", dir, rel, name);
@@ -356,7 +328,7 @@ static int mutant_files(const char *dir, const cJSON *m, const char *bdir, char 
 static int bundle_mutant(const char *dir, const char *broot, const cJSON *result,
                          const cJSON *m, char *err, size_t errlen)
 {
-    const char *name = jstr(m, "name");
+    const char *name = rd_str(m, "name");
     if (!shell_plain(name))
         name = "unnamed";
     char bdir[PATH_MAX];
@@ -370,19 +342,19 @@ static int bundle_mutant(const char *dir, const char *broot, const cJSON *result
     struct rbuf md, sh;
     rbuf_init(&md, SUMMARY_MAX);
     rbuf_init(&sh, SUMMARY_MAX);
-    const char *error = jstr(m, "error");
+    const char *error = rd_str(m, "error");
     rbuf_printf(&md, "# mutant %s: %s\n\n", name, error != NULL ? "ERROR" : "SURVIVED");
     rbuf_puts(&md, "The mistake: ");
-    md_put(&md, jstr(m, "mistake"), 400);
+    md_put(&md, rd_str(m, "mistake"), 400);
     rbuf_puts(&md, "\n\n**First witness:** `");
     if (error != NULL) {
         md_put(&md, error, 1000);
     } else {
         rbuf_puts(&md, "no scenario aimed at it failed:");
         const cJSON *s;
-        cJSON_ArrayForEach(s, jget(m, "scenarios")) {
+        cJSON_ArrayForEach(s, rd_get(m, "scenarios")) {
             rbuf_puts(&md, " ");
-            md_put(&md, jstr(s, "name"), 100);
+            md_put(&md, rd_str(s, "name"), 100);
         }
         rbuf_puts(&md, " passed");
     }
@@ -412,7 +384,7 @@ int bundle_write_all(const char *dir, const cJSON *result, char *err, size_t err
     fstree_remove(broot);
     int n = 0;
     const cJSON *sc;
-    cJSON_ArrayForEach(sc, jget(result, "scenarios")) {
+    cJSON_ArrayForEach(sc, rd_get(result, "scenarios")) {
         if (!rundir_failed(sc))
             continue;
         if (bundle_scenario(dir, broot, result, sc, err, errlen) < 0)
@@ -420,8 +392,8 @@ int bundle_write_all(const char *dir, const cJSON *result, char *err, size_t err
         n++;
     }
     const cJSON *m;
-    cJSON_ArrayForEach(m, jget(result, "mutants")) {
-        if (cJSON_IsTrue(jget(m, "killed")) && jstr(m, "error") == NULL)
+    cJSON_ArrayForEach(m, rd_get(result, "mutants")) {
+        if (cJSON_IsTrue(rd_get(m, "killed")) && rd_str(m, "error") == NULL)
             continue;
         if (bundle_mutant(dir, broot, result, m, err, errlen) < 0)
             return -1;

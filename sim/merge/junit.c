@@ -14,23 +14,6 @@
 
 #define JUNIT_MAX_BYTES (256u * 1024 * 1024)
 
-static const cJSON *jget(const cJSON *o, const char *key)
-{
-    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-}
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-    const cJSON *v = jget(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static double jnum(const cJSON *o, const char *key)
-{
-    const cJSON *v = jget(o, key);
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : 0;
-}
-
 static void put_seconds(struct rbuf *b, double ms)
 {
     rbuf_printf(b, "%.3f", ms > 0 ? ms / 1000.0 : 0.0);
@@ -41,8 +24,8 @@ static void put_seconds(struct rbuf *b, double ms)
 static const char *sim_replay(const cJSON *result, const char *name)
 {
     const cJSON *f;
-    cJSON_ArrayForEach(f, jget(jget(result, "simulator"), "failing")) {
-        const char *run = jstr(f, "run");
+    cJSON_ArrayForEach(f, rd_get(rd_get(result, "simulator"), "failing")) {
+        const char *run = rd_str(f, "run");
         char want[96];
         if (run == NULL)
             continue;
@@ -51,7 +34,7 @@ static const char *sim_replay(const cJSON *result, const char *name)
         if (colon != NULL)
             *colon = '-';
         if (strcmp(want, name) == 0)
-            return jstr(f, "replay");
+            return rd_str(f, "replay");
     }
     return NULL;
 }
@@ -60,16 +43,16 @@ static const char *sim_replay(const cJSON *result, const char *name)
 static void put_failure_text(struct rbuf *b, const cJSON *result, const cJSON *sc)
 {
     const cJSON *it;
-    cJSON_ArrayForEach(it, jget(sc, "invariants")) {
-        const char *v = jstr(it, "verdict");
+    cJSON_ArrayForEach(it, rd_get(sc, "invariants")) {
+        const char *v = rd_str(it, "verdict");
         if (v == NULL || strcmp(v, "pass") == 0)
             continue;
         rbuf_puts(b, "invariant ");
-        rbuf_esc(b, jstr(it, "name"), 100);
-        rbuf_printf(b, " failed (%.0f violations)\n", jnum(it, "violations"));
+        rbuf_esc(b, rd_str(it, "name"), 100);
+        rbuf_printf(b, " failed (%.0f violations)\n", rd_num(it, "violations"));
         const cJSON *w;
         int n = 0;
-        cJSON_ArrayForEach(w, jget(it, "witnesses")) {
+        cJSON_ArrayForEach(w, rd_get(it, "witnesses")) {
             if (cJSON_IsString(w) && n++ < 5) {
                 rbuf_puts(b, "  ");
                 rbuf_esc(b, w->valuestring, 2000);
@@ -77,30 +60,30 @@ static void put_failure_text(struct rbuf *b, const cJSON *result, const cJSON *s
             }
         }
     }
-    cJSON_ArrayForEach(it, jget(sc, "expect")) {
-        const char *v = jstr(it, "verdict");
+    cJSON_ArrayForEach(it, rd_get(sc, "expect")) {
+        const char *v = rd_str(it, "verdict");
         if (v == NULL || strcmp(v, "pass") == 0)
             continue;
         rbuf_puts(b, "expectation ");
-        rbuf_esc(b, jstr(it, "check"), 100);
+        rbuf_esc(b, rd_str(it, "check"), 100);
         rbuf_puts(b, " failed: ");
-        rbuf_esc(b, jstr(it, "detail"), 2000);
+        rbuf_esc(b, rd_str(it, "detail"), 2000);
         rbuf_puts(b, "\n");
     }
-    if (jstr(sc, "error") != NULL) {
+    if (rd_str(sc, "error") != NULL) {
         rbuf_puts(b, "error: ");
-        rbuf_esc(b, jstr(sc, "error"), 4000);
+        rbuf_esc(b, rd_str(sc, "error"), 4000);
         rbuf_puts(b, "\n");
     }
-    const char *replay = jstr(sc, "name") ? sim_replay(result, jstr(sc, "name")) : NULL;
+    const char *replay = rd_str(sc, "name") ? sim_replay(result, rd_str(sc, "name")) : NULL;
     if (replay != NULL) {
         rbuf_puts(b, "replay: ");
         rbuf_esc(b, replay, 1000);
         rbuf_puts(b, "\n");
     }
-    if (jstr(sc, "dir") != NULL) {
+    if (rd_str(sc, "dir") != NULL) {
         rbuf_puts(b, "files: ");
-        rbuf_esc(b, jstr(sc, "dir"), 1000);
+        rbuf_esc(b, rd_str(sc, "dir"), 1000);
         rbuf_puts(b, " in the run directory\n");
     }
 }
@@ -112,12 +95,12 @@ static void put_scenario_cases(struct rbuf *b, const cJSON *result, const cJSON 
     const cJSON *sc;
     cJSON_ArrayForEach(sc, scs) {
         rbuf_printf(b, "    <testcase classname=\"%s\" name=\"", cls);
-        rbuf_esc(b, jstr(sc, "name") ? jstr(sc, "name") : "unnamed", 200);
-        double rep = jnum(sc, "repeat");
+        rbuf_esc(b, rd_str(sc, "name") ? rd_str(sc, "name") : "unnamed", 200);
+        double rep = rd_num(sc, "repeat");
         if (rep > 0)
             rbuf_printf(b, ".r%.0f", rep);
         rbuf_puts(b, "\" time=\"");
-        put_seconds(b, jnum(sc, "duration_ms"));
+        put_seconds(b, rd_num(sc, "duration_ms"));
         if (!rundir_failed(sc)) {
             rbuf_puts(b, "\"/>\n");
             continue;
@@ -140,13 +123,13 @@ static void put_survivor(struct rbuf *b, const cJSON *m)
     rbuf_puts(b, "\">\n      <failure message=\"survived: ");
     const cJSON *s;
     int n = 0;
-    cJSON_ArrayForEach(s, jget(m, "scenarios")) {
+    cJSON_ArrayForEach(s, rd_get(m, "scenarios")) {
         rbuf_puts(b, n++ ? ", " : "");
-        rbuf_esc(b, jstr(s, "name"), 100);
+        rbuf_esc(b, rd_str(s, "name"), 100);
     }
     rbuf_puts(b, n ? " passed against it" : "no scenario ran against it");
     rbuf_puts(b, "\" type=\"survived\">");
-    rbuf_esc(b, jstr(m, "mistake"), 500);
+    rbuf_esc(b, rd_str(m, "mistake"), 500);
     rbuf_puts(b, "\nno scenario aimed at this mistake failed: the harness cannot see it\n"
                  "</failure>\n    </testcase>\n");
 }
@@ -158,13 +141,13 @@ static void put_mutant_cases(struct rbuf *b, const cJSON *mutants)
     const cJSON *m;
     cJSON_ArrayForEach(m, mutants) {
         rbuf_puts(b, "    <testcase classname=\"crashwindow.mutants\" name=\"");
-        rbuf_esc(b, jstr(m, "name") ? jstr(m, "name") : "unnamed", 200);
-        const char *err = jstr(m, "error");
+        rbuf_esc(b, rd_str(m, "name") ? rd_str(m, "name") : "unnamed", 200);
+        const char *err = rd_str(m, "error");
         if (err != NULL) {
             rbuf_puts(b, "\">\n      <error message=\"");
             rbuf_esc(b, err, 1000);
             rbuf_puts(b, "\" type=\"error\"/>\n    </testcase>\n");
-        } else if (cJSON_IsTrue(jget(m, "killed"))) {
+        } else if (cJSON_IsTrue(rd_get(m, "killed"))) {
             rbuf_puts(b, "\"/>\n");
         } else {
             put_survivor(b, m);
@@ -186,7 +169,7 @@ static double sum_ms(const cJSON *items)
     double t = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, items)
-        t += jnum(it, "duration_ms");
+        t += rd_num(it, "duration_ms");
     return t;
 }
 
@@ -194,17 +177,17 @@ static double sum_ms(const cJSON *items)
 static void put_properties(struct rbuf *b, const cJSON *result)
 {
     rbuf_puts(b, "    <properties>\n      <property name=\"commit\" value=\"");
-    rbuf_esc(b, jstr(result, "commit") ? jstr(result, "commit") : "unknown", 100);
+    rbuf_esc(b, rd_str(result, "commit") ? rd_str(result, "commit") : "unknown", 100);
     rbuf_puts(b, "\"/>\n");
-    const cJSON *sh = jget(result, "shard");
+    const cJSON *sh = rd_get(result, "shard");
     if (cJSON_IsObject(sh))
         rbuf_printf(b, "      <property name=\"shard\" value=\"%.0f/%.0f\"/>\n",
-                    jnum(sh, "index"), jnum(sh, "count"));
-    const cJSON *mg = jget(result, "merged");
+                    rd_num(sh, "index"), rd_num(sh, "count"));
+    const cJSON *mg = rd_get(result, "merged");
     if (cJSON_IsObject(mg))
         rbuf_printf(b, "      <property name=\"merged_shards\" value=\"%.0f\"/>\n",
-                    jnum(mg, "count"));
-    const cJSON *seed = jget(jget(result, "simulator"), "seed");
+                    rd_num(mg, "count"));
+    const cJSON *seed = rd_get(rd_get(result, "simulator"), "seed");
     if (cJSON_IsNumber(seed))
         rbuf_printf(b, "      <property name=\"seed\" value=\"%.0f\"/>\n", seed->valuedouble);
     else if (cJSON_IsString(seed)) {
@@ -224,11 +207,11 @@ static void put_suite_head(struct rbuf *b, const cJSON *result, const char *name
     rbuf_puts(b, "\" timestamp=\"");
     /* JUnit wants ISO 8601 without a zone suffix. */
     char ts[40] = "";
-    snprintf(ts, sizeof(ts), "%.19s", jstr(result, "started_at") ? jstr(result, "started_at")
+    snprintf(ts, sizeof(ts), "%.19s", rd_str(result, "started_at") ? rd_str(result, "started_at")
                                                                  : "");
     rbuf_esc(b, ts, 40);
     rbuf_puts(b, "\" hostname=\"");
-    rbuf_esc(b, jstr(jget(result, "machine"), "hostname") ? jstr(jget(result, "machine"),
+    rbuf_esc(b, rd_str(rd_get(result, "machine"), "hostname") ? rd_str(rd_get(result, "machine"),
                                                                  "hostname") : "unknown", 200);
     rbuf_puts(b, "\">\n");
     put_properties(b, result);
@@ -236,25 +219,25 @@ static void put_suite_head(struct rbuf *b, const cJSON *result, const char *name
 
 static void build(struct rbuf *b, const cJSON *result)
 {
-    const char *kind = jstr(result, "kind") ? jstr(result, "kind") : "run";
-    const cJSON *scs = jget(result, "scenarios");
-    const cJSON *muts = jget(result, "mutants");
+    const char *kind = rd_str(result, "kind") ? rd_str(result, "kind") : "run";
+    const cJSON *scs = rd_get(result, "scenarios");
+    const cJSON *muts = rd_get(result, "mutants");
     int ismut = strcmp(kind, "mutants") == 0;
     int nsc = cJSON_GetArraySize(scs), fsc = count_failed(scs);
     int nm = 0, fm = 0, em = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, muts) {
         nm++;
-        if (jstr(m, "error") != NULL)
+        if (rd_str(m, "error") != NULL)
             em++;
         else
-            fm += !cJSON_IsTrue(jget(m, "killed"));
+            fm += !cJSON_IsTrue(rd_get(m, "killed"));
     }
     rbuf_puts(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"crashwindow ");
     rbuf_esc(b, kind, 40);
     rbuf_printf(b, "\" tests=\"%d\" failures=\"%d\" errors=\"%d\" time=\"", nsc + nm,
                 fsc + fm, em);
-    put_seconds(b, jnum(result, "duration_ms"));
+    put_seconds(b, rd_num(result, "duration_ms"));
     rbuf_puts(b, "\">\n");
     char cls[64];
     snprintf(cls, sizeof(cls), "crashwindow.%s", strcmp(kind, "sim") == 0 ? "sim"

@@ -21,23 +21,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const cJSON *jget(const cJSON *o, const char *key)
-{
-    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-}
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-    const cJSON *v = jget(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static double jnum(const cJSON *o, const char *key)
-{
-    const cJSON *v = jget(o, key);
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : 0;
-}
-
 static void set_item(cJSON *o, const char *key, cJSON *v)
 {
     cJSON_DeleteItemFromObjectCaseSensitive(o, key);
@@ -47,10 +30,10 @@ static void set_item(cJSON *o, const char *key, cJSON *v)
 /* o[key] (a relative path) becomes "shards/K/<path>". */
 static void rebase(cJSON *o, const char *key, int k)
 {
-    const char *p = jstr(o, key);
+    const char *p = rd_str(o, key);
     if (p == NULL)
         return;
-    if (!merge_safe_rel(p)) {
+    if (!rundir_safe_rel(p)) {
         cJSON_DeleteItemFromObjectCaseSensitive(o, key);
         return;
     }
@@ -77,8 +60,8 @@ static int cmp_keyed(const void *a, const void *b)
 static double order_key(const struct merge *m, const cJSON *list, const cJSON *it)
 {
     if (list == NULL)
-        return (double)merge_sim_index(jstr(it, "name"), NULL, 0);
-    return (double)merge_find(list, jstr(it, "name")) * 100000.0 + jnum(it, "repeat");
+        return (double)merge_sim_index(rd_str(it, "name"), NULL, 0);
+    return (double)merge_find(list, rd_str(it, "name")) * 100000.0 + rd_num(it, "repeat");
 }
 
 /* The entries of array key of every shard, rebased and in the unsharded
@@ -87,7 +70,7 @@ static cJSON *gather(const struct merge *m, const char *key, const cJSON *list)
 {
     int total = 0;
     for (int i = 0; i < m->n; i++)
-        total += cJSON_GetArraySize(jget(m->sh[i].res, key));
+        total += cJSON_GetArraySize(rd_get(m->sh[i].res, key));
     struct keyed *v = calloc((size_t)total + 1, sizeof(*v));
     cJSON *out = cJSON_CreateArray();
     if (v == NULL || out == NULL) {
@@ -97,7 +80,7 @@ static cJSON *gather(const struct merge *m, const char *key, const cJSON *list)
     int n = 0;
     for (int k = 1; k <= m->count; k++) {
         const cJSON *it;
-        cJSON_ArrayForEach(it, jget(m->by_index[k]->res, key)) {
+        cJSON_ArrayForEach(it, rd_get(m->by_index[k]->res, key)) {
             cJSON *d = cJSON_Duplicate(it, 1);
             if (d == NULL)
                 continue;
@@ -120,7 +103,7 @@ static cJSON *sum_object(const struct merge *m, const char *key)
     cJSON *sum = cJSON_CreateObject();
     for (int k = 1; k <= m->count; k++) {
         const cJSON *c;
-        cJSON_ArrayForEach(c, jget(m->by_index[k]->res, key)) {
+        cJSON_ArrayForEach(c, rd_get(m->by_index[k]->res, key)) {
             if (c->string == NULL || !cJSON_IsNumber(c))
                 continue;
             cJSON *have = cJSON_GetObjectItemCaseSensitive(sum, c->string);
@@ -136,7 +119,7 @@ static cJSON *sum_object(const struct merge *m, const char *key)
 /* The simulator's statistics of every shard as one. */
 static cJSON *merge_simulator(const struct merge *m)
 {
-    cJSON *sim = cJSON_Duplicate(jget(m->by_index[1]->res, "simulator"), 1);
+    cJSON *sim = cJSON_Duplicate(rd_get(m->by_index[1]->res, "simulator"), 1);
     if (sim == NULL)
         sim = cJSON_CreateObject();
     static const char *const sums[] = { "runs", "failures", "kills", "pauses", "redeliveries",
@@ -146,25 +129,25 @@ static cJSON *merge_simulator(const struct merge *m)
     for (size_t i = 0; i < sizeof(sums) / sizeof(sums[0]); i++) {
         double t = 0;
         for (int k = 1; k <= m->count; k++)
-            t += jnum(jget(m->by_index[k]->res, "simulator"), sums[i]);
+            t += rd_num(rd_get(m->by_index[k]->res, "simulator"), sums[i]);
         set_item(sim, sums[i], cJSON_CreateNumber(t));
     }
     for (int k = 1; k <= m->count; k++) {
-        const cJSON *s = jget(m->by_index[k]->res, "simulator"), *c;
-        cJSON_ArrayForEach(c, jget(s, "faults_fired")) {
+        const cJSON *s = rd_get(m->by_index[k]->res, "simulator"), *c;
+        cJSON_ArrayForEach(c, rd_get(s, "faults_fired")) {
             cJSON *have = c->string ? cJSON_GetObjectItemCaseSensitive(ff, c->string) : NULL;
             if (c->string != NULL && cJSON_IsNumber(c) && have == NULL)
                 cJSON_AddNumberToObject(ff, c->string, c->valuedouble);
             else if (have != NULL && cJSON_IsNumber(c))
                 cJSON_SetNumberValue(have, have->valuedouble + c->valuedouble);
         }
-        cJSON_ArrayForEach(c, jget(s, "failing")) {
+        cJSON_ArrayForEach(c, rd_get(s, "failing")) {
             cJSON *d = cJSON_Duplicate(c, 1);
             rebase(d, "dir", k);
             rebase(d, "shrunk", k);
             cJSON_AddItemToArray(failing, d);
         }
-        cJSON_ArrayForEach(c, jget(s, "shrunk")) {
+        cJSON_ArrayForEach(c, rd_get(s, "shrunk")) {
             cJSON *d = cJSON_Duplicate(c, 1);
             rebase(d, "file", k);
             cJSON_AddItemToArray(shrunk, d);
@@ -173,9 +156,9 @@ static cJSON *merge_simulator(const struct merge *m)
     set_item(sim, "faults_fired", ff);
     set_item(sim, "failing", failing);
     set_item(sim, "shrunk", shrunk);
-    double secs = jnum(sim, "run_seconds");
+    double secs = rd_num(sim, "run_seconds");
     set_item(sim, "runs_per_minute", cJSON_CreateNumber(
-        secs > 0 ? floor(jnum(sim, "runs") * 600.0 / secs) / 10.0 : 0));
+        secs > 0 ? floor(rd_num(sim, "runs") * 600.0 / secs) / 10.0 : 0));
     cJSON_DeleteItemFromObjectCaseSensitive(sim, "bin");
     return sim;
 }
@@ -191,17 +174,17 @@ static cJSON *merged_info(const struct merge *m, double *wall_ms, const char **s
     *started = NULL;
     for (int k = 1; k <= m->count; k++) {
         const struct mshard *s = m->by_index[k];
-        double ms = jnum(s->res, "duration_ms");
-        const char *st = jstr(s->res, "started_at");
+        double ms = rd_num(s->res, "duration_ms");
+        const char *st = rd_str(s->res, "started_at");
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "index", k);
         cJSON_AddStringToObject(o, "dir", s->dir);
-        cJSON_AddStringToObject(o, "verdict", jstr(s->res, "verdict"));
-        cJSON_AddStringToObject(o, "hostname", jstr(jget(s->res, "machine"), "hostname")
-                                ? jstr(jget(s->res, "machine"), "hostname") : "unknown");
+        cJSON_AddStringToObject(o, "verdict", rd_str(s->res, "verdict"));
+        cJSON_AddStringToObject(o, "hostname", rd_str(rd_get(s->res, "machine"), "hostname")
+                                ? rd_str(rd_get(s->res, "machine"), "hostname") : "unknown");
         cJSON_AddStringToObject(o, "started_at", st ? st : "");
         cJSON_AddNumberToObject(o, "duration_ms", ms);
-        cJSON_AddNumberToObject(o, "scenarios", cJSON_GetArraySize(jget(s->res, "scenarios")));
+        cJSON_AddNumberToObject(o, "scenarios", cJSON_GetArraySize(rd_get(s->res, "scenarios")));
         cJSON_AddItemToArray(list, o);
         total += ms;
         if (ms > *wall_ms)
@@ -217,17 +200,17 @@ static cJSON *merged_info(const struct merge *m, double *wall_ms, const char **s
 static int merged_pass(const struct merge *m, const cJSON *res)
 {
     for (int k = 1; k <= m->count; k++) {
-        const char *v = jstr(m->by_index[k]->res, "verdict");
+        const char *v = rd_str(m->by_index[k]->res, "verdict");
         if (v == NULL || strcmp(v, "pass") != 0)
             return 0;
     }
     const cJSON *it;
-    cJSON_ArrayForEach(it, jget(res, "scenarios")) {
+    cJSON_ArrayForEach(it, rd_get(res, "scenarios")) {
         if (rundir_failed(it))
             return 0;
     }
-    cJSON_ArrayForEach(it, jget(res, "mutants")) {
-        if (!cJSON_IsTrue(jget(it, "killed")) || jstr(it, "error") != NULL)
+    cJSON_ArrayForEach(it, rd_get(res, "mutants")) {
+        if (!cJSON_IsTrue(rd_get(it, "killed")) || rd_str(it, "error") != NULL)
             return 0;
     }
     return 1;
@@ -240,7 +223,7 @@ static void merge_kind_parts(const struct merge *m, cJSON *res)
     if (strcmp(m->kind, "mutants") == 0) {
         int base = 1;
         for (int k = 1; k <= m->count; k++) {
-            const char *b = jstr(m->by_index[k]->res, "baseline_verdict");
+            const char *b = rd_str(m->by_index[k]->res, "baseline_verdict");
             base &= b != NULL && strcmp(b, "pass") == 0;
         }
         cJSON_AddStringToObject(res, "baseline_verdict", base ? "pass" : "fail");
@@ -248,7 +231,7 @@ static void merge_kind_parts(const struct merge *m, cJSON *res)
     } else if (strcmp(m->kind, "sim") == 0) {
         int complete = 1;
         for (int k = 1; k <= m->count; k++)
-            complete &= cJSON_IsTrue(jget(m->by_index[k]->res, "complete"));
+            complete &= cJSON_IsTrue(rd_get(m->by_index[k]->res, "complete"));
         cJSON_AddBoolToObject(res, "complete", complete);
         cJSON_AddItemToObject(res, "simulator", merge_simulator(m));
     }
@@ -405,23 +388,23 @@ static void usage(FILE *f)
 /* The merged run in one line. */
 static void print_summary(const struct merge *m, const cJSON *res, int pass, double secs)
 {
-    const cJSON *tot = jget(res, "totals");
+    const cJSON *tot = rd_get(res, "totals");
     printf("crashwindow merge: %s: %d shard%s of a %s merged in %.2f s: %.0f/%.0f scenarios "
            "passed, %.0f invariants checked, %.0f faults fired", pass ? "PASS" : "FAIL",
-           m->count, m->count == 1 ? "" : "s", m->kind, secs, jnum(tot, "passed"),
-           jnum(tot, "scenarios"), jnum(tot, "invariants_checked"), jnum(tot, "faults_fired"));
+           m->count, m->count == 1 ? "" : "s", m->kind, secs, rd_num(tot, "passed"),
+           rd_num(tot, "scenarios"), rd_num(tot, "invariants_checked"), rd_num(tot, "faults_fired"));
     if (strcmp(m->kind, "mutants") == 0) {
         int n = 0, killed = 0;
         const cJSON *it;
-        cJSON_ArrayForEach(it, jget(res, "mutants")) {
+        cJSON_ArrayForEach(it, rd_get(res, "mutants")) {
             n++;
-            killed += cJSON_IsTrue(jget(it, "killed"));
+            killed += cJSON_IsTrue(rd_get(it, "killed"));
         }
-        printf("; baseline %s, %d/%d mutants killed", jstr(res, "baseline_verdict"), killed, n);
+        printf("; baseline %s, %d/%d mutants killed", rd_str(res, "baseline_verdict"), killed, n);
     }
     if (strcmp(m->kind, "sim") == 0)
-        printf("; %.0f runs, %.0f failed", jnum(jget(res, "simulator"), "runs"),
-               jnum(jget(res, "simulator"), "failures"));
+        printf("; %.0f runs, %.0f failed", rd_num(rd_get(res, "simulator"), "runs"),
+               rd_num(rd_get(res, "simulator"), "failures"));
     printf("\n");
 }
 
@@ -490,7 +473,7 @@ int merge_main(int argc, char **argv)
     }
     if (write_out(&m, res, out, &nbundles, err, sizeof(err)) < 0)
         goto out;
-    int pass = strcmp(jstr(res, "verdict"), "pass") == 0;
+    int pass = strcmp(rd_str(res, "verdict"), "pass") == 0;
     rc = pass ? 0 : 1;
     print_summary(&m, res, pass, (double)(cw_mono_ms() - t0) / 1000.0);
     printf("result: %s/result.json\nreport: %s/report.html\njunit: %s/junit.xml\n", out, out,

@@ -17,21 +17,10 @@
  * dozen mutants: a longer list is not a crashwindow result. */
 #define MAX_WORK 4096
 
-static const cJSON *jget(const cJSON *o, const char *key)
-{
-    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-}
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-    const cJSON *v = jget(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* o[key] as a whole number in [lo, hi]: 0 with *out, or -1. */
 static int jint(const cJSON *o, const char *key, long lo, long hi, long *out)
 {
-    const cJSON *v = jget(o, key);
+    const cJSON *v = rd_get(o, key);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble) ||
         v->valuedouble < (double)lo || v->valuedouble > (double)hi)
         return -1;
@@ -76,22 +65,6 @@ long merge_sim_index(const char *name, char *seed, size_t seedlen)
     return strtol(dash + 1, NULL, 10);
 }
 
-int merge_safe_rel(const char *d)
-{
-    if (d == NULL || d[0] == '\0' || d[0] == '/' || strlen(d) > 1024)
-        return 0;
-    for (const char *s = d; *s;) {
-        const char *e = strchr(s, '/');
-        size_t n = e != NULL ? (size_t)(e - s) : strlen(s);
-        if (n == 2 && s[0] == '.' && s[1] == '.')
-            return 0;
-        if (e == NULL)
-            break;
-        s = e + 1;
-    }
-    return 1;
-}
-
 /* An array of distinct strings, at most MAX_WORK of them. */
 static int string_list(const cJSON *a)
 {
@@ -124,7 +97,7 @@ static int load_one(struct mshard *s, char *err, size_t errlen)
     s->res = rundir_load(s->dir, why, sizeof(why));
     if (s->res == NULL)
         return fail(err, errlen, "shard %s: %s", s->dir, why);
-    s->shard = jget(s->res, "shard");
+    s->shard = rd_get(s->res, "shard");
     long k, n;
     if (!cJSON_IsObject(s->shard))
         return fail(err, errlen, "%s: not a shard (its result.json has no \"shard\"): run it "
@@ -195,7 +168,7 @@ static int in_share(const cJSON *plan, const struct shard *sh, long i)
 static int same_list(const struct mshard *f, const struct mshard *s, const char *key,
                      const char *what, char *err, size_t errlen)
 {
-    const cJSON *a = jget(f->shard, key), *b = jget(s->shard, key);
+    const cJSON *a = rd_get(f->shard, key), *b = rd_get(s->shard, key);
     if (!string_list(b))
         return fail(err, errlen, "%s: its result.json's \"shard\" has no valid \"%s\" list "
                     "(distinct names)", s->label, key);
@@ -215,8 +188,8 @@ static int same_work(const struct merge *m, const struct mshard *f, const struct
         long r1, r2;
         if (jint(s->shard, "runs", 1, 1000000, &r2) < 0 || jint(f->shard, "runs", 1, 1000000, &r1) < 0)
             return fail(err, errlen, "%s: its \"shard\" has no valid \"runs\"", s->label);
-        if (!cJSON_Compare(jget(f->shard, "seed"), jget(s->shard, "seed"), 1) ||
-            jget(s->shard, "seed") == NULL)
+        if (!cJSON_Compare(rd_get(f->shard, "seed"), rd_get(s->shard, "seed"), 1) ||
+            rd_get(s->shard, "seed") == NULL)
             return fail(err, errlen, "%s and %s ran different seeds: shards of different "
                         "simulations do not merge", f->label, s->label);
         if (r1 != r2)
@@ -229,15 +202,15 @@ static int same_work(const struct merge *m, const struct mshard *f, const struct
     if (strcmp(m->kind, "mutants") == 0 &&
         same_list(f, s, "mutants", "mutant lists", err, errlen) < 0)
         return -1;
-    const cJSON *p = jget(s->shard, "plan");
-    if (p != NULL && !plan_ok(p, jget(s->shard, "work"), s->count))
+    const cJSON *p = rd_get(s->shard, "plan");
+    if (p != NULL && !plan_ok(p, rd_get(s->shard, "work"), s->count))
         return fail(err, errlen, "%s: its \"shard\" has a bad \"plan\" (a share from 1 to %d "
                     "for every scenario)", s->label, s->count);
-    if (!cJSON_Compare(jget(f->shard, "plan"), p, 1) &&
-        (p != NULL || jget(f->shard, "plan") != NULL))
+    if (!cJSON_Compare(rd_get(f->shard, "plan"), p, 1) &&
+        (p != NULL || rd_get(f->shard, "plan") != NULL))
         return fail(err, errlen, "%s and %s split the scenarios differently: give every shard "
                     "the same --shard-weights (or none)", f->label, s->label);
-    const char *d1 = jstr(f->shard, "digest"), *d2 = jstr(s->shard, "digest");
+    const char *d1 = rd_str(f->shard, "digest"), *d2 = rd_str(s->shard, "digest");
     if (d1 == NULL || d2 == NULL || strcmp(d1, d2) != 0)
         return fail(err, errlen, "%s and %s ran scenario files of the same names but "
                     "different contents (digest %s and %s)", f->label, s->label,
@@ -255,7 +228,7 @@ static int same_work(const struct merge *m, const struct mshard *f, const struct
 static int same_split(struct merge *m, char *err, size_t errlen)
 {
     const struct mshard *f = &m->sh[0];
-    m->kind = jstr(f->res, "kind");
+    m->kind = rd_str(f->res, "kind");
     m->count = f->count;
     if (strcmp(m->kind, "run") != 0 && strcmp(m->kind, "mutants") != 0 &&
         strcmp(m->kind, "sim") != 0)
@@ -263,10 +236,10 @@ static int same_split(struct merge *m, char *err, size_t errlen)
                     "and sim do)", f->label, m->kind);
     for (int i = 0; i < m->n; i++) {
         const struct mshard *s = &m->sh[i];
-        const char *c1 = jstr(f->res, "commit"), *c2 = jstr(s->res, "commit");
-        if (strcmp(jstr(s->res, "kind"), m->kind) != 0)
+        const char *c1 = rd_str(f->res, "commit"), *c2 = rd_str(s->res, "commit");
+        if (strcmp(rd_str(s->res, "kind"), m->kind) != 0)
             return fail(err, errlen, "%s is a %s result but %s is a %s result", s->label,
-                        jstr(s->res, "kind"), f->label, m->kind);
+                        rd_str(s->res, "kind"), f->label, m->kind);
         if (s->count != m->count)
             return fail(err, errlen, "%s and %s are shards of different splits (of %d and of "
                         "%d)", f->label, s->label, m->count, s->count);
@@ -274,7 +247,7 @@ static int same_split(struct merge *m, char *err, size_t errlen)
             return fail(err, errlen, "%s ran commit %s but %s ran commit %s: shards of "
                         "different commits do not merge", f->label, c1 ? c1 : "(none)",
                         s->label, c2 ? c2 : "(none)");
-        if (!cJSON_Compare(jget(f->res, "version"), jget(s->res, "version"), 1))
+        if (!cJSON_Compare(rd_get(f->res, "version"), rd_get(s->res, "version"), 1))
             return fail(err, errlen, "%s and %s have different result versions", f->label,
                         s->label);
         if (same_work(m, f, s, err, errlen) < 0)
@@ -283,9 +256,9 @@ static int same_split(struct merge *m, char *err, size_t errlen)
     if (strcmp(m->kind, "sim") == 0) {
         jint(f->shard, "runs", 1, 1000000, &m->runs);
     } else {
-        m->work = jget(f->shard, "work");
-        m->mwork = jget(f->shard, "mutants");
-        m->plan = jget(f->shard, "plan");
+        m->work = rd_get(f->shard, "work");
+        m->mwork = rd_get(f->shard, "mutants");
+        m->plan = rd_get(f->shard, "plan");
         long r = 1;
         jint(f->shard, "repeat", 1, 10000, &r);
         m->repeat = (int)r;
@@ -300,7 +273,7 @@ static void share_words(const struct merge *m, int k, char *out, size_t outlen)
     if (strcmp(m->kind, "sim") == 0) {
         long first, last;
         shard_range(&sh, m->runs, &first, &last);
-        char *seed = cJSON_PrintUnformatted(jget(m->sh[0].shard, "seed"));
+        char *seed = cJSON_PrintUnformatted(rd_get(m->sh[0].shard, "seed"));
         snprintf(out, outlen, "runs %s:%ld to %s:%ld", seed ? seed : "?", first,
                  seed ? seed : "?", last);
         cJSON_free(seed);
@@ -369,13 +342,13 @@ static int overlap_and_missing(struct merge *m, char *err, size_t errlen)
 static int check_entry(const struct mshard *s, const cJSON *sc, int at, char *err,
                        size_t errlen)
 {
-    const char *name = jstr(sc, "name"), *v = jstr(sc, "verdict"), *dir = jstr(sc, "dir");
+    const char *name = rd_str(sc, "name"), *v = rd_str(sc, "verdict"), *dir = rd_str(sc, "dir");
     if (!cJSON_IsObject(sc) || name == NULL || v == NULL ||
         (strcmp(v, "pass") != 0 && strcmp(v, "fail") != 0))
         return fail(err, errlen, "%s: scenario %d of its result.json has no name or no "
                     "verdict of pass or fail", s->label, at + 1);
-    const cJSON *d = jget(sc, "dir");
-    if (d != NULL && !cJSON_IsNull(d) && !merge_safe_rel(dir))
+    const cJSON *d = rd_get(sc, "dir");
+    if (d != NULL && !cJSON_IsNull(d) && !rundir_safe_rel(dir))
         return fail(err, errlen, "%s: scenario %s has a \"dir\" outside its run directory",
                     s->label, name);
     if (dir != NULL) {
@@ -402,7 +375,7 @@ static int check_share_list(const struct mshard *s, const cJSON *list, const cJS
         int want = in_share(plan, &sh, i++) ? times : 0, have = 0;
         const cJSON *a;
         cJSON_ArrayForEach(a, actual) {
-            have += jstr(a, "name") != NULL && strcmp(jstr(a, "name"), it->valuestring) == 0;
+            have += rd_str(a, "name") != NULL && strcmp(rd_str(a, "name"), it->valuestring) == 0;
         }
         if (have < want)
             return fail(err, errlen, "%s: its result.json lacks %s %s of its share (%d of %d "
@@ -415,9 +388,9 @@ static int check_share_list(const struct mshard *s, const cJSON *list, const cJS
     }
     const cJSON *a;
     cJSON_ArrayForEach(a, actual) {
-        if (merge_find(list, jstr(a, "name")) < 0)
+        if (merge_find(list, rd_str(a, "name")) < 0)
             return fail(err, errlen, "%s: its result.json holds %s %s, which is not in the "
-                        "work it splits", s->label, what, jstr(a, "name") ? jstr(a, "name")
+                        "work it splits", s->label, what, rd_str(a, "name") ? rd_str(a, "name")
                                                                       : "(unnamed)");
     }
     return 0;
@@ -434,23 +407,23 @@ static int check_sim_share(const struct merge *m, const struct mshard *s, char *
         jint(s->shard, "last", 0, 1000000, &l2) < 0 || f2 != first || l2 != last)
         return fail(err, errlen, "%s: its \"shard\" does not hold runs %ld to %ld, the share "
                     "of %d/%d", s->label, first, last, s->index, s->count);
-    char *seed = cJSON_PrintUnformatted(jget(s->shard, "seed"));
+    char *seed = cJSON_PrintUnformatted(rd_get(s->shard, "seed"));
     /* One flag per run of the range: a run seen twice is an overlap. */
     char *seen = calloc((size_t)(last >= first ? last - first + 1 : 1), 1);
     const cJSON *sc;
     int rc = seen == NULL ? fail(err, errlen, "out of memory") : 0;
-    cJSON_ArrayForEach(sc, jget(s->res, "scenarios")) {
+    cJSON_ArrayForEach(sc, rd_get(s->res, "scenarios")) {
         char sseed[32];
-        long idx = merge_sim_index(jstr(sc, "name"), sseed, sizeof(sseed));
+        long idx = merge_sim_index(rd_str(sc, "name"), sseed, sizeof(sseed));
         if (rc < 0)
             break;
         if (idx < first || idx > last || seed == NULL || strcmp(sseed, seed) != 0)
             rc = fail(err, errlen, "%s: its result.json holds %s, which is not one of its "
-                      "runs (%s:%ld to %s:%ld)", s->label, jstr(sc, "name") ? jstr(sc, "name")
+                      "runs (%s:%ld to %s:%ld)", s->label, rd_str(sc, "name") ? rd_str(sc, "name")
                       : "an unnamed run", seed ? seed : "?", first, seed ? seed : "?", last);
         else if (seen[idx - first]++)
             rc = fail(err, errlen, "%s: its result.json holds %s twice", s->label,
-                      jstr(sc, "name"));
+                      rd_str(sc, "name"));
     }
     free(seen);
     cJSON_free(seed);
@@ -462,7 +435,7 @@ static int check_contents(const struct merge *m, char *err, size_t errlen)
 {
     for (int i = 0; i < m->n; i++) {
         const struct mshard *s = &m->sh[i];
-        const cJSON *scs = jget(s->res, "scenarios"), *sc;
+        const cJSON *scs = rd_get(s->res, "scenarios"), *sc;
         int at = 0;
         cJSON_ArrayForEach(sc, scs) {
             if (check_entry(s, sc, at++, err, errlen) < 0)
@@ -477,7 +450,7 @@ static int check_contents(const struct merge *m, char *err, size_t errlen)
             return -1;
         if (strcmp(m->kind, "mutants") != 0)
             continue;
-        const cJSON *muts = jget(s->res, "mutants");
+        const cJSON *muts = rd_get(s->res, "mutants");
         if (!cJSON_IsArray(muts))
             return fail(err, errlen, "%s: its result.json has no \"mutants\" array: the "
                         "mutant matrix did not finish", s->label);

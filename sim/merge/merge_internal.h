@@ -45,7 +45,5 @@ int merge_find(const cJSON *arr, const char *name);
  * seed, when not NULL), or -1. */
 long merge_sim_index(const char *name, char *seed, size_t seedlen);
 
-/* A relative path inside a run directory: no leading '/', no "..". */
-int merge_safe_rel(const char *d);
 
 #endif

@@ -171,3 +171,20 @@ int rundir_outputs(const char *dir, const char *junit, int bundles, const char *
     cJSON_Delete(res);
     return rc;
 }
+
+int rundir_safe_rel(const char *d)
+{
+    if (d == NULL || d[0] == '\0' || d[0] == '/' || strlen(d) > 1024)
+        return 0;
+    for (const char *s = d; *s;) {
+        const char *e = strchr(s, '/');
+        size_t n = e != NULL ? (size_t)(e - s) : strlen(s);
+        if (n == 2 && s[0] == '.' && s[1] == '.')
+            return 0;
+        if (e == NULL)
+            break;
+        s = e + 1;
+    }
+    return 1;
+}
+

@@ -10,7 +10,31 @@
 #define CW_RUNDIR_H
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stddef.h>
+
+/* Typed lookups in a result.json object: NULL (or 0) when o is not an
+ * object, or the key is missing or of another type. */
+static inline const cJSON *rd_get(const cJSON *o, const char *key)
+{
+    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+}
+
+static inline const char *rd_str(const cJSON *o, const char *key)
+{
+    const cJSON *v = rd_get(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static inline double rd_num(const cJSON *o, const char *key)
+{
+    const cJSON *v = rd_get(o, key);
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : 0;
+}
+
+/* 1 when d is a relative path inside the run directory: not empty, no
+ * leading '/', no ".." part (a "dir" field must not point elsewhere). */
+int rundir_safe_rel(const char *d);
 
 /* result.json is never larger than this. */
 #define RUNDIR_MAX_JSON (64u * 1024 * 1024)

@@ -32,6 +32,7 @@
 #include "report.h"
 #include "brokerctl.h"
 #include "checker.h"
+#include "fstree.h"
 #include "cwlog.h"
 #include "evlog.h"
 #include "httpc.h"
@@ -113,21 +114,6 @@ int runner_build_dir(char *out, size_t outlen)
         *slash = '\0';          /* <build> */
     snprintf(out, outlen, "%s", exe);
     return 0;
-}
-
-static int mkdir_p(const char *path)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -940,7 +926,7 @@ static void scenario_files(struct sctx *s)
 {
     struct runner *r = s->run;
     const struct scenario *sc = s->sc;
-    mkdir_p(s->dir);
+    fstree_mkdir_p(s->dir);
     char path[PATH_MAX + 64];
     char *text = cJSON_Print(sc->root);
     snprintf(path, sizeof(path), "%s/scenario.json", s->dir);
@@ -1643,7 +1629,7 @@ static int make_dirs(struct runner *r)
         strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
         snprintf(r->out, sizeof(r->out), "%s/reports/run-%s", runner_source_dir(), stamp);
     }
-    if (mkdir_p(r->out) < 0) {
+    if (fstree_mkdir_p(r->out) < 0) {
         fprintf(stderr, "crashwindow: cannot create %s: %s\n", r->out, strerror(errno));
         return -1;
     }

@@ -26,6 +26,7 @@
  * result.json's "shard" says which, so that `crashwindow merge` can check
  * the shards of one simulation fit. */
 #include "simulator.h"
+#include "fstree.h"
 #include "cwlog.h"
 #include "runner.h"
 #include "rundir.h"
@@ -114,21 +115,6 @@ static int fmt(char *out, size_t outlen, const char *format, ...)
     int n = vsnprintf(out, outlen, format, ap);
     va_end(ap);
     return n;
-}
-
-static int mkdir_p(const char *path)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* Removes a run directory: the runner writes plain files only, one level. */
@@ -990,7 +976,7 @@ static int open_output(struct sim *s)
     }
     fmt(s->runs_dir, sizeof(s->runs_dir), "%s/runs", s->out);
     fmt(s->shrink_dir, sizeof(s->shrink_dir), "%s/shrink", s->out);
-    if (mkdir_p(s->runs_dir) < 0 || (s->o.shrink && mkdir_p(s->shrink_dir) < 0)) {
+    if (fstree_mkdir_p(s->runs_dir) < 0 || (s->o.shrink && fstree_mkdir_p(s->shrink_dir) < 0)) {
         fprintf(stderr, "crashwindow sim: cannot create %s: %s\n", s->out, strerror(errno));
         return -1;
     }

@@ -191,8 +191,8 @@ static void test_digest(void)
     CHECK(merge_sim_index("sim-7-12", hex, sizeof(hex)) == 12 && strcmp(hex, "7") == 0);
     CHECK(merge_sim_index("sim-7-", NULL, 0) < 0 && merge_sim_index("04-x", NULL, 0) < 0);
     CHECK(merge_sim_index("sim-7-1x", NULL, 0) < 0 && merge_sim_index("sim--3", NULL, 0) < 0);
-    CHECK(merge_safe_rel("a/b") && !merge_safe_rel("../a") && !merge_safe_rel("/a") &&
-          !merge_safe_rel("a/../b") && merge_safe_rel("a/..b"));
+    CHECK(rundir_safe_rel("a/b") && !rundir_safe_rel("../a") && !rundir_safe_rel("/a") &&
+          !rundir_safe_rel("a/../b") && rundir_safe_rel("a/..b"));
 }
 
 static const char failing_result[] =
