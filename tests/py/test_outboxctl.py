@@ -308,3 +308,24 @@ def test_exit_codes_and_no_secret_in_connection_errors(db, tmp_path):
     helped = ctl(None, "--help")
     assert helped.returncode == 0 and "resets" in helped.stdout and "attempts" in helped.stdout
     assert ctl(db, "migrate").stdout.startswith("schema already")
+
+
+def test_migrate_upgrades_a_version_1_database(db):
+    # Version 1's claim index held every pending row, rows in backoff too.
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("DROP INDEX ix_outbox_claim_order")
+        conn.execute("DROP INDEX ix_outbox_retry_order")
+        conn.execute("CREATE INDEX ix_outbox_claim_order ON outbox_messages (occurred_at, id)"
+                     " WHERE published_at IS NULL AND dead_lettered_at IS NULL")
+        conn.execute("DELETE FROM schema_migrations")
+        conn.execute("INSERT INTO schema_migrations (version) VALUES (1)")
+    pending = row(db)
+    out = ctl(db, "migrate")
+    assert out.returncode == 0 and out.stdout == "schema version 2 applied\n", out
+    assert out.stderr == "", "no notices about what already exists"
+    defs = dict(query(db, "SELECT indexname, indexdef FROM pg_indexes"
+                          " WHERE indexname IN ('ix_outbox_claim_order', 'ix_outbox_retry_order')"))
+    assert "last_error IS NULL" in defs["ix_outbox_claim_order"]
+    assert "last_error IS NOT NULL" in defs["ix_outbox_retry_order"]
+    assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE id = %s", (pending,)) == 1
+    assert ctl(db, "migrate").stdout == "schema already at version 2\n"
