@@ -52,6 +52,7 @@
  * messages (sigpending) and while idle (ppoll with them unblocked), so a stop
  * never interrupts a publish or a statement half way. */
 #include "relay.h"
+#include "relay_metrics.h"
 #include "relay_store.h"
 
 #include "backoff.h"
@@ -147,6 +148,7 @@ static void emit_reconnect(const char *target, int attempt, const char *raw, int
 {
     char safe[CW_ERROR_MAX + 1];
     sanitized(raw, safe, sizeof(safe));
+    relay_count(strcmp(target, "db") == 0 ? RELAY_RECONNECTS_DB : RELAY_RECONNECTS_BROKER, 1);
     cJSON *ev = cwlog_begin("reconnect");
     cJSON_AddStringToObject(ev, "target", target);
     cJSON_AddNumberToObject(ev, "attempt", attempt);
@@ -206,6 +208,9 @@ static int bus_broken(int rc)
 
 static void emit_claim(const struct relay *r, const struct relay_batch *b, int recovered)
 {
+    relay_count(RELAY_CLAIMS, 1);
+    relay_count(RELAY_CLAIMED, b->n);
+    relay_count(RELAY_EXPIRED_LEASES, recovered);
     cJSON *ev = cwlog_begin("claim");
     cJSON_AddStringToObject(ev, "worker", r->worker);
     cJSON *ids = cJSON_AddArrayToObject(ev, "ids");
@@ -227,6 +232,7 @@ static void emit_claim(const struct relay *r, const struct relay_batch *b, int r
 
 static void emit_publish(const struct relay_msg *m, const char *message_id)
 {
+    relay_count(m->state == RELAY_MSG_PUBLISHED ? RELAY_PUBLISHED : RELAY_PUBLISH_FAILED, 1);
     cJSON *ev = cwlog_begin("publish");
     cJSON_AddStringToObject(ev, "id", m->id);
     if (strcmp(message_id, m->id) != 0)
@@ -262,6 +268,7 @@ static void emit_ids(const char *event, const struct relay *r, const struct rela
 
 static void emit_lease_lost(const struct relay *r, const char *id, const char *op)
 {
+    relay_count(RELAY_LEASES_LOST, 1);
     cJSON *ev = cwlog_begin("lease_lost");
     cJSON_AddStringToObject(ev, "worker", r->worker);
     cJSON_AddStringToObject(ev, "id", id);
@@ -422,6 +429,7 @@ static int settle_failure(struct relay *r, struct relay_msg *m)
     if (dead) {
         rc = relay_dead_letter(r->db, r->worker, m->id, stored, sqlstate, err, sizeof(err));
         if (rc == 1) {
+            relay_count(RELAY_DEAD_LETTERS, 1);
             cJSON *ev = cwlog_begin("dead_letter");
             cJSON_AddStringToObject(ev, "id", m->id);
             cJSON_AddNumberToObject(ev, "attempt", m->attempts);
@@ -439,6 +447,7 @@ static int settle_failure(struct relay *r, struct relay_msg *m)
         rc = relay_retry(r->db, r->worker, m->id, delay, stored, next_at, sqlstate, err,
                          sizeof(err));
         if (rc == 1) {
+            relay_count(RELAY_RETRIES, 1);
             cJSON *ev = cwlog_begin("retry");
             cJSON_AddStringToObject(ev, "id", m->id);
             cJSON_AddNumberToObject(ev, "attempt", m->attempts);
@@ -581,6 +590,8 @@ static void emit_mark(const struct relay *r, const struct relay_batch *b, int wi
         }
     }
     cJSON_AddNumberToObject(ev, "n", n);
+    relay_count(RELAY_MARKED, n);
+    relay_count(with_claim ? RELAY_MARKS_WITH_CLAIM : RELAY_MARKS_ALONE, 1);
     /* Committed in one transaction with the claim of the next batch. */
     cJSON_AddBoolToObject(ev, "with_claim", with_claim);
     cwlog_emit(ev);
@@ -810,6 +821,7 @@ int relay_run(const struct relay_config *cfg)
     memset(&r, 0, sizeof(r));
     r.cfg = cfg;
     cw_uuid_new(r.worker);
+    relay_metrics_worker(r.worker);
     r.margin_ms = cfg->lease_ms / 5;
     if (r.margin_ms < 50)
         r.margin_ms = 50;

@@ -9,6 +9,7 @@ import uuid
 
 import psycopg
 
+import promparse
 from conftest import binary, query, scalar, wait_for
 from test_relay import broker_connect, insert_rows, start_relay, stored, wait_published
 
@@ -97,15 +98,11 @@ def test_metrics_are_prometheus_text_with_the_runbook_list(db):
     known_state(db)
     out = ctl(db, "metrics")
     assert out.returncode == 0, out.stderr
-    samples = {}
-    for line in out.stdout.splitlines():
-        if line.startswith("#"):
-            assert re.fullmatch(r"# (HELP|TYPE) [a-z_]+ .+", line), line
-            continue
-        m = re.fullmatch(r'([a-z_]+(\{[^}]*\})?) (-?[0-9.e+]+)', line)
-        assert m, f"not a sample line: {line!r}"
-        samples[m.group(1)] = float(m.group(3))
-    assert samples["outbox_pending_total"] == 5
+    page = promparse.parse(out.stdout)
+    samples = {n + ("{" + ",".join(f'{k}="{v}"' for k, v in lab.items()) + "}" if lab else ""): v
+               for fam in page.values() for n, lab, v in fam["samples"]}
+    assert list(page)[0] == "outbox_oldest_pending_age_seconds", "the article's first signal"
+    assert samples["outbox_pending_messages"] == 5
     assert samples["outbox_oldest_pending_age_seconds"] > 3590
     assert samples["outbox_published_total"] == 3
     assert samples["outbox_dead_letters"] == 2
