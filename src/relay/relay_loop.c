@@ -34,7 +34,9 @@
  * its own lease and the same lease checks; a relay that stops or loses the
  * database with one in hand leaves it to its lease, like the unpublished rest
  * of any batch.  When the batch was not full there is no backlog: nothing is
- * claimed ahead, and the batch is marked on its own.
+ * claimed while it is at the broker; once confirmed it is marked, and what
+ * came in meanwhile is claimed in the same transaction (under a steady
+ * trickle, one commit per batch too).
  *
  * State: apart from that claimed-ahead batch, nothing is carried from one
  * iteration to the next except two connections.  The database connection is
@@ -526,13 +528,14 @@ static int worst(int a, int b)
 struct round {
     int mark_sent;  /* the mark statement alone */
     int claim_sent; /* the claim statement alone */
-    int claim_unsent; /* ... could not be sent */
+    int claim_unsent; /* ... could not be sent (claim_err says why) */
     int piped;      /* both, as one pipeline */
     int unusable;   /* the pipeline could not be sent: drop the connection */
     int failed;     /* the mark could not be sent, or relay/mark_fail fired */
     int injected;   /* ... by relay/mark_fail */
     int64_t sent_at;
     char err[512];
+    char claim_err[512];
 };
 
 /* Step 4a (and step 1 of the next batch when claim_ahead): sends the fenced
@@ -571,8 +574,8 @@ static void round_start(struct relay *r, const struct relay_batch *b, int claim_
     }
     if (claim_ahead) {
         rd->claim_sent = relay_claim_send(r->db, r->worker, cfg->batch, cfg->lease_ms,
-                                          cfg->order, &rd->sent_at, rd->err,
-                                          sizeof(rd->err)) == 0;
+                                          cfg->order, &rd->sent_at, rd->claim_err,
+                                          sizeof(rd->claim_err)) == 0;
         rd->claim_unsent = !rd->claim_sent;
     }
 }
@@ -610,14 +613,15 @@ static int read_round(struct relay *r, struct relay_batch *b, struct round *rd,
     *marked = 0;
     if (rd->unusable)
         return ITER_DB_LOST;
+    /* A claim sent alone: nothing to mark, or the mark failed before it
+     * could be sent. */
     if (rd->claim_unsent)
-        return claim_failed(r, "", rd->err);
-    if (rd->claim_sent) {
-        if (relay_claim_finish(r->db, rd->sent_at, r->cfg->lease_ms, next, sqlstate, err,
-                               sizeof(err)) < 0)
-            return claim_failed(r, sqlstate, err);
-        return ITER_WORKED;
-    }
+        result = claim_failed(r, "", rd->claim_err);
+    else if (rd->claim_sent && relay_claim_finish(r->db, rd->sent_at, r->cfg->lease_ms, next,
+                                                  sqlstate, err, sizeof(err)) < 0)
+        result = claim_failed(r, sqlstate, err);
+    if (result == ITER_DB_LOST)
+        return result;
     if (rd->piped) {
         enum relay_step failed;
         rc = relay_mark_claim_finish(r->db, b, rd->sent_at, r->cfg->lease_ms, next, &failed,
@@ -642,7 +646,7 @@ static int read_round(struct relay *r, struct relay_batch *b, struct round *rd,
         emit_ids("mark_failed", r, b, RELAY_MSG_PUBLISHED, "error", safe);
         if (!rd->injected && pgx_conn_lost(r->db, sqlstate))
             return ITER_DB_LOST;
-        return ITER_ERROR;
+        return worst(result, ITER_ERROR);
     }
     return result;
 }
@@ -744,8 +748,9 @@ static int claim_now(struct relay *r, struct relay_batch *b)
  * with this one.  When cur was a full batch (a backlog), the next batch is
  * claimed in the same transaction as prev's mark, while cur's confirms come
  * back; cur is then returned in prev (its mark goes with the next turn) and
- * the next batch in cur.  Otherwise cur is settled at once and both come back
- * empty.  Returns ITER_WORKED, ITER_ERROR or ITER_DB_LOST (then both are
+ * the next batch in cur.  Otherwise cur is settled at once, the claim of the
+ * next batch in the transaction of its mark, and that batch comes back in cur
+ * (empty when nothing was due).  Returns ITER_WORKED, ITER_ERROR or ITER_DB_LOST (then both are
  * emptied: their leases expire). */
 static int work_batch(struct relay *r, struct relay_batch *prev, struct relay_batch *cur)
 {
@@ -779,7 +784,15 @@ static int work_batch(struct relay *r, struct relay_batch *prev, struct relay_ba
     if (next.n > 0) {
         *prev = *cur;
     } else {
-        result = worst(result, settle_batch(r, cur));
+        /* No backlog: cur is settled now, and the claim of what came in
+         * meanwhile rides in the transaction of its mark. */
+        struct round last;
+        int again = !relay_stopping();
+#ifdef CW_MUTANT_publish_in_claim_tx
+        again = 0; /* the claim opens a transaction of its own (claim_now) */
+#endif
+        round_start(r, cur, again, &last);
+        result = worst(result, round_end(r, cur, &last, &next));
         relay_batch_free(cur);
     }
     *cur = next;
