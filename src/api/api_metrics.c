@@ -66,7 +66,9 @@ static void render(void *arg, struct promtext *p)
     (void)arg;
     const char *name = "payments_api_commands_total";
     promtext_family(p, name, "counter",
-                    "Commands answered (POST /payments and its transitions), by HTTP status.");
+                    "Commands run by the store (valid POST /payments, /authorize, /capture), "
+                    "by the HTTP status answered; requests refused before (400, 413, 415) "
+                    "are not counted here.");
     for (int k = 0; k < KINDS; k++) {
         for (size_t s = 0; s <= NSTATUS; s++) {
             char code[16];

@@ -193,13 +193,25 @@ static int read_consumers(PGconn *conn, struct pipeline_stats *s, char *err, siz
 int pipeline_stats_read(PGconn *conn, struct pipeline_stats *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof(*s));
+    /* One snapshot for the four statements: a cleanup committing between
+     * the published rows and the count of deleted ones would otherwise
+     * count its rows twice, and outbox_published_total would then go down
+     * at the next reading. */
+    char msg[256];
+    if (pgx_cmd(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, NULL, msg,
+                sizeof(msg)) < 0) {
+        snprintf(err, errlen, "starting a snapshot failed: %s", msg);
+        return -1;
+    }
     if (read_outbox(conn, &s->outbox, err, errlen) < 0 ||
         read_counts(conn, &s->counts, err, errlen) < 0 ||
         read_attempts(conn, s, err, errlen) < 0 ||
         read_consumers(conn, s, err, errlen) < 0) {
+        pgx_rollback(conn);
         pipeline_stats_free(s);
         return -1;
     }
+    pgx_rollback(conn); /* read only: nothing to commit */
     return 0;
 }
 

@@ -23,12 +23,13 @@
  *      it.  Zero rows updated means the lease was lost: logged (lease_lost),
  *      counted (pipeline_counters 'leases_lost'), and the row is not touched
  *      again.  A settle that fails is not retried: the lease expires and the
- *      row is claimed again.
+ *      row is claimed again.  (A mark that was rolled back only because the
+ *      claim sharing its transaction failed is run again at once, alone.)
  *
  * Overlap: while a full batch is at the broker, the database is already
  * marking the batch before it and claiming the next one, in one pipeline and
  * one transaction (relay_mark_claim_send, where the argument that this keeps
- * the fence is made), sent right after the publishes and read after the
+ * the fence is made), sent before the publishes and read after the
  * confirms; so broker time and database time do not add up, and a backlog
  * costs one round trip and one commit per batch.  The batch claimed ahead has
  * its own lease and the same lease checks; a relay that stops or loses the
@@ -526,15 +527,15 @@ static int worst(int a, int b)
  * round_end: the mark of a confirmed batch, the claim of the next one, or
  * both in one pipeline (one transaction: relay_mark_claim_send). */
 struct round {
-    int mark_sent;  /* the mark statement alone */
-    int claim_sent; /* the claim statement alone */
-    int claim_unsent; /* ... could not be sent (claim_err says why) */
-    int piped;      /* both, as one pipeline */
-    int unusable;   /* the pipeline could not be sent: drop the connection */
-    int failed;     /* the mark could not be sent, or relay/mark_fail fired */
-    int injected;   /* ... by relay/mark_fail */
-    int64_t sent_at;
-    char err[512];
+    int mark_sent;     /* the mark statement alone */
+    int claim_sent;    /* the claim statement alone */
+    int claim_unsent;  /* ... could not be sent (claim_err says why) */
+    int piped;         /* both, as one pipeline */
+    int unusable;      /* the pipeline could not be sent: drop the connection */
+    int failed;        /* the mark could not be sent, or relay/mark_fail fired */
+    int injected;      /* ... by relay/mark_fail */
+    int64_t sent_at;   /* when the claim went out (its lease deadline's start) */
+    char err[512];     /* why the mark or the pipeline failed */
     char claim_err[512];
 };
 
@@ -741,8 +742,8 @@ static int claim_now(struct relay *r, struct relay_batch *b)
 
 /* One turn of the pipeline for the claimed batch cur (steps 3 and 4):
  *
- *   broker:    send cur ........................ confirm cur
- *   database:           mark prev + claim ahead (one transaction)
+ *   database:  mark prev + claim ahead (one transaction) .....
+ *   broker:    send cur ............................ confirm cur
  *
  * prev is a batch confirmed in the previous turn whose mark was left to go
  * with this one.  When cur was a full batch (a backlog), the next batch is
@@ -758,13 +759,15 @@ static int work_batch(struct relay *r, struct relay_batch *prev, struct relay_ba
     struct round rd;
     struct relay_batch next;
 
-    send_batch(r, cur, &ps);
-    /* Decided after the sends: a stop that came during them claims nothing. */
+    /* Decided before the sends, so that the database works while the
+     * broker does: a stop that comes during them leaves the batch claimed
+     * ahead to its lease, as a stop during the confirms always did. */
     int claim_ahead = cur->n == r->cfg->batch && !relay_stopping();
 #ifdef CW_MUTANT_publish_in_claim_tx
     claim_ahead = 0; /* the claim transaction is still open on the connection */
 #endif
     round_start(r, prev, claim_ahead, &rd);
+    send_batch(r, cur, &ps);
     confirm_batch(r, cur, &ps);
     int result = round_end(r, prev, &rd, &next);
     relay_batch_free(prev);
