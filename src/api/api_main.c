@@ -18,7 +18,7 @@
  * the middle of a request.
  *
  * Exit codes: 0 clean stop, 1 could not start (database, address), 2 bad
- * usage or bad CW_FAULTS. */
+ * usage, bad CW_FAULTS, or a --metrics-listen address that cannot be bound. */
 #include "api_http.h"
 #include "api_metrics.h"
 #include "api_pool.h"
