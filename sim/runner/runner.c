@@ -1422,23 +1422,6 @@ static void write_result(struct runner *r, int64_t t0, int pass)
     cJSON_free(text);
 }
 
-static void rm_tmpdir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return;
-    struct dirent *de;
-    for (de = readdir(d); de != NULL; de = readdir(d)) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char p[PATH_MAX + 256];
-        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 /* The scenarios of a run. */
 struct run_list {
     char **files;
@@ -1803,7 +1786,7 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
     }
 out_tmp:
     if (!o->keep)
-        rm_tmpdir(r->tmp);
+        fstree_remove(r->tmp);
 out:
     run_list_free(&l);
     runner_free_points(points);

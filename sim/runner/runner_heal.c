@@ -20,23 +20,30 @@
 
 /* ---- quiet -------------------------------------------------------------- */
 
+/* 1 when no outbox row is pending, else 0 with why. */
+static int outbox_drained(struct sctx *s, char *why, size_t whylen)
+{
+    char err[256];
+    long long pending = runner_sql_value(s,
+        "SELECT count(*) FROM outbox_messages WHERE published_at IS NULL AND dead_lettered_at IS NULL",
+        0, NULL, err, sizeof(err));
+    if (pending == 0)
+        return 1;
+    if (pending < 0)
+        snprintf(why, whylen, "database: %s", err);
+    else
+        snprintf(why, whylen, "%lld outbox rows still pending", pending);
+    return 0;
+}
+
 /* Is every committed event published or dead-lettered, and every published
  * one applied (or parked) by every consumer group that runs, with nothing
  * left in flight at the broker?  1 yes, 0 no (why says what is missing). */
 int runner_pipeline_quiet(struct sctx *s, char *why, size_t whylen)
 {
     char err[256];
-    long long pending = runner_sql_value(s,
-        "SELECT count(*) FROM outbox_messages WHERE published_at IS NULL AND dead_lettered_at IS NULL",
-        0, NULL, err, sizeof(err));
-    if (pending < 0) {
-        snprintf(why, whylen, "database: %s", err);
+    if (!outbox_drained(s, why, whylen))
         return 0;
-    }
-    if (pending > 0) {
-        snprintf(why, whylen, "%lld outbox rows still pending", pending);
-        return 0;
-    }
     const char *seen[SC_MAX_PROCS];
     int nseen = 0;
     int have_consumers = 0;
@@ -119,22 +126,6 @@ static void heal_faults(struct sctx *s, int idx)
             runner_reap_all(s);
         }
     }
-}
-
-/* 1 when no outbox row is pending, else 0 with why. */
-static int outbox_drained(struct sctx *s, char *why, size_t whylen)
-{
-    char err[256];
-    long long pending = runner_sql_value(s,
-        "SELECT count(*) FROM outbox_messages WHERE published_at IS NULL AND dead_lettered_at IS NULL",
-        0, NULL, err, sizeof(err));
-    if (pending == 0)
-        return 1;
-    if (pending < 0)
-        snprintf(why, whylen, "database: %s", err);
-    else
-        snprintf(why, whylen, "%lld outbox rows still pending", pending);
-    return 0;
 }
 
 static const char *exit_text(struct proc *p)

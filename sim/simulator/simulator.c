@@ -117,24 +117,6 @@ static int fmt(char *out, size_t outlen, const char *format, ...)
     return n;
 }
 
-/* Removes a run directory: the runner writes plain files only, one level. */
-static void rm_run_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return;
-    struct dirent *de;
-    for (de = readdir(d); de != NULL; de = readdir(d)) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char p[PATH_MAX + 256];
-        fmt(p, sizeof(p), "%s/%s", dir, de->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static int write_text(const char *path, const char *text)
 {
     char tmp[PATH_MAX + 16];
@@ -561,7 +543,7 @@ static int finish_run(struct sim *s, const struct sim_plan *p, struct outcome *o
                secs, nfired, jnum(sc, "kills"), jnum(sc, "pauses"),
                jnum(cJSON_GetObjectItemCaseSensitive(sc, "counts"), "redeliveries"));
         if (!s->o.keep_passing) {
-            rm_run_dir(dir);
+            fstree_remove(dir);
             cJSON_DeleteItemFromObjectCaseSensitive(oc->scenario, "dir");
         }
     } else {
@@ -649,7 +631,7 @@ static int try_candidate(struct sim *s, const struct sim_plan *orig, const struc
     char dir[PATH_MAX + 100];
     fmt(dir, sizeof(dir), "%s/%s", s->shrink_dir, name);
     if (!keep)
-        rm_run_dir(dir);
+        fstree_remove(dir);
     outcome_free(&oc);
     return keep;
 }

@@ -198,17 +198,23 @@ static int add_proc(struct sim_plan *p, enum sim_kind kind)
     return p->nprocs++;
 }
 
-static struct sim_act *add_act(struct sim_plan *p, enum sim_act_kind kind, int proc)
+/* An action of kind on proc, every broker switch left as it is (-1). */
+static void act_init(struct sim_act *a, enum sim_act_kind kind, int proc)
 {
-    if (p->nacts == SIM_MAX_ACTS)
-        return NULL;
-    struct sim_act *a = &p->acts[p->nacts++];
     memset(a, 0, sizeof(*a));
     a->kind = kind;
     a->proc = proc;
     a->outage = -1;
     a->duplicate = -1;
     a->max_payload = -1;
+}
+
+static struct sim_act *add_act(struct sim_plan *p, enum sim_act_kind kind, int proc)
+{
+    if (p->nacts == SIM_MAX_ACTS)
+        return NULL;
+    struct sim_act *a = &p->acts[p->nacts++];
+    act_init(a, kind, proc);
     return a;
 }
 
@@ -302,12 +308,7 @@ static struct sim_act *later(struct pending *pd, enum sim_act_kind kind, int pro
     if (pd->n == 8)
         return NULL;
     struct sim_act *a = &pd->v[pd->n++];
-    memset(a, 0, sizeof(*a));
-    a->kind = kind;
-    a->proc = proc;
-    a->outage = -1;
-    a->duplicate = -1;
-    a->max_payload = -1;
+    act_init(a, kind, proc);
     return a;
 }
 
@@ -505,16 +506,13 @@ static void gen_infra(uint64_t seed, uint64_t run, struct sim_plan *p,
         return;
     int at = sim_rng_range(r, 1, p->nacts);
     struct sim_act a;
-    memset(&a, 0, sizeof(a));
-    a.proc = -1;
-    a.outage = a.duplicate = a.max_payload = -1;
+    act_init(&a, SIM_DB, -1);
     int roll = sim_rng_below(r, 100);
     if (roll < 20) {
         a.kind = SIM_BROKER_CRASH;
         a.ms = PICK(r, 0, 100, 300);
         p->durable_broker = 1;
     } else {
-        a.kind = SIM_DB;
         a.db = roll < 40 ? SIM_DB_CRASH : roll < 55 ? SIM_DB_RESTART
                : roll < 80 ? SIM_DB_TERMINATE : SIM_DB_FREEZE;
         if (a.db == SIM_DB_CRASH)
