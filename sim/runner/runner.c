@@ -438,12 +438,12 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
         /* The API of a sound build never publishes; a dual-write mutant
          * does, and must reach the same broker to be caught. */
         argv[n++] = (char *)"--broker";
-        argv[n++] = s->broker_sock;
+        argv[n++] = (char *)runner_broker_addr(s, idx);
         break;
     case SC_RELAY:
         argv[n++] = r->exe_relay;
         argv[n++] = (char *)"--broker";
-        argv[n++] = s->broker_sock;
+        argv[n++] = (char *)runner_broker_addr(s, idx);
         if (!has_name) {
             argv[n++] = (char *)"--name";
             argv[n++] = p->name;
@@ -452,7 +452,7 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     case SC_CONSUMER:
         argv[n++] = r->exe_consumer;
         argv[n++] = (char *)"--broker";
-        argv[n++] = s->broker_sock;
+        argv[n++] = (char *)runner_broker_addr(s, idx);
         break;
     }
     argv[n++] = (char *)"--events";
@@ -473,7 +473,9 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
      * process carries its scenario name, which "db terminate" aims at. */
     char appname[SC_NAME_MAX + 16];
     fmt(appname, sizeof(appname), "PGAPPNAME=%s", p->name);
-    const char *env[] = { s->db_env, appname, NULL };
+    const char *env[8] = { runner_db_env(s, idx), appname, NULL };
+    char clock[4][160];
+    env[2 + runner_clock_env(s, idx, clock, env + 2, 4)] = NULL;
     if (proc_spawn(p, argv, faults, env, err, sizeof(err)) < 0)
         return runner_fail(s, "%s", err);
     if (restart)
@@ -687,6 +689,7 @@ static void teardown(struct sctx *s)
         proc_kill(all[i]);
     }
     unlink(s->broker_sock);
+    runner_stop_netproxy(s);
 }
 
 struct tl_item {
@@ -855,11 +858,15 @@ static void print_keep(struct sctx *s)
                    "http://127.0.0.1:%d/payments\n", s->port[i]);
     }
     printf("      broker socket: %s (pid %d)\n", s->broker_sock, (int)s->broker.pid);
+    runner_net_print_keep(s);
     printf("      stop it all: kill");
     for (int i = 0; i < s->sc->nprocs; i++)
         if (proc_poll(&s->procs[i]))
             printf(" %d", (int)s->procs[i].pid);
-    printf(" %d\n", (int)s->broker.pid);
+    printf(" %d", (int)s->broker.pid);
+    if (s->netproxy.pid > 0 && proc_poll(&s->netproxy))
+        printf(" %d", (int)s->netproxy.pid);
+    printf("\n");
 }
 
 /* ---- one scenario ------------------------------------------------------- */
@@ -1324,6 +1331,8 @@ static void sctx_free(struct sctx *s)
     free(s->http);
     free(s->conninfo);
     free(s->db_env);
+    for (int i = 0; i < s->sc->nprocs; i++)
+        free(s->link_db_env[i]);
     cJSON_Delete(s->expects);
     if (s->ev != NULL)
         fclose(s->ev);
@@ -1343,7 +1352,7 @@ static cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep,
         return NULL;
     scenario_files(s);
     open_database(s);
-    if (s->error[0] == '\0' && runner_start_broker(s) == 0) {
+    if (s->error[0] == '\0' && runner_start_netproxy(s) == 0 && runner_start_broker(s) == 0) {
         start_processes(s);
         drive_steps(s);
         if (!runner_interrupted())
@@ -1356,6 +1365,7 @@ static cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep,
     struct outcome oc;
     memset(&oc, 0, sizeof(oc));
     check_scenario(s, &oc);
+    runner_net_check(s);
     stop_scenario(s);
     collect_faults(s, &oc);
     decide_verdict(s, &oc);
@@ -1580,6 +1590,7 @@ static int find_binaries(struct runner *r, const struct run_list *l)
         { r->exe_consumer, "accounting-consumer", need[SC_CONSUMER] },
         { r->exe_outboxctl, "outboxctl", 1 },
         { r->exe_broker, "fakebroker", 1 },
+        { r->exe_netproxy, "netproxy", 1 },
     };
     for (size_t i = 0; i < sizeof(exes) / sizeof(exes[0]); i++) {
         if (find_exe(r->bin, exes[i].name, exes[i].path, PATH_MAX) == 0)
