@@ -204,7 +204,8 @@ static int takes(enum np_kind k, const char *field)
 /* The fields of a net step that are not the fault's own. */
 static int step_field(const char *field)
 {
-    static const char *const step[] = { "do", "op", "link", "clear", "why", NULL };
+    static const char *const step[] = { "do", "op", "link", "clear", "why",
+                                        "reconnect_within_ms", NULL };
     for (int i = 0; step[i] != NULL; i++)
         if (strcmp(field, step[i]) == 0)
             return 1;

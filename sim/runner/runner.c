@@ -474,8 +474,15 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     char appname[SC_NAME_MAX + 16];
     fmt(appname, sizeof(appname), "PGAPPNAME=%s", p->name);
     const char *env[8] = { runner_db_env(s, idx), appname, NULL };
+    char deadline_var[48];
+    int nenv = 2;
+    if (sp->db_deadline_ms > 0) {
+        fmt(deadline_var, sizeof(deadline_var), "CW_DB_DEADLINE_MS=%d", sp->db_deadline_ms);
+        env[nenv++] = deadline_var;
+    }
     char clock[4][160];
-    env[2 + runner_clock_env(s, idx, clock, env + 2, 4)] = NULL;
+    nenv += runner_clock_env(s, idx, clock, env + nenv, 4);
+    env[nenv] = NULL;
     if (proc_spawn(p, argv, faults, env, err, sizeof(err)) < 0)
         return runner_fail(s, "%s", err);
     if (restart)

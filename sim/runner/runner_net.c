@@ -243,6 +243,49 @@ static cJSON *net_frame(const struct sc_step *st)
     return f;
 }
 
+/* Connections the proxy accepted on link so far, or -1. */
+static long long link_accepted(struct sctx *s, const char *link)
+{
+    cJSON *ask = cJSON_CreateObject();
+    cJSON_AddStringToObject(ask, "op", "stats");
+    char err[256];
+    cJSON *reply = brokerctl_call(s->netproxy_sock, ask, "stats", 3000, err, sizeof(err));
+    cJSON_Delete(ask);
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(reply, "links"),
+                                         link), "accepted");
+    long long v = cJSON_IsNumber(n) ? (long long)n->valuedouble : -1;
+    cJSON_Delete(reply);
+    return v;
+}
+
+/* The process behind st's link must open a new connection on it within
+ * st->reconnect_within_ms of the fault: the bound it documents for
+ * noticing a silent peer, witnessed by the proxy, not by the process. */
+static int await_reconnect(struct sctx *s, const struct sc_step *st, long long before,
+                           int64_t t0)
+{
+    int64_t deadline = t0 + st->reconnect_within_ms;
+    for (;;) {
+        long long now = link_accepted(s, st->link);
+        if (now > before) {
+            cJSON *ev = runner_rev_begin(s, "net_reconnect");
+            cJSON_AddStringToObject(ev, "link", st->link);
+            cJSON_AddNumberToObject(ev, "after_ms", (double)(cw_mono_ms() - t0));
+            runner_rev_emit(s, ev);
+            runner_progress(s, "  %s reconnected after %lld ms", st->link,
+                            (long long)(cw_mono_ms() - t0));
+            return 0;
+        }
+        if (cw_mono_ms() >= deadline || runner_interrupted())
+            return runner_fail(s, "%s opened no new connection on %s within %d ms of the "
+                               "fault: it does not notice a silent peer in the bound it "
+                               "documents", s->procs[st->proc].name, st->link,
+                               st->reconnect_within_ms);
+        nap(POLL_MS);
+    }
+}
+
 int runner_net_step(struct sctx *s, const struct sc_step *st)
 {
     int pg = st->net_peer == NP_PG;
@@ -251,6 +294,8 @@ int runner_net_step(struct sctx *s, const struct sc_step *st)
     if (!st->net_clear && st->net.kind == NP_PARTITION)
         return runner_fail(s, "net: the partition fault needs the run in its own network "
                            "namespace, which this runner does not make yet");
+    long long before = st->reconnect_within_ms > 0 ? link_accepted(s, st->link) : 0;
+    int64_t t0 = cw_mono_ms();
     cJSON *f = net_frame(st);
     char err[512];
     cJSON *reply = brokerctl_call(s->netproxy_sock, f, "ok", 3000, err, sizeof(err));
@@ -268,7 +313,7 @@ int runner_net_step(struct sctx *s, const struct sc_step *st)
     if (reply == NULL)
         return runner_fail(s, "net %s: %s", st->link, err);
     cJSON_Delete(reply);
-    return 0;
+    return st->reconnect_within_ms > 0 ? await_reconnect(s, st, before, t0) : 0;
 }
 
 void runner_net_print_keep(const struct sctx *s)

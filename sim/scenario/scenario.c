@@ -360,7 +360,7 @@ static int parse_clock(struct vctx *v, const cJSON *proc, const char *pfield, st
 static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
 {
     static const char *const fields[] = { "kind", "args", "faults", "autostart", "heal",
-                                          "clock", "why", NULL };
+                                          "clock", "db_deadline_ms", "why", NULL };
     char field[96];
     snprintf(field, sizeof(field), "processes.%s", it->string);
     if (!valid_name(it->string, SC_NAME_MAX, 1))
@@ -395,7 +395,8 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
     if (get_bool(v, it, "autostart", field, &p->autostart) < 0 ||
         get_bool(v, it, "heal", field, &p->heal) < 0)
         return -1;
-    if (parse_clock(v, it, field, p) < 0)
+    if (parse_clock(v, it, field, p) < 0 ||
+        opt_int(v, it, "db_deadline_ms", field, 100, 600000, &p->db_deadline_ms) < 0)
         return -1;
     int r = get_str(v, it, "faults", field, 0, &p->faults);
     if (r < 0)
@@ -988,6 +989,8 @@ static int parse_step_net(struct vctx *v, struct scenario *sc, const cJSON *s,
     char err[256];
     if (np_fault_parse(s, st->net_peer, &st->net, err, sizeof(err)) < 0)
         return verr(v, field, "%s", err);
+    if (opt_int(v, s, "reconnect_within_ms", field, 1, 600000, &st->reconnect_within_ms) < 0)
+        return -1;
     if (st->net.kind == NP_CUT) {
         enum sc_kind k = sc->procs[st->proc].kind;
         if (st->net.cut_after == NP_CUT_ACK && k != SC_CONSUMER)
@@ -1524,7 +1527,11 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
         } else {
             char what[160];
             np_fault_describe(&st->net, what, sizeof(what));
-            snprintf(out, outlen, "net %s: %s", st->link, what);
+            char bound[64] = "";
+            if (st->reconnect_within_ms > 0)
+                snprintf(bound, sizeof(bound), "; %s must reconnect within %d ms",
+                         sc->procs[st->proc].name, st->reconnect_within_ms);
+            snprintf(out, outlen, "net %s: %s%s", st->link, what, bound);
         }
         break;
     }

@@ -38,7 +38,8 @@
  * sets a fault on one (netproxy.h lists the faults and their fields), or
  * {"do": "net", "link": ..., "clear": true} clears them.  A process may run
  * with a shifted or drifting clock: "clock": {"offset_s": -30, "rate": 1.5}
- * (libfaketime).
+ * (libfaketime).  "db_deadline_ms" bounds each of its database calls
+ * (CW_DB_DEADLINE_MS; src/core/pgx.h).
  *
  * "faults_optional": true relaxes that for generated schedules (the
  * simulator's), whose faults may legitimately lie beyond what a run reaches;
@@ -74,6 +75,7 @@ struct sc_proc {
     int lease_ms;                       /* relays: --lease-ms, default 30000 */
     /* "clock": libfaketime's FAKETIME for this process, or "" */
     char faketime[48];
+    int db_deadline_ms;                 /* "db_deadline_ms": CW_DB_DEADLINE_MS, 0: default */
 };
 
 enum sc_verb {
@@ -145,6 +147,8 @@ struct sc_step {
     const char *link;
     enum np_proto net_peer;
     int net_clear;            /* clear every fault of the link */
+    int reconnect_within_ms;  /* > 0: the process must open a new connection on
+                               * the link within this bound of the fault */
     struct np_fault net;
     /* wait */
     enum sc_until until;
