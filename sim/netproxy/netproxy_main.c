@@ -3,8 +3,9 @@
  * A process of its own, not a thread of the runner, so that the links stay
  * up after the runner ends (--keep) and a fault can be set by hand:
  *
- *   netproxy --control SOCK --link NAME=pg,LISTEN,UPSTREAM [--link ...]
- *       serves the links; control frames on SOCK, one JSON line each:
+ *   netproxy --control SOCK [--isolated-from NETNS] --link NAME=pg,LISTEN,UPSTREAM ...
+ *       serves the links (NETNS: the namespace the run left, as
+ *       /proc/self/ns/net named it; without it no partition is allowed); control frames on SOCK, one JSON line each:
  *         {"op":"links"}                    -> {"op":"links","links":[{name,bound}]}
  *         {"op":"set","link":L,"fault":...} -> {"op":"ok"}  (fields: netproxy.h)
  *         {"op":"clear","link":L}           -> {"op":"ok"}
@@ -13,10 +14,17 @@
  *   netproxy --control SOCK --send 'FRAME'
  *       sends one frame and prints the reply (exit 1 on an error reply).
  *
+ * The partition fault is the kernel's, not the proxy's: an nftables chain
+ * (table inet crashwindow, chain l<PORT>) drops the link's packets on its
+ * port, so that neither end hears from the other, not even a TCP ACK.  It
+ * is refused unless the daemon runs in a network namespace other than
+ * init's: the host's own rules are never touched.
+ *
  * SIGTERM ends the daemon. */
 #include "netproxy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,8 +32,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define NFT "/usr/sbin/nft"
 
 #define MAX_FRAME 65536
 #define MAX_CLI_LINKS 64
@@ -42,6 +53,7 @@ struct cli_link {
     char name[64];
     enum np_proto proto;
     char bound[160];
+    long long partition_until;   /* mono ms; 0: none; -1: until cleared */
 };
 
 static struct cli_link links[MAX_CLI_LINKS];
@@ -119,6 +131,138 @@ static struct cli_link *find(const char *name)
     return NULL;
 }
 
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Runs nft with one command line, within 5 s.  0 or -1. */
+static int nft(const char *command)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) {
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+        }
+        execl(NFT, "nft", command, (char *)NULL);
+        _exit(127);
+    }
+    long long deadline = mono_ms() + 5000;
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (mono_ms() >= deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        struct timespec ts = { 0, 5000000 };
+        nanosleep(&ts, NULL);
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* The namespace the run left (--isolated-from, given by the runner when
+ * it made one of its own), or "". */
+static const char *isolated_from = "";
+
+/* Whether this process's network namespace is the run's own: not the one
+ * the run left, and not init's when init's can be read. */
+static int own_netns(void)
+{
+    char mine[64], init[64];
+    ssize_t a = readlink("/proc/self/ns/net", mine, sizeof(mine) - 1);
+    if (a <= 0 || isolated_from[0] == '\0')
+        return 0;
+    mine[a] = '\0';
+    ssize_t b = readlink("/proc/1/ns/net", init, sizeof(init) - 1);
+    if (b > 0) {
+        init[b] = '\0';
+        if (strcmp(mine, init) == 0)
+            return 0;
+    }
+    return strcmp(mine, isolated_from) != 0;
+}
+
+static int link_port(const struct cli_link *l)
+{
+    const char *colon = strrchr(l->bound, ':');
+    return strncmp(l->bound, "tcp:", 4) == 0 && colon != NULL ? atoi(colon + 1) : 0;
+}
+
+static void partition_clear(struct cli_link *l)
+{
+    char cmd[160];
+    if (l->partition_until == 0)
+        return;
+    snprintf(cmd, sizeof(cmd), "flush chain inet crashwindow l%d", link_port(l));
+    nft(cmd);
+    snprintf(cmd, sizeof(cmd), "delete chain inet crashwindow l%d", link_port(l));
+    nft(cmd);
+    l->partition_until = 0;
+}
+
+/* Drops the link's packets in the kernel (dport: towards the proxy, from
+ * the process; sport: back to it).  0, or -1 with err. */
+static int partition_set(struct cli_link *l, const struct np_fault *f, char *err,
+                         size_t errlen)
+{
+    int port = link_port(l);
+    if (port <= 0) {
+        snprintf(err, errlen, "link %s: a partition is for TCP links", l->name);
+        return -1;
+    }
+    if (!own_netns()) {
+        snprintf(err, errlen, "partition: the proxy runs in the host's network namespace; "
+                 "the host's rules are never touched (the runner makes a namespace of its "
+                 "own when a scenario has a partition)");
+        return -1;
+    }
+    if (access(NFT, X_OK) != 0) {
+        snprintf(err, errlen, "partition: %s is missing (Debian package nftables)", NFT);
+        return -1;
+    }
+    partition_clear(l);
+    char cmd[3][160];
+    snprintf(cmd[0], sizeof(cmd[0]), "add table inet crashwindow");
+    snprintf(cmd[1], sizeof(cmd[1]),
+             "add chain inet crashwindow l%d { type filter hook input priority 0 ; }", port);
+    int rc = nft(cmd[0]) < 0 || nft(cmd[1]) < 0 ? -1 : 0;
+    l->partition_until = -1;
+    if (rc == 0 && f->dir != NP_DOWNSTREAM) {
+        snprintf(cmd[2], sizeof(cmd[2]), "add rule inet crashwindow l%d tcp dport %d drop",
+                 port, port);
+        rc = nft(cmd[2]);
+    }
+    if (rc == 0 && f->dir != NP_UP) {
+        snprintf(cmd[2], sizeof(cmd[2]), "add rule inet crashwindow l%d tcp sport %d drop",
+                 port, port);
+        rc = nft(cmd[2]);
+    }
+    if (rc < 0) {
+        partition_clear(l);
+        snprintf(err, errlen, "partition: nft failed to install the rules of %s", l->name);
+        return -1;
+    }
+    if (f->ms > 0)
+        l->partition_until = mono_ms() + f->ms;
+    return 0;
+}
+
+/* Ends the partitions whose time ran out. */
+static void partitions_expire(void)
+{
+    long long now = mono_ms();
+    for (int i = 0; i < nlinks; i++)
+        if (links[i].partition_until > 0 && now >= links[i].partition_until)
+            partition_clear(&links[i]);
+}
+
 /* The answer to one control frame. */
 static cJSON *handle(netproxy *np, const char *text)
 {
@@ -157,15 +301,18 @@ static cJSON *handle(netproxy *np, const char *text)
         out = error_frame(err);
     } else if (strcmp(op->valuestring, "clear") == 0) {
         netproxy_clear(np, ln->valuestring);
+        partition_clear(find(ln->valuestring));
         out = ok_frame("ok");
     } else if (strcmp(op->valuestring, "set") == 0) {
         struct np_fault flt;
+        struct cli_link *l = find(ln->valuestring);
         cJSON_DeleteItemFromObjectCaseSensitive(f, "op");
-        if (np_fault_parse(f, find(ln->valuestring)->proto, &flt, err, sizeof(err)) < 0 ||
-            netproxy_set(np, ln->valuestring, &flt, err, sizeof(err)) < 0)
-            out = error_frame(err);
-        else
-            out = ok_frame("ok");
+        int rc = np_fault_parse(f, l->proto, &flt, err, sizeof(err));
+        if (rc == 0 && flt.kind == NP_PARTITION)
+            rc = partition_set(l, &flt, err, sizeof(err));
+        else if (rc == 0)
+            rc = netproxy_set(np, ln->valuestring, &flt, err, sizeof(err));
+        out = rc < 0 ? error_frame(err) : ok_frame("ok");
     } else {
         out = error_frame("unknown op (links, set, clear, stats)");
     }
@@ -189,7 +336,8 @@ static int serve(const char *control, netproxy *np)
     char *buf = malloc(MAX_FRAME);
     while (!stopping && buf != NULL) {
         struct pollfd pf = { .fd = fd, .events = POLLIN };
-        if (poll(&pf, 1, 200) <= 0)
+        partitions_expire();
+        if (poll(&pf, 1, 50) <= 0)
             continue;
         int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0)
@@ -201,6 +349,8 @@ static int serve(const char *control, netproxy *np)
     free(buf);
     close(fd);
     unlink(control);
+    for (int i = 0; i < nlinks; i++)
+        partition_clear(&links[i]);
     return 0;
 }
 
@@ -270,6 +420,8 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--control") == 0 && v != NULL) {
             control = v;
+        } else if (strcmp(argv[i], "--isolated-from") == 0 && v != NULL) {
+            isolated_from = v;
         } else if (strcmp(argv[i], "--send") == 0 && v != NULL) {
             send = v;
         } else if (strcmp(argv[i], "--link") == 0 && v != NULL) {

@@ -1788,6 +1788,10 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
     printf("crashwindow run: %d scenario%s%s%s, output in %s\n", l.nsc, l.nsc == 1 ? "" : "s",
            o->repeat > 1 ? " (repeated)" : "", share, r->out);
     fflush(stdout);
+    if (runner_net_isolate(o, l.scs, l.nsc) < 0) {
+        rc = 1;
+        goto out_tmp;
+    }
     rc = start_postgres(r, t0);
     if (rc != 0)
         goto out_tmp;

@@ -222,6 +222,11 @@ int runner_net_step(struct sctx *s, const struct sc_step *st);
  * when a cut it set never fired.  0 or -1 (recorded). */
 int runner_net_check(struct sctx *s);
 
+/* When a scenario of the run has a partition fault: the run moves into a
+ * network namespace of its own (before PostgreSQL and every process
+ * start), with loopback up.  0, or -1 with the reason printed. */
+int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, int n);
+
 /* --keep: how to set a fault on a live link by hand. */
 void runner_net_print_keep(const struct sctx *s);
 

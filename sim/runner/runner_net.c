@@ -14,12 +14,21 @@
 #include "brokerctl.h"
 #include "cwlog.h"
 
+#include <errno.h>
+#include <net/if.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+/* The network namespace the run left for one of its own ("" when it did
+ * not): the proxy allows a partition only away from it. */
+static char host_netns[64];
 
 /* Appends key='value' (libpq quoting) to out. */
 static void conninfo_put(char *out, size_t outlen, const char *key, const char *val)
@@ -116,6 +125,10 @@ int runner_start_netproxy(struct sctx *s)
     argv[n++] = r->exe_netproxy;
     argv[n++] = (char *)"--control";
     argv[n++] = s->netproxy_sock;
+    if (host_netns[0] != '\0') {
+        argv[n++] = (char *)"--isolated-from";
+        argv[n++] = host_netns;
+    }
     for (int i = 0; i < sc->nprocs; i++) {
         fmt(s->link_broker[i], sizeof(s->link_broker[i]), "%s/b%d-%d.sock", r->tmp, r->nsc, i);
         fmt(specs[k], sizeof(specs[k]), "%s->broker=broker,unix:%s,unix:%s", sc->procs[i].name,
@@ -291,9 +304,6 @@ int runner_net_step(struct sctx *s, const struct sc_step *st)
     int pg = st->net_peer == NP_PG;
     if (pg && s->link_db_env[st->proc] == NULL)
         return runner_fail(s, "net: %s has no link of its own in this scenario", st->link);
-    if (!st->net_clear && st->net.kind == NP_PARTITION)
-        return runner_fail(s, "net: the partition fault needs the run in its own network "
-                           "namespace, which this runner does not make yet");
     long long before = st->reconnect_within_ms > 0 ? link_accepted(s, st->link) : 0;
     int64_t t0 = cw_mono_ms();
     cJSON *f = net_frame(st);
@@ -364,4 +374,55 @@ int runner_net_check(struct sctx *s)
     }
     cJSON_Delete(reply);
     return rc;
+}
+
+/* Whether a scenario has a partition step. */
+static int wants_partition(const struct scenario *sc)
+{
+    for (int i = 0; i < sc->nsteps; i++)
+        if (sc->steps[i].verb == V_NET && !sc->steps[i].net_clear &&
+            sc->steps[i].net.kind == NP_PARTITION)
+            return 1;
+    return 0;
+}
+
+int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, int n)
+{
+    int need = 0;
+    for (int i = 0; i < n; i++)
+        need |= wants_partition(scs[i]);
+    if (!need)
+        return 0;
+    if (o->pg != NULL) {
+        fprintf(stderr, "crashwindow: a partition fault runs the whole run in a network "
+                "namespace of its own, which --pg's server is not in: run without --pg\n");
+        return -1;
+    }
+    /* Before any thread and any child: they all inherit the namespace, and
+     * the host's own interfaces and rules are never seen, let alone changed. */
+    ssize_t len = readlink("/proc/self/ns/net", host_netns, sizeof(host_netns) - 1);
+    host_netns[len > 0 ? len : 0] = '\0';
+    if (host_netns[0] == '\0' || unshare(CLONE_NEWNET) < 0) {
+        host_netns[0] = '\0';
+        fprintf(stderr, "crashwindow: a partition fault needs a network namespace of the "
+                "run's own (unshare: %s; run as root)\n", strerror(errno));
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    int ok = fd >= 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
+    ifr.ifr_flags |= IFF_UP;
+    ok = ok && ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (!ok) {
+        fprintf(stderr, "crashwindow: cannot bring up loopback in the run's namespace: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    printf("network: the run has a namespace of its own (partition faults use nftables "
+           "in it)\n");
+    return 0;
 }
