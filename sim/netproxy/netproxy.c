@@ -45,6 +45,7 @@ struct dir {
     struct chunk *head, *tail;
     size_t queued;
     int64_t last_due;        /* order: no chunk due before the one ahead */
+    int sink;                /* the fd written to, for the direct path */
     int64_t bw_next;
     long long sent;          /* bytes passed, for limit_data */
     int eof;                 /* its source closed: shut the sink once drained */
@@ -236,14 +237,28 @@ static void accept_one(struct netproxy *np, struct link *l)
     c->d[0].to = 1;
     c->d[1].from = 1;
     c->d[1].to = 0;
+    c->d[0].sink = sfd;
+    c->d[1].sink = cfd;
     c->next = np->conns;
     np->conns = c;
 }
 
-static void enqueue(struct dir *d, const unsigned char *buf, size_t n, int64_t due)
+static void enqueue(struct dir *d, const unsigned char *buf, size_t n, int64_t due,
+                    int64_t now)
 {
     if (n == 0)
         return;
+    if (due <= now && d->head == NULL) {
+        /* Nothing waits ahead and nothing holds these bytes back: straight
+         * to the sink, and only what it did not take is queued. */
+        ssize_t w = send(d->sink, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            buf += w;
+            n -= (size_t)w;
+            if (n == 0)
+                return;
+        }
+    }
     struct chunk *ch = malloc(sizeof(*ch) + n);
     if (ch == NULL)
         return;
@@ -288,12 +303,12 @@ static void shape(struct netproxy *np, struct conn *c, int di, const unsigned ch
     if (f != NULL) {
         for (size_t at = 0; at < n; at += (size_t)f->slice_bytes) {
             size_t k = n - at < (size_t)f->slice_bytes ? n - at : (size_t)f->slice_bytes;
-            enqueue(d, buf + at, k, due);
+            enqueue(d, buf + at, k, due, now);
             due = d->last_due + f->slice_delay_ms;
         }
         return;
     }
-    enqueue(d, buf, n, due);
+    enqueue(d, buf, n, due, now);
 }
 
 /* A cut fires on c in direction di: what follows is dropped, then the
