@@ -1,7 +1,9 @@
--- crashwindow schema, version 1.
+-- crashwindow schema, version 2.
 --
 -- Applied by `outboxctl migrate` in one transaction under an advisory lock;
--- a database already at version 1 is left untouched.  outbox_messages,
+-- a database already at version 2 is left untouched, one at version 1 gets
+-- the upgrade in schema.c first (version 3 narrowed ix_outbox_claim_order to
+-- fresh rows and added ix_outbox_retry_order).  outbox_messages,
 -- ix_outbox_ready and inbox_messages are the article's, exactly as written.
 
 CREATE TABLE IF NOT EXISTS outbox_messages (
@@ -30,12 +32,25 @@ CREATE INDEX IF NOT EXISTS ix_outbox_ready
 
 -- The claim orders by (occurred_at, id); ix_outbox_ready leads with
 -- next_attempt_at and cannot serve that ORDER BY, so with a large backlog
--- every claim would scan and sort every pending row.  This index walks the
--- pending rows in claim order and stops after LIMIT matches.
+-- every claim would scan and sort every pending row.  The claim takes due
+-- rows from two indexes, each walked in order until LIMIT matches (the
+-- argument is in src/relay/relay_store.c):
+--   ix_outbox_claim_order: fresh rows (no publish has failed), in claim order;
+--   ix_outbox_retry_order: rows a failed publish sent into backoff, in the
+--     order they come due.
+-- A row in backoff is in the second only, so rows piling up in backoff while
+-- the broker refuses are never walked by the claim of a fresh row.
 CREATE INDEX IF NOT EXISTS ix_outbox_claim_order
     ON outbox_messages (occurred_at, id)
     WHERE published_at IS NULL
-      AND dead_lettered_at IS NULL;
+      AND dead_lettered_at IS NULL
+      AND last_error IS NULL;
+
+CREATE INDEX IF NOT EXISTS ix_outbox_retry_order
+    ON outbox_messages (next_attempt_at)
+    WHERE published_at IS NULL
+      AND dead_lettered_at IS NULL
+      AND last_error IS NOT NULL;
 
 -- One event per aggregate version: a second version 2 of a payment is a bug.
 CREATE UNIQUE INDEX IF NOT EXISTS ux_outbox_aggregate_version

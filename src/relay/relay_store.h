@@ -1,8 +1,10 @@
 /* relay_store.h -- the outbox row lifecycle, as the relay drives it.
  *
- * Every transition is one parameterized statement in its own short
- * transaction (autocommit).  Nothing here publishes; the relay publishes
- * between claim and settle, holding no transaction and no row lock.
+ * Every transition is one parameterized statement in a short transaction
+ * of its own (autocommit), except that while a backlog drains the mark of one
+ * batch and the claim of the next share one (relay_mark_claim_send).  Nothing
+ * here publishes; the relay publishes between claim and settle, holding no
+ * transaction and no row lock.
  *
  *                 claim (lease: lock_id, locked_until,        publish ok,
  *                        attempts + 1)                        mark (fenced)
@@ -39,7 +41,12 @@
  *     ended without a settle (its publish crashed the relay, or the lease ran
  *     out each time) is dead-lettered by the claim that takes it past the
  *     limit, instead of being claimed and published forever.  Its attempts
- *     then read max + 1. */
+ *     then read max + 1.
+ *  7. A pending row is fresh (last_error NULL: no publish of it has failed,
+ *     or an operator requeued it) or retried (last_error set by a retry).
+ *     The claim takes due retried rows first, in next_attempt_at order, then
+ *     fresh rows in (occurred_at, id) order; a row backing off is never
+ *     walked by a claim (relay_store.c). */
 #ifndef CW_RELAY_STORE_H
 #define CW_RELAY_STORE_H
 
@@ -150,6 +157,35 @@ int relay_mark_send(PGconn *conn, const char *worker, const struct relay_batch *
                     char *err, size_t errlen);
 int relay_mark_finish(PGconn *conn, struct relay_batch *b, char *sqlstate, char *err,
                       size_t errlen);
+
+/* Which statement of a mark + claim pipeline failed. */
+enum relay_step {
+    RELAY_STEP_NONE = 0,
+    RELAY_STEP_MARK,   /* the mark failed: the claim was not run */
+    RELAY_STEP_CLAIM,  /* the claim failed: the mark was rolled back with it */
+    RELAY_STEP_COMMIT  /* the commit failed: both were rolled back */
+};
+
+/* The fenced mark of b's PUBLISHED messages (there must be one) and the claim
+ * of the next batch, sent as one pipeline: one round trip, one transaction
+ * (the argument that the fence holds is in relay_store.c).  The lease
+ * deadline is taken before the send, into *sent_at.  Returns 0, or -1 with a
+ * message when it could not be sent: then the connection is unusable (a
+ * pipeline half queued cannot be taken back) and must be closed. */
+int relay_mark_claim_send(PGconn *conn, const char *worker, const struct relay_batch *b,
+                          int batch, int lease_ms, enum relay_order order, int64_t *sent_at,
+                          char *err, size_t errlen);
+
+/* Reads what relay_mark_claim_send sent and leaves the connection ready for
+ * the next statement.  Once the commit came back clean, b's PUBLISHED
+ * messages become MARKED or LOST, next holds the claimed batch (possibly
+ * empty) and the number marked is returned.  Otherwise -1, *failed names the
+ * statement, with the SQLSTATE and a message; nothing was committed (or, on a
+ * lost connection, nothing is known): b's states are unchanged and next is
+ * empty. */
+int relay_mark_claim_finish(PGconn *conn, struct relay_batch *b, int64_t sent_at, int lease_ms,
+                            struct relay_batch *next, enum relay_step *failed, char *sqlstate,
+                            char *err, size_t errlen);
 
 /* Schedules a retry of id after delay_ms, releasing the lease and storing
  * last_error (already sanitized by the caller).  next_at receives the
