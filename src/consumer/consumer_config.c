@@ -139,13 +139,8 @@ int consumer_config_parse(int argc, char **argv, struct consumer_config *cfg,
         } else if (strcmp(a, "--proc-name") == 0) {
             proc = v;
         } else if (strcmp(a, "--metrics-listen") == 0) {
-            struct sockaddr_storage addr;
-            socklen_t len;
-            char why[256];
-            if (metrics_listen_parse(v, &addr, &len, why, sizeof(why)) < 0) {
-                snprintf(err, errlen, "--metrics-listen: %s", why);
+            if (metrics_listen_check(v, err, errlen) < 0)
                 return -1;
-            }
             cfg->metrics_listen = v;
         } else {
             snprintf(err, errlen, "unknown option '%s'", a);

@@ -273,3 +273,14 @@ void metrics_server_stop(metrics_server *s)
     MHD_stop_daemon(s->daemon);
     free(s);
 }
+
+int metrics_listen_check(const char *address, char *err, size_t errlen)
+{
+    struct sockaddr_storage addr;
+    socklen_t len;
+    char why[256];
+    if (metrics_listen_parse(address, &addr, &len, why, sizeof(why)) == 0)
+        return 0;
+    snprintf(err, errlen, "--metrics-listen: %s", why);
+    return -1;
+}

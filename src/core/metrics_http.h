@@ -36,6 +36,10 @@ typedef void (*metrics_render_fn)(void *arg, struct promtext *p);
 int metrics_listen_parse(const char *address, struct sockaddr_storage *addr, socklen_t *len,
                          char *err, size_t errlen);
 
+/* The check of a --metrics-listen flag at parse time: 0, or -1 with
+ * "--metrics-listen: what is wrong" in err. */
+int metrics_listen_check(const char *address, char *err, size_t errlen);
+
 /* Parses address, binds it, listens and starts serving.  Returns the server,
  * or NULL with a message in err (bad address, address in use, no
  * permission, ...): nothing is left running then. */

@@ -66,13 +66,8 @@ int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
         } else if (strcmp(a, "--events") == 0) {
             cfg->events = v;
         } else if (strcmp(a, "--metrics-listen") == 0) {
-            struct sockaddr_storage addr;
-            socklen_t len;
-            char why[256];
-            if (metrics_listen_parse(v, &addr, &len, why, sizeof(why)) < 0) {
-                snprintf(err, errlen, "--metrics-listen: %s", why);
+            if (metrics_listen_check(v, err, errlen) < 0)
                 return -1;
-            }
             cfg->metrics_listen = v;
         } else if (strcmp(a, "--name") == 0) {
             size_t n = strlen(v);
