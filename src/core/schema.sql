@@ -1,10 +1,11 @@
--- crashwindow schema, version 2.
+-- crashwindow schema, version 4.
 --
 -- Applied by `outboxctl migrate` in one transaction under an advisory lock;
--- a database already at version 2 is left untouched, one at version 1 gets
--- the upgrade in schema.c first (version 3 narrowed ix_outbox_claim_order to
--- fresh rows and added ix_outbox_retry_order).  outbox_messages,
--- ix_outbox_ready and inbox_messages are the article's, exactly as written.
+-- a database already at version 4 is left untouched, an older one gets the
+-- upgrade steps in schema.c first (version 3 narrowed ix_outbox_claim_order
+-- to fresh rows and added ix_outbox_retry_order; version 4 added
+-- outbox_messages.locked_by).  outbox_messages, ix_outbox_ready and
+-- inbox_messages are the article's, exactly as written.
 
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id uuid PRIMARY KEY,
@@ -24,6 +25,12 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     last_error text,
     dead_lettered_at timestamptz
 );
+
+-- lock_id is the fencing token of the claim that holds (or last held) the
+-- row, a fresh UUID per claim, so that a relay's settle of an old claim can
+-- never match a newer claim of the row, even its own; locked_by is the relay
+-- worker that made that claim, for operators and metrics.
+ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS locked_by uuid;
 
 CREATE INDEX IF NOT EXISTS ix_outbox_ready
     ON outbox_messages (next_attempt_at, occurred_at, id)

@@ -142,6 +142,19 @@ static int wait_ready(int fd, int ms)
     return rc > 0 ? 1 : 0;
 }
 
+/* The fencing token of a new claim: a fresh UUID each time, so that a settle
+ * meant for one claim of a row can never match a later claim of it, even by
+ * this same worker (relay_store.h, invariant 2). */
+static void new_claim_token(const struct relay *r, char token[CW_UUID_LEN + 1])
+{
+#ifdef CW_MUTANT_fence_by_worker
+    snprintf(token, CW_UUID_LEN + 1, "%s", r->worker);
+#else
+    (void)r;
+    cw_uuid_new(token);
+#endif
+}
+
 static void sanitized(const char *raw, char *out, size_t outlen)
 {
     cw_sanitize_error(raw, out, outlen);
@@ -216,6 +229,7 @@ static void emit_claim(const struct relay *r, const struct relay_batch *b, int r
     relay_count(RELAY_EXPIRED_LEASES, recovered);
     cJSON *ev = cwlog_begin("claim");
     cJSON_AddStringToObject(ev, "worker", r->worker);
+    cJSON_AddStringToObject(ev, "token", b->token);
     cJSON *ids = cJSON_AddArrayToObject(ev, "ids");
     cJSON *att = cJSON_AddArrayToObject(ev, "attempts");
     /* What the database held when the claim took each row: the checker's
@@ -414,7 +428,7 @@ static void confirm_batch(struct relay *r, struct relay_batch *b, struct publish
 /* Schedules the retry or dead letter of one FAILED message, or the dead
  * letter of an EXHAUSTED one.  Returns 1 when the lease was lost, 0 when
  * settled, -1 on a database error, -2 when the database connection is gone. */
-static int settle_failure(struct relay *r, struct relay_msg *m)
+static int settle_failure(struct relay *r, const struct relay_batch *b, struct relay_msg *m)
 {
     char safe[CW_ERROR_MAX + 1];
     char err[512], sqlstate[6];
@@ -430,7 +444,7 @@ static int settle_failure(struct relay *r, struct relay_msg *m)
 #endif
     int rc;
     if (dead) {
-        rc = relay_dead_letter(r->db, r->worker, m->id, stored, sqlstate, err, sizeof(err));
+        rc = relay_dead_letter(r->db, b->token, m->id, stored, sqlstate, err, sizeof(err));
         if (rc == 1) {
             relay_count(RELAY_DEAD_LETTERS, 1);
             cJSON *ev = cwlog_begin("dead_letter");
@@ -447,7 +461,7 @@ static int settle_failure(struct relay *r, struct relay_msg *m)
         char next_at[RELAY_TS_LEN];
         int64_t delay = cw_backoff_delay_ms(m->attempts, r->cfg->backoff_base_ms,
                                             r->cfg->backoff_cap_ms);
-        rc = relay_retry(r->db, r->worker, m->id, delay, stored, next_at, sqlstate, err,
+        rc = relay_retry(r->db, b->token, m->id, delay, stored, next_at, sqlstate, err,
                          sizeof(err));
         if (rc == 1) {
             relay_count(RELAY_RETRIES, 1);
@@ -535,6 +549,7 @@ struct round {
     int failed;        /* the mark could not be sent, or relay/mark_fail fired */
     int injected;      /* ... by relay/mark_fail */
     int64_t sent_at;   /* when the claim went out (its lease deadline's start) */
+    char token[CW_UUID_LEN + 1]; /* the claim's fencing token */
     char err[512];     /* why the mark or the pipeline failed */
     char claim_err[512];
 };
@@ -559,24 +574,25 @@ static void round_start(struct relay *r, const struct relay_batch *b, int claim_
         }
     }
     const struct relay_config *cfg = r->cfg;
+    new_claim_token(r, rd->token);
     if (to_mark > 0 && !rd->failed && claim_ahead) {
-        if (relay_mark_claim_send(r->db, r->worker, b, cfg->batch, cfg->lease_ms, cfg->order,
-                                  &rd->sent_at, rd->err, sizeof(rd->err)) < 0)
+        if (relay_mark_claim_send(r->db, r->worker, rd->token, b, cfg->batch, cfg->lease_ms,
+                                  cfg->order, &rd->sent_at, rd->err, sizeof(rd->err)) < 0)
             rd->unusable = 1;
         else
             rd->piped = 1;
         return;
     }
     if (to_mark > 0 && !rd->failed) {
-        int rc = relay_mark_send(r->db, r->worker, b, rd->err, sizeof(rd->err));
+        int rc = relay_mark_send(r->db, b, rd->err, sizeof(rd->err));
         rd->failed = rc < 0;
         rd->mark_sent = rc > 0;
         return;
     }
     if (claim_ahead) {
-        rd->claim_sent = relay_claim_send(r->db, r->worker, cfg->batch, cfg->lease_ms,
-                                          cfg->order, &rd->sent_at, rd->claim_err,
-                                          sizeof(rd->claim_err)) == 0;
+        rd->claim_sent = relay_claim_send(r->db, r->worker, rd->token, cfg->batch,
+                                          cfg->lease_ms, cfg->order, &rd->sent_at,
+                                          rd->claim_err, sizeof(rd->claim_err)) == 0;
         rd->claim_unsent = !rd->claim_sent;
     }
 }
@@ -618,20 +634,21 @@ static int read_round(struct relay *r, struct relay_batch *b, struct round *rd,
      * could be sent. */
     if (rd->claim_unsent)
         result = claim_failed(r, "", rd->claim_err);
-    else if (rd->claim_sent && relay_claim_finish(r->db, rd->sent_at, r->cfg->lease_ms, next,
-                                                  sqlstate, err, sizeof(err)) < 0)
+    else if (rd->claim_sent && relay_claim_finish(r->db, rd->token, rd->sent_at,
+                                                  r->cfg->lease_ms, next, sqlstate, err,
+                                                  sizeof(err)) < 0)
         result = claim_failed(r, sqlstate, err);
     if (result == ITER_DB_LOST)
         return result;
     if (rd->piped) {
         enum relay_step failed;
-        rc = relay_mark_claim_finish(r->db, b, rd->sent_at, r->cfg->lease_ms, next, &failed,
-                                     sqlstate, err, sizeof(err));
+        rc = relay_mark_claim_finish(r->db, b, rd->token, rd->sent_at, r->cfg->lease_ms, next,
+                                     &failed, sqlstate, err, sizeof(err));
         if (rc >= 0)
             *marked = 2;
         if (rc < 0 && failed != RELAY_STEP_MARK && !pgx_conn_lost(r->db, sqlstate)) {
             result = claim_failed(r, sqlstate, err);
-            rc = relay_mark(r->db, r->worker, b, sqlstate, err, sizeof(err));
+            rc = relay_mark(r->db, b, sqlstate, err, sizeof(err));
             *marked = rc >= 0;
         }
     } else if (rd->mark_sent) {
@@ -687,7 +704,7 @@ static int round_end(struct relay *r, struct relay_batch *b, struct round *rd,
     for (int i = 0; i < b->n && result != ITER_DB_LOST; i++) {
         if (b->msgs[i].state != RELAY_MSG_FAILED && b->msgs[i].state != RELAY_MSG_EXHAUSTED)
             continue;
-        int frc = settle_failure(r, &b->msgs[i]);
+        int frc = settle_failure(r, b, &b->msgs[i]);
         if (frc == 1)
             lost++;
         if (frc == -2)
@@ -724,8 +741,10 @@ static int claim_now(struct relay *r, struct relay_batch *b)
     if (pgx_cmd(r->db, "BEGIN", 0, NULL, sqlstate, err, sizeof(err)) < 0)
         return pgx_conn_lost(r->db, sqlstate) ? ITER_DB_LOST : ITER_ERROR;
 #endif
-    if (relay_claim(r->db, r->worker, r->cfg->batch, r->cfg->lease_ms, r->cfg->order, b,
-                    sqlstate, err, sizeof(err)) < 0) {
+    char token[CW_UUID_LEN + 1];
+    new_claim_token(r, token);
+    if (relay_claim(r->db, r->worker, token, r->cfg->batch, r->cfg->lease_ms, r->cfg->order,
+                    b, sqlstate, err, sizeof(err)) < 0) {
 #ifdef CW_MUTANT_publish_in_claim_tx
         pgx_rollback(r->db);
 #endif

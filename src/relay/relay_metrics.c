@@ -24,7 +24,7 @@ static const struct promtext_counter rows[RELAY_COUNT_N] = {
                                "Publishes that failed (refused, timed out, connection lost).",
                                NULL, NULL },
     [RELAY_MARKED] = { "outbox_relay_marked_total",
-                       "Rows this relay marked published (fenced by its lock_id).", NULL, NULL },
+                       "Rows this relay marked published (each fenced by its claim token).", NULL, NULL },
     [RELAY_MARKS_WITH_CLAIM] = { "outbox_relay_mark_commits_total",
                                  "Mark statements committed: with the claim of a batch ahead "
                                  "(one commit per batch), or on their own.",
@@ -74,7 +74,7 @@ static void render(void *arg, struct promtext *p)
     for (int i = 0; i < RELAY_COUNT_N; i++)
         values[i] = atomic_load(&counts[i]);
     promtext_family(p, "outbox_relay_info", "gauge",
-                    "This relay: its process name and worker id (the lock_id it writes).");
+                    "This relay: its process name and worker id (the locked_by it writes).");
     promtext_sample(p, "outbox_relay_info",
                     (const char *[]){ "name", proc_name, "worker",
                                       atomic_load(&worker_known) ? worker_id : "", NULL },

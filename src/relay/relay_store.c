@@ -91,6 +91,7 @@
     ")\n"                                                                       \
     "UPDATE outbox_messages AS m\n"                                             \
     "SET lock_id = $1::uuid,\n"                                                 \
+    "    locked_by = $4::uuid,\n"                                               \
     "    locked_until = now() + $3::bigint * interval '1 millisecond',\n"       \
     "    attempts = m.attempts + 1\n"                                           \
     "FROM candidates AS c\n"                                                    \
@@ -106,20 +107,20 @@
 static const char sql_claim_fifo[] = CLAIM_SQL("");
 static const char sql_claim_per_aggregate[] = CLAIM_SQL(CLAIM_ORDER_FILTER);
 
-/* Fenced by lock_id: a row re-claimed by another worker is not ours to mark.
- * The lease time is deliberately not part of the fence: if our lease ran out
- * but nobody claimed the row since, the broker's confirm is still a fact and
- * recording it spares a needless republish.  lock_id is the worker's id, not
- * a token per claim: a re-claim by another worker changes it, a re-claim by
- * this same worker does not, so this fence cannot tell one of our claims of
- * a row from a later one. */
+/* Fenced by lock_id, the token of the claim that leased the row (a fresh one
+ * per claim): a row claimed again since, by another worker or by this one, is
+ * not this claim's to mark.  The lease time is deliberately not part of the
+ * fence: if the lease ran out but nobody claimed the row since, the broker's
+ * confirm is still a fact and recording it spares a needless republish.  A
+ * row already published is never marked again (its published_at is the
+ * first confirm's). */
 static const char sql_mark[] =
     "UPDATE outbox_messages\n"
     "SET published_at = now(), locked_until = NULL\n"
 #ifdef CW_MUTANT_mark_without_owner_check
     "WHERE id = ANY($1::uuid[])\n"
 #else
-    "WHERE id = ANY($1::uuid[]) AND lock_id = $2::uuid\n"
+    "WHERE id = ANY($1::uuid[]) AND lock_id = $2::uuid AND published_at IS NULL\n"
 #endif
     "RETURNING id";
 
@@ -174,11 +175,12 @@ static char *dup_or_null(const PGresult *res, int row, int col)
 }
 
 /* Fills out from a claim result (which it does not free). */
-static void parse_claim(const PGresult *res, int64_t sent_at, int lease_ms,
+static void parse_claim(const PGresult *res, const char *token, int64_t sent_at, int lease_ms,
                         struct relay_batch *out)
 {
     int n = PQntuples(res);
     memset(out, 0, sizeof(*out));
+    snprintf(out->token, sizeof(out->token), "%s", token);
     out->lease_deadline_ms = sent_at + lease_ms;
     if (n == 0)
         return;
@@ -209,42 +211,45 @@ static void parse_claim(const PGresult *res, int64_t sent_at, int lease_ms,
 struct claim_params {
     char batch[16];
     char lease[24];
-    const char *values[3];
+    const char *values[4];
 };
 
-static void claim_params(struct claim_params *p, const char *worker, int batch, int lease_ms)
+static void claim_params(struct claim_params *p, const char *worker, const char *token,
+                         int batch, int lease_ms)
 {
     snprintf(p->batch, sizeof(p->batch), "%d", batch);
     snprintf(p->lease, sizeof(p->lease), "%d", lease_ms);
-    p->values[0] = worker;
+    p->values[0] = token;
     p->values[1] = p->batch;
     p->values[2] = p->lease;
+    p->values[3] = worker;
 }
 
-int relay_claim(PGconn *conn, const char *worker, int batch, int lease_ms,
+int relay_claim(PGconn *conn, const char *worker, const char *token, int batch, int lease_ms,
                 enum relay_order order, struct relay_batch *out,
                 char *sqlstate, char *err, size_t errlen)
 {
     struct claim_params p;
-    claim_params(&p, worker, batch, lease_ms);
+    claim_params(&p, worker, token, batch, lease_ms);
     memset(out, 0, sizeof(*out));
     int64_t sent_at = cw_mono_ms();
-    PGresult *res = pgx_exec(conn, relay_sql("claim", order), 3, p.values, sqlstate,
+    PGresult *res = pgx_exec(conn, relay_sql("claim", order), 4, p.values, sqlstate,
                              err, errlen);
     if (res == NULL)
         return -1;
-    parse_claim(res, sent_at, lease_ms, out);
+    parse_claim(res, token, sent_at, lease_ms, out);
     PQclear(res);
     return 0;
 }
 
-int relay_claim_send(PGconn *conn, const char *worker, int batch, int lease_ms,
-                     enum relay_order order, int64_t *sent_at, char *err, size_t errlen)
+int relay_claim_send(PGconn *conn, const char *worker, const char *token, int batch,
+                     int lease_ms, enum relay_order order, int64_t *sent_at, char *err,
+                     size_t errlen)
 {
     struct claim_params p;
-    claim_params(&p, worker, batch, lease_ms);
+    claim_params(&p, worker, token, batch, lease_ms);
     *sent_at = cw_mono_ms();
-    if (PQsendQueryParams(conn, relay_sql("claim", order), 3, NULL, p.values, NULL, NULL, 0)
+    if (PQsendQueryParams(conn, relay_sql("claim", order), 4, NULL, p.values, NULL, NULL, 0)
         == 0) {
         snprintf(err, errlen, "%s", PQerrorMessage(conn));
         return -1;
@@ -252,14 +257,14 @@ int relay_claim_send(PGconn *conn, const char *worker, int batch, int lease_ms,
     return 0;
 }
 
-int relay_claim_finish(PGconn *conn, int64_t sent_at, int lease_ms, struct relay_batch *out,
-                       char *sqlstate, char *err, size_t errlen)
+int relay_claim_finish(PGconn *conn, const char *token, int64_t sent_at, int lease_ms,
+                       struct relay_batch *out, char *sqlstate, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     PGresult *res = pgx_get_result(conn, sqlstate, err, errlen);
     if (res == NULL)
         return -1;
-    parse_claim(res, sent_at, lease_ms, out);
+    parse_claim(res, token, sent_at, lease_ms, out);
     PQclear(res);
     return 0;
 }
@@ -372,8 +377,7 @@ static void sync_result(PGconn *conn, enum relay_step *failed, char *sqlstate, c
     }
 }
 
-int relay_mark(PGconn *conn, const char *worker, struct relay_batch *b,
-               char *sqlstate, char *err, size_t errlen)
+int relay_mark(PGconn *conn, struct relay_batch *b, char *sqlstate, char *err, size_t errlen)
 {
     int count = 0;
     char *ids = relay_id_array(b, RELAY_MSG_PUBLISHED, &count);
@@ -385,7 +389,7 @@ int relay_mark(PGconn *conn, const char *worker, struct relay_batch *b,
         free(ids);
         return 0;
     }
-    const char *params[2] = { ids, worker };
+    const char *params[2] = { ids, b->token };
     PGresult *res = pgx_exec(conn, sql_mark, MARK_NPARAMS, params, sqlstate, err, errlen);
     free(ids);
     if (res == NULL)
@@ -395,8 +399,7 @@ int relay_mark(PGconn *conn, const char *worker, struct relay_batch *b,
     return marked;
 }
 
-int relay_mark_send(PGconn *conn, const char *worker, const struct relay_batch *b,
-                    char *err, size_t errlen)
+int relay_mark_send(PGconn *conn, const struct relay_batch *b, char *err, size_t errlen)
 {
     int count = 0;
     char *ids = relay_id_array(b, RELAY_MSG_PUBLISHED, &count);
@@ -408,7 +411,7 @@ int relay_mark_send(PGconn *conn, const char *worker, const struct relay_batch *
         free(ids);
         return 0;
     }
-    const char *params[2] = { ids, worker };
+    const char *params[2] = { ids, b->token };
     /* libpq copies the parameters into its output buffer: ids may go now. */
     int ok = PQsendQueryParams(conn, sql_mark, MARK_NPARAMS, NULL, params, NULL, NULL, 0);
     free(ids);
@@ -436,7 +439,7 @@ int relay_mark_finish(PGconn *conn, struct relay_batch *b, char *sqlstate, char 
  * opens an explicit transaction, one implicit transaction and one commit.
  * Why the fence is as strong as with two transactions:
  *
- *  1. The mark is the same statement, fenced by lock_id = worker and
+ *  1. The mark is the same statement, fenced by its claim's token and
  *     evaluated first: it marks exactly what it would mark on its own.
  *  2. The claim runs after it in the same transaction and sees its effect
  *     (a new snapshot per statement), so it cannot take a row this mark just
@@ -457,9 +460,9 @@ int relay_mark_finish(PGconn *conn, struct relay_batch *b, char *sqlstate, char 
  *
  * What it buys: a batch costs one commit (one WAL flush) and one round trip
  * instead of two of each. */
-int relay_mark_claim_send(PGconn *conn, const char *worker, const struct relay_batch *b,
-                          int batch, int lease_ms, enum relay_order order, int64_t *sent_at,
-                          char *err, size_t errlen)
+int relay_mark_claim_send(PGconn *conn, const char *worker, const char *token,
+                          const struct relay_batch *b, int batch, int lease_ms,
+                          enum relay_order order, int64_t *sent_at, char *err, size_t errlen)
 {
     int count = 0;
     char *ids = relay_id_array(b, RELAY_MSG_PUBLISHED, &count);
@@ -468,12 +471,12 @@ int relay_mark_claim_send(PGconn *conn, const char *worker, const struct relay_b
         return -1;
     }
     struct claim_params p;
-    claim_params(&p, worker, batch, lease_ms);
-    const char *mark_params[2] = { ids, worker };
+    claim_params(&p, worker, token, batch, lease_ms);
+    const char *mark_params[2] = { ids, b->token };
     *sent_at = cw_mono_ms();
     int ok = PQenterPipelineMode(conn) &&
              PQsendQueryParams(conn, sql_mark, MARK_NPARAMS, NULL, mark_params, NULL, NULL, 0) &&
-             PQsendQueryParams(conn, relay_sql("claim", order), 3, NULL, p.values, NULL, NULL,
+             PQsendQueryParams(conn, relay_sql("claim", order), 4, NULL, p.values, NULL, NULL,
                                0) &&
              PQpipelineSync(conn);
     free(ids);
@@ -486,8 +489,8 @@ int relay_mark_claim_send(PGconn *conn, const char *worker, const struct relay_b
     return 0;
 }
 
-int relay_mark_claim_finish(PGconn *conn, struct relay_batch *b, int64_t sent_at, int lease_ms,
-                            struct relay_batch *next, enum relay_step *failed, char *sqlstate,
+int relay_mark_claim_finish(PGconn *conn, struct relay_batch *b, const char *token,
+                            int64_t sent_at, int lease_ms, struct relay_batch *next, enum relay_step *failed, char *sqlstate,
                             char *err, size_t errlen)
 {
     PGresult *res[2] = { NULL, NULL };
@@ -522,20 +525,20 @@ int relay_mark_claim_finish(PGconn *conn, struct relay_batch *b, int64_t sent_at
     int marked = -1;
     if (*failed == RELAY_STEP_NONE) {
         marked = apply_mark(res[0], b);
-        parse_claim(res[1], sent_at, lease_ms, next);
+        parse_claim(res[1], token, sent_at, lease_ms, next);
     }
     PQclear(res[0]);
     PQclear(res[1]);
     return marked;
 }
 
-int relay_retry(PGconn *conn, const char *worker, const char *id, int64_t delay_ms,
+int relay_retry(PGconn *conn, const char *token, const char *id, int64_t delay_ms,
                 const char *last_error, char next_at[RELAY_TS_LEN],
                 char *sqlstate, char *err, size_t errlen)
 {
     char delay_s[24];
     snprintf(delay_s, sizeof(delay_s), "%lld", (long long)delay_ms);
-    const char *params[4] = { id, worker, delay_s, last_error };
+    const char *params[4] = { id, token, delay_s, last_error };
     next_at[0] = '\0';
     PGresult *res = pgx_exec(conn, sql_retry, 4, params, sqlstate, err, errlen);
     if (res == NULL)
@@ -547,10 +550,10 @@ int relay_retry(PGconn *conn, const char *worker, const char *id, int64_t delay_
     return rows > 0 ? 1 : 0;
 }
 
-int relay_dead_letter(PGconn *conn, const char *worker, const char *id,
+int relay_dead_letter(PGconn *conn, const char *token, const char *id,
                       const char *last_error, char *sqlstate, char *err, size_t errlen)
 {
-    const char *params[3] = { id, worker, last_error };
+    const char *params[3] = { id, token, last_error };
     PGresult *res = pgx_exec(conn, sql_dead_letter, 3, params, sqlstate, err, errlen);
     if (res == NULL)
         return -1;

@@ -99,7 +99,7 @@ def test_each_program_serves_its_counts_and_the_pipeline_figures(db, procs, brok
     assert v(relay_page, "outbox_relay_claimed_messages_total") == 20
     assert v(relay_page, "outbox_relay_retries_total") == 0
     worker = [lab["worker"] for n, lab, _ in relay_page["outbox_relay_info"]["samples"]]
-    assert worker == [scalar(db, "SELECT DISTINCT lock_id::text FROM outbox_messages")]
+    assert worker == [scalar(db, "SELECT DISTINCT locked_by::text FROM outbox_messages")]
     assert v(consumer_page, "inbox_consumer_applied_total", consumer="accounting") == 20
     assert v(consumer_page, "inbox_consumer_duplicates_total", consumer="accounting") == 0
     assert v(consumer_page, "inbox_consumer_deliveries_total", consumer="accounting") == 20

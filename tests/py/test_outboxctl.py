@@ -314,15 +314,18 @@ def test_migrate_upgrades_a_version_1_database(db):
         conn.execute("DROP INDEX ix_outbox_retry_order")
         conn.execute("CREATE INDEX ix_outbox_claim_order ON outbox_messages (occurred_at, id)"
                      " WHERE published_at IS NULL AND dead_lettered_at IS NULL")
+        conn.execute("ALTER TABLE outbox_messages DROP COLUMN locked_by")
         conn.execute("DELETE FROM schema_migrations")
         conn.execute("INSERT INTO schema_migrations (version) VALUES (1)")
     pending = row(db)
     out = ctl(db, "migrate")
-    assert out.returncode == 0 and out.stdout == "schema version 3 applied\n", out
+    assert out.returncode == 0 and out.stdout == "schema version 4 applied\n", out
     assert out.stderr == "", "no notices about what already exists"
     defs = dict(query(db, "SELECT indexname, indexdef FROM pg_indexes"
                           " WHERE indexname IN ('ix_outbox_claim_order', 'ix_outbox_retry_order')"))
     assert "last_error IS NULL" in defs["ix_outbox_claim_order"]
     assert "last_error IS NOT NULL" in defs["ix_outbox_retry_order"]
     assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE id = %s", (pending,)) == 1
-    assert ctl(db, "migrate").stdout == "schema already at version 3\n"
+    assert scalar(db, "SELECT count(*) FROM information_schema.columns"
+                      " WHERE table_name = 'outbox_messages' AND column_name = 'locked_by'") == 1
+    assert ctl(db, "migrate").stdout == "schema already at version 4\n"

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from datetime import datetime, timezone
 
 import psycopg
@@ -131,14 +132,18 @@ def test_publishes_each_row_with_its_id_headers_and_exact_payload(db, procs, bro
 
     rows = {r[0]: r for r in query(
         db, "SELECT id::text, aggregate_id::text, aggregate_version, event_type, schema_version,"
-            " payload::text, trace_parent, attempts, lock_id::text, locked_until,"
+            " payload::text, trace_parent, attempts, locked_by::text, locked_until, lock_id::text,"
             " to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
             " FROM outbox_messages")}
     start = relay.events("start")[0]
     for r in rows.values():
         assert r[7] == 1, "one claim per row when nothing fails"
-        assert r[8] == start["worker"], "lock_id keeps the worker that published"
+        assert r[8] == start["worker"], "locked_by keeps the worker that published"
         assert r[9] is None, "the lease is released when marked"
+    # lock_id fences one claim, not one worker: as many tokens as claims.
+    claim_tokens = {c["token"] for c in relay.events("claim")}
+    assert len(claim_tokens) == len(relay.events("claim")) and start["worker"] not in claim_tokens
+    assert {r[10] for r in rows.values()} <= claim_tokens
 
     # Every row arrives once, byte for byte, with its headers, in claim order.
     with broker_connect(sock, client="pytest-sub") as sub:
@@ -158,7 +163,7 @@ def test_publishes_each_row_with_its_id_headers_and_exact_payload(db, procs, bro
         assert d["headers"]["traceparent"] == r[6]
         assert d["headers"]["aggregate_version"] == r[2]
         assert d["headers"]["schema_version"] == r[4]
-        assert d["headers"]["occurred_at"] == r[10]
+        assert d["headers"]["occurred_at"] == r[11]
     assert all(e["client"] == "relay-1" for e in stored(sock))
 
     claims = relay.events("claim")
@@ -190,7 +195,7 @@ def test_two_relays_on_1000_messages_never_hold_one_message_under_two_live_lease
     workers = {c["worker"] for c in claims}
     assert len(workers) == 2, "both relays took part"
     # The database agrees: every row was last held by one of the two workers.
-    assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE lock_id::text <> ALL(%s)",
+    assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE locked_by::text <> ALL(%s)",
                   (list(workers),)) == 0
     assert r1.stop() == 0 and r2.stop() == 0
 
@@ -317,10 +322,10 @@ def plan_of_claim(db, order="fifo"):
                          check=True, capture_output=True, text=True).stdout
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("DEALLOCATE ALL")
-        conn.execute(f"PREPARE claim_plan(uuid, int, bigint) AS {sql}")
+        conn.execute(f"PREPARE claim_plan(uuid, int, bigint, uuid) AS {sql}")
         conn.execute("BEGIN")
         plan = conn.execute("EXPLAIN (FORMAT JSON) EXECUTE claim_plan"
-                            "(gen_random_uuid(), 100, 30000)").fetchone()[0]
+                            "(gen_random_uuid(), 100, 30000, gen_random_uuid())").fetchone()[0]
         conn.execute("ROLLBACK")
     return plan
 
@@ -385,10 +390,10 @@ def analyze_claim(db, order="fifo", walk=False):
         if walk:
             conn.execute("SET enable_bitmapscan = off")
             conn.execute("SET enable_sort = off")
-        conn.execute(f"PREPARE claim_plan(uuid, int, bigint) AS {sql}")
+        conn.execute(f"PREPARE claim_plan(uuid, int, bigint, uuid) AS {sql}")
         conn.execute("BEGIN")
         plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_plan"
-                            "(gen_random_uuid(), 100, 30000)").fetchone()[0]
+                            "(gen_random_uuid(), 100, 30000, gen_random_uuid())").fetchone()[0]
         conn.execute("ROLLBACK")
     return plan
 
@@ -433,7 +438,7 @@ def test_claim_does_not_walk_the_rows_backing_off(db):
         conn.execute("BEGIN")
         got = [str(r[0]) for r in conn.execute(
             relay_sql.replace("$1::uuid", "gen_random_uuid()").replace("$2::int", "100")
-            .replace("$3::bigint", "30000")).fetchall()]
+            .replace("$3::bigint", "30000").replace("$4::uuid", "gen_random_uuid()")).fetchall()]
         conn.execute("ROLLBACK")
     assert len(got) == 100 and set(due) <= set(got)
     # The check can fail: with one index over every pending row (schema
@@ -444,6 +449,39 @@ def test_claim_does_not_walk_the_rows_backing_off(db):
                      " WHERE published_at IS NULL AND dead_lettered_at IS NULL")
         conn.execute("ANALYZE outbox_messages")
     assert rows_read(analyze_claim(db, walk=True)) > 20000
+
+
+def relay_statement(which):
+    return subprocess.run([binary("outbox-relay"), "--print-sql", which], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def test_a_settle_of_an_old_claim_cannot_touch_the_same_workers_newer_claim(db):
+    """The fence is the claim, not the worker: a relay whose lease on a row
+    expired and that claimed the row again must not be able to retry, dead
+    letter or mark it under its old claim (with one token per worker, the old
+    claim's retry cleared the new claim's lease)."""
+    [mid] = insert_rows(db, 1)
+    worker, old, new = (str(uuid.uuid4()) for _ in range(3))
+    # EXECUTE takes no bound parameters: the client cursor inlines them.
+    with psycopg.connect(db, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        conn.execute("PREPARE claim(uuid, int, bigint, uuid) AS " + relay_statement("claim"))
+        conn.execute("PREPARE mark(uuid[], uuid) AS " + relay_statement("mark"))
+        conn.execute("PREPARE retry(uuid, uuid, bigint, text) AS " + relay_statement("retry"))
+        conn.execute("PREPARE dead(uuid, uuid, text) AS " + relay_statement("dead_letter"))
+        # A lease of 0 ms has expired by the next statement.
+        assert len(conn.execute("EXECUTE claim(%s::uuid, 1, 0, %s::uuid)", (old, worker)).fetchall()) == 1
+        assert len(conn.execute("EXECUTE claim(%s::uuid, 1, 60000, %s::uuid)",
+                                (new, worker)).fetchall()) == 1
+        assert conn.execute("EXECUTE retry(%s::uuid, %s::uuid, 1000, 'refused')", (mid, old)).rowcount == 0
+        assert conn.execute("EXECUTE dead(%s::uuid, %s::uuid, 'refused')", (mid, old)).rowcount == 0
+        assert conn.execute("EXECUTE mark(%s::uuid[], %s::uuid)", ([mid], old)).rowcount == 0
+        assert conn.execute("EXECUTE mark(%s::uuid[], %s::uuid)", ([mid], new)).rowcount == 1
+        # Published once: a second mark, even under the live token, is refused.
+        assert conn.execute("EXECUTE mark(%s::uuid[], %s::uuid)", ([mid], new)).rowcount == 0
+    assert query(db, "SELECT lock_id::text, locked_by::text, attempts, last_error,"
+                     " published_at IS NOT NULL FROM outbox_messages")[0] == \
+        (new, worker, 2, None, True)
 
 
 def test_a_backlog_costs_one_commit_per_batch(db, procs, broker):
