@@ -195,6 +195,12 @@ int pgx_cmd(PGconn *conn, const char *sql, int nparams,
     return 0;
 }
 
+PGresult *pgx_next_result(PGconn *conn)
+{
+    pgx_wait_result(conn, NULL, 0);
+    return PQgetResult(conn);
+}
+
 PGresult *pgx_get_result(PGconn *conn, char *sqlstate, char *err, size_t errlen)
 {
     PGresult *res, *first = NULL;
@@ -210,7 +216,7 @@ PGresult *pgx_get_result(PGconn *conn, char *sqlstate, char *err, size_t errlen)
     }
     /* Only the first result is the statement's; any later one is drained so
      * that the connection can take the next command. */
-    while ((res = PQgetResult(conn)) != NULL) {
+    while ((res = pgx_next_result(conn)) != NULL) {
         ExecStatusType st = PQresultStatus(res);
         if (!seen && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)) {
             first = res;

@@ -43,6 +43,11 @@ PGconn *pgx_connect_params(const char *const *keys, const char *const *vals,
  * the connection is then shut down and err says so. */
 int pgx_wait_result(PGconn *conn, char *err, size_t errlen);
 
+/* PQgetResult within the call deadline (for pipelines and other loops over
+ * results): when the deadline passes the connection is shut, and what
+ * comes back is libpq's error for a lost connection, then NULL. */
+PGresult *pgx_next_result(PGconn *conn);
+
 /* Runs sql with nparams text parameters.  Returns the result when its status
  * is PGRES_COMMAND_OK or PGRES_TUPLES_OK; otherwise clears it, writes a short
  * message and the SQLSTATE (5 chars + NUL, "" if none) and returns NULL.
