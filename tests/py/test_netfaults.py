@@ -5,6 +5,7 @@ server, a blackhole that only a client-side deadline ends, --keep's hint).
 import json
 import os
 import select
+import signal
 import subprocess
 import time
 import uuid
@@ -167,3 +168,42 @@ def test_commit_cut_reaches_the_server_and_loses_the_answer(proxied, then):
     # the cut is spent: the next connection through the link works
     with psycopg.connect(via, autocommit=True) as c2:
         assert c2.execute("SELECT 1").fetchone()[0] == 1
+
+
+def test_keep_prints_how_to_set_a_fault_on_a_live_link(tmp_path, pg_cluster):
+    path = scenario(tmp_path, "keep-net", [
+        {"do": "payments", "count": 2, "key_prefix": "t-keepnet"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000}])
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out), "--keep")
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    sock = None
+    runner = [json.loads(line) for line in
+              (out / sc["dir"] / "runner.events.jsonl").read_text().splitlines()]
+    alive = [e["target_pid"] for e in runner if e["event"] == "start" and "target_pid" in e]
+    try:
+        assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout + r.stderr
+        hint = next(line for line in r.stdout.splitlines() if "--send" in line)
+        args = hint.split(": ", 1)[1].split()
+        exe, sock = args[0], args[args.index("--control") + 1]
+        frame = {"op": "set", "link": "relay-1->pg", "fault": "latency", "latency_ms": 100}
+        done = subprocess.run([exe, "--control", sock, "--send", json.dumps(frame)],
+                              capture_output=True, text=True, timeout=10)
+        assert done.returncode == 0 and json.loads(done.stdout)["op"] == "ok", done.stderr
+        links = subprocess.run([exe, "--control", sock, "--send", '{"op":"links"}'],
+                               capture_output=True, text=True, timeout=10)
+        names = {l["name"] for l in json.loads(links.stdout)["links"]}
+        assert {"api->pg", "relay-1->pg", "relay-1->broker", "accounting->broker"} <= names
+    finally:
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for pid in alive:
+        wait_for(lambda p=pid: not os.path.exists(f"/proc/{p}"), 10, f"kept process {pid} to go")
+    run_tmp = os.path.dirname(sock) if sock else None
+    if run_tmp and os.path.isdir(run_tmp):
+        for name in os.listdir(run_tmp):
+            os.unlink(os.path.join(run_tmp, name))
+        os.rmdir(run_tmp)
