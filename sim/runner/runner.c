@@ -1597,8 +1597,15 @@ static int find_binaries(struct runner *r, const struct run_list *l)
         { r->exe_consumer, "accounting-consumer", need[SC_CONSUMER] },
         { r->exe_outboxctl, "outboxctl", 1 },
         { r->exe_broker, "fakebroker", 1 },
-        { r->exe_netproxy, "netproxy", 1 },
     };
+    /* The fault proxy is the harness's own, like crashwindow: from this
+     * build, whatever --bin names as the binaries under test. */
+    char own[PATH_MAX];
+    if (runner_build_dir(own, sizeof(own)) < 0 ||
+        find_exe(own, "netproxy", r->exe_netproxy, PATH_MAX) < 0) {
+        fprintf(stderr, "crashwindow: netproxy not found in %s (build it)\n", own);
+        return -1;
+    }
     for (size_t i = 0; i < sizeof(exes) / sizeof(exes[0]); i++) {
         if (find_exe(r->bin, exes[i].name, exes[i].path, PATH_MAX) == 0)
             continue;
