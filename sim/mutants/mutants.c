@@ -47,11 +47,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define MUTANT_MAX_SCENARIOS 6
+
 /* Each mutant and the scenarios that aim at its mistake. */
 struct mutant {
     const char *name;
     const char *mistake;
-    const char *scenarios[4];
+    const char *scenarios[MUTANT_MAX_SCENARIOS];
 };
 
 static const struct mutant MUTANTS[] = {
@@ -80,7 +82,7 @@ static const struct mutant MUTANTS[] = {
     { "trace_as_inbox_key", "the inbox key is the trace id",
       { "02-crash-after-commit", "06-crash-before-ack" } },
     { "blind_version_apply", "the consumer applies any version it receives",
-      { "10-per-aggregate-order" } },
+      { "10-per-aggregate-order", "30-skewed-api-clock" } },
     { "unsanitized_last_error", "the raw error, secrets included, goes into last_error",
       { "08-poison-message" } },
     { "idempotency_without_hash", "a reused key with another body replays the old response",
@@ -89,9 +91,9 @@ static const struct mutant MUTANTS[] = {
       { "23-parked-gap-applied" } },
     { "relay_keeps_dead_db_connection", "the relay keeps using a database connection it lost",
       { "16-postgres-crash-under-load", "17-backends-terminated", "19-failover-synchronous",
-        "20-failover-asynchronous-loss" } },
+        "20-failover-asynchronous-loss", "25-relay-pg-silent", "31-relay-pg-partition" } },
     { "relay_keeps_dead_broker_connection", "the relay keeps using a broker connection that broke",
-      { "21-broker-crash-durable", "22-broker-crash-in-memory" } },
+      { "21-broker-crash-durable", "22-broker-crash-in-memory", "28-confirm-lost" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 
@@ -415,7 +417,7 @@ static void print_list(void)
 {
     for (int k = 0; k < NMUTANTS; k++) {
         printf("%-26s %s\n%-26s scenarios:", MUTANTS[k].name, MUTANTS[k].mistake, "");
-        for (int j = 0; j < 4 && MUTANTS[k].scenarios[j]; j++)
+        for (int j = 0; j < MUTANT_MAX_SCENARIOS && MUTANTS[k].scenarios[j]; j++)
             printf(" %s", MUTANTS[k].scenarios[j]);
         printf("\n");
     }
@@ -568,7 +570,7 @@ static int aimed_files(struct mrun *r, const struct mutant *m, char files[4][PAT
                        const char **fp)
 {
     int nf = 0;
-    for (int j = 0; j < 4 && m->scenarios[j] != NULL; j++) {
+    for (int j = 0; j < MUTANT_MAX_SCENARIOS && m->scenarios[j] != NULL; j++) {
         fmt(files[nf], sizeof(files[nf]), "%s/scenarios/%s.json", runner_source_dir(),
             m->scenarios[j]);
         fp[nf] = files[nf];

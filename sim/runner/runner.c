@@ -481,7 +481,11 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
         env[nenv++] = deadline_var;
     }
     char clock[4][160];
-    nenv += runner_clock_env(s, idx, clock, env + nenv, 4);
+    int nclock = runner_clock_env(s, idx, clock, env + nenv, 4);
+    if (nclock < 0)
+        return runner_fail(s, "%s has a \"clock\", but libfaketime is not installed "
+                           "(Debian package libfaketime; scripts/setup installs it)", p->name);
+    nenv += nclock;
     env[nenv] = NULL;
     if (proc_spawn(p, argv, faults, env, err, sizeof(err)) < 0)
         return runner_fail(s, "%s", err);
@@ -1770,6 +1774,10 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
     r->o = o;
     if (result_out != NULL)
         *result_out = NULL;
+    /* The witness is not the system under test: its own database calls
+     * (creating databases, checking invariants) get a minute, not the
+     * programs' few seconds, so that a loaded machine does not fail a run. */
+    pgx_set_deadline_ms(60000);
 
     if (load_scenarios(o, points, &l) < 0)
         goto out;

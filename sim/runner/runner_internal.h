@@ -197,7 +197,8 @@ void runner_payments_join(struct sctx *s);
 /* ---- runner_net.c ------------------------------------------------------- */
 
 /* Starts the fault proxy with a broker link per process and, unless the
- * scenario has a standby, a PostgreSQL link per process.  0 or -1
+ * scenario has a standby, a PostgreSQL link per process (a loopback TCP
+ * port for the process, the server's Unix socket or address upstream).  0 or -1
  * (recorded). */
 int runner_start_netproxy(struct sctx *s);
 
@@ -211,7 +212,7 @@ const char *runner_db_env(const struct sctx *s, int idx);
 
 /* The variables that give process idx its scenario clock (libfaketime)
  * into env (at most max, texts in buf[]).  Returns how many (0: real
- * time). */
+ * time), or -1 when libfaketime is not installed. */
 int runner_clock_env(const struct sctx *s, int idx, char (*buf)[160], const char **env,
                      int max);
 
@@ -224,7 +225,8 @@ int runner_net_check(struct sctx *s);
 
 /* When a scenario of the run has a partition fault: the run moves into a
  * network namespace of its own (before PostgreSQL and every process
- * start), with loopback up.  0, or -1 with the reason printed. */
+ * start), with loopback up; --pg's server must then be named by its Unix
+ * socket.  0, or -1 with the reason printed. */
 int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, int n);
 
 /* --keep: how to set a fault on a live link by hand. */

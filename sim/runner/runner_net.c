@@ -14,6 +14,7 @@
 #include "brokerctl.h"
 #include "cwlog.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <net/if.h>
 #include <sched.h>
@@ -106,6 +107,27 @@ static int read_links(struct sctx *s, const cJSON *reply)
     return 0;
 }
 
+/* Where a PostgreSQL link forwards to: the server's Unix socket when the
+ * conninfo names a socket directory (it works from any network namespace,
+ * so a run with a partition can still use --pg's server), else its IPv4
+ * address and port.  -1 when neither (the processes then go direct). */
+static int pg_upstream(const char *conninfo, char *out, size_t outlen)
+{
+    char host[PATH_MAX], port[16];
+    conninfo_get(conninfo, "host", host, sizeof(host));
+    conninfo_get(conninfo, "port", port, sizeof(port));
+    if (port[0] == '\0')
+        snprintf(port, sizeof(port), "5432");
+    struct in_addr a;
+    if (host[0] == '/' && strchr(host, ',') == NULL)
+        fmt(out, outlen, "unix:%s/.s.PGSQL.%s", host, port);
+    else if (inet_pton(AF_INET, host, &a) == 1)
+        fmt(out, outlen, "tcp:%s:%s", host, port);
+    else
+        return -1;
+    return 0;
+}
+
 int runner_start_netproxy(struct sctx *s)
 {
     struct runner *r = s->run;
@@ -116,9 +138,9 @@ int runner_start_netproxy(struct sctx *s)
     fmt(p->log_path, sizeof(p->log_path), "%s/netproxy.log", s->dir);
     p->fifo_prefix = r->fifo_prefix;
     fmt(s->netproxy_sock, sizeof(s->netproxy_sock), "%s/n%d.sock", r->tmp, r->nsc);
-    char pgport[16] = "";
-    if (!sc->standby)
-        conninfo_get(s->conninfo, "port", pgport, sizeof(pgport));
+    char pg_up[PATH_MAX];
+    if (sc->standby || pg_upstream(s->conninfo, pg_up, sizeof(pg_up)) < 0)
+        pg_up[0] = '\0';
     char specs[SC_MAX_PROCS * 2][PATH_MAX + 128];
     char *argv[SC_MAX_PROCS * 4 + 8];
     int n = 0, k = 0;
@@ -135,9 +157,9 @@ int runner_start_netproxy(struct sctx *s)
             s->link_broker[i], s->broker_sock);
         argv[n++] = (char *)"--link";
         argv[n++] = specs[k++];
-        if (pgport[0] != '\0') {
-            fmt(specs[k], sizeof(specs[k]), "%s->pg=pg,tcp:127.0.0.1:0,tcp:127.0.0.1:%s",
-                sc->procs[i].name, pgport);
+        if (pg_up[0] != '\0') {
+            fmt(specs[k], sizeof(specs[k]), "%s->pg=pg,tcp:127.0.0.1:0,%s",
+                sc->procs[i].name, pg_up);
             argv[n++] = (char *)"--link";
             argv[n++] = specs[k++];
         }
@@ -146,7 +168,11 @@ int runner_start_netproxy(struct sctx *s)
     char err[512];
     if (proc_spawn(p, argv, NULL, NULL, err, sizeof(err)) < 0)
         return runner_fail(s, "netproxy: %s", err);
-    runner_rev_proc(s, "start", "netproxy", p->pid, "kind", "netproxy");
+    /* Not a "start" aimed at a process: the proxy is the harness's, and
+     * gets no lane of its own on the timeline (each link fault gets one). */
+    cJSON *ev = runner_rev_begin(s, "netproxy_start");
+    cJSON_AddNumberToObject(ev, "netproxy_pid", p->pid);
+    runner_rev_emit(s, ev);
     cJSON *ask = cJSON_CreateObject();
     cJSON_AddStringToObject(ask, "op", "links");
     int64_t deadline = cw_mono_ms() + 10000;
@@ -199,6 +225,8 @@ int runner_clock_env(const struct sctx *s, int idx, char (*buf)[160], const char
     const char *spec = s->sc->procs[idx].faketime;
     if (spec[0] == '\0' || max < 4)
         return 0;
+    if (access(FAKETIME_LIB, R_OK) != 0)
+        return -1; /* without it the clock would silently stay right */
     snprintf(buf[0], sizeof(buf[0]), "LD_PRELOAD=%s", FAKETIME_LIB);
     snprintf(buf[1], sizeof(buf[1]), "FAKETIME=%s", spec);
     /* Only the wall clock is off: deadlines and backoff run on the
@@ -393,9 +421,13 @@ int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, in
         need |= wants_partition(scs[i]);
     if (!need)
         return 0;
-    if (o->pg != NULL) {
+    char host[PATH_MAX];
+    if (o->pg != NULL)
+        conninfo_get(o->pg, "host", host, sizeof(host));
+    if (o->pg != NULL && host[0] != '/') {
         fprintf(stderr, "crashwindow: a partition fault runs the whole run in a network "
-                "namespace of its own, which --pg's server is not in: run without --pg\n");
+                "namespace of its own, where --pg's server is reachable only through its Unix "
+                "socket: give host=SOCKET_DIR in --pg, or run without --pg\n");
         return -1;
     }
     /* Before any thread and any child: they all inherit the namespace, and

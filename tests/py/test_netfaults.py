@@ -181,6 +181,7 @@ def test_keep_prints_how_to_set_a_fault_on_a_live_link(tmp_path, pg_cluster):
     runner = [json.loads(line) for line in
               (out / sc["dir"] / "runner.events.jsonl").read_text().splitlines()]
     alive = [e["target_pid"] for e in runner if e["event"] == "start" and "target_pid" in e]
+    alive += [e["netproxy_pid"] for e in runner if e["event"] == "netproxy_start"]
     try:
         assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout + r.stderr
         hint = next(line for line in r.stdout.splitlines() if "--send" in line)

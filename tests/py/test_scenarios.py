@@ -18,18 +18,9 @@ from conftest import SOURCE_DIR, binary, pg_args, read_events
 SCENARIOS = sorted(glob.glob(os.path.join(SOURCE_DIR, "scenarios", "*.json")))
 
 
-def has_partition(path):
-    """A partition runs the whole run in a network namespace of its own,
-    with a cluster of its own: the session's cluster is not in it."""
-    with open(path, encoding="utf-8") as f:
-        return any(s.get("do") == "net" and s.get("fault") == "partition"
-                   for s in json.load(f).get("steps", []))
-
-
 def run_one(path, pg, out):
-    pg = [] if has_partition(path) else pg_args(pg)
     proc = subprocess.run(
-        [binary("crashwindow"), "run", path, *pg, "--out", str(out), "--brief"],
+        [binary("crashwindow"), "run", path, *pg_args(pg), "--out", str(out), "--brief"],
         capture_output=True, text=True, timeout=600)
     result_path = out / "result.json"
     assert result_path.exists(), f"no result.json; runner said:\n{proc.stdout}\n{proc.stderr}"
