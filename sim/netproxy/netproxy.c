@@ -320,7 +320,6 @@ static void cut_fire(struct conn *c, struct np_fault *f, int idx)
     if (f->then == NP_THEN_RESET)
         c->link->stats.resets++;
     c->d[0].cut = c->d[1].cut = 1;
-    (void)f;
 }
 
 /* The protocol-aware cut of the link on bytes just read in direction di:
