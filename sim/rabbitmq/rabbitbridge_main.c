@@ -8,7 +8,7 @@
  *    before any relay publishes, as a deployment provisions it.
  * 2. The broker log: RabbitMQ's firehose (turned on by scripts/rabbit-node
  *    with rabbitmqctl trace_on) copies every publish and every delivery to
- *    amq.rabbitmq.trace.  A durable quorum queue X.firehose bound there with
+ *    amq.rabbitmq.trace.  A durable quorum queue firehose.X bound there with
  *    "publish.X", "deliver.X.#" and "publish." (the default exchange, which
  *    carries the consumers' delayed requeues) feeds this process, which
  *    writes each as one line of the fake broker's log format (fakebroker.h,
@@ -18,18 +18,23 @@
  *    message_id, redelivered, delivery_count) and nack (group, message_id,
  *    requeue, delay_ms: a delayed requeue).  A trace message is acked only
  *    after its line is written, so a node crash loses none that reached the
- *    trace queue.  What the firehose cannot see: basic.nack of a publish the
+ *    trace queue, and one redelivered after a node crash (its ack lost) is
+ *    not logged twice.  What the firehose cannot see: basic.nack of a publish the
  *    queue refused (RabbitMQ traces it as routed; the relay never marks it),
  *    acks, and redeliveries that have not happened yet.
- * 3. The control socket: the fake broker's protocol, in the part the runner
- *    uses.  hello; stats, whose groups show "ready" (the group's queue) and
- *    "delayed" (its retry queue) from passive queue.declare ("unacked" is
- *    not visible over AMQP and reads 0: the heal's database check covers a
- *    message applied but not yet acked); control with reset (nothing to
- *    reset); any fault switch is an error naming it: those scenarios need
- *    the fake broker.
- * It reconnects when the node goes away (broker_crash kills it) and logs a
- * "disconnect" line with the reason. */
+ * 3. The control socket (its own thread and AMQP connection, so that it
+ *    answers while the firehose side waits for a restarting node): the fake
+ *    broker's protocol, in the part the runner uses.  hello; stats, whose
+ *    groups show "ready" (the group's queue) and "delayed" (its retry
+ *    queue) from passive queue.declare ("unacked" is not visible over AMQP
+ *    and reads 0: the heal's database check covers a message applied but
+ *    not yet acked), and a "(firehose)" entry with the trace messages not
+ *    yet in the log; stats first waits until the firehose side has twice
+ *    found nothing more to read, so the log holds what reached us before
+ *    the request; control with reset (nothing to reset); any fault switch
+ *    is an error naming it: those scenarios need the fake broker.
+ * The firehose side reconnects when the node goes away (broker_crash kills
+ * it) and logs a "disconnect" line with the reason. */
 #include "bus.h"
 #include "cwlog.h"
 
@@ -39,7 +44,9 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +55,14 @@
 #include <unistd.h>
 
 #define MAX_GROUPS 16
+/* The firehose connection's bound: a quorum queue's declare right after a
+ * node restart may wait for its leader for a few seconds. */
 #define TIMEOUT_MS 5000
+/* The control thread's own connection: short, because the runner's control
+ * calls give up after 3 s and are asked again. */
+#define CTL_TIMEOUT_MS 1000
+#define PUMP_BATCH 200
+#define PUMP_WAIT_MS 50
 
 struct opts {
     const char *url, *exchange, *socket_path, *events;
@@ -61,7 +75,10 @@ struct bridge {
     char full_url[1200];
     char host[256], user[128], password[128], vhost[128];
     int port;
-    amqp_connection_state_t conn;   /* NULL while disconnected */
+    amqp_connection_state_t conn;   /* the firehose consumer (main thread); NULL while down */
+    amqp_connection_state_t ctl;    /* the control thread's, for passive declares */
+    atomic_int connected;           /* conn is up */
+    atomic_long idle_gen;           /* firehose waits that ended with nothing more to read */
     int listen_fd;
     long lines;
 };
@@ -156,6 +173,7 @@ static void disconnect(struct bridge *b, const char *why)
 {
     if (b->conn == NULL)
         return;
+    atomic_store(&b->connected, 0);
     amqp_destroy_connection(b->conn);
     b->conn = NULL;
     cwlog_simple("disconnect", "reason", why);
@@ -172,7 +190,7 @@ static int connect_node(struct bridge *b, char *err, size_t errlen)
             return -1;
     amqp_connection_state_t c = amqp_new_connection();
     amqp_socket_t *s = amqp_tcp_socket_new(c);
-    struct timeval tv = { TIMEOUT_MS / 1000, 0 };
+    struct timeval tv = { TIMEOUT_MS / 1000, (TIMEOUT_MS % 1000) * 1000 };
     if (s == NULL || amqp_socket_open_noblock(s, b->host, b->port, &tv) != AMQP_STATUS_OK) {
         snprintf(err, errlen, "could not connect to %s:%d", b->host, b->port);
         amqp_destroy_connection(c);
@@ -188,27 +206,42 @@ static int connect_node(struct bridge *b, char *err, size_t errlen)
         return -1;
     }
     char q[200];
-    snprintf(q, sizeof(q), "%s.firehose", b->o.exchange);
+    /* Not "X.firehose": its own deliveries are traced too, and a name that
+     * matched "deliver.X.#" would feed the firehose with itself forever. */
+    snprintf(q, sizeof(q), "firehose.%s", b->o.exchange);
     amqp_channel_open(c, 1);
-    amqp_channel_open(c, 2);
+    int ok = rpc_ok(c, "channel.open", err, errlen) == 0;
     amqp_table_entry_t qa = { amqp_cstring_bytes("x-queue-type"),
                               { AMQP_FIELD_KIND_UTF8, { .bytes = amqp_cstring_bytes("quorum") } } };
     amqp_table_t qargs = { 1, &qa };
-    amqp_queue_declare(c, 1, amqp_cstring_bytes(q), 0, 1, 0, 0, qargs);
+    if (ok) {
+        amqp_queue_declare(c, 1, amqp_cstring_bytes(q), 0, 1, 0, 0, qargs);
+        ok = rpc_ok(c, "declaring the firehose queue", err, errlen) == 0;
+    }
     char keys[3][200];
     snprintf(keys[0], sizeof(keys[0]), "publish.%s", b->o.exchange);
     snprintf(keys[1], sizeof(keys[1]), "deliver.%s.#", b->o.exchange);
     snprintf(keys[2], sizeof(keys[2]), "publish.");
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3 && ok; i++) {
         amqp_queue_bind(c, 1, amqp_cstring_bytes(q), amqp_cstring_bytes("amq.rabbitmq.trace"),
                         amqp_cstring_bytes(keys[i]), amqp_empty_table);
-    amqp_basic_qos(c, 1, 0, 500, 0);
-    amqp_basic_consume(c, 1, amqp_cstring_bytes(q), amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
-    if (rpc_ok(c, "firehose queue", err, errlen) < 0) {
+        ok = rpc_ok(c, "binding the firehose queue", err, errlen) == 0;
+    }
+    if (ok) {
+        amqp_basic_qos(c, 1, 0, 500, 0);
+        ok = rpc_ok(c, "basic.qos", err, errlen) == 0;
+    }
+    if (ok) {
+        amqp_basic_consume(c, 1, amqp_cstring_bytes(q), amqp_empty_bytes, 0, 0, 0,
+                           amqp_empty_table);
+        ok = rpc_ok(c, "consuming the firehose queue", err, errlen) == 0;
+    }
+    if (!ok) {
         amqp_destroy_connection(c);
         return -1;
     }
     b->conn = c;
+    atomic_store(&b->connected, 1);
     cwlog_simple("connect", "target", "rabbitmq");
     return 0;
 }
@@ -298,8 +331,82 @@ static const char *group_of(const struct bridge *b, const char *queue, int *retr
     return NULL;
 }
 
+/* ---- message ids with a publish line ------------------------------------ */
+
+struct idset {
+    char **slot;
+    size_t cap, n;
+};
+
+static size_t id_hash(const char *s)
+{
+    size_t h = 5381;
+    for (; *s != '\0'; s++)
+        h = h * 33 + (unsigned char)*s;
+    return h;
+}
+
+/* 1 when id was in the set; adds it either way. */
+static int idset_add(struct idset *set, const char *id)
+{
+    if (set->n * 2 >= set->cap) {
+        size_t cap = set->cap ? set->cap * 2 : 1024;
+        char **slot = calloc(cap, sizeof(*slot));
+        if (slot == NULL)
+            abort();
+        for (size_t i = 0; i < set->cap; i++) {
+            if (set->slot[i] == NULL)
+                continue;
+            size_t j = id_hash(set->slot[i]) & (cap - 1);
+            while (slot[j] != NULL)
+                j = (j + 1) & (cap - 1);
+            slot[j] = set->slot[i];
+        }
+        free(set->slot);
+        set->slot = slot;
+        set->cap = cap;
+    }
+    size_t j = id_hash(id) & (set->cap - 1);
+    while (set->slot[j] != NULL) {
+        if (strcmp(set->slot[j], id) == 0)
+            return 1;
+        j = (j + 1) & (set->cap - 1);
+    }
+    set->slot[j] = strdup(id);
+    if (set->slot[j] == NULL)
+        abort();
+    set->n++;
+    return 0;
+}
+
+static struct idset published_ids;
+
+static void add_publish_fields(cJSON *ev, const amqp_envelope_t *env, const char *app,
+                               const char *id, const char *type, const char *key,
+                               const amqp_table_t *mh)
+{
+    char sha[65];
+    long long v = 0;
+    sha256_hex(env->message.body.bytes, env->message.body.len, sha);
+    cJSON_AddStringToObject(ev, "client", app);
+    cJSON_AddStringToObject(ev, "message_id", id);
+    cJSON_AddStringToObject(ev, "type", type);
+    if (key[0] != '\0')
+        cJSON_AddStringToObject(ev, "partition_key", key);
+    if (tget_int(mh, "aggregate_version", &v))
+        cJSON_AddNumberToObject(ev, "aggregate_version", (double)v);
+    cJSON_AddStringToObject(ev, "payload_sha256", sha);
+}
+
 /* One firehose message as one broker log line (or none, when it is not
- * about this bridge's exchange). */
+ * about this bridge's exchange).
+ *
+ * A publish's trace is not confirmed: at a kill -9 of the node the message
+ * itself may be committed (and confirmed to the relay) while its trace copy
+ * is not.  When a message is delivered whose publish was never logged, the
+ * broker evidently stored it: a publish line is written first, marked
+ * "inferred_from":"deliver", with the delivered body's hash -- what the
+ * broker holds, not what a witness saw published. */
 static void log_trace(struct bridge *b, const amqp_envelope_t *env)
 {
     char rk[300];
@@ -322,27 +429,19 @@ static void log_trace(struct bridge *b, const amqp_envelope_t *env)
             snprintf(first_rk, sizeof(first_rk), "%.*s", (int)e->value.bytes.len,
                      (const char *)e->value.bytes.bytes);
     }
-    long long v = 0;
     cJSON *ev = NULL;
     char pub[200];
     snprintf(pub, sizeof(pub), "publish.%s", b->o.exchange);
     int retry = 0;
     if (strcmp(rk, pub) == 0) {
         ev = cwlog_begin("publish");
-        char sha[65];
-        sha256_hex(env->message.body.bytes, env->message.body.len, sha);
-        cJSON_AddStringToObject(ev, "client", app);
-        cJSON_AddStringToObject(ev, "message_id", id);
-        cJSON_AddStringToObject(ev, "type", type);
-        if (key[0] != '\0')
-            cJSON_AddStringToObject(ev, "partition_key", key);
-        if (tget_int(mh, "aggregate_version", &v))
-            cJSON_AddNumberToObject(ev, "aggregate_version", (double)v);
-        cJSON_AddStringToObject(ev, "payload_sha256", sha);
+        add_publish_fields(ev, env, app, id, type, key, mh);
         cJSON_AddStringToObject(ev, "routing_key", first_rk);
         /* No queue took it: the publisher got basic.return, not a store. */
         int routed = tget_array_len(th, "routed_queues");
         cJSON_AddStringToObject(ev, "status", routed == 0 ? "refused" : "stored");
+        if (routed != 0)
+            idset_add(&published_ids, id);
     } else if (strcmp(rk, "publish.") == 0) {
         const char *g = group_of(b, first_rk, &retry);
         if (g == NULL || !retry)
@@ -356,6 +455,15 @@ static void log_trace(struct bridge *b, const amqp_envelope_t *env)
         const char *g = group_of(b, rk + 8, &retry);
         if (g == NULL || retry)
             return;
+        if (id[0] != '\0' && !idset_add(&published_ids, id)) {
+            cJSON *p = cwlog_begin("publish");
+            add_publish_fields(p, env, app, id, type, key, mh);
+            cJSON_AddStringToObject(p, "status", "stored");
+            cJSON_AddStringToObject(p, "inferred_from", "deliver");
+            cJSON_AddStringToObject(p, "topic", b->o.ngroups > 0 ? b->o.topic[0] : "");
+            cwlog_emit(p);
+            b->lines++;
+        }
         ev = cwlog_begin("deliver");
         long long redelivered = 0, xdc = 0, cwdc = 1;
         tget_int(th, "redelivered", &redelivered);
@@ -381,13 +489,19 @@ static int pump_trace(struct bridge *b, int wait_ms)
 {
     struct timeval tv = { wait_ms / 1000, (wait_ms % 1000) * 1000 };
     int logged = 0;
-    for (int n = 0; n < 1000; n++) {
+    for (int n = 0; n < PUMP_BATCH; n++) {
         amqp_envelope_t env;
         amqp_maybe_release_buffers(b->conn);
         amqp_rpc_reply_t r = amqp_consume_message(b->conn, &env, &tv, 0);
         if (r.reply_type == AMQP_RESPONSE_NORMAL) {
-            log_trace(b, &env);
-            logged++;
+            /* A redelivered trace message was delivered to this process
+             * before and logged then (a line is written before its ack is
+             * sent; only the ack was lost, with the node): logging it again
+             * would invent a second publish. */
+            if (!env.redelivered) {
+                log_trace(b, &env);
+                logged++;
+            }
             uint64_t tag = env.delivery_tag;
             amqp_destroy_envelope(&env);
             if (amqp_basic_ack(b->conn, 1, tag, 0) != AMQP_STATUS_OK) {
@@ -399,8 +513,10 @@ static int pump_trace(struct bridge *b, int wait_ms)
             continue;
         }
         if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-            r.library_error == AMQP_STATUS_TIMEOUT)
+            r.library_error == AMQP_STATUS_TIMEOUT) {
+            atomic_fetch_add(&b->idle_gen, 1);
             return logged;
+        }
         if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
             r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
             /* A frame that is not a delivery: a close means we are done. */
@@ -424,14 +540,54 @@ static int pump_trace(struct bridge *b, int wait_ms)
 
 /* ---- the control socket --------------------------------------------------- */
 
-/* Messages ready in queue q (passive declare on channel 2), or -1. */
+static void ctl_drop(struct bridge *b)
+{
+    if (b->ctl != NULL)
+        amqp_destroy_connection(b->ctl);
+    b->ctl = NULL;
+}
+
+/* The control thread's connection, opened when needed.  0 or -1. */
+static int ctl_open(struct bridge *b)
+{
+    if (b->ctl != NULL)
+        return 0;
+    amqp_connection_state_t c = amqp_new_connection();
+    amqp_socket_t *s = amqp_tcp_socket_new(c);
+    struct timeval tv = { CTL_TIMEOUT_MS / 1000, (CTL_TIMEOUT_MS % 1000) * 1000 };
+    if (s == NULL || amqp_socket_open_noblock(s, b->host, b->port, &tv) != AMQP_STATUS_OK) {
+        amqp_destroy_connection(c);
+        return -1;
+    }
+    amqp_set_rpc_timeout(c, &tv);
+    amqp_set_handshake_timeout(c, &tv);
+    amqp_rpc_reply_t r = amqp_login(c, b->vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, b->user,
+                                    b->password);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+        amqp_destroy_connection(c);
+        return -1;
+    }
+    amqp_channel_open(c, 1);
+    if (amqp_get_rpc_reply(c).reply_type != AMQP_RESPONSE_NORMAL) {
+        amqp_destroy_connection(c);
+        return -1;
+    }
+    b->ctl = c;
+    return 0;
+}
+
+/* Messages ready in queue q (a passive declare on the control thread's
+ * connection), or -1. */
 static long queue_ready(struct bridge *b, const char *q)
 {
-    amqp_queue_declare_ok_t *ok = amqp_queue_declare(b->conn, 2, amqp_cstring_bytes(q), 1, 0,
+    if (ctl_open(b) < 0)
+        return -1;
+    amqp_maybe_release_buffers(b->ctl);
+    amqp_queue_declare_ok_t *ok = amqp_queue_declare(b->ctl, 1, amqp_cstring_bytes(q), 1, 0,
                                                      0, 0, amqp_empty_table);
     if (ok == NULL) {
-        /* The failed declare closed channel 2 (or the connection). */
-        disconnect(b, "passive declare failed");
+        /* The failed declare closed the channel (or the connection). */
+        ctl_drop(b);
         return -1;
     }
     return (long)ok->message_count;
@@ -439,11 +595,18 @@ static long queue_ready(struct bridge *b, const char *q)
 
 static cJSON *stats_reply(struct bridge *b)
 {
-    /* The log first catches up with what the firehose already holds. */
-    while (b->conn != NULL && pump_trace(b, 0) > 0) {
+    /* The log catches up with what the firehose already handed us: two
+     * firehose waits must end with nothing more to read after this
+     * request came (each waits PUMP_WAIT_MS), so nothing that was on its
+     * way to us is left out. */
+    long g0 = atomic_load(&b->idle_gen);
+    int64_t deadline = cw_mono_ms() + 1500;
+    while (atomic_load(&b->idle_gen) < g0 + 2) {
+        if (!atomic_load(&b->connected) || cw_mono_ms() >= deadline)
+            return NULL;
+        struct timespec ts = { 0, 5 * 1000000L };
+        nanosleep(&ts, NULL);
     }
-    if (b->conn == NULL)
-        return NULL;
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "op", "stats");
     cJSON_AddStringToObject(r, "broker", "rabbitmq");
@@ -467,7 +630,7 @@ static cJSON *stats_reply(struct bridge *b)
     /* Trace messages not yet in the log: the checker must not read it
      * before they are, so they count as in flight. */
     char fq[200];
-    snprintf(fq, sizeof(fq), "%s.firehose", b->o.exchange);
+    snprintf(fq, sizeof(fq), "firehose.%s", b->o.exchange);
     long backlog = queue_ready(b, fq);
     if (backlog < 0) {
         cJSON_Delete(r);
@@ -475,7 +638,7 @@ static cJSON *stats_reply(struct bridge *b)
     }
     cJSON *g = cJSON_AddObjectToObject(groups, "(firehose)");
     cJSON_AddNumberToObject(g, "ready", (double)backlog);
-    cJSON_AddNumberToObject(r, "log_lines", (double)b->lines);
+
     return r;
 }
 
@@ -591,6 +754,15 @@ static void serve_control(struct bridge *b, int wait_ms)
         serve_client(b, fd);
 }
 
+static void *control_thread(void *arg)
+{
+    struct bridge *b = arg;
+    while (!stop_flag)
+        serve_control(b, 100);
+    ctl_drop(b);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     struct bridge b;
@@ -622,16 +794,33 @@ int main(int argc, char **argv)
         return 1;
     }
     cwlog_simple("start", "broker", "rabbitmq");
+    pthread_t ctl_thread;
+    if (pthread_create(&ctl_thread, NULL, control_thread, &b) != 0) {
+        fprintf(stderr, "rabbit-bridge: cannot start the control thread\n");
+        return 1;
+    }
     int64_t next_try = 0;
+    char last_err[512] = "";
     while (!stop_flag) {
         if (b.conn == NULL && cw_mono_ms() >= next_try) {
-            if (connect_node(&b, err, sizeof(err)) < 0)
+            if (connect_node(&b, err, sizeof(err)) < 0) {
                 next_try = cw_mono_ms() + 200;
+                /* Said once per distinct reason, not every 200 ms. */
+                if (strcmp(err, last_err) != 0)
+                    cwlog_warn("reconnecting to the RabbitMQ node: %s", err);
+                snprintf(last_err, sizeof(last_err), "%s", err);
+            } else {
+                last_err[0] = '\0';
+            }
         }
-        if (b.conn != NULL)
-            pump_trace(&b, 10);
-        serve_control(&b, b.conn != NULL ? 0 : 20);
+        if (b.conn != NULL) {
+            pump_trace(&b, PUMP_WAIT_MS);
+        } else {
+            struct timespec ts = { 0, 20 * 1000000L };
+            nanosleep(&ts, NULL);
+        }
     }
+    pthread_join(ctl_thread, NULL);
     /* Drain what the firehose still holds for us, bounded. */
     int64_t end = cw_mono_ms() + 1000;
     while (b.conn != NULL && cw_mono_ms() < end && pump_trace(&b, 50) > 0) {

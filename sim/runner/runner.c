@@ -537,7 +537,10 @@ int runner_start_broker(struct sctx *s)
     if (runner_rabbit(r)) {
         char *rargv[8 + 2 * SC_MAX_PROCS + 1];
         runner_rabbit_bridge_argv(s, rargv, (int)(sizeof(rargv) / sizeof(rargv[0])));
-        return start_broker_argv(s, rargv);
+        int first = s->broker.starts == 0;
+        if (start_broker_argv(s, rargv) < 0)
+            return -1;
+        return first ? runner_rabbit_settle(s) : 0;
     }
     if (s->sc->broker_durable) {
         /* A file, not :memory:: what the broker confirmed survives its

@@ -235,6 +235,10 @@ void runner_rabbit_address(struct sctx *s);
  * returns the count. */
 int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max);
 
+/* Before a scenario with a broker_crash, once the bridge declared the
+ * topology: the node's queue registry flushed to disk.  0 or -1 (recorded). */
+int runner_rabbit_settle(struct sctx *s);
+
 /* broker_crash against RabbitMQ: kill -9 of the node, down_ms, restart on
  * its data.  0 or -1 (recorded). */
 int runner_rabbit_crash(struct sctx *s, int down_ms);

@@ -13,7 +13,11 @@
  * fault switches of the fake broker (outage, duplicate delivery, reorder,
  * payload limits, visibility timeouts) and the in-memory store whose loss
  * a hazard scenario proves.  broker_crash is real: kill -9 of the node,
- * then a restart on its data (quorum queues keep what they confirmed). */
+ * then a restart on its data (quorum queues keep what they confirmed).
+ * Before a scenario that crashes the node, the node's queue registry is
+ * flushed once its queues are declared (scripts/rabbit-node sync says why:
+ * RabbitMQ 3.10 saves it every few minutes, and a queue declared seconds
+ * before a kill -9 comes back unregistered and empty). */
 #include "runner_internal.h"
 #include "cwlog.h"
 
@@ -134,6 +138,21 @@ int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max)
     }
     argv[n] = NULL;
     return n;
+}
+
+int runner_rabbit_settle(struct sctx *s)
+{
+    struct runner *r = s->run;
+    int crashes = 0;
+    for (int i = 0; i < s->sc->nsteps; i++)
+        crashes |= s->sc->steps[i].verb == V_BROKER_CRASH;
+    if (!crashes)
+        return 0;
+    char out[1024];
+    char *argv[] = { r->rabbit_script, (char *)"sync", r->rabbit_dir, NULL };
+    if (proc_run_capture(argv, NULL, 60000, out, sizeof(out)) != 0)
+        return runner_fail(s, "could not flush the RabbitMQ node's queue registry: %.300s", out);
+    return 0;
 }
 
 int runner_rabbit_crash(struct sctx *s, int down_ms)

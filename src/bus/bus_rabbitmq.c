@@ -622,7 +622,7 @@ static void mark_returned(struct rmq_conn *c, const char *message_id, const amqp
             strcmp(p->id, message_id) != 0)
             continue;
         p->returned = 1;
-        snprintf(p->why, sizeof(p->why), "broker returned message %s: %u %.*s", p->id,
+        snprintf(p->why, sizeof(p->why), "broker returned the message as unroutable: %u %.*s",
                  r->reply_code, (int)r->reply_text.len, (const char *)r->reply_text.bytes);
         return;
     }
@@ -893,7 +893,7 @@ static int pop_settled(struct rmq_conn *c, char *err, size_t errlen)
     if (p->returned)
         return set_err(err, errlen, BUS_REFUSED, "%s", p->why);
     if (p->state == P_NACKED)
-        return set_err(err, errlen, BUS_REFUSED, "%s (message %s)", p->why, p->id);
+        return set_err(err, errlen, BUS_REFUSED, "%s", p->why);
     return BUS_OK;
 }
 
@@ -910,8 +910,7 @@ static int rmq_publish_confirm(bus_conn *bc, char *err, size_t errlen)
         rc = pump(c, deadline, err, errlen);
         if (rc == BUS_NONE)
             return set_err(err, errlen, fail(c, BUS_TIMEOUT),
-                           "no confirm for message %s within %d ms", c->pend[c->phead].id,
-                           c->timeout_ms);
+                           "no confirm from the broker within %d ms", c->timeout_ms);
         if (rc < 0)
             return rc;
     }
@@ -1113,7 +1112,7 @@ static int requeue_delayed(struct rmq_conn *c, struct held *h, int delay_ms, cha
     rc = rmq_publish_confirm(&c->base, err, errlen);
     if (rc < 0)
         return rc == BUS_REFUSED ? set_err(err, errlen, fail(c, BUS_REFUSED),
-                                           "delayed requeue of %s: %s", d->message_id, err)
+                                           "delayed requeue: %s", err)
                                  : rc;
     return sent(c, amqp_basic_ack(c->conn, RMQ_CHANNEL, h->tag, 0), "ack", err, errlen);
 }
