@@ -6,9 +6,9 @@
  *
  * 1. Topology: declares X and every group's queue (bus_declare_group),
  *    before any relay publishes, as a deployment provisions it.
- * 2. The broker log: RabbitMQ's firehose (turned on by scripts/rabbit-node
- *    with rabbitmqctl trace_on) copies every publish and every delivery to
- *    amq.rabbitmq.trace.  A durable quorum queue firehose.X bound there with
+ * 2. The broker log: RabbitMQ's firehose (on from boot in the nodes of
+ *    scripts/rabbit-node) copies every publish and every delivery to
+ *    amq.rabbitmq.trace.  A durable classic queue firehose.X bound there with
  *    "publish.X", "deliver.X.#" and "publish." (the default exchange, which
  *    carries the consumers' delayed requeues) feeds this process, which
  *    writes each as one line of the fake broker's log format (fakebroker.h,
@@ -17,9 +17,13 @@
  *    status stored, or refused when no queue took it), deliver (group,
  *    message_id, redelivered, delivery_count) and nack (group, message_id,
  *    requeue, delay_ms: a delayed requeue).  A trace message is acked only
- *    after its line is written, so a node crash loses none that reached the
- *    trace queue, and one redelivered after a node crash (its ack lost) is
- *    not logged twice.  What the firehose cannot see: basic.nack of a publish the
+ *    after its line is written, so one redelivered after a node crash (its
+ *    ack lost with the node) was logged already and is not logged twice.  The queue is classic, not quorum: after a kill -9
+ *    a quorum queue takes a while to elect its leader again, and the trace
+ *    copies RabbitMQ routes to it meanwhile (unconfirmed) were seen to
+ *    vanish; a classic queue takes them as soon as the node is up.  What
+ *    a crash loses of it (copies not yet read) is recovered below from the
+ *    deliveries.  What the firehose cannot see: basic.nack of a publish the
  *    queue refused (RabbitMQ traces it as routed; the relay never marks it),
  *    acks, and redeliveries that have not happened yet.
  * 3. The control socket (its own thread and AMQP connection, so that it
@@ -79,6 +83,8 @@ struct bridge {
     amqp_connection_state_t ctl;    /* the control thread's, for passive declares */
     atomic_int connected;           /* conn is up */
     atomic_long idle_gen;           /* firehose waits that ended with nothing more to read */
+    int catching_up;                /* reading a backlog after a reconnect */
+    int reconnects;
     int listen_fd;
     long lines;
 };
@@ -206,13 +212,14 @@ static int connect_node(struct bridge *b, char *err, size_t errlen)
         return -1;
     }
     char q[200];
-    /* Not "X.firehose": its own deliveries are traced too, and a name that
+    /* Classic: see the file's head.  Not "X.firehose": its own deliveries
+     * are traced too, and a name that
      * matched "deliver.X.#" would feed the firehose with itself forever. */
     snprintf(q, sizeof(q), "firehose.%s", b->o.exchange);
     amqp_channel_open(c, 1);
     int ok = rpc_ok(c, "channel.open", err, errlen) == 0;
     amqp_table_entry_t qa = { amqp_cstring_bytes("x-queue-type"),
-                              { AMQP_FIELD_KIND_UTF8, { .bytes = amqp_cstring_bytes("quorum") } } };
+                              { AMQP_FIELD_KIND_UTF8, { .bytes = amqp_cstring_bytes("classic") } } };
     amqp_table_t qargs = { 1, &qa };
     if (ok) {
         amqp_queue_declare(c, 1, amqp_cstring_bytes(q), 0, 1, 0, 0, qargs);
@@ -241,6 +248,7 @@ static int connect_node(struct bridge *b, char *err, size_t errlen)
         return -1;
     }
     b->conn = c;
+    b->catching_up = b->reconnects++ > 0;
     atomic_store(&b->connected, 1);
     cwlog_simple("connect", "target", "rabbitmq");
     return 0;
@@ -440,6 +448,15 @@ static void log_trace(struct bridge *b, const amqp_envelope_t *env)
         /* No queue took it: the publisher got basic.return, not a store. */
         int routed = tget_array_len(th, "routed_queues");
         cJSON_AddStringToObject(ev, "status", routed == 0 ? "refused" : "stored");
+        /* The firehose carries no arrival time: this line's ts_us, when the
+         * trace reached us, is an upper bound of it, and publish_within_lease
+         * holds the token to it.  Within milliseconds while we keep up; a
+         * backlog read after a reconnect is seconds late, so its lines carry
+         * no token (publish_within_lease skips a publish without one). */
+        char token[64];
+        tget_str(mh, "claim_token", token, sizeof(token));
+        if (token[0] != '\0' && !b->catching_up)
+            cJSON_AddStringToObject(ev, "claim_token", token);
         if (routed != 0)
             idset_add(&published_ids, id);
     } else if (strcmp(rk, "publish.") == 0) {
@@ -514,6 +531,7 @@ static int pump_trace(struct bridge *b, int wait_ms)
         }
         if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
             r.library_error == AMQP_STATUS_TIMEOUT) {
+            b->catching_up = 0;
             atomic_fetch_add(&b->idle_gen, 1);
             return logged;
         }

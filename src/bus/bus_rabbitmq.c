@@ -16,8 +16,10 @@
  * Publishing: the channel is in confirm mode; every publish is persistent
  * (delivery_mode 2) and mandatory, carries message_id = the outbox id,
  * type = the event type, app_id = the client's name and the headers
- * topic, partition_key, aggregate_version, schema_version, traceparent and
- * occurred_at.  librabbitmq 0.11 has no confirm-wait call, so confirms are
+ * topic, partition_key, aggregate_version, schema_version, traceparent,
+ * occurred_at and the claim's claim_token and not_after_us (RabbitMQ cannot
+ * refuse a publish that arrives after not_after_us, as the fake broker
+ * does; the header lets the broker log carry the token).  librabbitmq 0.11 has no confirm-wait call, so confirms are
  * read from the frame loop: basic.ack and basic.nack (with "multiple"
  * settling every earlier tag) and basic.return, which RabbitMQ sends
  * before the ack of an unroutable mandatory message; the return is matched
@@ -818,7 +820,7 @@ static int send_message(struct rmq_conn *c, const char *exchange, const char *ro
                         const struct bus_message *m, int expiration_ms, int delivery_count,
                         char *err, size_t errlen)
 {
-    amqp_table_entry_t h[8];
+    amqp_table_entry_t h[10];
     int n = 0;
     h[n++] = str_entry("topic", m->topic);
     h[n++] = int_entry("aggregate_version", m->aggregate_version);
@@ -829,6 +831,10 @@ static int send_message(struct rmq_conn *c, const char *exchange, const char *ro
         h[n++] = str_entry("traceparent", m->traceparent);
     if (m->occurred_at != NULL)
         h[n++] = str_entry("occurred_at", m->occurred_at);
+    if (m->claim_token != NULL)
+        h[n++] = str_entry("claim_token", m->claim_token);
+    if (m->not_after_us > 0)
+        h[n++] = int_entry("not_after_us", m->not_after_us);
     if (delivery_count > 0)
         h[n++] = int_entry("cw-delivery-count", delivery_count);
     amqp_basic_properties_t p;
