@@ -55,3 +55,9 @@ def test_bad_broker_value_is_usage_error(tmp_path):
     r = crashwindow("run", "--all", "--broker", "kafka", "--out", str(tmp_path / "x"))
     assert r.returncode == 2
     assert "--broker takes fake or rabbitmq, not 'kafka'" in r.stderr
+
+
+def test_mutants_bad_broker_value_is_usage_error(tmp_path):
+    r = crashwindow("mutants", "--broker", "kafka", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2
+    assert "--broker takes fake or rabbitmq, not 'kafka'" in r.stderr
