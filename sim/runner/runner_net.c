@@ -152,11 +152,16 @@ int runner_start_netproxy(struct sctx *s)
         argv[n++] = host_netns;
     }
     for (int i = 0; i < sc->nprocs; i++) {
-        fmt(s->link_broker[i], sizeof(s->link_broker[i]), "%s/b%d-%d.sock", r->tmp, r->nsc, i);
-        fmt(specs[k], sizeof(specs[k]), "%s->broker=broker,unix:%s,unix:%s", sc->procs[i].name,
-            s->link_broker[i], s->broker_sock);
-        argv[n++] = (char *)"--link";
-        argv[n++] = specs[k++];
+        /* Broker links speak the fake broker's protocol (its cuts read its
+         * frames); against RabbitMQ the processes reach the node directly. */
+        if (!runner_rabbit(r)) {
+            fmt(s->link_broker[i], sizeof(s->link_broker[i]), "%s/b%d-%d.sock", r->tmp, r->nsc,
+                i);
+            fmt(specs[k], sizeof(specs[k]), "%s->broker=broker,unix:%s,unix:%s",
+                sc->procs[i].name, s->link_broker[i], s->broker_sock);
+            argv[n++] = (char *)"--link";
+            argv[n++] = specs[k++];
+        }
         if (pg_up[0] != '\0') {
             fmt(specs[k], sizeof(specs[k]), "%s->pg=pg,tcp:127.0.0.1:0,%s",
                 sc->procs[i].name, pg_up);
@@ -211,7 +216,7 @@ void runner_stop_netproxy(struct sctx *s)
 
 const char *runner_broker_addr(const struct sctx *s, int idx)
 {
-    return s->link_broker[idx][0] != '\0' ? s->link_broker[idx] : s->broker_sock;
+    return s->link_broker[idx][0] != '\0' ? s->link_broker[idx] : s->broker_addr;
 }
 
 const char *runner_db_env(const struct sctx *s, int idx)
@@ -330,7 +335,8 @@ static int await_reconnect(struct sctx *s, const struct sc_step *st, long long b
 int runner_net_step(struct sctx *s, const struct sc_step *st)
 {
     int pg = st->net_peer == NP_PG;
-    if (pg && s->link_db_env[st->proc] == NULL)
+    if ((pg && s->link_db_env[st->proc] == NULL) ||
+        (!pg && s->link_broker[st->proc][0] == '\0'))
         return runner_fail(s, "net: %s has no link of its own in this scenario", st->link);
     long long before = st->reconnect_within_ms > 0 ? link_accepted(s, st->link) : 0;
     int64_t t0 = cw_mono_ms();
