@@ -290,7 +290,9 @@ static void shape(struct netproxy *np, struct conn *c, int di, const unsigned ch
     if (f != NULL) {
         int jitter = f->jitter_ms > 0 ? (int)(rand_r(&np->rnd) % (2u * f->jitter_ms + 1)) -
                                         f->jitter_ms : 0;
-        due = now + f->latency_ms + jitter;
+        /* now is the millisecond the bytes arrived in, truncated: one more
+         * makes the delay never shorter than asked, at most 1 ms longer */
+        due = now + f->latency_ms + jitter + 1;
     }
     f = fault_on(l, NP_BANDWIDTH, di);
     if (f != NULL) {
