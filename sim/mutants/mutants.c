@@ -94,6 +94,8 @@ static const struct mutant MUTANTS[] = {
         "20-failover-asynchronous-loss", "25-relay-pg-silent", "31-relay-pg-partition" } },
     { "relay_keeps_dead_broker_connection", "the relay keeps using a broker connection that broke",
       { "21-broker-crash-durable", "22-broker-crash-in-memory", "28-confirm-lost" } },
+    { "publish_ignores_lease_end", "a publish goes out without its lease end: the broker cannot fence it",
+      { "32-slow-broker-link" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 
