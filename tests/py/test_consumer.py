@@ -486,7 +486,7 @@ def test_batches_keep_one_effect_per_event(db, broker, procs):
     control(sock, duplicate=True)
     args = ("--batch", "16", "--prefetch", "32")
     start_consumer(procs, db, sock, proc="batch-a", args=args,
-                   faults="consumer/apply_fail=fail@5")
+                   faults="consumer/apply_fail=fail@2")
     start_consumer(procs, db, sock, proc="batch-b", args=args)
     msgs = [m for _ in range(40) for m in payment_events((1, 2))]
     ids = [m["message_id"] for m in msgs]
