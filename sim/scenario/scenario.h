@@ -30,6 +30,12 @@
  * to that first start only.  The heal phase restarts every declared process
  * unless "heal": false.  The fake broker is implicit and always runs.
  *
+ * A field the runner would not act on is an error, not a no-op: "faults" on
+ * a process that does not autostart (its faults belong on its start step),
+ * "count" on a wait for a condition that counts nothing, "proc" on an
+ * expectation about a counter, and so on.  A scenario that needs time to
+ * pass says so with {"do": "sleep", "ms": N}; a wait is for a condition.
+ *
  * Every fault a scenario arms must fire: one that never does means the run
  * never reached the window the scenario is about, and the scenario fails.
  * "faults_optional": true relaxes that for generated schedules (the
@@ -66,7 +72,7 @@ struct sc_proc {
 
 enum sc_verb {
     V_START, V_RESTART, V_STOP, V_KILL, V_PAUSE, V_RESUME, V_FAULT, V_HTTP,
-    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT, V_DB, V_BROKER_CRASH
+    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT, V_DB, V_BROKER_CRASH, V_SLEEP
 };
 
 /* What a "db" step does to PostgreSQL itself (sim/faults/pgfault.h). */
@@ -126,7 +132,7 @@ struct sc_step {
     const char *expect_output;
     /* db, broker_crash */
     enum sc_db_action db_action;
-    int ms;                   /* freeze: how long */
+    int ms;                   /* freeze, sleep: how long */
     int down_ms;              /* crash, broker_crash: down before the start */
     /* wait */
     enum sc_until until;

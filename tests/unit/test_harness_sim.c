@@ -138,6 +138,9 @@ static void test_generate(const struct sim_catalogue *cat, char **points)
                 CHECK(f->hit >= 1);
                 CHECK(f->proc >= 0 && f->proc < p1.nprocs);
                 CHECK(!(p1.procs[f->proc].kind == SIM_API && f->action == SIM_PARK));
+                /* First-start faults only on a process that autostarts: the
+                 * loader refuses faults the runner would never arm. */
+                CHECK(f->incarnation != -1 || p1.procs[f->proc].autostart);
                 CHECK(f->incarnation == -1 ||
                       (f->incarnation < p1.nacts && p1.acts[f->incarnation].kind == SIM_RESTART &&
                        p1.acts[f->incarnation].proc == f->proc));
