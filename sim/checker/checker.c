@@ -338,6 +338,15 @@ static void inv_payment_one_creation_event(struct ctx *c)
 
 /* ---- 2. nothing_lost ---------------------------------------------------- */
 
+/* Does the scenario plant event id as poison input ("poison_events")? */
+static int scenario_names_poison(const struct scenario *sc, const char *id)
+{
+    for (int i = 0; i < sc->npoison; i++)
+        if (strcasecmp(sc->poison[i], id) == 0)
+            return 1;
+    return 0;
+}
+
 static void inv_nothing_lost(struct ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_NOTHING_LOST];
@@ -349,6 +358,8 @@ static void inv_nothing_lost(struct ctx *c)
     if (r == NULL)
         return;
     inv->ran = 1;
+    /* The items: every outbox event (pending, or applied or handled by every
+     * consumer group), and every creation the client was told succeeded. */
     inv->checked += c->nrows;
     for (int i = 0; i < PQntuples(r); i++) {
         const char *why = PQgetvalue(r, i, 4)[0] == 't' ? "under a live lease"
@@ -360,19 +371,16 @@ static void inv_nothing_lost(struct ctx *c)
     }
     PQclear(r);
 
-    /* Parking is an outcome a scenario must ask for: a consumer that parks
-     * what it should apply (a gap parked at once) loses events as surely as
-     * one that drops them. */
-    int parking_expected = 0;
-    for (int i = 0; i < c->in->sc->nexpect; i++)
-        parking_expected |= strcmp(c->in->sc->expect[i].check, "parked") == 0;
-
+    /* Parking is no excuse: a parked event that nothing will apply is
+     * parked-and-unresolved, a failure, unless the scenario plants it as
+     * poison and names it ("poison_events"), or it waits behind a version
+     * the relay dead-lettered (it is then part of that dead letter, which
+     * an operator sees).  No expectation switches this off. */
     for (int k = 0; k < c->nconsumers; k++) {
         const char *p[1] = { c->consumers[k] };
         r = q(c, checker_unconsumed_sql(), 1, p);
         if (r == NULL)
             return;
-        inv->checked += c->nrows;
         for (int i = 0; i < PQntuples(r); i++)
             violation(inv, "event %s (%s v%s of %s) was published but never applied by %s "
                       "and is not parked",
@@ -396,7 +404,12 @@ static void inv_nothing_lost(struct ctx *c)
             "       AND EXISTS (SELECT 1 FROM %s e2"
             "                     JOIN outbox_messages o2 ON o2.id = e2.message_id"
             "                    WHERE o2.aggregate_id = o.aggregate_id"
-            "                      AND o2.aggregate_version = o.aggregate_version - 1)"
+            "                      AND o2.aggregate_version = o.aggregate_version - 1),"
+            "       (SELECT o3.id::text FROM outbox_messages o3"
+            "         WHERE o3.aggregate_id = o.aggregate_id"
+            "           AND o3.aggregate_version < o.aggregate_version"
+            "           AND o3.dead_lettered_at IS NOT NULL"
+            "         ORDER BY o3.aggregate_version LIMIT 1)"
             "  FROM outbox_messages o"
             " WHERE NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = o.id)"
             "   AND " PARKED_BY_GROUP("o.id")
@@ -404,7 +417,6 @@ static void inv_nothing_lost(struct ctx *c)
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++) {
-            inv->checked++;
             /* A version parked for a gap whose predecessor was then applied
              * is lost, whatever the scenario expects: nothing closes the gap
              * any more.  No expectation excuses it. */
@@ -415,11 +427,13 @@ static void inv_nothing_lost(struct ctx *c)
                           c->consumers[k]);
                 continue;
             }
-            if (!parking_expected)
-                violation(inv, "event %s (%s v%s) was parked by %s instead of applied (%s); "
-                          "the scenario does not expect parked events (expect \"parked\" "
-                          "when it should)", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
-                          PQgetvalue(r, i, 2), c->consumers[k], PQgetvalue(r, i, 3));
+            if (scenario_names_poison(c->in->sc, PQgetvalue(r, i, 0)) ||
+                !PQgetisnull(r, i, 5))
+                continue;
+            violation(inv, "event %s (%s v%s) was parked by %s instead of applied (%s), "
+                      "and nothing resolves it: parked-and-unresolved",
+                      PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                      c->consumers[k], PQgetvalue(r, i, 3));
         }
         PQclear(r);
     }
@@ -491,8 +505,9 @@ static void inv_effect_once(struct ctx *c)
             " ORDER BY i.processed_at", effects_sql());
         if (r == NULL)
             return;
+        inv->checked += q_long(c, "SELECT count(*) FROM inbox_messages WHERE consumer_name = $1",
+                               1, p);
         for (int i = 0; i < PQntuples(r); i++) {
-            inv->checked++;
             violation(inv, "%s holds an inbox marker for event %s without its effect "
                       "(the marker committed apart from the effect)",
                       c->consumers[k], PQgetvalue(r, i, 0));
@@ -566,9 +581,9 @@ static void inv_republish_same_payload(struct ctx *c)
             continue;
         size_t i = (size_t)(o - c->rows);
         count[i]++;
+        inv->checked++;
         if (count[i] == 1) {
             snprintf(first[i], 65, "%s", sha);
-            inv->checked++;
             if (strcasecmp(sha, o->sha) != 0)
                 violation(inv, "message %s was published with payload sha256 %.12s..., but its "
                           "outbox payload hashes to %.12s...", o->id, sha, o->sha);
@@ -983,7 +998,10 @@ static void inv_retry_respects_backoff(struct ctx *c, const struct leases *ls)
         if (l->attempt < 0 || (i + 1 < ls->n && strcmp(ls->v[i + 1].id, l->id) == 0))
             continue;
         struct orow *o = find_row(c, l->id);
-        if (o != NULL && o->attempts < l->attempt)
+        if (o == NULL)
+            continue;
+        inv->checked++;
+        if (o->attempts < l->attempt)
             violation(inv, "message %s holds attempts = %d although it was claimed with "
                       "attempt %ld", o->id, o->attempts, l->attempt);
     }
@@ -1190,6 +1208,37 @@ static int same_owner(const struct http_rec *a, const struct http_rec *b)
            strcmp(a->key, b->key) == 0;
 }
 
+/* A 5xx answer to a creation says "nothing was stored" -- except the one
+ * answer that says the outcome is unknown.  The record of its (client,
+ * key) must then not predate the answer: created by that very request, it
+ * would be a payment the client was told does not exist.  (A retry that
+ * created it later began after this answer arrived, and the record's
+ * created_at is its transaction's start.) */
+static void failed_answers_stored_nothing(struct ctx *c, struct chk_inv *inv)
+{
+    const struct chk_input *in = c->in;
+    for (int i = 0; i < in->nhttp; i++) {
+        const struct http_rec *h = &in->http[i];
+        if (!h->creation || h->key[0] == '\0' || h->status < 500 ||
+            (h->body != NULL && strstr(h->body, "commit-outcome-unknown") != NULL))
+            continue;
+        inv->checked++;
+        const char *p[2] = { h->client, h->key };
+        PGresult *r = q(c,
+            "SELECT (extract(epoch FROM created_at) * 1000000)::bigint, payment_id::text"
+            "  FROM idempotency_records WHERE client_id = $1 AND idempotency_key = $2", 2, p);
+        if (r != NULL && PQntuples(r) == 1 && atoll(PQgetvalue(r, 0, 0)) <= h->t1_us) {
+            char t1[32], t2[32];
+            fmt_time(atoll(PQgetvalue(r, 0, 0)), t1, sizeof(t1));
+            fmt_time(h->t1_us, t2, sizeof(t2));
+            violation(inv, "key %s of client %s was answered HTTP %d (nothing stored) at %s, "
+                      "yet its record, naming payment %s, was created at %s by that request",
+                      h->key, h->client, h->status, t2, PQgetvalue(r, 0, 1), t1);
+        }
+        PQclear(r);
+    }
+}
+
 static void inv_one_payment_per_key(struct ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_ONE_PAYMENT_PER_KEY];
@@ -1272,6 +1321,7 @@ static void inv_one_payment_per_key(struct ctx *c)
                           "payment %s, which the client was given", a->key, a->client, ids[k]);
         }
     }
+    failed_answers_stored_nothing(c, inv);
     PGresult *r = q(c,
         "SELECT p.id::text, p.client_id FROM payments p"
         " WHERE NOT EXISTS (SELECT 1 FROM idempotency_records r WHERE r.payment_id = p.id)", 0, NULL);
@@ -1334,6 +1384,18 @@ static void counts(struct ctx *c)
     pthread_once(&sqlset.once, sqlset_build);
     res->effects = q_long(c, sqlset.effects_total, 0, NULL);
     res->requeues = q_long(c, "SELECT count(*) FROM outbox_requeues", 0, NULL);
+}
+
+/* Is an earlier version of o's payment dead-lettered by the relay? */
+static int behind_dead_letter(const struct ctx *c, const struct orow *o)
+{
+    for (int i = 0; i < c->nrows; i++) {
+        const struct orow *d = &c->rows[i];
+        if (d->dead && d->version < o->version &&
+            strcmp(d->aggregate_id, o->aggregate_id) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 static void classify(struct ctx *c)
@@ -1401,17 +1463,20 @@ static void classify(struct ctx *c)
         }
         PQclear(r);
     }
-    /* An outbox dead letter never reached a consumer: it waits for an
-     * operator, counted ok (see checker.h). */
+    /* Each event ends in exactly one class.  A relay dead letter, and a
+     * version parked behind one (its gap cannot close before an operator
+     * acts), is dead-lettered: it waits where an operator sees it. */
     for (int i = 0; i < c->nrows; i++) {
-        int dead = c->rows[i].dead;
+        int dead = c->rows[i].dead || (parked[i] && behind_dead_letter(c, &c->rows[i]));
         if (maxv[i] > 1)
             res->duplicated++;
-        else if (lost[i] && !dead)
+        else if (dead)
+            res->dead_lettered_class++;
+        else if (lost[i])
             res->lost++;
-        else if (parked[i] && !dead)
+        else if (parked[i])
             res->parked++;
-        else if (recovered[i] && !dead)
+        else if (recovered[i])
             res->recovered++;
         else
             res->ok++;
@@ -1485,6 +1550,12 @@ static int listed(const struct scenario *sc, int inv)
     return 0;
 }
 
+int checker_inv_vacuous(const struct chk_result *res, int inv)
+{
+    const struct chk_inv *x = &res->inv[inv];
+    return x->ran && x->checked == 0 && x->violations == 0;
+}
+
 int checker_inv_pass(const struct chk_result *res, const struct scenario *sc, int inv)
 {
     const struct chk_inv *x = &res->inv[inv];
@@ -1504,8 +1575,9 @@ cJSON *checker_invariants_json(const struct chk_result *res, const struct scenar
         cJSON_AddNumberToObject(o, "checked", (double)x->checked);
         cJSON_AddNumberToObject(o, "violations", (double)x->violations);
         cJSON_AddBoolToObject(o, "listed", listed(sc, i));
+        cJSON_AddBoolToObject(o, "vacuous", checker_inv_vacuous(res, i));
         cJSON *w = x->witnesses ? cJSON_Duplicate(x->witnesses, 1) : cJSON_CreateArray();
-        if (listed(sc, i) && x->ran && x->checked == 0 && x->violations == 0)
+        if (listed(sc, i) && checker_inv_vacuous(res, i))
             cJSON_AddItemToArray(w, cJSON_CreateString(
                 "vacuous: the scenario lists this invariant but nothing was there to check"));
         if (!x->ran)
@@ -1545,7 +1617,8 @@ cJSON *checker_class_json(const struct chk_result *res)
     cJSON_AddNumberToObject(o, "duplicated", (double)res->duplicated);
     cJSON_AddNumberToObject(o, "unexpected", (double)res->unexpected);
     cJSON_AddNumberToObject(o, "recovered", (double)res->recovered);
-    cJSON_AddNumberToObject(o, "parked", (double)res->parked);
+    cJSON_AddNumberToObject(o, "dead_lettered", (double)res->dead_lettered_class);
+    cJSON_AddNumberToObject(o, "parked_unresolved", (double)res->parked);
     return o;
 }
 

@@ -671,6 +671,9 @@ static void put_invariants(struct rbuf *b, const cJSON *sc)
         rbuf_esc(b, jstr(inv, "name"), 120);
         rbuf_puts(b, "</td><td>");
         put_badge(b, jstr(inv, "verdict"));
+        /* examined nothing: never to be read as "checked and fine" */
+        if (cJSON_IsTrue(jget(inv, "vacuous")))
+            put_badge(b, "vacuous");
         rbuf_puts(b, "</td><td class=\"num\">");
         put_num(b, inv, "checked");
         rbuf_puts(b, "</td><td class=\"num\">");

@@ -1050,9 +1050,22 @@ static void check_scenario(struct sctx *s, struct outcome *oc)
         runner_fail(s, "check: database: %s", err);
     if (s->conn == NULL)
         return;
-    for (int i = 0; i < sc->nprocs; i++)
-        oc->proc_events[i] = evlog_read(s->procs[i].events_path, NULL);
-    oc->broker_events = evlog_read(s->broker.events_path, NULL);
+    /* Evidence the checker cannot read is an error, never a skip: every
+     * line is written whole (one O_APPEND write), so a line that does not
+     * parse means the evidence is not what the checker thinks it is. */
+    for (int i = 0; i <= sc->nprocs; i++) {
+        const char *path = i < sc->nprocs ? s->procs[i].events_path : s->broker.events_path;
+        int bad = 0;
+        cJSON *evs = evlog_read(path, &bad);
+        if (i < sc->nprocs)
+            oc->proc_events[i] = evs;
+        else
+            oc->broker_events = evs;
+        if (bad > 0)
+            runner_fail(s, "check: %s: %d line%s that %s not a JSON object: the checker "
+                        "cannot read its evidence", i < sc->nprocs ? sc->procs[i].name : "broker",
+                        bad, bad == 1 ? "" : "s", bad == 1 ? "is" : "are");
+    }
     struct chk_input in;
     memset(&in, 0, sizeof(in));
     in.sc = sc;
@@ -1245,6 +1258,25 @@ static void print_hazard_and_recovery(const struct sctx *s, const struct outcome
     }
 }
 
+/* The invariants that examined nothing, listed or not: a listed one fails
+ * (and is shown with the failures), an unlisted one is only named here, so
+ * that a reader never takes "pass" for "checked". */
+static void print_vacuous(const struct sctx *s, const struct outcome *oc)
+{
+    char names[512] = "";
+    size_t n = 0;
+    for (int i = 0; i < INV_COUNT && oc->checked; i++) {
+        if (!checker_inv_vacuous(&oc->res, i) || is_hazard(s->sc, i))
+            continue;
+        int w = snprintf(names + n, sizeof(names) - n, "%s%s", n ? ", " : "",
+                         sc_invariant_name((enum sc_invariant)i));
+        if (w > 0 && (size_t)w < sizeof(names) - n)
+            n += (size_t)w;
+    }
+    if (n > 0)
+        printf("      vacuous (examined nothing): %s\n", names);
+}
+
 /* The terminal summary: one line, then for a failure what failed, and a
  * note for every armed fault that never fired. */
 static void print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *o)
@@ -1255,6 +1287,7 @@ static void print_summary(const struct sctx *s, const struct outcome *oc, const 
            (double)(cw_mono_ms() - s->t0) / 1000.0, oc->ninv_checked,
            cJSON_GetArraySize(oc->fired), s->kills, s->pauses, s->restarts);
     print_hazard_and_recovery(s, oc, o);
+    print_vacuous(s, oc);
     if (!oc->pass) {
         if (s->error[0])
             printf("      error: %s\n", s->error);

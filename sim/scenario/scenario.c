@@ -1081,6 +1081,8 @@ static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int
     if (r == 1) { x->has_equals = 1; x->equals = n; }
     if (!x->has_min && !x->has_max && !x->has_equals)
         return verr(v, field, "give min, max or equals");
+    if (x->has_min && x->min == 0 && !x->has_max && !x->has_equals)
+        return verr(v, field, "min 0 alone can never fail: give a bound that can");
     if (get_str(v, e, "proc", field, 0, &x->proc) < 0 ||
         get_str(v, e, "event", field, 0, &x->event) < 0 ||
         get_str(v, e, "point", field, 0, &x->point) < 0 ||
@@ -1129,7 +1131,8 @@ static int parse_head(struct vctx *v, struct scenario *sc)
     static const char *const fields[] = { "name", "title", "article_case", "crash_window",
                                           "description", "processes", "broker", "steps",
                                           "heal", "invariants", "expect", "timeout_ms",
-                                          "faults_optional", "database", "hazard", NULL };
+                                          "faults_optional", "database", "hazard",
+                                          "poison_events", NULL };
     const cJSON *root = sc->root;
     if (only_fields(v, root, "", fields) < 0 ||
         get_str(v, root, "name", "", 1, &sc->name) < 0 ||
@@ -1202,6 +1205,32 @@ static int parse_settings(struct vctx *v, struct scenario *sc)
     sc->faults_optional = cJSON_IsTrue(fo);
     sc->timeout_ms = 120000;
     return opt_int(v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms);
+}
+
+/* "poison_events": ids (uuids) of the events the scenario plants as poison. */
+static int parse_poison(struct vctx *v, struct scenario *sc)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(sc->root, "poison_events");
+    if (arr == NULL)
+        return 0;
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 ||
+        cJSON_GetArraySize(arr) > SC_MAX_POISON)
+        return verr(v, "poison_events", "must be an array of 1-%d event ids", SC_MAX_POISON);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        char f[48];
+        snprintf(f, sizeof(f), "poison_events[%d]", sc->npoison);
+        const char *s = cJSON_IsString(it) ? it->valuestring : "";
+        size_t n = strlen(s);
+        int ok = n == 36;
+        for (size_t i = 0; i < n && ok; i++)
+            ok = (i == 8 || i == 13 || i == 18 || i == 23) ? s[i] == '-'
+                                                         : isxdigit((unsigned char)s[i]) != 0;
+        if (!ok)
+            return verr(v, f, "must be an event id (a uuid)");
+        sc->poison[sc->npoison++] = s;
+    }
+    return 0;
 }
 
 static int parse_invariants(struct vctx *v, struct scenario *sc)
@@ -1312,7 +1341,7 @@ struct scenario *scenario_parse(const char *text, const char *path,
     if (parse_head(&v, sc) < 0 || parse_procs(&v, sc) < 0 ||
         parse_broker(&v, sc, cJSON_GetObjectItemCaseSensitive(sc->root, "broker")) < 0 ||
         parse_database(&v, sc) < 0 || parse_steps(&v, sc) < 0 ||
-        parse_settings(&v, sc) < 0 || parse_invariants(&v, sc) < 0 ||
+        parse_settings(&v, sc) < 0 || parse_invariants(&v, sc) < 0 || parse_poison(&v, sc) < 0 ||
         parse_hazard(&v, sc) < 0 || parse_expects(&v, sc) < 0)
         goto fail;
     return sc;

@@ -51,6 +51,7 @@
 #define SC_MAX_PROCS 16
 #define SC_MAX_ARGS 24
 #define SC_NAME_MAX 32
+#define SC_MAX_POISON 16
 
 enum sc_kind { SC_API = 0, SC_RELAY, SC_CONSUMER };
 
@@ -200,6 +201,11 @@ struct scenario {
     int nhazard;
     enum sc_invariant hazard[INV_COUNT];
     const char *hazard_why;
+    /* "poison_events": event ids the scenario plants as poison input; a
+     * consumer parking one of these is its correct outcome, and only
+     * these may end parked (checker.h). */
+    int npoison;
+    const char *poison[SC_MAX_POISON];
     int ninvariants;
     enum sc_invariant invariants[INV_COUNT];
     int nexpect;

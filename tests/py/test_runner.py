@@ -247,8 +247,14 @@ def test_consumer_side_breakage_is_caught(tmp_path, pg_cluster):
     unexpected = scenario(tmp_path, "parked-unexpected", park_steps, invariants=["nothing_lost"])
     expected = scenario(tmp_path, "parked-expected", park_steps, invariants=["nothing_lost"],
                         expect=[{"check": "parked", "equals": 1}])
+    # Naming an event as planted poison is the one way a parked event is
+    # accepted; naming another event excuses nothing.
+    named_other = scenario(tmp_path, "parked-other-poison", park_steps,
+                           invariants=["nothing_lost"],
+                           poison_events=["00000000-0000-4000-8000-00000000dead"])
     out = tmp_path / "out"
-    r = crashwindow("run", dup, unexpected, expected, "--pg", pg_cluster, "--out", str(out))
+    r = crashwindow("run", dup, unexpected, expected, named_other, "--pg", pg_cluster,
+                    "--out", str(out))
     assert r.returncode == 1, r.stdout + r.stderr
     scs = by_name(load_result(out))
 
@@ -264,12 +270,15 @@ def test_consumer_side_breakage_is_caught(tmp_path, pg_cluster):
     nl = inv(u, "nothing_lost")
     assert u["verdict"] == "fail" and u["error"] is None and nl["verdict"] == "fail"
     assert any("was parked by accounting instead of applied (gap_parked: version gap never"
-               " closed)" in w for w in nl["witnesses"]), nl["witnesses"]
-    assert u["classification"]["parked"] == 1 and u["classification"]["lost"] == 0
+               " closed), and nothing resolves it: parked-and-unresolved" in w
+               for w in nl["witnesses"]), nl["witnesses"]
+    assert u["classification"]["parked_unresolved"] == 1 and u["classification"]["lost"] == 0
 
-    e = scs["parked-expected"]
-    assert e["verdict"] == "pass", failures_text(e)
-    assert e["classification"]["parked"] == 1 and e["classification"]["ok"] == 1
+    # An expectation of parking switches nothing off: the same failure.
+    for name in ("parked-expected", "parked-other-poison"):
+        e = scs[name]
+        assert e["verdict"] == "fail" and inv(e, "nothing_lost")["verdict"] == "fail", name
+        assert e["classification"]["parked_unresolved"] == 1 and e["classification"]["ok"] == 1
 
 
 POISON_SQL = (
@@ -504,7 +513,7 @@ def test_repeat_and_result_shape(tmp_path, pg_cluster):
                 "classification", "invariants", "expect", "error"):
         assert key in sc, key
     assert set(sc["classification"]) == {"ok", "lost", "duplicated", "unexpected", "recovered",
-                                         "parked"}
+                                         "dead_lettered", "parked_unresolved"}
     for key in ("payments", "outbox_rows", "published", "dead_lettered", "publishes",
                 "deliveries", "redeliveries", "duplicates_absorbed", "effects"):
         assert isinstance(sc["counts"][key], int)
