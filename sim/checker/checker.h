@@ -45,7 +45,10 @@ struct http_rec {
     char key[160];          /* Idempotency-Key, or "" (keys are per client) */
     int creation;           /* POST /payments */
     int status;             /* 0: no complete response (crash, timeout) */
-    char *body;             /* owned */
+    char *body;             /* owned; the live run's only: the checker reads the digests */
+    char body_sha256[65];   /* hex SHA-256 of the body: equal answers, equal digests */
+    char body_shown[160];   /* the body as witnesses show it (redact.h) */
+    char problem[64];       /* a problem body's type, its last path segment; or "" */
     char error[160];
     char payment_id[40];    /* "id" of a JSON response body, or "" */
     int64_t t0_us, t1_us;

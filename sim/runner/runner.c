@@ -35,6 +35,7 @@
 #include "fstree.h"
 #include "cwlog.h"
 #include "evlog.h"
+#include "history.h"
 #include "httpc.h"
 #include "pgx.h"
 #include "procs.h"
@@ -1050,38 +1051,34 @@ static void check_scenario(struct sctx *s, struct outcome *oc)
         runner_fail(s, "check: database: %s", err);
     if (s->conn == NULL)
         return;
-    /* Evidence the checker cannot read is an error, never a skip: every
-     * line is written whole (one O_APPEND write), so a line that does not
-     * parse means the evidence is not what the checker thinks it is. */
-    for (int i = 0; i <= sc->nprocs; i++) {
-        const char *path = i < sc->nprocs ? s->procs[i].events_path : s->broker.events_path;
-        int bad = 0;
-        cJSON *evs = evlog_read(path, &bad);
-        if (i < sc->nprocs)
-            oc->proc_events[i] = evs;
-        else
-            oc->broker_events = evs;
-        if (bad > 0)
-            runner_fail(s, "check: %s: %d line%s that %s not a JSON object: the checker "
-                        "cannot read its evidence", i < sc->nprocs ? sc->procs[i].name : "broker",
-                        bad, bad == 1 ? "" : "s", bad == 1 ? "is" : "are");
+    /* The history is the input: saved first, then read back and checked
+     * exactly as `crashwindow check` checks a stored run. */
+    if (history_save(s->conn, s->dir, s->http, s->nhttp, err, sizeof(err)) < 0) {
+        runner_fail(s, "check: saving the history: %s", err);
+        return;
     }
-    struct chk_input in;
-    memset(&in, 0, sizeof(in));
-    in.sc = sc;
-    in.conn = s->conn;
-    for (int i = 0; i < sc->nprocs; i++)
-        in.proc_events[i] = oc->proc_events[i];
-    in.broker_events = oc->broker_events;
-    in.http = s->http;
-    in.nhttp = s->nhttp;
-    if (checker_run(&in, &oc->res) < 0 && s->error[0] == '\0')
+    struct history h;
+    if (history_read(sc, s->dir, &h, err, sizeof(err)) < 0) {
+        runner_fail(s, "check: %s", err);
+        return;
+    }
+    cJSON *expects = cJSON_CreateArray();
+    if (history_check(sc, &h, s->conn, &oc->res, expects) < 0 && s->error[0] == '\0')
         runner_fail(s, "%s", oc->res.error);
-    for (int i = 0; i < sc->nexpect; i++) {
-        char detail[600];
-        int ok = checker_expect(&in, &oc->res, &sc->expect[i], detail, sizeof(detail));
-        runner_add_expect(s, sc->expect[i].check, ok, detail);
+    const cJSON *x;
+    cJSON_ArrayForEach(x, expects)
+        runner_add_expect(s, cJSON_GetObjectItemCaseSensitive(x, "check")->valuestring,
+                          strcmp(cJSON_GetObjectItemCaseSensitive(x, "verdict")->valuestring,
+                                 "pass") == 0,
+                          cJSON_GetObjectItemCaseSensitive(x, "detail")->valuestring);
+    cJSON_Delete(expects);
+    for (int i = 0; i < sc->nprocs; i++) {
+        oc->proc_events[i] = h.proc_events[i];
+        h.proc_events[i] = NULL;
     }
+    oc->broker_events = h.broker_events;
+    h.broker_events = NULL;
+    history_free(&h);
     oc->checked = 1;
     oc->recovery = runner_recovery_json(s, (const cJSON *const *)oc->proc_events);
 }

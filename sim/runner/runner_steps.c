@@ -18,6 +18,7 @@
 #include "checker.h"
 #include "cwlog.h"
 #include "evlog.h"
+#include "history.h"
 #include "pgx.h"
 
 #include <pthread.h>
@@ -113,6 +114,7 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
             snprintf(h.payment_id, sizeof(h.payment_id), "%s", id->valuestring);
         cJSON_Delete(j);
     }
+    history_http_digest(&h);
     cJSON *ev = runner_rev_begin(s, "http");
     cJSON_AddStringToObject(ev, "method", method);
     cJSON_AddStringToObject(ev, "path", path);
