@@ -118,7 +118,11 @@ static int load_outbox(struct ctx *c)
         "SELECT id::text, event_type, aggregate_id::text, aggregate_version,"
         "       published_at IS NOT NULL, dead_lettered_at IS NOT NULL, attempts,"
         "       encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')"
-        "  FROM outbox_messages", 0, NULL);
+        "  FROM outbox_messages"
+        " UNION ALL"
+        " SELECT id::text, event_type, aggregate_id::text, aggregate_version, true, false,"
+        "        attempts, payload_sha256"
+        "  FROM outbox_removed", 0, NULL);
     if (r == NULL)
         return -1;
     c->nrows = PQntuples(r);
@@ -175,6 +179,17 @@ static int requeued_between(const struct ctx *c, const char *id, int64_t from, i
             return 1;
     return 0;
 }
+
+/* Every event the outbox ever held: its rows, and the rows the runbook
+ * removed (outboxctl cleanup records each in outbox_removed).  A removal
+ * is legitimate history, never a loss or a ghost, so every statement about
+ * "the events" reads this, not the table alone. */
+#define OUTBOX_ALL                                                                   \
+    "(SELECT id, event_type, aggregate_id, aggregate_version, occurred_at,"         \
+    "        published_at, dead_lettered_at FROM outbox_messages"                   \
+    " UNION ALL"                                                                    \
+    " SELECT id, event_type, aggregate_id, aggregate_version, occurred_at,"         \
+    "        published_at, NULL::timestamptz FROM outbox_removed)"
 
 /* ---- the effects: one list ---------------------------------------------
  *
@@ -233,7 +248,7 @@ static void sqlset_build(void)
     snprintf(sqlset.effects + n, sizeof(sqlset.effects) - n, ")");
     snprintf(sqlset.unconsumed, sizeof(sqlset.unconsumed),
              "SELECT o.id::text, o.event_type, o.aggregate_version, o.aggregate_id::text"
-             "  FROM outbox_messages o"
+             "  FROM " OUTBOX_ALL " o"
              " WHERE o.published_at IS NOT NULL"
              "   AND NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = o.id)"
              "   AND NOT " PARKED_BY_GROUP("o.id")
@@ -306,7 +321,7 @@ static void inv_payment_one_creation_event(struct ctx *c)
     PGresult *r = q(c,
         "SELECT p.id::text, count(o.id)"
         "  FROM payments p"
-        "  LEFT JOIN outbox_messages o"
+        "  LEFT JOIN " OUTBOX_ALL " o"
         "    ON o.aggregate_id = p.id AND o.event_type = 'PaymentCreated'"
         " GROUP BY p.id", 0, NULL);
     if (r == NULL)
@@ -322,7 +337,7 @@ static void inv_payment_one_creation_event(struct ctx *c)
     PQclear(r);
     r = q(c,
         "SELECT o.id::text, o.aggregate_id::text"
-        "  FROM outbox_messages o"
+        "  FROM " OUTBOX_ALL " o"
         " WHERE o.event_type = 'PaymentCreated'"
         "   AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.id = o.aggregate_id)", 0, NULL);
     if (r == NULL)
@@ -402,7 +417,7 @@ static void inv_nothing_lost(struct ctx *c)
             "                WHERE a.consumer_name = $1 AND a.message_id = o.id"
             "                  AND a.kind = 'gap_parked')"
             "       AND EXISTS (SELECT 1 FROM %s e2"
-            "                     JOIN outbox_messages o2 ON o2.id = e2.message_id"
+            "                     JOIN " OUTBOX_ALL " o2 ON o2.id = e2.message_id"
             "                    WHERE o2.aggregate_id = o.aggregate_id"
             "                      AND o2.aggregate_version = o.aggregate_version - 1),"
             "       (SELECT o3.id::text FROM outbox_messages o3"
@@ -410,7 +425,7 @@ static void inv_nothing_lost(struct ctx *c)
             "           AND o3.aggregate_version < o.aggregate_version"
             "           AND o3.dead_lettered_at IS NOT NULL"
             "         ORDER BY o3.aggregate_version LIMIT 1)"
-            "  FROM outbox_messages o"
+            "  FROM " OUTBOX_ALL " o"
             " WHERE NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = o.id)"
             "   AND " PARKED_BY_GROUP("o.id")
             " ORDER BY o.occurred_at, o.id", effects_sql(), effects_sql());
@@ -1391,6 +1406,7 @@ static void counts(struct ctx *c)
     pthread_once(&sqlset.once, sqlset_build);
     res->effects = q_long(c, sqlset.effects_total, 0, NULL);
     res->requeues = q_long(c, "SELECT count(*) FROM outbox_requeues", 0, NULL);
+    res->removed = q_long(c, "SELECT count(*) FROM outbox_removed", 0, NULL);
 }
 
 /* Is an earlier version of o's payment dead-lettered by the relay? */
@@ -1435,7 +1451,7 @@ static void classify(struct ctx *c)
                 got[o - c->rows] = atoi(PQgetvalue(r, i, 1));
         }
         PQclear(r);
-        r = q(c, "SELECT o.id::text FROM outbox_messages o WHERE " PARKED_BY_GROUP("o.id"),
+        r = q(c, "SELECT o.id::text FROM " OUTBOX_ALL " o WHERE " PARKED_BY_GROUP("o.id"),
               1, p);
         for (int i = 0; r != NULL && i < PQntuples(r); i++) {
             struct orow *o = find_row(c, PQgetvalue(r, i, 0));
@@ -1460,7 +1476,7 @@ static void classify(struct ctx *c)
         const char *p[2] = { h->client, h->key };
         PGresult *r = q(c,
             "SELECT o.id::text FROM idempotency_records r"
-            "  JOIN outbox_messages o ON o.aggregate_id = r.payment_id"
+            "  JOIN " OUTBOX_ALL " o ON o.aggregate_id = r.payment_id"
             "   AND o.event_type = 'PaymentCreated'"
             " WHERE r.client_id = $1 AND r.idempotency_key = $2", 2, p);
         for (int j = 0; r != NULL && j < PQntuples(r); j++) {
@@ -1611,6 +1627,7 @@ cJSON *checker_counts_json(const struct chk_result *res)
     cJSON_AddNumberToObject(o, "republished_same_id", (double)res->republished_same_id);
     cJSON_AddNumberToObject(o, "publishes_refused", (double)res->publishes_refused);
     cJSON_AddNumberToObject(o, "requeues", (double)res->requeues);
+    cJSON_AddNumberToObject(o, "removed", (double)res->removed);
     cJSON_AddNumberToObject(o, "gaps_detected", (double)res->gaps_detected);
     cJSON_AddNumberToObject(o, "max_attempts", (double)res->max_attempts);
     return o;
@@ -1643,6 +1660,7 @@ static int metric(const struct chk_result *r, const char *name, long *v)
         { "recovered", r->recovered }, { "parked", r->parked },
         { "republished_same_id", r->republished_same_id },
         { "publishes_refused", r->publishes_refused }, { "requeues", r->requeues },
+        { "removed", r->removed },
         { "gaps_detected", r->gaps_detected }, { "max_attempts", r->max_attempts },
     };
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {

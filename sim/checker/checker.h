@@ -72,6 +72,7 @@ struct chk_result {
     long parked;            /* parked-and-unresolved */
     /* further figures for "expect" */
     long republished_same_id, publishes_refused, requeues, gaps_detected, max_attempts;
+    long removed;           /* outbox rows the runbook removed (outboxctl cleanup) */
     char error[512];        /* the checker itself could not run (SQL failed) */
 };
 

@@ -92,6 +92,8 @@ static const struct mutant MUTANTS[] = {
         "20-failover-asynchronous-loss" } },
     { "relay_keeps_dead_broker_connection", "the relay keeps using a broker connection that broke",
       { "21-broker-crash-durable", "22-broker-crash-in-memory" } },
+    { "cleanup_unrecorded", "the retention cleanup deletes published rows without a record",
+      { "24-cleanup-under-faults" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 
@@ -150,13 +152,15 @@ static int dir_mentions(const char *dir, const char *needle)
     return found;
 }
 
-/* The build targets whose sources mention CW_MUTANT_<name>, into targets[]
+/* The build targets whose sources name the mutant, into targets[]
  * (a file of a shared folder, src/core or src/bus, means every binary).
  * Returns the count; 0 when no source implements the mutant. */
 static int mutant_targets(const char *name, const char **targets)
 {
-    char needle[96], src[PATH_MAX], dir[PATH_MAX + 256];
+    /* #ifdef CW_MUTANT_<name>, or the hook of mutant.h, CW_MUTANT(<name>) */
+    char needle[96], hook[96], src[PATH_MAX], dir[PATH_MAX + 256];
     snprintf(needle, sizeof(needle), "CW_MUTANT_%s", name);
+    snprintf(hook, sizeof(hook), "CW_MUTANT(%s)", name);
     fmt(src, sizeof(src), "%s/src", runner_source_dir());
     DIR *d = opendir(src);
     if (d == NULL)
@@ -167,7 +171,7 @@ static int mutant_targets(const char *name, const char **targets)
         if (de->d_name[0] == '.')
             continue;
         fmt(dir, sizeof(dir), "%s/%s", src, de->d_name);
-        if (!dir_mentions(dir, needle))
+        if (!dir_mentions(dir, needle) && !dir_mentions(dir, hook))
             continue;
         any = 1;
         int matched = 0;

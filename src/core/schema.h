@@ -5,7 +5,7 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 /* The text of schema.sql. */
 extern const char schema_sql[];

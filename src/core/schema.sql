@@ -157,6 +157,24 @@ CREATE TABLE IF NOT EXISTS outbox_requeues (
     requeued_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- What the runbook removed: one row per outbox row `outboxctl cleanup`
+-- deleted, written in the deleting statement.  Small on purpose (no
+-- payload, only its digest): retention still frees the space, and an audit
+-- -- the harness's checker among them -- still knows every event that was
+-- removed legitimately, and when.
+CREATE TABLE IF NOT EXISTS outbox_removed (
+    id uuid PRIMARY KEY,
+    aggregate_id uuid NOT NULL,
+    aggregate_version bigint NOT NULL,
+    event_type text NOT NULL,
+    payload_sha256 text NOT NULL,
+    attempts integer NOT NULL,
+    occurred_at timestamptz NOT NULL,
+    published_at timestamptz NOT NULL,
+    removed_at timestamptz NOT NULL DEFAULT now(),
+    removed_by text NOT NULL             -- the runbook operation: 'cleanup'
+);
+
 -- Monotonic counters that outlive processes (expired leases recovered, ...).
 CREATE TABLE IF NOT EXISTS pipeline_counters (
     counter text PRIMARY KEY,
