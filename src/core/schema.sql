@@ -157,6 +157,19 @@ CREATE TABLE IF NOT EXISTS outbox_requeues (
     requeued_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- Every operator replay of a consumer's parked event (outboxctl parked
+-- replay): the dead letter and the consumer's inbox marker are removed and
+-- the outbox row is published again under its id, in one statement that
+-- also writes this record.
+CREATE TABLE IF NOT EXISTS consumer_replays (
+    id bigserial PRIMARY KEY,
+    consumer_name text NOT NULL,
+    message_id uuid NOT NULL,
+    reason_before text NOT NULL,
+    deliveries_before integer NOT NULL,
+    replayed_at timestamptz NOT NULL DEFAULT now()
+);
+
 -- What the runbook removed: one row per outbox row `outboxctl cleanup`
 -- deleted, written in the deleting statement.  Small on purpose (no
 -- payload, only its digest): retention still frees the space, and an audit
