@@ -1,6 +1,6 @@
 /* mutants.c -- `crashwindow mutants`: a harness that cannot fail proves nothing.
  *
- *   crashwindow mutants [--only NAME...] [--out DIR] [--pg CONNINFO] [--list]
+ *   crashwindow mutants [--only NAME...] [--full] [--out DIR] [--pg CONNINFO] [--list]
  *
  * Each mutant is a known-wrong variant of the real code, compiled in with
  * -DCW_MUTANT=<name> (which defines CW_MUTANT_<name> for every target) and
@@ -10,11 +10,17 @@
  * comes from the unmutated build.
  *
  * The command first runs every scenario against the unmutated build (it must
- * pass: otherwise a "kill" would prove nothing), then, for each mutant, the
- * scenarios that aim at its mistake.  A mutant is killed when at least one of
- * them fails; the matrix names, for each kill, the invariant (or
- * expectation) that caught it and an offending row.  One throwaway cluster
- * serves every run.
+ * pass: otherwise a "kill" would prove nothing), then each mutant against the
+ * scenarios, with the baseline's own timeouts, in a fixed order: those aimed
+ * at its mistake first, then every other scenario in file order -- never a
+ * chosen subset.  The quick form stops at a mutant's first kill; --full runs
+ * every mutant against every scenario and prints the matrix both ways (which
+ * scenarios kill each mutant, which mutants each scenario kills).  A cell is
+ * killed only when an invariant or an expectation failed; a scenario that
+ * failed by a timeout or a harness error alone is "errored", which kills
+ * nothing.  The matrix names, for each kill, the invariant (or expectation)
+ * that caught it and an offending row.  One throwaway cluster serves every
+ * run.
  *
  * Output: DIR/result.json is the baseline run's result with kind "mutants"
  * and a "mutants" array; each mutant's runs live in DIR/mutants/<name>/;
@@ -244,9 +250,37 @@ static int build_finish(struct proc *b, char *err, size_t errlen)
     return 0;
 }
 
+/* The matrix the other way round: for each scenario, the mutants it
+ * killed (a scenario that killed none is named, since nothing then proves
+ * it can fail). */
+static void print_by_scenario(const cJSON *mutants, const char *const *cols, int ncols)
+{
+    printf("scenario -> mutants it kills\n");
+    for (int c = 0; c < ncols; c++) {
+        printf("  %-34s", cols[c]);
+        int n = 0, ran = 0;
+        const cJSON *m;
+        cJSON_ArrayForEach(m, mutants) {
+            const cJSON *s;
+            cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(m, "scenarios")) {
+                if (strcmp(cJSON_GetObjectItemCaseSensitive(s, "name")->valuestring, cols[c]) != 0)
+                    continue;
+                ran = 1;
+                if (strcmp(cJSON_GetObjectItemCaseSensitive(s, "outcome")->valuestring,
+                           "killed") == 0)
+                    printf("%s%s", n++ ? ", " : " ",
+                           cJSON_GetObjectItemCaseSensitive(m, "name")->valuestring);
+            }
+        }
+        printf("%s\n", n > 0 ? "" : ran ? " NONE" : " (not run)");
+    }
+    printf("\n");
+}
+
 static void print_matrix(cJSON *mutants, const char *const *cols, int ncols)
 {
-    printf("\nmutant x scenario (K killed, . survived, blank not run)\n");
+    printf("\nmutant x scenario (K killed, E errored: failed by a timeout or a harness error "
+           "alone, . survived, blank not run)\n");
     printf("%-26s", "");
     for (int c = 0; c < ncols; c++)
         printf(" %.2s", cols[c]);
@@ -261,16 +295,20 @@ static void print_matrix(cJSON *mutants, const char *const *cols, int ncols)
             cJSON_ArrayForEach(s, scs) {
                 if (strcmp(cJSON_GetObjectItemCaseSensitive(s, "name")->valuestring, cols[c]) != 0)
                     continue;
-                cell = strcmp(cJSON_GetObjectItemCaseSensitive(s, "verdict")->valuestring, "fail") == 0
-                           ? " K" : " .";
+                const char *oc = cJSON_GetObjectItemCaseSensitive(s, "outcome")->valuestring;
+                cell = strcmp(oc, "killed") == 0 ? " K" : strcmp(oc, "errored") == 0 ? " E" : " .";
             }
             printf(" %s", cell);
         }
         const cJSON *err = cJSON_GetObjectItemCaseSensitive(m, "error");
+        const cJSON *oc = cJSON_GetObjectItemCaseSensitive(m, "outcome");
         printf("   %s\n", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "killed")) ? "killed"
-                          : cJSON_IsString(err) ? "ERROR" : "SURVIVED");
+                          : cJSON_IsString(err) ? "ERROR"
+                          : cJSON_IsString(oc) && strcmp(oc->valuestring, "errored") == 0
+                              ? "ERRORED" : "SURVIVED");
     }
     printf("\n");
+    print_by_scenario(mutants, cols, ncols);
     cJSON_ArrayForEach(m, mutants) {
         const char *name = cJSON_GetObjectItemCaseSensitive(m, "name")->valuestring;
         const cJSON *err = cJSON_GetObjectItemCaseSensitive(m, "error");
@@ -333,8 +371,16 @@ static cJSON *scenario_cell(const cJSON *sc)
         if (witness == NULL)
             witness = err->valuestring;
     }
+    /* A kill is an invariant or an expectation that failed; a failure by a
+     * timeout or a harness error alone proves nothing about the mistake. */
+    int proved = 0;
+    const cJSON *b;
+    cJSON_ArrayForEach(b, by)
+        proved |= strcmp(b->valuestring, "error") != 0;
     if (strcmp(verdict, "fail") == 0 && cJSON_GetArraySize(by) == 0)
         cJSON_AddItemToArray(by, cJSON_CreateString("verdict"));
+    cJSON_AddStringToObject(cell, "outcome", strcmp(verdict, "fail") != 0 ? "survived"
+                                             : proved ? "killed" : "errored");
     if (witness != NULL)
         cJSON_AddStringToObject(cell, "witness", witness);
     else
@@ -345,9 +391,11 @@ static cJSON *scenario_cell(const cJSON *sc)
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: crashwindow mutants [--only NAME...] [--out DIR] [--pg CONNINFO] [--list]\n"
+        "usage: crashwindow mutants [--only NAME...] [--full] [--out DIR] [--pg CONNINFO] [--list]\n"
         "                           [--shard K/N|env] [--junit FILE]\n"
         "  --only NAME  this mutant only (repeatable)\n"
+        "  --full       every mutant against every scenario (default: in the fixed order,\n"
+        "               aimed scenarios first, until its first kill)\n"
         "  --out DIR    output directory (default reports/mutants-<timestamp>)\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
         "  --pg-dir DIR with --pg: the directory scripts/pg-cluster started it in, so that\n"
@@ -369,6 +417,7 @@ struct mutants_opts {
     const char *pg_dir;      /* --pg-dir: where scripts/pg-cluster started --pg's server */
     struct shard shard;      /* --shard, or 0/0 */
     const char *junit;       /* --junit, or NULL */
+    int full;                /* --full: every mutant against every scenario */
 };
 
 /* 0 to go on, 1 after --help (usage printed), -1 on bad usage (message
@@ -403,6 +452,8 @@ static int parse_args(struct mutants_opts *o, int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--list") == 0) {
             o->list = 1;
+        } else if (strcmp(argv[i], "--full") == 0) {
+            o->full = 1;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 1;
@@ -443,8 +494,12 @@ struct mrun {
     char build_err[NMUTANTS][512];
     int started[NMUTANTS];   /* 1 build spawned, 2 failed before running */
     cJSON *mutants;          /* the "mutants" array of result.json */
-    const char *cols[32];    /* the matrix's scenario columns */
+    const char *cols[64];    /* the matrix's scenario columns */
     int ncols;
+    int full;                /* --full */
+    char **all;              /* every scenario file, sorted (runner_all_scenarios) */
+    int nall;
+    char names[64][64];      /* their names, the matrix's columns */
 };
 
 /* This build, the parent folder of the mutants' build trees and the output
@@ -566,71 +621,85 @@ static int await_build(struct mrun *r, int i, cJSON *mo)
     return -1;
 }
 
-/* The scenario files aimed at m into files[] and fp[], each also a column
- * of the matrix.  Returns their count. */
-static int aimed_files(struct mrun *r, const struct mutant *m, char files[4][PATH_MAX],
-                       const char **fp)
+/* The order m meets the scenarios: those aimed at its mistake first, then
+ * every other one in file order -- all of them, never a chosen subset.
+ * Fills order[] with indexes into r->all; returns the count. */
+static int mutant_order(const struct mrun *r, const struct mutant *m, int *order)
 {
-    int nf = 0;
-    for (int j = 0; j < 4 && m->scenarios[j] != NULL; j++) {
-        fmt(files[nf], sizeof(files[nf]), "%s/scenarios/%s.json", runner_source_dir(),
-            m->scenarios[j]);
-        fp[nf] = files[nf];
-        nf++;
+    int n = 0;
+    for (int j = 0; j < 4 && m->scenarios[j] != NULL; j++)
+        for (int k = 0; k < r->nall; k++)
+            if (strcmp(r->names[k], m->scenarios[j]) == 0)
+                order[n++] = k;
+    for (int k = 0; k < r->nall; k++) {
         int seen = 0;
-        for (int c = 0; c < r->ncols; c++)
-            seen |= strcmp(r->cols[c], m->scenarios[j]) == 0;
-        if (!seen && r->ncols < 32)
-            r->cols[r->ncols++] = m->scenarios[j];
+        for (int j = 0; j < n && !seen; j++)
+            seen = order[j] == k;
+        if (!seen)
+            order[n++] = k;
     }
-    return nf;
+    return n;
 }
 
-/* Runs the scenarios aimed at built mutant m against its build tree, a
- * cell per scenario into scj, the verdict into mo.  Returns 1 when one of
- * them killed it. */
-static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *scj)
+/* files against m's build tree, into outdir, with the baseline's own
+ * timeouts: a mutant is judged as the unmutated build is.  The run's
+ * result (caller frees), or NULL when it could not start. */
+static cJSON *run_scenarios(const struct mrun *r, const struct mutant *m, const char **files,
+                            int nfiles, const char *outdir)
 {
-    char files[4][PATH_MAX];
-    const char *fp[4];
-    int nf = aimed_files(r, m, files, fp);
-    char mdir[PATH_MAX], mbuild[PATH_MAX];
-    fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
+    char mbuild[PATH_MAX];
     fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, m->name);
     struct run_opts o;
     memset(&o, 0, sizeof(o));
-    o.files = fp;
-    o.nfiles = nf;
+    o.files = files;
+    o.nfiles = nfiles;
     o.pg = r->pg;
     o.pg_dir = r->pg_dir;
-    o.out = mdir;
+    o.out = outdir;
     o.bin = mbuild;
     o.bin_fallback = r->build;
     o.mutant = m->name;
     o.repeat = 1;
     o.brief = 1;
-    /* A mutant only has to be caught, not waited out: bounded waits keep
-     * the whole matrix within minutes.  Kills by a timeout alone are
-     * shown as such ("error"), next to the invariants that broke. */
-    o.heal_cap_ms = 6000;
-    o.wait_cap_ms = 6000;
     cJSON *mres = NULL;
     runner_run(&o, &mres);
-    int killed = 0;
-    const cJSON *sc;
-    cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(mres, "scenarios")) {
-        cJSON *cell = scenario_cell(sc);
-        killed |= strcmp(cJSON_GetObjectItemCaseSensitive(cell, "verdict")->valuestring,
-                         "fail") == 0;
-        cJSON_AddItemToArray(scj, cell);
+    return mres;
+}
+
+/* Runs built mutant m against the scenarios (all with --full, else in
+ * order until the first kill), a cell per scenario into scj, the verdict
+ * into mo.  Returns 1 when a scenario killed it. */
+static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *scj)
+{
+    int order[64];
+    int n = mutant_order(r, m, order);
+    const char *files[64];
+    for (int k = 0; k < n; k++)
+        files[k] = r->all[order[k]];
+    char mdir[PATH_MAX];
+    fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
+    int killed = 0, errored = 0, started = 1;
+    for (int k = 0; k < n && !killed && started && !runner_interrupted();
+         k += r->full ? n : 1) {
+        cJSON *mres = run_scenarios(r, m, files + k, r->full ? n : 1, mdir);
+        started = mres != NULL;
+        const cJSON *sc;
+        cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(mres, "scenarios")) {
+            cJSON *cell = scenario_cell(sc);
+            const char *oc = cJSON_GetObjectItemCaseSensitive(cell, "outcome")->valuestring;
+            killed |= strcmp(oc, "killed") == 0;
+            errored |= strcmp(oc, "errored") == 0;
+            cJSON_AddItemToArray(scj, cell);
+        }
+        cJSON_Delete(mres);
     }
     cJSON_AddBoolToObject(mo, "killed", killed);
+    cJSON_AddStringToObject(mo, "outcome", killed ? "killed" : errored ? "errored" : "survived");
     cJSON_AddStringToObject(mo, "dir", mdir + strlen(r->out) + 1);
-    if (mres == NULL) {
+    if (!started) {
         cJSON_AddStringToObject(mo, "error", "the mutant's run could not start");
         r->ok = 0;
     }
-    cJSON_Delete(mres);
     return killed;
 }
 
@@ -652,7 +721,10 @@ static void try_mutant(struct mrun *r, int i)
         return;
     }
     int killed = run_mutant(r, m, mo, scj);
-    printf("    -> %s\n", killed ? "killed" : "SURVIVED");
+    printf("    -> %s\n", killed ? "killed"
+                            : strcmp(cJSON_GetObjectItemCaseSensitive(mo, "outcome")->valuestring,
+                                     "errored") == 0 ? "ERRORED (no invariant or expectation "
+                                                       "failed)" : "SURVIVED");
     fflush(stdout);
     r->ok &= killed;
 }
@@ -738,6 +810,20 @@ int mutants_main(int argc, char **argv)
     if (!r->ok)
         printf("crashwindow mutants: the UNMUTATED build fails; kills below prove nothing\n");
 
+    r->full = opts.full;
+    r->nall = runner_all_scenarios(&r->all);
+    if (r->nall < 0)
+        r->nall = 0;
+    if (r->nall > 64)
+        r->nall = 64;
+    for (int k = 0; k < r->nall; k++) {
+        const char *base = strrchr(r->all[k], '/');
+        snprintf(r->names[k], sizeof(r->names[k]), "%s", base ? base + 1 : r->all[k]);
+        char *dot = strrchr(r->names[k], '.');
+        if (dot != NULL)
+            *dot = '\0';
+        r->cols[r->ncols++] = r->names[k];
+    }
     choose_mutants(r, &opts);
     r->mutants = cJSON_CreateArray();
     for (int i = 0; i < r->nchosen && !runner_interrupted(); i++)
@@ -759,6 +845,9 @@ int mutants_main(int argc, char **argv)
     write_result(r, result, base_rc, t0, path, sizeof(path));
     cJSON_Delete(result);
     cJSON_Delete(r->all_chosen);
+    for (int k = 0; k < r->nall; k++)
+        free(r->all[k]);
+    free(r->all);
     if (rundir_outputs(r->out, opts.junit, 1, "crashwindow mutants") < 0)
         r->ok = 0;
     if (opts.pg == NULL)
