@@ -20,8 +20,9 @@
  * the middle of a request.
  *
  * Exit codes: 0 clean stop, 1 could not start (database, address), 2 bad
- * usage or bad CW_FAULTS. */
+ * usage, bad CW_FAULTS, or a --metrics-listen address that cannot be bound. */
 #include "api_http.h"
+#include "api_metrics.h"
 #include "api_pool.h"
 #include "api_store.h"
 #include "cliutil.h"
@@ -41,6 +42,7 @@ struct options {
     const char *events;
     const char *name;
     const char *broker;
+    const char *metrics_listen;
     int threads;
     int lock_timeout_ms;
     int statement_timeout_ms;
@@ -69,6 +71,7 @@ static void usage(FILE *f)
             "                            it trickles in; then the connection closes (10000)\n"
             "  --max-connections N       connections at once (1024)\n"
             "  --max-conns-per-client N  connections at once from one address (64)\n"
+            "  --metrics-listen HOST:PORT serve Prometheus metrics at /metrics there\n"
             "CW_DB may hold the connection string instead of --db.\n");
 }
 
@@ -116,6 +119,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->name = v;
         else if (strcmp(a, "--broker") == 0)
             o->broker = v;
+        else if (strcmp(a, "--metrics-listen") == 0)
+            o->metrics_listen = v;
         else if (strcmp(a, "--threads") == 0)
             bad = cw_parse_int(a, v, 1, 64, &o->threads, err, sizeof(err));
         else if (strcmp(a, "--lock-timeout-ms") == 0)
@@ -200,6 +205,13 @@ int main(int argc, char **argv)
     struct sockaddr_in addr;
     if (parse_listen(o.listen, &addr) < 0) {
         fprintf(stderr, "payments-api: --listen wants IPV4ADDRESS:PORT, got '%s'\n", o.listen);
+        return 2;
+    }
+    /* Bound first: a bad address or a port in use stops the API (exit 2)
+     * before it has opened anything. */
+    char merr[512];
+    if (api_metrics_start(o.metrics_listen, o.db, o.name, merr, sizeof(merr)) < 0) {
+        fprintf(stderr, "payments-api: --metrics-listen %s\n", merr);
         return 2;
     }
     if (cwlog_open(o.events, o.name) < 0) {

@@ -7,6 +7,7 @@
  * message text.  Each attempt ends in one of four outcomes (enum tx_outcome)
  * and api_store_execute is the only place that loops. */
 #include "api_store.h"
+#include "api_metrics.h"
 #include "backoff.h"
 #include "cwlog.h"
 #include "fault.h"
@@ -778,6 +779,7 @@ void api_store_execute(api_store *s, const struct api_command *cmd, struct api_r
         if (out == TX_DONE)
             break;
         if (out == TX_AMBIGUOUS) {
+            api_metrics_ambiguous();
             resolve_ambiguous(s, cmd, &plan, xid, r);
             break;
         }
@@ -789,6 +791,7 @@ void api_store_execute(api_store *s, const struct api_command *cmd, struct api_r
             r->retry_after = 1;
             break;
         }
+        api_metrics_retry();
         cJSON *ev = cwlog_begin("retry");
         cJSON_AddStringToObject(ev, "command", kind_name(cmd->kind));
         cJSON_AddNumberToObject(ev, "attempt", attempt);
@@ -801,6 +804,7 @@ void api_store_execute(api_store *s, const struct api_command *cmd, struct api_r
          * (max_attempts). */
         sleep_ms((int)cw_backoff_ceiling_ms(attempt, RETRY_BASE_MS, RETRY_CAP_MS));
     }
+    api_metrics_command(cmd->kind, r->status, r->replayed);
     if (create_payload != NULL)
         cJSON_free(create_payload);
     free(plan.body);

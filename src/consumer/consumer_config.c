@@ -5,6 +5,7 @@
  * in range, and nothing else; names are short and made of [A-Za-z0-9._-]. */
 #include "consumer_config.h"
 #include "cliutil.h"
+#include "metrics_http.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -27,6 +28,8 @@ void consumer_usage(FILE *f)
             "  --batch N                  deliveries per transaction, 1-%d (default 1)\n"
             "  --events FILE              JSON-lines events (default stderr)\n"
             "  --proc-name NAME           process name in events (default NAME-PID)\n"
+            "  --metrics-listen HOST:PORT serve Prometheus metrics at /metrics there (IPv4,\n"
+            "                             [IPv6] or localhost; port 0 picks a free one)\n"
             "  --poison-max-deliveries N  park a poison message at this delivery (default 3)\n"
             "  --poison-delay-ms MS       nack delay of a poison message before that (200)\n"
             "  --gap-delay-ms MS          nack delay of a version gap (200)\n"
@@ -135,6 +138,10 @@ int consumer_config_parse(int argc, char **argv, struct consumer_config *cfg,
             cfg->events = v;
         } else if (strcmp(a, "--proc-name") == 0) {
             proc = v;
+        } else if (strcmp(a, "--metrics-listen") == 0) {
+            if (metrics_listen_check(v, err, errlen) < 0)
+                return -1;
+            cfg->metrics_listen = v;
         } else {
             snprintf(err, errlen, "unknown option '%s'", a);
             return -1;

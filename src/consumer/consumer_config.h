@@ -2,7 +2,8 @@
  *
  *   accounting-consumer --db CONNINFO --broker SOCKET [--name accounting]
  *       [--group NAME] [--effect ledger|notification] [--prefetch N] [--batch N]
- *       [--events FILE] [--proc-name NAME] ... (see consumer_usage)
+ *       [--events FILE] [--proc-name NAME] [--metrics-listen HOST:PORT] ...
+ *       (see consumer_usage)
  *
  * The effect follows from the name for the known consumers (accounting ->
  * ledger, notifications -> notification); any other name must say which
@@ -26,6 +27,7 @@ struct consumer_config {
     const char *topic;               /* "payments" */
     const struct consumer_effect *effect;
     const char *events;              /* JSON-lines events file, NULL = stderr */
+    const char *metrics_listen;      /* serve /metrics there; NULL = not at all */
     char proc[64];                   /* process name in events (default name-pid) */
     int prefetch;                    /* unacked deliveries in flight */
     int batch;                       /* deliveries per transaction (1 = one each) */

@@ -10,6 +10,7 @@
 #include "backoff.h"
 #include "bus.h"
 #include "consumer_inbox.h"
+#include "consumer_metrics.h"
 #include "cwlog.h"
 #include "fault.h"
 #include "pgx.h"
@@ -86,6 +87,7 @@ static void ev_delivery(const struct item *it, cJSON *ev)
 
 static void log_deliver(const struct item *it)
 {
+    consumer_count(CONSUMER_DELIVERIES, 1);
     cJSON *ev = cwlog_begin("deliver");
     ev_delivery(it, ev);
     cJSON_AddBoolToObject(ev, "redelivered", it->d->redelivered != 0);
@@ -95,6 +97,7 @@ static void log_deliver(const struct item *it)
 
 static void log_ack(const struct item *it)
 {
+    consumer_count(CONSUMER_ACKS, 1);
     cJSON *ev = cwlog_begin("ack");
     ev_delivery(it, ev);
     cwlog_emit(ev);
@@ -103,6 +106,7 @@ static void log_ack(const struct item *it)
 static void log_nack(const struct item *it, int delay_ms, const char *reason,
                      const char *detail)
 {
+    consumer_count(CONSUMER_NACKS, 1);
     cJSON *ev = cwlog_begin("nack");
     ev_delivery(it, ev);
     cJSON_AddNumberToObject(ev, "delay_ms", delay_ms);
@@ -119,6 +123,7 @@ static void log_verdict(const struct consumer *c, const struct item *it)
     cJSON *ev;
     switch (it->res.verdict) {
     case INBOX_APPLIED:
+        consumer_count(CONSUMER_APPLIED, 1);
         ev = cwlog_begin("apply");
         cJSON_AddStringToObject(ev, "id", it->id);
         cJSON_AddStringToObject(ev, "aggregate_id", e->payment_id);
@@ -128,12 +133,14 @@ static void log_verdict(const struct consumer *c, const struct item *it)
         cJSON_AddStringToObject(ev, "trace_parent", e->trace);
         break;
     case INBOX_DUPLICATE:
+        consumer_count(CONSUMER_DUPLICATES, 1);
         ev = cwlog_begin("inbox_dup");
         cJSON_AddStringToObject(ev, "id", it->id);
         cJSON_AddStringToObject(ev, "aggregate_id", e->payment_id);
         cJSON_AddNumberToObject(ev, "version", (double)e->version);
         break;
     case INBOX_STALE:
+        consumer_count(CONSUMER_STALE, 1);
         ev = cwlog_begin("stale");
         cJSON_AddStringToObject(ev, "id", it->id);
         cJSON_AddStringToObject(ev, "aggregate_id", e->payment_id);
@@ -142,6 +149,7 @@ static void log_verdict(const struct consumer *c, const struct item *it)
         break;
     case INBOX_GAP:
     default:
+        consumer_count(it->parked ? CONSUMER_PARKED_GAP : CONSUMER_GAPS, 1);
         ev = cwlog_begin(it->parked ? "park" : "gap");
         cJSON_AddStringToObject(ev, "id", it->id);
         cJSON_AddStringToObject(ev, "aggregate_id", e->payment_id);
@@ -180,6 +188,9 @@ static void log_sql_error(const char *step, const char *sqlstate)
 
 static void log_reconnect(const char *target, int attempt, int ok, const char *error)
 {
+    if (!ok)
+        consumer_count(strcmp(target, "db") == 0 ? CONSUMER_RECONNECTS_DB
+                                                 : CONSUMER_RECONNECTS_BROKER, 1);
     cJSON *ev = cwlog_begin("reconnect");
     cJSON_AddStringToObject(ev, "target", target);
     cJSON_AddNumberToObject(ev, "attempt", attempt);
@@ -336,6 +347,7 @@ static void handle_poison(struct consumer *c, struct item *it, const char *reaso
         nack_item(c, it, cfg->retry_delay_ms, "park_failed", NULL);
         return;
     }
+    consumer_count(CONSUMER_PARKED_POISON, 1);
     cJSON *ev = cwlog_begin("park");
     cJSON_AddStringToObject(ev, "id", it->id);
     cJSON_AddStringToObject(ev, "kind", "poison");
@@ -529,6 +541,7 @@ static void run_tx(struct consumer *c, struct item *items, int n)
                 return;
             }
             {
+                consumer_count(CONSUMER_TX_RETRIES, 1);
                 cJSON *ev = cwlog_begin("tx_retry");
                 cJSON_AddNumberToObject(ev, "attempt", retries);
                 cJSON_AddStringToObject(ev, "reason", reason);

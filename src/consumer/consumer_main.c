@@ -10,10 +10,12 @@
  * consumer_event.h for what makes a message poison.
  *
  * Exit codes: 0 after SIGTERM/SIGINT (the transaction in progress finished),
- * 1 when the database or broker cannot be reached at start, 2 bad usage or a
- * bad CW_FAULTS specification. */
+ * 1 when the database or broker cannot be reached at start, 2 bad usage, a
+ * bad CW_FAULTS specification, or a --metrics-listen address that cannot be
+ * bound (checked first, before anything is opened). */
 #include "consumer_config.h"
 #include "consumer_loop.h"
+#include "consumer_metrics.h"
 #include "cwlog.h"
 #include "fault.h"
 
@@ -40,10 +42,18 @@ int main(int argc, char **argv)
         consumer_usage(stderr);
         return 2;
     }
+    if (cfg.metrics_listen != NULL &&
+        consumer_metrics_start(cfg.metrics_listen, cfg.db, cfg.name, cfg.proc, err,
+                               sizeof(err)) < 0) {
+        fprintf(stderr, "accounting-consumer: --metrics-listen %s\n", err);
+        return 2;
+    }
     if (cwlog_open(cfg.events, cfg.proc) < 0) {
         fprintf(stderr, "accounting-consumer: cannot open events file %s\n", cfg.events);
         return 2;
     }
+    if (consumer_metrics_address() != NULL)
+        cwlog_simple("metrics_listening", "address", consumer_metrics_address());
     if (fault_init(err, sizeof(err)) < 0) {
         fprintf(stderr, "accounting-consumer: %s\n", err);
         return 2;
@@ -61,5 +71,7 @@ int main(int argc, char **argv)
      * process name then shows in pg_stat_activity. */
     setenv("PGAPPNAME", cfg.proc, 0);
 
-    return consumer_run(&cfg);
+    rc = consumer_run(&cfg);
+    consumer_metrics_stop();
+    return rc;
 }

@@ -140,6 +140,12 @@ int pgx_conn_lost(PGconn *conn, const char *sqlstate)
 {
     if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
         return 1;
+    /* A pipeline whose results could not all be read (the server went away
+     * between them: libpq notices a failed write only on a later read, so
+     * the status can still say OK) leaves the connection in pipeline mode for
+     * good; every ordinary statement on it then fails. */
+    if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF)
+        return 1;
     if (sqlstate == NULL)
         return 0;
     return strncmp(sqlstate, "08", 2) == 0 || strncmp(sqlstate, "57P0", 4) == 0;

@@ -49,7 +49,8 @@ char *pgx_uuid_array(const char *const *ids, size_t n);
  * 40001 serialization_failure, 40P01 deadlock_detected. */
 int pgx_is_retryable(const char *sqlstate);
 
-/* True when the connection is gone (state or SQLSTATE class 08/57P0x). */
+/* True when the connection is gone (state or SQLSTATE class 08/57P0x) or
+ * unusable (stuck in pipeline mode). */
 int pgx_conn_lost(PGconn *conn, const char *sqlstate);
 
 #endif

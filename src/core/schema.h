@@ -5,13 +5,14 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 5
 
 /* The text of schema.sql. */
 extern const char schema_sql[];
 
 /* Brings the database to SCHEMA_VERSION in one transaction, serialized with
- * other migrators by an advisory lock.  Returns 1 when it applied the schema,
+ * other migrators by an advisory lock; a database at an older version is
+ * upgraded.  Returns 1 when it applied the schema,
  * 0 when the database was already current, -1 with a message in err. */
 int schema_migrate(PGconn *conn, char *err, size_t errlen);
 

@@ -1,8 +1,13 @@
--- crashwindow schema, version 1.
+-- crashwindow schema, version 5.
 --
 -- Applied by `outboxctl migrate` in one transaction under an advisory lock;
--- a database already at version 1 is left untouched.  outbox_messages,
--- ix_outbox_ready and inbox_messages are the article's, exactly as written.
+-- a database already at version 5 is left untouched, an older one gets the
+-- upgrade steps in schema.c first (version 3 narrowed ix_outbox_claim_order
+-- to fresh rows and added ix_outbox_retry_order; version 4 added
+-- outbox_messages.locked_by; version 5 added outbox_removed and
+-- consumer_replays, the runbook's records, which need no upgrade step).
+-- outbox_messages, ix_outbox_ready and
+-- inbox_messages are the article's, exactly as written.
 
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id uuid PRIMARY KEY,
@@ -23,6 +28,12 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     dead_lettered_at timestamptz
 );
 
+-- lock_id is the fencing token of the claim that holds (or last held) the
+-- row, a fresh UUID per claim, so that a relay's settle of an old claim can
+-- never match a newer claim of the row, even its own; locked_by is the relay
+-- worker that made that claim, for operators and metrics.
+ALTER TABLE outbox_messages ADD COLUMN IF NOT EXISTS locked_by uuid;
+
 CREATE INDEX IF NOT EXISTS ix_outbox_ready
     ON outbox_messages (next_attempt_at, occurred_at, id)
     WHERE published_at IS NULL
@@ -30,12 +41,25 @@ CREATE INDEX IF NOT EXISTS ix_outbox_ready
 
 -- The claim orders by (occurred_at, id); ix_outbox_ready leads with
 -- next_attempt_at and cannot serve that ORDER BY, so with a large backlog
--- every claim would scan and sort every pending row.  This index walks the
--- pending rows in claim order and stops after LIMIT matches.
+-- every claim would scan and sort every pending row.  The claim takes due
+-- rows from two indexes, each walked in order until LIMIT matches (the
+-- argument is in src/relay/relay_store.c):
+--   ix_outbox_claim_order: fresh rows (no publish has failed), in claim order;
+--   ix_outbox_retry_order: rows a failed publish sent into backoff, in the
+--     order they come due.
+-- A row in backoff is in the second only, so rows piling up in backoff while
+-- the broker refuses are never walked by the claim of a fresh row.
 CREATE INDEX IF NOT EXISTS ix_outbox_claim_order
     ON outbox_messages (occurred_at, id)
     WHERE published_at IS NULL
-      AND dead_lettered_at IS NULL;
+      AND dead_lettered_at IS NULL
+      AND last_error IS NULL;
+
+CREATE INDEX IF NOT EXISTS ix_outbox_retry_order
+    ON outbox_messages (next_attempt_at)
+    WHERE published_at IS NULL
+      AND dead_lettered_at IS NULL
+      AND last_error IS NOT NULL;
 
 -- One event per aggregate version: a second version 2 of a payment is a bug.
 CREATE UNIQUE INDEX IF NOT EXISTS ux_outbox_aggregate_version

@@ -3,7 +3,8 @@
  *   outbox-relay --db CONNINFO --broker SOCKET [--name ID] [--batch N]
  *                [--lease-ms N] [--backoff-base-ms N] [--backoff-cap-ms N]
  *                [--max-attempts N] [--idle-ms N] [--order fifo|per-aggregate]
- *                [--events FILE] [--print-sql claim|mark|retry|dead_letter]
+ *                [--events FILE] [--metrics-listen HOST:PORT]
+ *                [--print-sql claim|mark|retry|dead_letter]
  *
  * The loop (relay_loop.c): claim a batch under a lease in one short
  * statement, publish each message outside any transaction, then settle each:
@@ -30,6 +31,7 @@ struct relay_config {
     int max_attempts;
     int idle_ms;
     enum relay_order order;
+    const char *metrics_listen; /* serve /metrics there; NULL = not at all */
     const char *print_sql;   /* non-NULL: print that statement and exit */
 };
 

@@ -2,6 +2,7 @@
  * message naming the flag and the accepted range. */
 #include "relay.h"
 #include "cliutil.h"
+#include "metrics_http.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@ void relay_usage(FILE *f)
             "                         older version of its aggregate is unpublished, a\n"
             "                         dead-lettered one included (requeue it to release them)\n"
             "  --events FILE          JSON-lines events (default stderr)\n"
+            "  --metrics-listen HOST:PORT  serve Prometheus metrics at /metrics there\n"
+            "                         (IPv4, [IPv6] or localhost; port 0 picks a free one)\n"
             "  --print-sql WHICH      print the claim, mark, retry or dead_letter statement and exit\n"
             "SIGTERM finishes the messages in flight (publish and mark) and exits 0; the\n"
             "rest of the batch is left to its lease.\n",
@@ -62,6 +65,10 @@ int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
             cfg->broker = v;
         } else if (strcmp(a, "--events") == 0) {
             cfg->events = v;
+        } else if (strcmp(a, "--metrics-listen") == 0) {
+            if (metrics_listen_check(v, err, errlen) < 0)
+                return -1;
+            cfg->metrics_listen = v;
         } else if (strcmp(a, "--name") == 0) {
             size_t n = strlen(v);
             if (n == 0 || n >= sizeof(cfg->name)) {

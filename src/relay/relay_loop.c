@@ -23,16 +23,21 @@
  *      it.  Zero rows updated means the lease was lost: logged (lease_lost),
  *      counted (pipeline_counters 'leases_lost'), and the row is not touched
  *      again.  A settle that fails is not retried: the lease expires and the
- *      row is claimed again.
+ *      row is claimed again.  (A mark that was rolled back only because the
+ *      claim sharing its transaction failed is run again at once, alone.)
  *
- * Overlap: while a full batch is at the broker, the claim of the next batch
- * is already running in the database (sent with PQsendQueryParams right
- * after the publishes, read after the confirms), so broker time and database
- * time do not add up; a backlog drains at close to the database's own claim +
- * mark rate.  The batch claimed ahead has its own lease and the same lease
- * checks; a relay that stops or loses the database with one in hand leaves
- * it to its lease, like the unpublished rest of any batch.  When the batch
- * was not full there is no backlog and nothing is claimed ahead.
+ * Overlap: while a full batch is at the broker, the database is already
+ * marking the batch before it and claiming the next one, in one pipeline and
+ * one transaction (relay_mark_claim_send, where the argument that this keeps
+ * the fence is made), sent before the publishes and read after the
+ * confirms; so broker time and database time do not add up, and a backlog
+ * costs one round trip and one commit per batch.  The batch claimed ahead has
+ * its own lease and the same lease checks; a relay that stops or loses the
+ * database with one in hand leaves it to its lease, like the unpublished rest
+ * of any batch.  When the batch was not full there is no backlog: nothing is
+ * claimed while it is at the broker; once confirmed it is marked, and what
+ * came in meanwhile is claimed in the same transaction (under a steady
+ * trickle, one commit per batch too).
  *
  * State: apart from that claimed-ahead batch, nothing is carried from one
  * iteration to the next except two connections.  The database connection is
@@ -50,6 +55,7 @@
  * messages (sigpending) and while idle (ppoll with them unblocked), so a stop
  * never interrupts a publish or a statement half way. */
 #include "relay.h"
+#include "relay_metrics.h"
 #include "relay_store.h"
 
 #include "backoff.h"
@@ -136,6 +142,19 @@ static int wait_ready(int fd, int ms)
     return rc > 0 ? 1 : 0;
 }
 
+/* The fencing token of a new claim: a fresh UUID each time, so that a settle
+ * meant for one claim of a row can never match a later claim of it, even by
+ * this same worker (relay_store.h, invariant 2). */
+static void new_claim_token(const struct relay *r, char token[CW_UUID_LEN + 1])
+{
+#ifdef CW_MUTANT_fence_by_worker
+    snprintf(token, CW_UUID_LEN + 1, "%s", r->worker);
+#else
+    (void)r;
+    cw_uuid_new(token);
+#endif
+}
+
 static void sanitized(const char *raw, char *out, size_t outlen)
 {
     cw_sanitize_error(raw, out, outlen);
@@ -145,6 +164,7 @@ static void emit_reconnect(const char *target, int attempt, const char *raw, int
 {
     char safe[CW_ERROR_MAX + 1];
     sanitized(raw, safe, sizeof(safe));
+    relay_count(strcmp(target, "db") == 0 ? RELAY_RECONNECTS_DB : RELAY_RECONNECTS_BROKER, 1);
     cJSON *ev = cwlog_begin("reconnect");
     cJSON_AddStringToObject(ev, "target", target);
     cJSON_AddNumberToObject(ev, "attempt", attempt);
@@ -204,8 +224,12 @@ static int bus_broken(int rc)
 
 static void emit_claim(const struct relay *r, const struct relay_batch *b, int recovered)
 {
+    relay_count(RELAY_CLAIMS, 1);
+    relay_count(RELAY_CLAIMED, b->n);
+    relay_count(RELAY_EXPIRED_LEASES, recovered);
     cJSON *ev = cwlog_begin("claim");
     cJSON_AddStringToObject(ev, "worker", r->worker);
+    cJSON_AddStringToObject(ev, "token", b->token);
     cJSON *ids = cJSON_AddArrayToObject(ev, "ids");
     cJSON *att = cJSON_AddArrayToObject(ev, "attempts");
     /* What the database held when the claim took each row: the checker's
@@ -225,6 +249,7 @@ static void emit_claim(const struct relay *r, const struct relay_batch *b, int r
 
 static void emit_publish(const struct relay_msg *m, const char *message_id)
 {
+    relay_count(m->state == RELAY_MSG_PUBLISHED ? RELAY_PUBLISHED : RELAY_PUBLISH_FAILED, 1);
     cJSON *ev = cwlog_begin("publish");
     cJSON_AddStringToObject(ev, "id", m->id);
     if (strcmp(message_id, m->id) != 0)
@@ -260,6 +285,7 @@ static void emit_ids(const char *event, const struct relay *r, const struct rela
 
 static void emit_lease_lost(const struct relay *r, const char *id, const char *op)
 {
+    relay_count(RELAY_LEASES_LOST, 1);
     cJSON *ev = cwlog_begin("lease_lost");
     cJSON_AddStringToObject(ev, "worker", r->worker);
     cJSON_AddStringToObject(ev, "id", id);
@@ -402,7 +428,7 @@ static void confirm_batch(struct relay *r, struct relay_batch *b, struct publish
 /* Schedules the retry or dead letter of one FAILED message, or the dead
  * letter of an EXHAUSTED one.  Returns 1 when the lease was lost, 0 when
  * settled, -1 on a database error, -2 when the database connection is gone. */
-static int settle_failure(struct relay *r, struct relay_msg *m)
+static int settle_failure(struct relay *r, const struct relay_batch *b, struct relay_msg *m)
 {
     char safe[CW_ERROR_MAX + 1];
     char err[512], sqlstate[6];
@@ -418,8 +444,9 @@ static int settle_failure(struct relay *r, struct relay_msg *m)
 #endif
     int rc;
     if (dead) {
-        rc = relay_dead_letter(r->db, r->worker, m->id, stored, sqlstate, err, sizeof(err));
+        rc = relay_dead_letter(r->db, b->token, m->id, stored, sqlstate, err, sizeof(err));
         if (rc == 1) {
+            relay_count(RELAY_DEAD_LETTERS, 1);
             cJSON *ev = cwlog_begin("dead_letter");
             cJSON_AddStringToObject(ev, "id", m->id);
             cJSON_AddNumberToObject(ev, "attempt", m->attempts);
@@ -434,9 +461,10 @@ static int settle_failure(struct relay *r, struct relay_msg *m)
         char next_at[RELAY_TS_LEN];
         int64_t delay = cw_backoff_delay_ms(m->attempts, r->cfg->backoff_base_ms,
                                             r->cfg->backoff_cap_ms);
-        rc = relay_retry(r->db, r->worker, m->id, delay, stored, next_at, sqlstate, err,
+        rc = relay_retry(r->db, b->token, m->id, delay, stored, next_at, sqlstate, err,
                          sizeof(err));
         if (rc == 1) {
+            relay_count(RELAY_RETRIES, 1);
             cJSON *ev = cwlog_begin("retry");
             cJSON_AddStringToObject(ev, "id", m->id);
             cJSON_AddNumberToObject(ev, "attempt", m->attempts);
@@ -464,94 +492,6 @@ static int settle_failure(struct relay *r, struct relay_msg *m)
         return pgx_conn_lost(r->db, sqlstate) ? -2 : -1;
     }
     return 0;
-}
-
-/* A mark between mark_start and settle_end. */
-struct settle {
-    int sent;       /* the mark statement is in flight */
-    int failed;     /* the mark could not be sent, or relay/mark_fail fired */
-    int injected;   /* ... by relay/mark_fail */
-    char err[512];
-};
-
-/* Step 4a: sends the fenced mark of b's confirmed messages, without waiting
- * for it; settle_end reads it.  Nothing is sent when there is nothing to
- * mark (b may be empty). */
-static void mark_start(struct relay *r, const struct relay_batch *b, struct settle *st)
-{
-    memset(st, 0, sizeof(*st));
-    int to_mark = 0;
-    for (int i = 0; i < b->n; i++)
-        to_mark += b->msgs[i].state == RELAY_MSG_PUBLISHED;
-    if (to_mark == 0)
-        return;
-    CW_FAULT("relay/before_mark", (void)0);
-    CW_FAULT("relay/mark_fail", st->injected = 1);
-    if (st->injected) {
-        snprintf(st->err, sizeof(st->err), "mark failed: injected fault relay/mark_fail");
-        st->failed = 1;
-        return;
-    }
-    int rc = relay_mark_send(r->db, r->worker, b, st->err, sizeof(st->err));
-    st->failed = rc < 0;
-    st->sent = rc > 0;
-}
-
-/* Step 4b: reads the mark started by mark_start, then schedules the retry or
- * dead letter of each failed message.  Returns ITER_WORKED, ITER_DB_LOST or
- * ITER_ERROR (a statement failed: its rows are left to their leases). */
-static int settle_end(struct relay *r, struct relay_batch *b, struct settle *st)
-{
-    char err[512], sqlstate[6] = "";
-    int lost = 0, result = ITER_WORKED;
-    int rc = 0;
-
-    if (st->sent)
-        rc = relay_mark_finish(r->db, b, sqlstate, err, sizeof(err));
-    else if (st->failed)
-        snprintf(err, sizeof(err), "%s", st->err);
-    if (st->failed || rc < 0) {
-        char safe[CW_ERROR_MAX + 1];
-        sanitized(err, safe, sizeof(safe));
-        emit_ids("mark_failed", r, b, RELAY_MSG_PUBLISHED, "error", safe);
-        if (!st->injected && pgx_conn_lost(r->db, sqlstate))
-            return ITER_DB_LOST;
-        result = ITER_ERROR;
-    } else if (st->sent) {
-        emit_ids("mark", r, b, RELAY_MSG_MARKED, NULL, NULL);
-        for (int i = 0; i < b->n; i++) {
-            if (b->msgs[i].state == RELAY_MSG_LOST) {
-                emit_lease_lost(r, b->msgs[i].id, "mark");
-                lost++;
-            }
-        }
-    }
-
-    for (int i = 0; i < b->n; i++) {
-        if (b->msgs[i].state != RELAY_MSG_FAILED && b->msgs[i].state != RELAY_MSG_EXHAUSTED)
-            continue;
-        int frc = settle_failure(r, &b->msgs[i]);
-        if (frc == 1)
-            lost++;
-        if (frc == -2)
-            return ITER_DB_LOST;
-        if (frc == -1)
-            result = ITER_ERROR;
-    }
-
-    if (lost > 0 &&
-        relay_counter_add(r->db, "leases_lost", lost, sqlstate, err, sizeof(err)) < 0 &&
-        pgx_conn_lost(r->db, sqlstate))
-        return ITER_DB_LOST;
-    return result;
-}
-
-/* Step 4 in one go.  Returns as settle_end. */
-static int settle_batch(struct relay *r, struct relay_batch *b)
-{
-    struct settle st;
-    mark_start(r, b, &st);
-    return settle_end(r, b, &st);
 }
 
 /* A claim came back: log it, count recovered leases, re-sort (step 2).
@@ -589,6 +529,207 @@ static int claim_failed(struct relay *r, const char *sqlstate, const char *err)
     return pgx_is_retryable(sqlstate) ? ITER_WORKED : ITER_ERROR;
 }
 
+/* The worse of two iteration results. */
+static int worst(int a, int b)
+{
+    if (a == ITER_DB_LOST || b == ITER_DB_LOST)
+        return ITER_DB_LOST;
+    return (a == ITER_ERROR || b == ITER_ERROR) ? ITER_ERROR : ITER_WORKED;
+}
+
+/* What one turn has in flight on the database, between round_start and
+ * round_end: the mark of a confirmed batch, the claim of the next one, or
+ * both in one pipeline (one transaction: relay_mark_claim_send). */
+struct round {
+    int mark_sent;     /* the mark statement alone */
+    int claim_sent;    /* the claim statement alone */
+    int claim_unsent;  /* ... could not be sent (claim_err says why) */
+    int piped;         /* both, as one pipeline */
+    int unusable;      /* the pipeline could not be sent: drop the connection */
+    int failed;        /* the mark could not be sent, or relay/mark_fail fired */
+    int injected;      /* ... by relay/mark_fail */
+    int64_t sent_at;   /* when the claim went out (its lease deadline's start) */
+    char token[CW_UUID_LEN + 1]; /* the claim's fencing token */
+    char err[512];     /* why the mark or the pipeline failed */
+    char claim_err[512];
+};
+
+/* Step 4a (and step 1 of the next batch when claim_ahead): sends the fenced
+ * mark of b's confirmed messages and, when claim_ahead, the claim of the next
+ * batch, without waiting; round_end reads them.  Both go as one pipeline when
+ * there is something to mark; nothing is sent when there is nothing to do. */
+static void round_start(struct relay *r, const struct relay_batch *b, int claim_ahead,
+                        struct round *rd)
+{
+    memset(rd, 0, sizeof(*rd));
+    int to_mark = 0;
+    for (int i = 0; i < b->n; i++)
+        to_mark += b->msgs[i].state == RELAY_MSG_PUBLISHED;
+    if (to_mark > 0) {
+        CW_FAULT("relay/before_mark", (void)0);
+        CW_FAULT("relay/mark_fail", rd->injected = 1);
+        if (rd->injected) {
+            snprintf(rd->err, sizeof(rd->err), "mark failed: injected fault relay/mark_fail");
+            rd->failed = 1;
+        }
+    }
+    const struct relay_config *cfg = r->cfg;
+    new_claim_token(r, rd->token);
+    if (to_mark > 0 && !rd->failed && claim_ahead) {
+        if (relay_mark_claim_send(r->db, r->worker, rd->token, b, cfg->batch, cfg->lease_ms,
+                                  cfg->order, &rd->sent_at, rd->err, sizeof(rd->err)) < 0)
+            rd->unusable = 1;
+        else
+            rd->piped = 1;
+        return;
+    }
+    if (to_mark > 0 && !rd->failed) {
+        int rc = relay_mark_send(r->db, b, rd->err, sizeof(rd->err));
+        rd->failed = rc < 0;
+        rd->mark_sent = rc > 0;
+        return;
+    }
+    if (claim_ahead) {
+        rd->claim_sent = relay_claim_send(r->db, r->worker, rd->token, cfg->batch,
+                                          cfg->lease_ms, cfg->order, &rd->sent_at,
+                                          rd->claim_err, sizeof(rd->claim_err)) == 0;
+        rd->claim_unsent = !rd->claim_sent;
+    }
+}
+
+static void emit_mark(const struct relay *r, const struct relay_batch *b, int with_claim)
+{
+    cJSON *ev = cwlog_begin("mark");
+    cJSON_AddStringToObject(ev, "worker", r->worker);
+    cJSON *ids = cJSON_AddArrayToObject(ev, "ids");
+    int n = 0;
+    for (int i = 0; i < b->n; i++) {
+        if (b->msgs[i].state == RELAY_MSG_MARKED) {
+            cJSON_AddItemToArray(ids, cJSON_CreateString(b->msgs[i].id));
+            n++;
+        }
+    }
+    cJSON_AddNumberToObject(ev, "n", n);
+    relay_count(RELAY_MARKED, n);
+    relay_count(with_claim ? RELAY_MARKS_WITH_CLAIM : RELAY_MARKS_ALONE, 1);
+    /* Committed in one transaction with the claim of the next batch. */
+    cJSON_AddBoolToObject(ev, "with_claim", with_claim);
+    cwlog_emit(ev);
+}
+
+/* Step 4b, the mark's part: reads what round_start sent.  A pipeline whose
+ * claim or commit failed rolled the mark back with it: the mark is then run
+ * again on its own, at once.  next receives the batch claimed ahead (empty
+ * when none).  Returns ITER_WORKED, ITER_ERROR or ITER_DB_LOST; *marked is
+ * 1 when a mark was committed, 2 when it was committed with the claim. */
+static int read_round(struct relay *r, struct relay_batch *b, struct round *rd,
+                      struct relay_batch *next, int *marked)
+{
+    char err[512], sqlstate[6] = "";
+    int rc = 0, result = ITER_WORKED;
+    *marked = 0;
+    if (rd->unusable)
+        return ITER_DB_LOST;
+    /* A claim sent alone: nothing to mark, or the mark failed before it
+     * could be sent. */
+    if (rd->claim_unsent)
+        result = claim_failed(r, "", rd->claim_err);
+    else if (rd->claim_sent && relay_claim_finish(r->db, rd->token, rd->sent_at,
+                                                  r->cfg->lease_ms, next, sqlstate, err,
+                                                  sizeof(err)) < 0)
+        result = claim_failed(r, sqlstate, err);
+    if (result == ITER_DB_LOST)
+        return result;
+    if (rd->piped) {
+        enum relay_step failed;
+        rc = relay_mark_claim_finish(r->db, b, rd->token, rd->sent_at, r->cfg->lease_ms, next,
+                                     &failed, sqlstate, err, sizeof(err));
+        if (rc >= 0)
+            *marked = 2;
+        if (rc < 0 && failed != RELAY_STEP_MARK && !pgx_conn_lost(r->db, sqlstate)) {
+            result = claim_failed(r, sqlstate, err);
+            rc = relay_mark(r->db, b, sqlstate, err, sizeof(err));
+            *marked = rc >= 0;
+        }
+    } else if (rd->mark_sent) {
+        rc = relay_mark_finish(r->db, b, sqlstate, err, sizeof(err));
+        *marked = rc >= 0;
+    } else if (rd->failed) {
+        snprintf(err, sizeof(err), "%s", rd->err);
+        rc = -1;
+    }
+    if (rc < 0) {
+        char safe[CW_ERROR_MAX + 1];
+        sanitized(err, safe, sizeof(safe));
+        emit_ids("mark_failed", r, b, RELAY_MSG_PUBLISHED, "error", safe);
+        if (!rd->injected && pgx_conn_lost(r->db, sqlstate))
+            return ITER_DB_LOST;
+        return worst(result, ITER_ERROR);
+    }
+    return result;
+}
+
+/* Step 4b: reads what round_start sent, then schedules the retry or dead
+ * letter of each failed message of b.  next receives the batch claimed ahead
+ * (logged and sorted; may be NULL when none was asked for).  Returns
+ * ITER_WORKED, ITER_DB_LOST or ITER_ERROR (a statement failed: its rows are
+ * left to their leases). */
+static int round_end(struct relay *r, struct relay_batch *b, struct round *rd,
+                     struct relay_batch *next)
+{
+    char err[512], sqlstate[6] = "";
+    struct relay_batch none;
+    int lost = 0, marked;
+    if (next == NULL)
+        next = &none;
+    memset(next, 0, sizeof(*next));
+
+    int result = read_round(r, b, rd, next, &marked);
+    if (result == ITER_DB_LOST) {
+        relay_batch_free(next);
+        return ITER_DB_LOST;
+    }
+    if (marked) {
+        emit_mark(r, b, marked == 2);
+        for (int i = 0; i < b->n; i++) {
+            if (b->msgs[i].state == RELAY_MSG_LOST) {
+                emit_lease_lost(r, b->msgs[i].id, "mark");
+                lost++;
+            }
+        }
+    }
+    if (next->n > 0)
+        result = worst(result, claimed(r, next));
+
+    for (int i = 0; i < b->n && result != ITER_DB_LOST; i++) {
+        if (b->msgs[i].state != RELAY_MSG_FAILED && b->msgs[i].state != RELAY_MSG_EXHAUSTED)
+            continue;
+        int frc = settle_failure(r, b, &b->msgs[i]);
+        if (frc == 1)
+            lost++;
+        if (frc == -2)
+            result = ITER_DB_LOST;
+        if (frc == -1)
+            result = worst(result, ITER_ERROR);
+    }
+
+    if (result != ITER_DB_LOST && lost > 0 &&
+        relay_counter_add(r->db, "leases_lost", lost, sqlstate, err, sizeof(err)) < 0 &&
+        pgx_conn_lost(r->db, sqlstate))
+        result = ITER_DB_LOST;
+    if (result == ITER_DB_LOST)
+        relay_batch_free(next);
+    return result;
+}
+
+/* Step 4 in one go.  Returns as round_end. */
+static int settle_batch(struct relay *r, struct relay_batch *b)
+{
+    struct round rd;
+    round_start(r, b, 0, &rd);
+    return round_end(r, b, &rd, NULL);
+}
+
 /* Step 1, synchronously: claims into b.  ITER_WORKED (b may be empty),
  * ITER_DB_LOST or ITER_ERROR. */
 static int claim_now(struct relay *r, struct relay_batch *b)
@@ -600,8 +741,10 @@ static int claim_now(struct relay *r, struct relay_batch *b)
     if (pgx_cmd(r->db, "BEGIN", 0, NULL, sqlstate, err, sizeof(err)) < 0)
         return pgx_conn_lost(r->db, sqlstate) ? ITER_DB_LOST : ITER_ERROR;
 #endif
-    if (relay_claim(r->db, r->worker, r->cfg->batch, r->cfg->lease_ms, r->cfg->order, b,
-                    sqlstate, err, sizeof(err)) < 0) {
+    char token[CW_UUID_LEN + 1];
+    new_claim_token(r, token);
+    if (relay_claim(r->db, r->worker, token, r->cfg->batch, r->cfg->lease_ms, r->cfg->order,
+                    b, sqlstate, err, sizeof(err)) < 0) {
 #ifdef CW_MUTANT_publish_in_claim_tx
         pgx_rollback(r->db);
 #endif
@@ -616,68 +759,45 @@ static int claim_now(struct relay *r, struct relay_batch *b)
     return claimed(r, b);
 }
 
-/* The worse of two iteration results. */
-static int worst(int a, int b)
-{
-    if (a == ITER_DB_LOST || b == ITER_DB_LOST)
-        return ITER_DB_LOST;
-    return (a == ITER_ERROR || b == ITER_ERROR) ? ITER_ERROR : ITER_WORKED;
-}
-
 /* One turn of the pipeline for the claimed batch cur (steps 3 and 4):
  *
- *   database:  mark prev ......... claim ahead ...........
- *   broker:            send cur ............. confirm cur
+ *   database:  mark prev + claim ahead (one transaction) .....
+ *   broker:    send cur ............................ confirm cur
  *
  * prev is a batch confirmed in the previous turn whose mark was left to go
  * with this one.  When cur was a full batch (a backlog), the next batch is
- * claimed while cur's confirms come back; cur is then returned in prev (its
- * mark goes with the next turn) and the next batch in cur.  Otherwise cur is
- * settled at once and both come back empty.  Returns ITER_WORKED, ITER_ERROR
- * or ITER_DB_LOST (then both are emptied: their leases expire). */
+ * claimed in the same transaction as prev's mark, while cur's confirms come
+ * back; cur is then returned in prev (its mark goes with the next turn) and
+ * the next batch in cur.  Otherwise cur is settled at once, the claim of the
+ * next batch in the transaction of its mark, and that batch comes back in cur
+ * (empty when nothing was due).  Returns ITER_WORKED, ITER_ERROR or ITER_DB_LOST (then both are
+ * emptied: their leases expire). */
 static int work_batch(struct relay *r, struct relay_batch *prev, struct relay_batch *cur)
 {
     struct publish_state ps;
-    struct settle st;
+    struct round rd;
     struct relay_batch next;
-    char err[512], sqlstate[6] = "";
-    int64_t sent_at = 0;
-    int result = ITER_WORKED;
 
-    memset(&next, 0, sizeof(next));
-    mark_start(r, prev, &st);
-    send_batch(r, cur, &ps);
-    int settled = settle_end(r, prev, &st);
-    relay_batch_free(prev);
-
-    /* Decided after the sends: a stop that came during them claims nothing. */
-    int prefetch = settled != ITER_DB_LOST && cur->n == r->cfg->batch && !relay_stopping();
+    /* Decided before the sends, so that the database works while the
+     * broker does: a stop that comes during them leaves the batch claimed
+     * ahead to its lease, as a stop during the confirms always did. */
+    int claim_ahead = cur->n == r->cfg->batch && !relay_stopping();
 #ifdef CW_MUTANT_publish_in_claim_tx
-    prefetch = 0; /* the claim transaction is still open on the connection */
+    claim_ahead = 0; /* the claim transaction is still open on the connection */
 #endif
-    if (prefetch &&
-        relay_claim_send(r->db, r->worker, r->cfg->batch, r->cfg->lease_ms, r->cfg->order,
-                         &sent_at, err, sizeof(err)) < 0) {
-        prefetch = 0;
-        result = claim_failed(r, "", err);
-    }
+    round_start(r, prev, claim_ahead, &rd);
+    send_batch(r, cur, &ps);
     confirm_batch(r, cur, &ps);
-    if (prefetch) {
-        if (relay_claim_finish(r->db, sent_at, r->cfg->lease_ms, &next, sqlstate, err,
-                               sizeof(err)) < 0)
-            result = claim_failed(r, sqlstate, err);
-        else if (next.n > 0)
-            result = claimed(r, &next);
-    }
-    result = worst(settled, result);
+    int result = round_end(r, prev, &rd, &next);
+    relay_batch_free(prev);
     if (result == ITER_DB_LOST) {
         /* cur's confirmed messages cannot be marked: their leases expire
          * and they are published again (the inbox absorbs the repeat). */
-        relay_batch_free(&next);
         relay_batch_free(cur);
         return ITER_DB_LOST;
     }
 #ifdef CW_MUTANT_publish_in_claim_tx
+    char err[512], sqlstate[6] = "";
     if (pgx_cmd(r->db, "COMMIT", 0, NULL, sqlstate, err, sizeof(err)) < 0) {
         relay_batch_free(cur);
         return pgx_conn_lost(r->db, sqlstate) ? ITER_DB_LOST : ITER_ERROR;
@@ -686,7 +806,15 @@ static int work_batch(struct relay *r, struct relay_batch *prev, struct relay_ba
     if (next.n > 0) {
         *prev = *cur;
     } else {
-        result = worst(result, settle_batch(r, cur));
+        /* No backlog: cur is settled now, and the claim of what came in
+         * meanwhile rides in the transaction of its mark. */
+        struct round last;
+        int again = !relay_stopping();
+#ifdef CW_MUTANT_publish_in_claim_tx
+        again = 0; /* the claim opens a transaction of its own (claim_now) */
+#endif
+        round_start(r, cur, again, &last);
+        result = worst(result, round_end(r, cur, &last, &next));
         relay_batch_free(cur);
     }
     *cur = next;
@@ -728,6 +856,7 @@ int relay_run(const struct relay_config *cfg)
     memset(&r, 0, sizeof(r));
     r.cfg = cfg;
     cw_uuid_new(r.worker);
+    relay_metrics_worker(r.worker);
     r.margin_ms = cfg->lease_ms / 5;
     if (r.margin_ms < 50)
         r.margin_ms = 50;

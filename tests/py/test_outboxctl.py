@@ -9,6 +9,7 @@ import uuid
 
 import psycopg
 
+import promparse
 from conftest import binary, query, scalar, wait_for
 from test_relay import broker_connect, insert_rows, start_relay, stored, wait_published
 
@@ -97,15 +98,11 @@ def test_metrics_are_prometheus_text_with_the_runbook_list(db):
     known_state(db)
     out = ctl(db, "metrics")
     assert out.returncode == 0, out.stderr
-    samples = {}
-    for line in out.stdout.splitlines():
-        if line.startswith("#"):
-            assert re.fullmatch(r"# (HELP|TYPE) [a-z_]+ .+", line), line
-            continue
-        m = re.fullmatch(r'([a-z_]+(\{[^}]*\})?) (-?[0-9.e+]+)', line)
-        assert m, f"not a sample line: {line!r}"
-        samples[m.group(1)] = float(m.group(3))
-    assert samples["outbox_pending_total"] == 5
+    page = promparse.parse(out.stdout)
+    samples = {n + ("{" + ",".join(f'{k}="{v}"' for k, v in lab.items()) + "}" if lab else ""): v
+               for fam in page.values() for n, lab, v in fam["samples"]}
+    assert list(page)[0] == "outbox_oldest_pending_age_seconds", "the article's first signal"
+    assert samples["outbox_pending_messages"] == 5
     assert samples["outbox_oldest_pending_age_seconds"] > 3590
     assert samples["outbox_published_total"] == 3
     assert samples["outbox_dead_letters"] == 2
@@ -360,3 +357,27 @@ def test_parked_events_are_listed_shown_redacted_and_replayed(db):
         [("accounting", pub, "version gap never closed", 3)]
     # Replayed once: a second replay finds nothing parked.
     assert ctl(db, "parked", "replay", "accounting", pub).returncode == 1
+
+
+def test_migrate_upgrades_a_version_1_database(db):
+    # Version 1's claim index held every pending row, rows in backoff too.
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("DROP INDEX ix_outbox_claim_order")
+        conn.execute("DROP INDEX ix_outbox_retry_order")
+        conn.execute("CREATE INDEX ix_outbox_claim_order ON outbox_messages (occurred_at, id)"
+                     " WHERE published_at IS NULL AND dead_lettered_at IS NULL")
+        conn.execute("ALTER TABLE outbox_messages DROP COLUMN locked_by")
+        conn.execute("DELETE FROM schema_migrations")
+        conn.execute("INSERT INTO schema_migrations (version) VALUES (1)")
+    pending = row(db)
+    out = ctl(db, "migrate")
+    assert out.returncode == 0 and out.stdout == "schema version 5 applied\n", out
+    assert out.stderr == "", "no notices about what already exists"
+    defs = dict(query(db, "SELECT indexname, indexdef FROM pg_indexes"
+                          " WHERE indexname IN ('ix_outbox_claim_order', 'ix_outbox_retry_order')"))
+    assert "last_error IS NULL" in defs["ix_outbox_claim_order"]
+    assert "last_error IS NOT NULL" in defs["ix_outbox_retry_order"]
+    assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE id = %s", (pending,)) == 1
+    assert scalar(db, "SELECT count(*) FROM information_schema.columns"
+                      " WHERE table_name = 'outbox_messages' AND column_name = 'locked_by'") == 1
+    assert ctl(db, "migrate").stdout == "schema already at version 5\n"

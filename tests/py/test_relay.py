@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from datetime import datetime, timezone
 
 import psycopg
@@ -131,14 +132,18 @@ def test_publishes_each_row_with_its_id_headers_and_exact_payload(db, procs, bro
 
     rows = {r[0]: r for r in query(
         db, "SELECT id::text, aggregate_id::text, aggregate_version, event_type, schema_version,"
-            " payload::text, trace_parent, attempts, lock_id::text, locked_until,"
+            " payload::text, trace_parent, attempts, locked_by::text, locked_until, lock_id::text,"
             " to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
             " FROM outbox_messages")}
     start = relay.events("start")[0]
     for r in rows.values():
         assert r[7] == 1, "one claim per row when nothing fails"
-        assert r[8] == start["worker"], "lock_id keeps the worker that published"
+        assert r[8] == start["worker"], "locked_by keeps the worker that published"
         assert r[9] is None, "the lease is released when marked"
+    # lock_id fences one claim, not one worker: as many tokens as claims.
+    claim_tokens = {c["token"] for c in relay.events("claim")}
+    assert len(claim_tokens) == len(relay.events("claim")) and start["worker"] not in claim_tokens
+    assert {r[10] for r in rows.values()} <= claim_tokens
 
     # Every row arrives once, byte for byte, with its headers, in claim order.
     with broker_connect(sock, client="pytest-sub") as sub:
@@ -158,7 +163,7 @@ def test_publishes_each_row_with_its_id_headers_and_exact_payload(db, procs, bro
         assert d["headers"]["traceparent"] == r[6]
         assert d["headers"]["aggregate_version"] == r[2]
         assert d["headers"]["schema_version"] == r[4]
-        assert d["headers"]["occurred_at"] == r[10]
+        assert d["headers"]["occurred_at"] == r[11]
     assert all(e["client"] == "relay-1" for e in stored(sock))
 
     claims = relay.events("claim")
@@ -190,7 +195,7 @@ def test_two_relays_on_1000_messages_never_hold_one_message_under_two_live_lease
     workers = {c["worker"] for c in claims}
     assert len(workers) == 2, "both relays took part"
     # The database agrees: every row was last held by one of the two workers.
-    assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE lock_id::text <> ALL(%s)",
+    assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE locked_by::text <> ALL(%s)",
                   (list(workers),)) == 0
     assert r1.stop() == 0 and r2.stop() == 0
 
@@ -317,10 +322,10 @@ def plan_of_claim(db, order="fifo"):
                          check=True, capture_output=True, text=True).stdout
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("DEALLOCATE ALL")
-        conn.execute(f"PREPARE claim_plan(uuid, int, bigint) AS {sql}")
+        conn.execute(f"PREPARE claim_plan(uuid, int, bigint, uuid) AS {sql}")
         conn.execute("BEGIN")
         plan = conn.execute("EXPLAIN (FORMAT JSON) EXECUTE claim_plan"
-                            "(gen_random_uuid(), 100, 30000)").fetchone()[0]
+                            "(gen_random_uuid(), 100, 30000, gen_random_uuid())").fetchone()[0]
         conn.execute("ROLLBACK")
     return plan
 
@@ -359,6 +364,184 @@ def test_claim_walks_the_claim_order_index_without_sorting(db):
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("DROP INDEX ix_outbox_claim_order")
     assert not claim_walks_index_in_order(plan_of_claim(db))
+
+
+def rows_read(plan):
+    """Rows the claim's candidate scans read (returned or removed by a
+    filter): the scans under the candidates CTE, whatever their kind."""
+    cte = [n for n in nodes(plan) if n.get("Subplan Name") == "CTE candidates"]
+    assert len(cte) == 1, json.dumps(plan, indent=1)
+    stack, total = [cte[0]], 0
+    while stack:
+        n = stack.pop()
+        stack.extend(n.get("Plans", []))
+        if n["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Seq Scan"):
+            total += n.get("Actual Rows", 0) + n.get("Rows Removed by Filter", 0)
+    return total
+
+
+def analyze_claim(db, order="fifo", walk=False):
+    """EXPLAIN ANALYZE of the relay's claim, rolled back.  walk: steer the
+    planner to walk an index in order (no bitmap scan, no sort), the plan a
+    large backlog gets."""
+    sql = subprocess.run([binary("outbox-relay"), "--print-sql", "claim", "--order", order],
+                         check=True, capture_output=True, text=True).stdout
+    with psycopg.connect(db, autocommit=True) as conn:
+        if walk:
+            conn.execute("SET enable_bitmapscan = off")
+            conn.execute("SET enable_sort = off")
+        conn.execute(f"PREPARE claim_plan(uuid, int, bigint, uuid) AS {sql}")
+        conn.execute("BEGIN")
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_plan"
+                            "(gen_random_uuid(), 100, 30000, gen_random_uuid())").fetchone()[0]
+        conn.execute("ROLLBACK")
+    return plan
+
+
+def test_claim_does_not_walk_the_rows_backing_off(db):
+    # 20,000 rows a failed publish sent into backoff, at the head of the claim
+    # order (the oldest), then 300 fresh rows and 20 retried rows now due.
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO outbox_messages (id, aggregate_type, aggregate_id, aggregate_version,"
+            " event_type, schema_version, payload, occurred_at, attempts, next_attempt_at,"
+            " last_error)"
+            " SELECT gen_random_uuid(), 'payment', gen_random_uuid(), 1, 'PaymentCreated', 1,"
+            " '{}'::jsonb, now() - interval '2 hours' + i * interval '1 ms', 3,"
+            " now() + interval '1 hour', 'broker refused'"
+            " FROM generate_series(1, 20000) AS i")
+        conn.execute(
+            "INSERT INTO outbox_messages (id, aggregate_type, aggregate_id, aggregate_version,"
+            " event_type, schema_version, payload, occurred_at)"
+            " SELECT gen_random_uuid(), 'payment', gen_random_uuid(), 1, 'PaymentCreated', 1,"
+            " '{}'::jsonb, now() - interval '1 hour' + i * interval '1 ms'"
+            " FROM generate_series(1, 300) AS i")
+        due = [r[0] for r in conn.execute(
+            "INSERT INTO outbox_messages (id, aggregate_type, aggregate_id, aggregate_version,"
+            " event_type, schema_version, payload, occurred_at, attempts, next_attempt_at,"
+            " last_error)"
+            " SELECT gen_random_uuid(), 'payment', gen_random_uuid(), 1, 'PaymentCreated', 1,"
+            " '{}'::jsonb, now() - interval '30 minutes' + i * interval '1 ms', 2,"
+            " now() - interval '1 second', 'broker refused'"
+            " FROM generate_series(1, 20) AS i RETURNING id::text").fetchall()]
+        conn.execute("ANALYZE outbox_messages")
+    # Whichever plan the planner picks for this mix, none reads the rows in
+    # backoff: it walks the fresh rows in claim order, or reads the due ones.
+    for order in ("fifo", "per-aggregate"):
+        for walk in (False, True):
+            plan = analyze_claim(db, order, walk)
+            assert rows_read(plan) <= 1000, (order, walk, json.dumps(plan, indent=1))
+    # The retried rows that are due go first, then fresh ones in claim order.
+    relay_sql = subprocess.run([binary("outbox-relay"), "--print-sql", "claim"], check=True,
+                               capture_output=True, text=True).stdout
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("BEGIN")
+        got = [str(r[0]) for r in conn.execute(
+            relay_sql.replace("$1::uuid", "gen_random_uuid()").replace("$2::int", "100")
+            .replace("$3::bigint", "30000").replace("$4::uuid", "gen_random_uuid()")).fetchall()]
+        conn.execute("ROLLBACK")
+    assert len(got) == 100 and set(due) <= set(got)
+    # The check can fail: with one index over every pending row (schema
+    # version 1) a claim that walks it reads all 20,000 rows in backoff.
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("DROP INDEX ix_outbox_claim_order")
+        conn.execute("CREATE INDEX ix_outbox_claim_order ON outbox_messages (occurred_at, id)"
+                     " WHERE published_at IS NULL AND dead_lettered_at IS NULL")
+        conn.execute("ANALYZE outbox_messages")
+    assert rows_read(analyze_claim(db, walk=True)) > 20000
+
+
+def relay_statement(which):
+    return subprocess.run([binary("outbox-relay"), "--print-sql", which], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def test_a_settle_of_an_old_claim_cannot_touch_the_same_workers_newer_claim(db):
+    """The fence is the claim, not the worker: a relay whose lease on a row
+    expired and that claimed the row again must not be able to retry, dead
+    letter or mark it under its old claim (with one token per worker, the old
+    claim's retry cleared the new claim's lease)."""
+    [mid] = insert_rows(db, 1)
+    worker, old, new = (str(uuid.uuid4()) for _ in range(3))
+    # EXECUTE takes no bound parameters: the client cursor inlines them.
+    with psycopg.connect(db, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        conn.execute("PREPARE claim(uuid, int, bigint, uuid) AS " + relay_statement("claim"))
+        conn.execute("PREPARE mark(uuid[], uuid) AS " + relay_statement("mark"))
+        conn.execute("PREPARE retry(uuid, uuid, bigint, text) AS " + relay_statement("retry"))
+        conn.execute("PREPARE dead(uuid, uuid, text) AS " + relay_statement("dead_letter"))
+        # A lease of 0 ms has expired by the next statement.
+        assert len(conn.execute("EXECUTE claim(%s::uuid, 1, 0, %s::uuid)", (old, worker)).fetchall()) == 1
+        assert len(conn.execute("EXECUTE claim(%s::uuid, 1, 60000, %s::uuid)",
+                                (new, worker)).fetchall()) == 1
+        assert conn.execute("EXECUTE retry(%s::uuid, %s::uuid, 1000, 'refused')", (mid, old)).rowcount == 0
+        assert conn.execute("EXECUTE dead(%s::uuid, %s::uuid, 'refused')", (mid, old)).rowcount == 0
+        assert conn.execute("EXECUTE mark(%s::uuid[], %s::uuid)", ([mid], old)).rowcount == 0
+        assert conn.execute("EXECUTE mark(%s::uuid[], %s::uuid)", ([mid], new)).rowcount == 1
+        # Published once: a second mark, even under the live token, is refused.
+        assert conn.execute("EXECUTE mark(%s::uuid[], %s::uuid)", ([mid], new)).rowcount == 0
+    assert query(db, "SELECT lock_id::text, locked_by::text, attempts, last_error,"
+                     " published_at IS NOT NULL FROM outbox_messages")[0] == \
+        (new, worker, 2, None, True)
+
+
+def test_a_backlog_costs_one_commit_per_batch(db, procs, broker):
+    _, sock = broker
+    ids = insert_rows(db, 400)
+    relay = start_relay(procs, db, sock, batch=50, lease_ms=60000)
+    wait_published(db, ids)
+    assert relay.stop() == 0
+    # Every batch but the last was marked in the transaction that claimed a
+    # batch ahead (batch k is marked while k+1 is at the broker, with the
+    # claim of k+2): the database stamped both with one transaction time, so
+    # the rows' published_at is that claim's locked_until minus the lease.
+    published = {r[0]: r[1] for r in query(
+        db, "SELECT id::text, to_char(published_at AT TIME ZONE 'UTC',"
+            " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM outbox_messages")}
+    claims = relay.events("claim")
+    marks = relay.events("mark")
+    assert len(claims) == 8 and len(marks) == 8
+    # The last batch too: its mark carried the claim that found nothing.
+    assert [m["with_claim"] for m in marks] == [True] * 8
+    for mark, claim in zip(marks, claims[2:]):
+        stamps = {published[i] for i in mark["ids"]}
+        assert len(stamps) == 1, "one mark statement, one transaction time"
+        assert ts_us(stamps.pop()) == ts_us(claim["lease_until"]) - 60000 * 1000
+    assert scalar(db, "SELECT max(attempts) FROM outbox_messages") == 1
+    assert len(stored(sock, set(ids))) == 400
+
+
+def test_a_claim_failing_beside_a_mark_does_not_take_the_mark_with_it(db, procs, broker):
+    _, sock = broker
+    ids = insert_rows(db, 200)
+    # Refuse the claim of row 120 once.  Batches of 50: the first is claimed
+    # alone, the second alone while the first is at the broker, the third
+    # with the first's mark; so that claim fails and rolls the mark back.
+    with psycopg.connect(db, autocommit=True) as conn:
+        # A sequence, because nextval is not rolled back with the claim.
+        conn.execute("CREATE SEQUENCE refusals")
+        conn.execute(f"""
+            CREATE FUNCTION refuse_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.id = '{ids[120]}' AND NEW.attempts > OLD.attempts
+                   AND nextval('refusals') = 1 THEN
+                    RAISE EXCEPTION 'claim refused by the test';
+                END IF;
+                RETURN NEW;
+            END $$""")
+        conn.execute("CREATE TRIGGER refuse_claim BEFORE UPDATE ON outbox_messages"
+                     " FOR EACH ROW EXECUTE FUNCTION refuse_claim()")
+    relay = start_relay(procs, db, sock, batch=50, lease_ms=60000)
+    # With a 60 s lease, a first batch whose mark was lost would stay pending
+    # for a minute: published within 20 s means it was marked again at once.
+    wait_published(db, ids, timeout=20)
+    assert relay.stop() == 0
+    failed = relay.events("claim_failed")
+    assert len(failed) == 1 and failed[0]["sqlstate"] == "P0001"
+    first = relay.events("claim")[0]["ids"]
+    mark = next(m for m in relay.events("mark") if set(first) <= set(m["ids"]))
+    assert mark["with_claim"] is False
+    assert scalar(db, "SELECT max(attempts) FROM outbox_messages") == 1
+    assert len(stored(sock, set(ids))) == 200
 
 
 def test_bad_flags_exit_2_with_a_message(db, tmp_path):

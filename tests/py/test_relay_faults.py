@@ -114,12 +114,12 @@ def test_row_whose_publish_crashes_the_relay_every_time_is_dead_lettered_past_th
 
     # Claimed a third time, past the limit of 2: dead-lettered (by the relay
     # that held the lease), never published, with an error that says why.
-    attempts, err, published, lock_id = query(
-        db, "SELECT attempts, last_error, published_at IS NOT NULL, lock_id::text"
+    attempts, err, published, locked_by = query(
+        db, "SELECT attempts, last_error, published_at IS NOT NULL, locked_by::text"
             " FROM outbox_messages WHERE id = %s", (mid,))[0]
     assert attempts == 3 and not published
     assert err.startswith("attempt limit exceeded without a settled outcome"), err
-    assert lock_id == relay.events("start")[0]["worker"]
+    assert locked_by == relay.events("start")[0]["worker"]
     assert [e for e in broker_log(sock) if e.get("message_id") == mid] == [], \
         "the broker never saw it"
     assert [(e["id"], e["attempt"], e["reason"]) for e in relay.events("dead_letter")] == \
@@ -171,7 +171,7 @@ def test_stale_relay_paused_past_its_lease_cannot_mark(db, procs, broker):
     wait_published(db, [mid])
     assert b.stop() == 0
     worker_b = b.events("start")[0]["worker"]
-    before = query(db, "SELECT published_at, lock_id::text FROM outbox_messages WHERE id = %s",
+    before = query(db, "SELECT published_at, locked_by::text FROM outbox_messages WHERE id = %s",
                    (mid,))[0]
     assert before[1] == worker_b
 
@@ -180,7 +180,7 @@ def test_stale_relay_paused_past_its_lease_cannot_mark(db, procs, broker):
     lost = a.events("lease_lost")
     assert [(e["id"], e["op"]) for e in lost] == [(mid, "mark")]
     assert not a.events("mark") or all(m["n"] == 0 for m in a.events("mark"))
-    after = query(db, "SELECT published_at, lock_id::text FROM outbox_messages WHERE id = %s",
+    after = query(db, "SELECT published_at, locked_by::text FROM outbox_messages WHERE id = %s",
                   (mid,))[0]
     assert after == before, "the stale worker changed the row"
     assert scalar(db, "SELECT value FROM pipeline_counters WHERE counter = 'leases_lost'") == 1

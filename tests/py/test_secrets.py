@@ -15,8 +15,8 @@ planted through the real processes, the way secrets really arrive:
 
 Then every surface is searched for every secret (runs of 6+ letters and
 digits of it, in windows of 12 characters, so a partial leak counts too).
-A surface is a function returning (label, text) pairs; SURFACES lists them.
-Adding one (a /metrics endpoint, say) is one line in SURFACES.
+A surface is a function returning (label, text) pairs; SURFACES lists them,
+/metrics of the API, the relay and the consumer among them.
 """
 import glob
 import json
@@ -26,9 +26,12 @@ import stat
 import subprocess
 import urllib.parse
 
+import urllib.request
+
 from apiclient import start_api
 from conftest import SOURCE_DIR, binary, query, scalar, wait_for
 from test_consumer import start_consumer
+from test_metrics import free_port, listening_at
 from test_relay import broker_connect, start_relay
 
 CORPUS_PATH = os.path.join(SOURCE_DIR, "tests", "data", "secrets.json")
@@ -121,13 +124,22 @@ def surface_outboxctl(ctx):
     yield from ctx["outboxctl"]
 
 
+def surface_metrics(ctx):
+    """What a Prometheus server scrapes from each program's /metrics."""
+    yield from ctx.get("metrics", [])
+
+
 SURFACES = [
     surface_database,
     surface_process_logs,
     surface_outboxctl,
-    # A /metrics endpoint does not exist yet; when one does, add a function
-    # that yields ("/metrics", its body) and list it here.
+    surface_metrics,
 ]
+
+
+def metrics_page(address):
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=15) as r:
+        return r.read().decode("utf-8")
 
 
 # -- the tests --------------------------------------------------------------------
@@ -139,9 +151,11 @@ def dead_ids(db):
 
 def test_secrets_refused_by_the_broker_survive_nowhere(db, procs, broker, tmp_path):
     _, sock = broker
-    api = start_api(procs, db)
-    relay = start_relay(procs, db, sock, max_attempts=1)
-    consumer = start_consumer(procs, db, sock)
+    api_at = f"127.0.0.1:{free_port()}"
+    api = start_api(procs, db, extra=("--metrics-listen", api_at))
+    relay = start_relay(procs, db, sock, max_attempts=1, metrics_listen="127.0.0.1:0")
+    consumer = start_consumer(procs, db, sock, args=("--metrics-listen", "127.0.0.1:0"))
+    endpoints = {"api": api_at, "relay": listening_at(relay), "consumer": listening_at(consumer)}
     n = 0
     with broker_connect(sock) as b:
         b.control(outage="refuse")
@@ -178,6 +192,8 @@ def test_secrets_refused_by_the_broker_survive_nowhere(db, procs, broker, tmp_pa
              "every event applied")
     assert scalar(db, "SELECT count(*) FROM outbox_requeues") == n
     seen += [outboxctl(db, "status"), outboxctl(db, "metrics")]
+    pages = [(f"/metrics of the {who}", metrics_page(at)) for who, at in endpoints.items()]
+    assert all("outbox_pending_messages" in page for _, page in pages)
     for p in (api, relay, consumer):
         p.stop()
 
@@ -186,7 +202,7 @@ def test_secrets_refused_by_the_broker_survive_nowhere(db, procs, broker, tmp_pa
     assert len(relay.events("dead_letter")) >= n
     assert "ACCESS_REFUSED" in scalar(db, "SELECT string_agg(last_error_before, ' ')"
                                           " FROM outbox_requeues")
-    ctx = {"db": db, "tmp_path": tmp_path,
+    ctx = {"db": db, "tmp_path": tmp_path, "metrics": pages,
            "outboxctl": [(f"outboxctl output {i}", s) for i, s in enumerate(seen)]}
     assert_no_leaks(pair for surface in SURFACES for pair in surface(ctx))
 

@@ -70,6 +70,8 @@ int main(void)
     CHECK(strstr(claim, "NOT EXISTS") == NULL);
     CHECK(strstr(relay_sql("claim", RELAY_ORDER_PER_AGGREGATE), "NOT EXISTS") != NULL);
     CHECK(strstr(relay_sql("mark", RELAY_ORDER_FIFO), "lock_id = $2::uuid") != NULL);
+    CHECK(strstr(relay_sql("mark", RELAY_ORDER_FIFO), "published_at IS NULL") != NULL);
+    CHECK(strstr(relay_sql("claim", RELAY_ORDER_FIFO), "locked_by = $4::uuid") != NULL);
     CHECK(strstr(relay_sql("retry", RELAY_ORDER_FIFO), "lock_id = $2::uuid") != NULL);
     CHECK(strstr(relay_sql("retry", RELAY_ORDER_FIFO), "SET next_attempt_at") != NULL);
     CHECK(strstr(relay_sql("dead_letter", RELAY_ORDER_FIFO), "lock_id = $2::uuid") != NULL);
