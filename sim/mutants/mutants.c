@@ -100,6 +100,18 @@ static const struct mutant MUTANTS[] = {
       { "21-broker-crash-durable", "22-broker-crash-in-memory" } },
     { "cleanup_unrecorded", "the retention cleanup deletes published rows without a record",
       { "24-cleanup-under-faults" } },
+    { "cleanup_deletes_pending", "the retention cleanup deletes by age alone, pending rows too",
+      { "24-cleanup-under-faults" } },
+    { "cleanup_inbox_ignores_horizon", "inbox markers are deleted inside the redelivery horizon",
+      { "15-inbox-cleanup-horizon" } },
+    { "requeue_without_record", "a requeue resets a dead letter and keeps no record of it",
+      { "14-dead-letter-requeue" } },
+    { "commit_outcome_guessed", "a connection lost during COMMIT is taken for a rollback",
+      { "12-ambiguous-commit" } },
+    { "inbox_key_per_delivery", "the inbox key is made per delivery, not per event",
+      { "05-concurrent-duplicate", "04-crash-after-publish", "06-crash-before-ack" } },
+    { "marker_conflict_ignored", "the inbox insert's ON CONFLICT DO NOTHING is never checked",
+      { "05-concurrent-duplicate", "04-crash-after-publish" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 

@@ -42,7 +42,7 @@ static const char sql_outbox_batch[] =
     "WITH batch AS (\n"
     "    SELECT id FROM outbox_messages\n"
     "    WHERE ($3::boolean OR id > $4::uuid)\n"
-    "      AND published_at IS NOT NULL AND published_at < $1::timestamptz\n"
+    "      AND (published_at < $1::timestamptz OR ($6::boolean AND occurred_at < $1::timestamptz))\n"
     "    ORDER BY id LIMIT $2::int),\n"
     "del AS (\n"
     "    DELETE FROM outbox_messages AS m USING batch WHERE m.id = batch.id\n"
@@ -54,7 +54,7 @@ static const char sql_outbox_batch[] =
     "                                payload_sha256, attempts, occurred_at, published_at,\n"
     "                                removed_by)\n"
     "    SELECT id, aggregate_id, aggregate_version, event_type, sha, attempts, occurred_at,\n"
-    "           published_at, 'cleanup' FROM del WHERE $5::boolean),\n"
+    "           published_at, 'cleanup' FROM del WHERE $5::boolean AND published_at IS NOT NULL),\n"
     "counted AS (\n"
     "    INSERT INTO pipeline_counters (counter, value)\n"
     "    SELECT 'published_rows_deleted', count(*) FROM del HAVING count(*) > 0\n"
@@ -197,8 +197,11 @@ int ctl_cleanup(struct ctl *c, int argc, char **argv)
         /* Mutant: a retention job that deletes without keeping a record
          * of what it removed. */
         const char *record = CW_MUTANT(cleanup_unrecorded) ? "false" : "true";
-        const char *p[5] = { cut, batch_s, first ? "true" : "false", last, record };
-        PGresult *r = pgx_exec(conn, sql_outbox_batch, 5, p, NULL, err, sizeof(err));
+        /* Mutant: retention by age alone, "old rows are done rows": pending
+         * rows (a broker outage's backlog) go too. */
+        const char *by_age = CW_MUTANT(cleanup_deletes_pending) ? "true" : "false";
+        const char *p[6] = { cut, batch_s, first ? "true" : "false", last, record, by_age };
+        PGresult *r = pgx_exec(conn, sql_outbox_batch, 6, p, NULL, err, sizeof(err));
         if (r == NULL) {
             fprintf(stderr, "outboxctl: cleanup: batch %lld failed after %lld rows deleted: %s\n",
                     batches + 1, total, err);
@@ -241,7 +244,8 @@ int ctl_cleanup_inbox(struct ctl *c, int argc, char **argv)
                                                         a.cap_ms, a.lease_ms);
     ctl_format_duration(a.age_ms, age, sizeof(age));
     ctl_format_duration(horizon, hz, sizeof(hz));
-    if (a.age_ms < horizon) {
+    /* Mutant: "the operator knows what they are doing" -- no horizon check. */
+    if (a.age_ms < horizon && !CW_MUTANT(cleanup_inbox_ignores_horizon)) {
         if (a.have_horizon)
             fprintf(stderr, "outboxctl: cleanup-inbox: refusing: a retention of %s is shorter "
                             "than the configured redelivery horizon of %s\n", age, hz);
