@@ -1513,6 +1513,92 @@ out:
     free(park_here);
 }
 
+/* ---- 11. publish_within_lease -------------------------------------------
+ *
+ * No publish may reach the broker after the lease that covered it ended: by
+ * then the row may be another worker's.  The evidence comes from outside the
+ * relay: the broker log says when each publish was stored (stored_us, the
+ * instant the broker checked) and under which claim token it arrived; the
+ * claim history (claim_history.h) says what lease the database committed for
+ * that token on that row.  A stored publish whose token no committed claim
+ * of the row holds was made under no lease at all.  A publish that arrived
+ * without a token (from a broker that cannot log one) is not examined. */
+
+struct claim_rec {
+    char id[40];
+    char token[40];
+    long long until_us;
+};
+
+static int cmp_claim_rec(const void *a, const void *b)
+{
+    const struct claim_rec *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+    return c != 0 ? c : strcmp(x->token, y->token);
+}
+
+static void inv_publish_within_lease(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_PUBLISH_WITHIN_LEASE];
+    inv->ran = 1;
+    if (q_long(c, "SELECT count(*) FROM pg_class WHERE relname = 'crashwindow_claims'", 0,
+               NULL) == 0)
+        return; /* a database the runner did not prepare: nothing to hold it to */
+    PGresult *r = q(c,
+        "SELECT lower(message_id::text), lower(lock_id::text),"
+        "       (extract(epoch FROM locked_until) * 1000000)::bigint"
+        "  FROM crashwindow_claims WHERE lock_id IS NOT NULL AND locked_until IS NOT NULL",
+        0, NULL);
+    if (r == NULL)
+        return;
+    int n = PQntuples(r);
+    struct claim_rec *v = calloc((size_t)n + 1, sizeof(*v));
+    if (v == NULL) {
+        PQclear(r);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(v[i].id, sizeof(v[i].id), "%s", PQgetvalue(r, i, 0));
+        snprintf(v[i].token, sizeof(v[i].token), "%s", PQgetvalue(r, i, 1));
+        v[i].until_us = atoll(PQgetvalue(r, i, 2));
+    }
+    PQclear(r);
+    qsort(v, (size_t)n, sizeof(*v), cmp_claim_rec);
+
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, c->in->broker_events) {
+        if (!is_publish(ev) || !publish_stored(ev))
+            continue;
+        const char *id = ev_str(ev, K_MSGID);
+        const char *token = ev_str(ev, (const char *const[]){ "claim_token", NULL });
+        double at;
+        if (id == NULL || token == NULL ||
+            !(ev_num(ev, (const char *const[]){ "stored_us", NULL }, &at) ||
+              ev_num(ev, (const char *const[]){ "ts_us", NULL }, &at)))
+            continue;
+        inv->checked++;
+        struct claim_rec key;
+        snprintf(key.id, sizeof(key.id), "%s", id);
+        snprintf(key.token, sizeof(key.token), "%s", token);
+        for (char *p = key.id; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        for (char *p = key.token; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        const struct claim_rec *hit = bsearch(&key, v, (size_t)n, sizeof(*v), cmp_claim_rec);
+        const char *client = ev_str(ev, (const char *const[]){ "client", NULL });
+        if (hit == NULL)
+            violation(inv, "message %s was stored (from %s) under claim token %s, which no "
+                      "committed claim of that row holds: a publish under no lease", id,
+                      client ? client : "an unnamed client", token);
+        else if ((long long)at > hit->until_us)
+            violation(inv, "message %s reached the broker (from %s) %.1f ms after the lease of "
+                      "its claim %s ended, when the row may already have been another "
+                      "worker's", id, client ? client : "an unnamed client",
+                      ((long long)at - hit->until_us) / 1000.0, token);
+    }
+    free(v);
+}
+
 /* ---- driver ------------------------------------------------------------- */
 
 int checker_run(const struct chk_input *in, struct chk_result *res)
@@ -1546,6 +1632,7 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
         inv_dead_letter_at_limit(&c, &ls);
         inv_versions_in_order(&c);
         inv_one_payment_per_key(&c);
+        inv_publish_within_lease(&c);
         counts(&c);
         classify(&c);
         free(ls.v);

@@ -34,6 +34,14 @@
  *     <- {"op":"confirm","seq":7,"message_id":"5f0c...","status":"refused",
  *         "error":"broker outage"}
  *   payload is a string carried byte for byte.  partition_key may be absent.
+ *   A publish may carry the lease it was sent under: "claim_token" (the
+ *   fencing token of the claim, logged as received) and "not_after_us" (the
+ *   end of that lease, microseconds since the epoch, as the database
+ *   recorded it).  One that arrives after not_after_us is refused ("lease
+ *   ended before the publish arrived") and not stored: the row may be
+ *   another worker's by then.  This is the broker's half of the fence; a
+ *   broker that cannot check it (RabbitMQ) leaves a late publish to the
+ *   consumers' inbox.
  *
  *   subscribe: join a consumer group of a topic.  Every group receives every
  *   message of its topic, including those stored before the group's first
@@ -86,7 +94,9 @@
  *
  * LOG ENTRIES (--events FILE and dump_log), besides ts_us/proc/pid/event:
  *   publish    client, seq, message_id, type, partition_key, aggregate_version,
- *              payload_sha256, status (stored|refused|unanswered), offset
+ *              claim_token, not_after_us (when the publish carried them),
+ *              payload_sha256, status (stored|refused|unanswered), offset and
+ *              stored_us (stored: the instant checked against not_after_us)
  *   deliver    group, consumer, tag, offset, message_id, redelivered,
  *              delivery_count
  *   ack        group, consumer, tag, offset, message_id
@@ -265,6 +275,8 @@ struct fb_frame {
     const char *payload;         /* NULL when absent or null */
     size_t payload_len;
     long long aggregate_version; /* headers.aggregate_version, 0 if absent */
+    const char *claim_token;     /* NULL when absent */
+    long long not_after_us;      /* 0 when absent */
     /* subscribe */
     const char *group;
     int prefetch;

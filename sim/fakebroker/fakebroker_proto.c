@@ -180,7 +180,10 @@ static int parse_publish(struct fb_frame *f, char *err, size_t errlen)
         get_string(r, "message_id", 0, FB_MAX_NAME, &f->message_id, err, errlen) < 0 ||
         get_string(r, "type", 0, FB_MAX_NAME, &f->type, err, errlen) < 0 ||
         get_string(r, "partition_key", 1, FB_MAX_NAME, &f->partition_key, err, errlen) < 0 ||
-        get_string(r, "payload", 1, 0, &f->payload, err, errlen) < 0)
+        get_string(r, "payload", 1, 0, &f->payload, err, errlen) < 0 ||
+        get_string(r, "claim_token", 1, FB_MAX_NAME, &f->claim_token, err, errlen) < 0 ||
+        get_int(r, "not_after_us", 1, 0, 9007199254740991.0, 0, &f->not_after_us, err,
+                errlen) < 0)
         return -1;
     if (f->payload != NULL)
         f->payload_len = strlen(f->payload);

@@ -322,6 +322,10 @@ static struct fb_buf *publish_log(struct server *s, const struct conn *c,
     if (f->partition_key != NULL)
         fb_jw_str(b, "partition_key", f->partition_key);
     fb_jw_int(b, "aggregate_version", f->aggregate_version);
+    if (f->claim_token != NULL)
+        fb_jw_str(b, "claim_token", f->claim_token);
+    if (f->not_after_us > 0)
+        fb_jw_int(b, "not_after_us", f->not_after_us);
     if (sha != NULL)
         fb_jw_str(b, "payload_sha256", sha);
     fb_jw_str(b, "status", status);
@@ -365,6 +369,13 @@ static void handle_publish(struct server *s, struct conn *c, const struct fb_fra
         ev_emit(s);
         return;
     }
+    /* One instant for the deadline check and the stored time the log
+     * records, so that the log can be checked against the deadline. */
+    int64_t now_us = cw_now_us();
+    if (f->not_after_us > 0 && now_us > f->not_after_us) {
+        refuse(s, c, f, shap, "lease ended before the publish arrived");
+        return;
+    }
     if (s->ctl.outage == FB_OUTAGE_REFUSE) {
         refuse(s, c, f, shap, s->ctl.refuse_error[0] ? s->ctl.refuse_error : "broker outage");
         return;
@@ -391,7 +402,7 @@ static void handle_publish(struct server *s, struct conn *c, const struct fb_fra
         .payload_len = f->payload_len,
         .client = c->client,
         .sha256 = shap,
-        .stored_us = cw_now_us(),
+        .stored_us = now_us,
     };
     int64_t off = fb_store_publish(s->st, &m, ready_at(s, 0));
     cJSON_free(headers);
@@ -402,6 +413,7 @@ static void handle_publish(struct server *s, struct conn *c, const struct fb_fra
     mark_topic_dirty(s, f->topic);
     struct fb_buf *b = publish_log(s, c, f, "stored", shap);
     fb_jw_int(b, "offset", off);
+    fb_jw_int(b, "stored_us", now_us);
     if (s->ctl.drop_before_confirm > 0) {
         /* Stored, never confirmed: the publisher cannot know, and must
          * publish again (same id) after it reconnects. */

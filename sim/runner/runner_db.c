@@ -6,6 +6,7 @@
  * with PQescapeIdentifier on top, and the statements go through pgx_exec
  * with zero parameters like every other statement. */
 #include "runner_db.h"
+#include "claim_history.h"
 #include "pgx.h"
 #include "procs.h"
 
@@ -296,7 +297,20 @@ int rdb_make_template(struct rdb *db, const char *outboxctl, const char *tag,
         snprintf(err, errlen, "outboxctl migrate failed (%d): %s", rc, out);
         return -1;
     }
-    return 0;
+    /* Every scenario database is cloned from the template: each gets the
+     * claim history the checker reads. */
+    conn = conninfo_with_db(db->admin, db->template_db);
+    if (conn == NULL) {
+        snprintf(err, errlen, "cannot build the template's connection string");
+        return -1;
+    }
+    PGconn *c = pgx_connect(conn, err, errlen);
+    free(conn);
+    if (c == NULL)
+        return -1;
+    rc = claim_history_install(c, err, errlen);
+    PQfinish(c);
+    return rc;
 }
 
 char *rdb_create_db(struct rdb *db, const char *hint, char *name_out,

@@ -39,6 +39,10 @@ struct bus_message {
     int schema_version;
     const char *occurred_at;     /* ISO 8601 text or NULL */
     const char *payload;         /* JSON text, sent and delivered byte for byte */
+    const char *claim_token;     /* the claim's fencing token, or NULL */
+    long long not_after_us;      /* the claim's lease end (database clock, us since
+                                  * the epoch): a broker that can refuses a publish
+                                  * arriving later; 0 for none */
 };
 
 /* A delivery as received; every string is owned by the delivery. */

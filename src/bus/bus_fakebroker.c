@@ -518,6 +518,10 @@ int bus_publish_send(bus_conn *c, const struct bus_message *m, char *err, size_t
     cJSON_AddStringToObject(f, "type", m->type);
     if (m->partition_key != NULL)
         cJSON_AddStringToObject(f, "partition_key", m->partition_key);
+    if (m->claim_token != NULL)
+        cJSON_AddStringToObject(f, "claim_token", m->claim_token);
+    if (m->not_after_us > 0)
+        cJSON_AddNumberToObject(f, "not_after_us", (double)m->not_after_us);
     cJSON *h = cJSON_AddObjectToObject(f, "headers");
     if (m->traceparent != NULL)
         cJSON_AddStringToObject(h, "traceparent", m->traceparent);

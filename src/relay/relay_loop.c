@@ -12,9 +12,13 @@
  *      claim it.  That bounds when a publish is queued, not when its bytes
  *      reach the broker: a send can wait in socket buffers or on a slow link
  *      past the end of its lease, and each broker call's timeout (the
- *      margin) bounds one call, not the batch.  So a publish can still reach
- *      the broker after another worker took its row; the event then goes out
- *      twice with the same id and the consumers' inbox absorbs it.  A row
+ *      margin) bounds one call, not the batch.  So every publish also
+ *      carries its claim's token and lease end (the database's
+ *      locked_until), and a broker that checks it refuses a publish that
+ *      arrives late, when the row may be another worker's: the fence is
+ *      held where the write lands.  (With a broker that cannot, a late
+ *      publish goes out twice with the same id and the inbox absorbs it.)
+ *      The refusal is an ordinary failed publish: a fenced retry.  A row
  *      claimed past --max-attempts is not published at all (relay_store.h,
  *      invariant 6);
  *   4. settle: one fenced statement marks every confirmed message; each
@@ -370,6 +374,12 @@ static void send_batch(struct relay *r, struct relay_batch *b, struct publish_st
             .schema_version = m->schema_version,
             .occurred_at = m->occurred_at,
             .payload = m->payload,
+            /* The broker's half of the fence: it refuses this publish if it
+             * arrives after the lease, when the row may be another's. */
+            .claim_token = b->token,
+#ifndef CW_MUTANT_publish_ignores_lease_end
+            .not_after_us = b->lease_until_us,
+#endif
         };
         err[0] = '\0';
         int rc = bus_publish_send(r->bus, &msg, err, sizeof(err));

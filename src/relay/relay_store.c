@@ -102,7 +102,8 @@
     "          m.attempts, " TS_UTC("m.locked_until") ",\n"                     \
     "          CASE WHEN c.previous_lease IS NULL THEN 'none'\n"                \
     "               WHEN c.previous_lease <= now() THEN 'expired'\n"            \
-    "               ELSE 'live' END"
+    "               ELSE 'live' END,\n"                                          \
+    "          (extract(epoch FROM m.locked_until) * 1000000)::bigint"
 
 static const char sql_claim_fifo[] = CLAIM_SQL("");
 static const char sql_claim_per_aggregate[] = CLAIM_SQL(CLAIM_ORDER_FILTER);
@@ -198,8 +199,10 @@ static void parse_claim(const PGresult *res, const char *token, int64_t sent_at,
         m->trace_parent = dup_or_null(res, r, 6);
         snprintf(m->occurred_at, sizeof(m->occurred_at), "%s", PQgetvalue(res, r, 7));
         m->attempts = atoi(PQgetvalue(res, r, 8));
-        if (r == 0)
+        if (r == 0) {
             snprintf(out->lease_until, sizeof(out->lease_until), "%s", PQgetvalue(res, r, 9));
+            out->lease_until_us = strtoll(PQgetvalue(res, r, 11), NULL, 10);
+        }
         snprintf(m->previous_lease, sizeof(m->previous_lease), "%s", PQgetvalue(res, r, 10));
         m->recovered = strcmp(m->previous_lease, "none") != 0;
         m->state = RELAY_MSG_CLAIMED;

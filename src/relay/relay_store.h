@@ -104,6 +104,7 @@ struct relay_batch {
     int64_t lease_deadline_ms;       /* CLOCK_MONOTONIC ms; conservative (see relay_claim) */
     char lease_until[RELAY_TS_LEN];  /* the database's locked_until, UTC */
     char token[37];                  /* the claim's fencing token (lock_id) */
+    long long lease_until_us;        /* locked_until, us since the epoch */
 };
 
 /* The text of one statement: "claim" (for the given order), "mark", "retry",

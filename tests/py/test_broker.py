@@ -235,6 +235,31 @@ def test_outage_refuse_and_hang_then_recover(procs, tmp_path):
     assert ctl.stats()["stored"] == 1
 
 
+def test_a_publish_arriving_after_its_lease_is_refused_and_not_stored(procs, tmp_path):
+    _, sock = start_broker(procs, tmp_path)
+    pub = connect(sock, "relay-1", timeout=1.0)
+    now_us = time.time_ns() // 1000
+    token = "7d9e3f4a-0b1c-4d2e-8f3a-5b6c7d8e9f00"
+    late = pub.publish(message_id="m-late", claim_token=token, not_after_us=now_us - 1)
+    assert late["status"] == "refused", late
+    assert late["error"] == "lease ended before the publish arrived"
+    in_time = pub.publish(message_id="m-in-time", claim_token=token,
+                          not_after_us=now_us + 60_000_000)
+    assert in_time["status"] == "stored", in_time
+    log = pub.dump_log()
+    assert [(e["message_id"], e["status"], e.get("claim_token"), e.get("not_after_us"))
+            for e in entries(log, "publish")] == \
+        [("m-late", "refused", token, now_us - 1),
+         ("m-in-time", "stored", token, now_us + 60_000_000)]
+    assert pub.stats()["stored"] == 1
+    # A deadline that is not a count of microseconds is refused, naming the
+    # field; nothing is stored.
+    for bad in (-5, "soon", 1.5, 2**60):
+        conf = pub.publish(message_id="m-bad", not_after_us=bad)
+        assert conf["status"] == "refused" and "not_after_us" in conf["error"], (bad, conf)
+    assert pub.stats()["stored"] == 1
+
+
 def test_drop_before_confirm_and_poison(procs, tmp_path):
     _, sock = start_broker(procs, tmp_path)
     ctl = connect(sock, "control")

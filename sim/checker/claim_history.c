@@ -1,0 +1,45 @@
+/* claim_history.c -- the claim history trigger (claim_history.h). */
+#include "claim_history.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char claim_history_sql[] =
+    "CREATE TABLE IF NOT EXISTS crashwindow_claims (\n"
+    "    seq bigserial PRIMARY KEY,\n"
+    "    message_id uuid NOT NULL,\n"
+    "    lock_id uuid,\n"
+    "    locked_by uuid,\n"
+    "    attempts integer NOT NULL,\n"
+    "    locked_until timestamptz,\n"
+    "    claimed_at timestamptz NOT NULL\n"
+    ");\n"
+    "CREATE INDEX IF NOT EXISTS ix_crashwindow_claims_token\n"
+    "    ON crashwindow_claims (lock_id, message_id);\n"
+    "CREATE OR REPLACE FUNCTION crashwindow_record_claim() RETURNS trigger\n"
+    "LANGUAGE plpgsql AS $$\n"
+    "BEGIN\n"
+    "    INSERT INTO crashwindow_claims\n"
+    "        (message_id, lock_id, locked_by, attempts, locked_until, claimed_at)\n"
+    "    VALUES (NEW.id, NEW.lock_id, NEW.locked_by, NEW.attempts, NEW.locked_until, now());\n"
+    "    RETURN NULL;\n"
+    "END\n"
+    "$$;\n"
+    "CREATE OR REPLACE TRIGGER crashwindow_claims AFTER UPDATE ON outbox_messages\n"
+    "    FOR EACH ROW WHEN (NEW.attempts > OLD.attempts)\n"
+    "    EXECUTE FUNCTION crashwindow_record_claim();\n";
+
+int claim_history_install(PGconn *conn, char *err, size_t errlen)
+{
+    /* Constant DDL, several statements: PQexec, no value from outside. */
+    PGresult *res = PQexec(conn, claim_history_sql);
+    int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    if (!ok) {
+        snprintf(err, errlen, "installing the claim history: %s", PQerrorMessage(conn));
+        size_t n = strlen(err);
+        while (n > 0 && err[n - 1] == '\n')
+            err[--n] = '\0';
+    }
+    PQclear(res);
+    return ok ? 0 : -1;
+}

@@ -1,0 +1,27 @@
+/* claim_history.h -- the harness's record of every claim, kept by the
+ * database itself.
+ *
+ * The outbox row holds only its latest lease: once a row is claimed again,
+ * the lease an earlier claim held is gone, and with it the evidence needed to
+ * say whether a publish reached the broker inside the lease that covered it.
+ * The runner therefore installs a trigger in every scenario database (never
+ * in the product's schema) that appends each claim -- an update that raised
+ * attempts -- to crashwindow_claims, in the claiming transaction: a claim
+ * rolled back leaves no record, a committed one always does.  Nothing the
+ * relay says about itself goes into it. */
+#ifndef CW_CLAIM_HISTORY_H
+#define CW_CLAIM_HISTORY_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+
+/* The DDL: table crashwindow_claims (message_id, lock_id, locked_by,
+ * attempts, locked_until, claimed_at = the claiming transaction's now()) and
+ * its trigger on outbox_messages.  Idempotent. */
+extern const char claim_history_sql[];
+
+/* Installs it in the database conn is connected to.  0, or -1 with a
+ * message in err. */
+int claim_history_install(PGconn *conn, char *err, size_t errlen);
+
+#endif
