@@ -418,7 +418,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: crashwindow mutants [--only NAME...] [--full] [--out DIR] [--pg CONNINFO] [--list]\n"
-        "                           [--shard K/N|env] [--junit FILE]\n"
+        "                           [--shard K/N|env] [--junit FILE] [--broker fake|rabbitmq]\n"
         "  --only NAME  this mutant only (repeatable)\n"
         "  --full       every mutant against every scenario (default: in the fixed order,\n"
         "               aimed scenarios first, until its first kill)\n"
@@ -430,6 +430,8 @@ static void usage(FILE *f)
         "  --shard K/N  share K of N of the baseline scenarios and of the mutants (see\n"
         "               crashwindow run --help for 'env'); crashwindow merge joins them\n"
         "  --junit FILE write JUnit XML (one test case per mutant and baseline scenario)\n"
+        "  --broker B   fake (default) or rabbitmq (crashwindow run --help); a mutant whose\n"
+        "               scenarios all need a fake-broker control is not applicable there\n"
         "exit status: 0 the unmutated build passes and every mutant is killed, 1 not, 2 bad usage\n");
 }
 
@@ -444,6 +446,7 @@ struct mutants_opts {
     struct shard shard;      /* --shard, or 0/0 */
     const char *junit;       /* --junit, or NULL */
     int full;                /* --full: every mutant against every scenario */
+    const char *broker;      /* --broker fake|rabbitmq, or NULL (the fake broker) */
 };
 
 /* 0 to go on, 1 after --help (usage printed), -1 on bad usage (message
@@ -470,6 +473,13 @@ static int parse_args(struct mutants_opts *o, int argc, char **argv)
             o->pg_dir = argv[++i];
         } else if (strcmp(argv[i], "--junit") == 0 && i + 1 < argc) {
             o->junit = argv[++i];
+        } else if (strcmp(argv[i], "--broker") == 0 && i + 1 < argc) {
+            o->broker = argv[++i];
+            if (strcmp(o->broker, "fake") != 0 && strcmp(o->broker, "rabbitmq") != 0) {
+                fprintf(stderr, "crashwindow mutants: --broker takes fake or rabbitmq, not '%s'\n",
+                        o->broker);
+                return -1;
+            }
         } else if (strcmp(argv[i], "--shard") == 0 && i + 1 < argc) {
             char err[512];
             if (shard_arg(argv[++i], &o->shard, err, sizeof(err)) < 0) {
@@ -512,6 +522,7 @@ struct mrun {
     const char *pg;
     const char *pg_dir;      /* the cluster's directory when this command started it */
     struct shard shard;      /* --shard, or 0/0 */
+    const char *broker;      /* --broker, or NULL */
     cJSON *all_chosen;       /* with --shard: every chosen mutant's name */
     int ok;                  /* the exit verdict so far */
     int chosen[NMUTANTS];    /* indexes into MUTANTS */
@@ -520,6 +531,7 @@ struct mrun {
     char build_err[NMUTANTS][512];
     int started[NMUTANTS];   /* 1 build spawned, 2 failed before running */
     cJSON *mutants;          /* the "mutants" array of result.json */
+    cJSON *not_applicable;   /* its "not_applicable" array: mutants this broker cannot test */
     const char *cols[64];    /* the matrix's scenario columns */
     int ncols;
     int full;                /* --full */
@@ -568,6 +580,7 @@ static int run_baseline(const struct mrun *r, cJSON **result)
     base.brief = 1;
     base.shard_index = r->shard.index;
     base.shard_count = r->shard.count;
+    base.broker = r->broker;
     *result = NULL;
     return runner_run(&base, result);
 }
@@ -685,6 +698,7 @@ static cJSON *run_scenarios(const struct mrun *r, const struct mutant *m, const 
     o.bin = mbuild;
     o.bin_fallback = r->build;
     o.mutant = m->name;
+    o.broker = r->broker;
     o.repeat = 1;
     o.brief = 1;
     cJSON *mres = NULL;
@@ -704,13 +718,20 @@ static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *
         files[k] = r->all[order[k]];
     char mdir[PATH_MAX];
     fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
-    int killed = 0, errored = 0, started = 1;
+    int killed = 0, errored = 0, started = 1, ran = 0;
+    char skip_reason[256] = "";
     for (int k = 0; k < n && !killed && started && !runner_interrupted();
          k += r->full ? n : 1) {
         cJSON *mres = run_scenarios(r, m, files + k, r->full ? n : 1, mdir);
         started = mres != NULL;
+        /* A scenario this broker cannot run is skipped, with its reason. */
+        const cJSON *why = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(mres, "skipped"), 0), "reason");
+        if (cJSON_IsString(why) && skip_reason[0] == '\0')
+            snprintf(skip_reason, sizeof(skip_reason), "%s", why->valuestring);
         const cJSON *sc;
         cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(mres, "scenarios")) {
+            ran++;
             cJSON *cell = scenario_cell(sc);
             const char *oc = cJSON_GetObjectItemCaseSensitive(cell, "outcome")->valuestring;
             killed |= strcmp(oc, "killed") == 0;
@@ -722,6 +743,12 @@ static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *
     cJSON_AddBoolToObject(mo, "killed", killed);
     cJSON_AddStringToObject(mo, "outcome", killed ? "killed" : errored ? "errored" : "survived");
     cJSON_AddStringToObject(mo, "dir", mdir + strlen(r->out) + 1);
+    /* Not one scenario could run on this broker (each needs a fake-broker
+     * control): not run, so neither killed nor survived. */
+    if (started && ran == 0 && skip_reason[0] != '\0') {
+        cJSON_AddStringToObject(mo, "not_applicable", skip_reason);
+        return -1;
+    }
     if (!started) {
         cJSON_AddStringToObject(mo, "error", "the mutant's run could not start");
         r->ok = 0;
@@ -747,6 +774,20 @@ static void try_mutant(struct mrun *r, int i)
         return;
     }
     int killed = run_mutant(r, m, mo, scj);
+    if (killed < 0) {
+        /* Out of the matrix (whose readers count an unkilled mutant as a
+         * survivor), into a list of its own with the reason. */
+        printf("    -> not applicable on this broker: %s\n",
+               cJSON_GetObjectItemCaseSensitive(mo, "not_applicable")->valuestring);
+        fflush(stdout);
+        cJSON *na = cJSON_CreateObject();
+        cJSON_AddStringToObject(na, "name", m->name);
+        cJSON_AddStringToObject(na, "reason",
+                                cJSON_GetObjectItemCaseSensitive(mo, "not_applicable")->valuestring);
+        cJSON_AddItemToArray(r->not_applicable, na);
+        cJSON_DeleteItemFromArray(r->mutants, cJSON_GetArraySize(r->mutants) - 1);
+        return;
+    }
     printf("    -> %s\n", killed ? "killed"
                             : strcmp(cJSON_GetObjectItemCaseSensitive(mo, "outcome")->valuestring,
                                      "errored") == 0 ? "ERRORED (no invariant or expectation "
@@ -769,6 +810,11 @@ static void write_result(struct mrun *r, cJSON *result, int base_rc, int64_t t0,
     cJSON_AddStringToObject(result, "baseline_verdict", base_rc == 0 ? "pass" : "fail");
     cJSON_AddItemToObject(result, "mutants", r->mutants);
     r->mutants = NULL;
+    if (cJSON_GetArraySize(r->not_applicable) > 0)
+        cJSON_AddItemToObject(result, "not_applicable", r->not_applicable);
+    else
+        cJSON_Delete(r->not_applicable);
+    r->not_applicable = NULL;
     cJSON *sh = cJSON_GetObjectItemCaseSensitive(result, "shard");
     if (cJSON_IsObject(sh) && r->all_chosen != NULL) {
         cJSON_AddItemToObject(sh, "mutants", r->all_chosen);
@@ -822,6 +868,7 @@ int mutants_main(int argc, char **argv)
     }
     r->pg = opts.pg != NULL ? opts.pg : db.admin;
     r->pg_dir = opts.pg != NULL ? opts.pg_dir : db.cluster_dir;
+    r->broker = opts.broker;
 
     /* The unmutated build must pass everything first. */
     cJSON *result;
@@ -852,6 +899,7 @@ int mutants_main(int argc, char **argv)
     }
     choose_mutants(r, &opts);
     r->mutants = cJSON_CreateArray();
+    r->not_applicable = cJSON_CreateArray();
     for (int i = 0; i < r->nchosen && !runner_interrupted(); i++)
         try_mutant(r, i);
     /* A build still running (interrupted): stop it. */
@@ -863,6 +911,7 @@ int mutants_main(int argc, char **argv)
     print_matrix(r->mutants, r->cols, r->ncols);
 
     int nkilled = 0;
+    int nna = cJSON_GetArraySize(r->not_applicable);
     const cJSON *m;
     cJSON_ArrayForEach(m, r->mutants) {
         nkilled += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "killed"));
@@ -879,7 +928,7 @@ int mutants_main(int argc, char **argv)
     if (opts.pg == NULL)
         rdb_finish(&db, script, 0);
     printf("crashwindow mutants: %s: baseline %s, %d/%d mutants killed in %.1f s\nresult: %s\n",
-           r->ok ? "PASS" : "FAIL", base_rc == 0 ? "passes" : "FAILS", nkilled, r->nchosen,
-           (double)(cw_mono_ms() - t0) / 1000.0, path);
+           r->ok ? "PASS" : "FAIL", base_rc == 0 ? "passes" : "FAILS", nkilled,
+           r->nchosen - nna, (double)(cw_mono_ms() - t0) / 1000.0, path);
     return r->ok ? 0 : 1;
 }

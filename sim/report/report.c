@@ -392,6 +392,28 @@ static void put_shards(struct rbuf *b, const cJSON *merged)
     rbuf_puts(b, "</dd>");
 }
 
+/* Scenarios the run's broker could not take, each with its reason. */
+static void put_skipped(struct rbuf *b, const cJSON *skipped)
+{
+    if (!cJSON_IsArray(skipped) || cJSON_GetArraySize(skipped) == 0)
+        return;
+    rbuf_printf(b, "<div class=\"warnbox\" id=\"skipped\"><b>%d scenario%s skipped</b> "
+                "(not run against this broker):<ul>", cJSON_GetArraySize(skipped),
+                cJSON_GetArraySize(skipped) == 1 ? "" : "s");
+    const cJSON *s;
+    int i = 0;
+    cJSON_ArrayForEach(s, skipped) {
+        if (i++ == 100)
+            break;
+        rbuf_puts(b, "<li><code>");
+        rbuf_esc(b, jstr(s, "name") ? jstr(s, "name") : "(unnamed)", 120);
+        rbuf_puts(b, "</code>: ");
+        rbuf_esc(b, jstr(s, "reason") ? jstr(s, "reason") : "no reason recorded", 300);
+        rbuf_puts(b, "</li>");
+    }
+    rbuf_puts(b, "</ul></div>");
+}
+
 static void put_header(struct page *p)
 {
     struct rbuf *b = &p->b;
@@ -401,6 +423,11 @@ static void put_header(struct page *p)
     put_mutant_note(p);
     rbuf_puts(b, "<dl class=\"meta\">");
     put_meta_row(b, "commit", jstr(res, "commit"), 1);
+    /* Which broker the pipeline ran against: a run from before the choice
+     * existed used the fake broker. */
+    const char *broker = jstr(res, "broker");
+    put_meta_row(b, "broker", broker == NULL || strcmp(broker, "fake") == 0
+                                  ? "fake broker (embedded)" : broker, 0);
     put_meta_row(b, "started", jstr(res, "started_at"), 0);
     rbuf_puts(b, "<dt>duration</dt><dd>");
     put_duration(b, res, "duration_ms");
@@ -445,6 +472,7 @@ static void put_header(struct page *p)
     put_meta_row(b, "binaries", jstr(res, "bin"), 1);
     put_shards(b, jget(res, "merged"));
     rbuf_puts(b, "</dl>");
+    put_skipped(b, jget(res, "skipped"));
 
     const cJSON *tot = jget(res, "totals");
     static const struct { const char *key, *label; } tiles[] = {

@@ -439,12 +439,12 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
         /* The API of a sound build never publishes; a dual-write mutant
          * does, and must reach the same broker to be caught. */
         argv[n++] = (char *)"--broker";
-        argv[n++] = s->broker_sock;
+        argv[n++] = s->broker_addr;
         break;
     case SC_RELAY:
         argv[n++] = r->exe_relay;
         argv[n++] = (char *)"--broker";
-        argv[n++] = s->broker_sock;
+        argv[n++] = s->broker_addr;
         if (!has_name) {
             argv[n++] = (char *)"--name";
             argv[n++] = p->name;
@@ -453,7 +453,7 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     case SC_CONSUMER:
         argv[n++] = r->exe_consumer;
         argv[n++] = (char *)"--broker";
-        argv[n++] = s->broker_sock;
+        argv[n++] = s->broker_addr;
         break;
     }
     argv[n++] = (char *)"--events";
@@ -520,6 +520,8 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     return 0;
 }
 
+static int start_broker_argv(struct sctx *s, char **argv);
+
 int runner_start_broker(struct sctx *s)
 {
     struct runner *r = s->run;
@@ -533,6 +535,14 @@ int runner_start_broker(struct sctx *s)
     argv[n++] = (char *)"--events";
     argv[n++] = b->events_path;
     char store[PATH_MAX + 32];
+    if (runner_rabbit(r)) {
+        char *rargv[8 + 2 * SC_MAX_PROCS + 1];
+        runner_rabbit_bridge_argv(s, rargv, (int)(sizeof(rargv) / sizeof(rargv[0])));
+        int first = s->broker.starts == 0;
+        if (start_broker_argv(s, rargv) < 0)
+            return -1;
+        return first ? runner_rabbit_settle(s) : 0;
+    }
     if (s->sc->broker_durable) {
         /* A file, not :memory:: what the broker confirmed survives its
          * crash (SQLite in WAL mode, the commit in the OS before the
@@ -547,6 +557,14 @@ int runner_start_broker(struct sctx *s)
         argv[n++] = vis;
     }
     argv[n] = NULL;
+    return start_broker_argv(s, argv);
+}
+
+/* Spawns the broker (the fake broker, or rabbit-bridge in front of a
+ * RabbitMQ node) and waits until it answers on its socket. */
+static int start_broker_argv(struct sctx *s, char **argv)
+{
+    struct proc *b = &s->broker;
     unlink(s->broker_sock);
     char err[512];
     int restart = b->starts > 0;
@@ -915,6 +933,9 @@ static struct sctx *sctx_new(struct runner *r, const struct scenario *sc, int re
     fmt(s->dir, sizeof(s->dir), "%s/%s", r->out, s->label);
     r->nsc++;
     fmt(s->broker_sock, sizeof(s->broker_sock), "%s/b%d.sock", r->tmp, r->nsc);
+    fmt(s->broker_addr, sizeof(s->broker_addr), "%s", s->broker_sock);
+    if (runner_rabbit(r))
+        runner_rabbit_address(s);
     printf("[%d/%d] %s: %s\n", index, total, s->label, sc->title);
     fflush(stdout);
     return s;
@@ -1610,6 +1631,7 @@ static int find_binaries(struct runner *r, const struct run_list *l)
         { r->exe_consumer, "accounting-consumer", need[SC_CONSUMER] },
         { r->exe_outboxctl, "outboxctl", 1 },
         { r->exe_broker, "fakebroker", 1 },
+        { r->exe_bridge, "rabbit-bridge", runner_rabbit(r) },
     };
     for (size_t i = 0; i < sizeof(exes) / sizeof(exes[0]); i++) {
         if (find_exe(r->bin, exes[i].name, exes[i].path, PATH_MAX) == 0)
@@ -1624,6 +1646,8 @@ static int find_binaries(struct runner *r, const struct run_list *l)
         }
     }
     snprintf(r->pg_script, sizeof(r->pg_script), "%s/scripts/pg-cluster", runner_source_dir());
+    snprintf(r->rabbit_script, sizeof(r->rabbit_script), "%s/scripts/rabbit-node",
+             runner_source_dir());
     return 0;
 }
 
@@ -1700,6 +1724,7 @@ static void result_new(struct runner *r, const char *iso, const char *commit, co
     cJSON_AddNumberToObject(machine, "cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
     cJSON_AddStringToObject(machine, "postgres", r->db.server_version);
     cJSON_AddStringToObject(r->result, "bin", r->bin);
+    cJSON_AddStringToObject(r->result, "broker", runner_rabbit(r) ? "rabbitmq" : "fake");
     if (r->o->mutant != NULL)
         cJSON_AddStringToObject(r->result, "mutant", r->o->mutant);
     else
@@ -1709,16 +1734,41 @@ static void result_new(struct runner *r, const char *iso, const char *commit, co
     r->scenarios = cJSON_AddArrayToObject(r->result, "scenarios");
 }
 
+/* A scenario the broker cannot take: said on the console and recorded in
+ * result.json's "skipped" list with its reason (never counted as run). */
+static void skip_scenario(struct runner *r, const struct scenario *sc, const char *why)
+{
+    printf("  skip %s: %s\n", sc->name, why);
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(r->result, "skipped");
+    if (list == NULL)
+        list = cJSON_AddArrayToObject(r->result, "skipped");
+    cJSON *one = cJSON_CreateObject();
+    cJSON_AddStringToObject(one, "name", sc->name);
+    cJSON_AddStringToObject(one, "reason", why);
+    cJSON_AddItemToArray(list, one);
+}
+
 /* Every scenario, the list repeated --repeat times, result.json rewritten
  * after each so an interrupted run still leaves one.  Returns 1 when every
  * scenario ran and passed. */
 static int run_scenarios(struct runner *r, const struct run_list *l, int64_t t0)
 {
     const struct run_opts *o = r->o;
-    int total = l->nsc * (o->repeat > 0 ? o->repeat : 1);
+    int runnable = 0;
+    char why[256];
+    for (int i = 0; i < l->nsc; i++) {
+        if (runner_rabbit(r) && runner_rabbit_skip(l->scs[i], why, sizeof(why)) != NULL) {
+            skip_scenario(r, l->scs[i], why);
+            continue;
+        }
+        runnable++;
+    }
+    int total = runnable * (o->repeat > 0 ? o->repeat : 1);
     int index = 0;
     for (int rep = 1; rep <= (o->repeat > 0 ? o->repeat : 1) && !runner_interrupted(); rep++) {
         for (int i = 0; i < l->nsc && !runner_interrupted(); i++) {
+            if (runner_rabbit(r) && runner_rabbit_skip(l->scs[i], why, sizeof(why)) != NULL)
+                continue;
             cJSON *one = run_scenario(r, l->scs[i], rep, ++index, total);
             if (one != NULL)
                 cJSON_AddItemToArray(r->scenarios, one);
@@ -1741,6 +1791,7 @@ static int finish_run(struct runner *r, int64_t t0, int pass)
                    r->db.cluster_dir);
     }
     rdb_finish(&r->db, r->pg_script, o->keep);
+    runner_rabbit_stop(r);
     printf("crashwindow run: %s: %ld/%ld scenarios passed in %.1f s; %ld invariants checked, "
            "%ld faults fired, %ld kills, %ld pauses, %ld restarts, %ld events\n",
            pass ? "PASS" : "FAIL", r->t_passed, r->t_scen, (double)(cw_mono_ms() - t0) / 1000.0,
@@ -1803,6 +1854,11 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
     rc = start_postgres(r, t0);
     if (rc != 0)
         goto out_tmp;
+    if (runner_rabbit(r) && runner_rabbit_start(r) < 0) {
+        rdb_finish(&r->db, r->pg_script, o->keep);
+        rc = 1;
+        goto out_tmp;
+    }
     result_new(r, iso, commit, host);
     if (l.shard != NULL) {
         cJSON_AddItemToObject(r->result, "shard", l.shard);
@@ -1839,7 +1895,7 @@ static void run_usage(FILE *f)
         "usage: crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO [--pg-dir DIR]]\n"
         "                       [--out DIR] [--keep] [--dry-run] [--repeat N] [--bin DIR]\n"
         "                       [--report FILE.html] [--shard K/N|env] [--junit FILE]\n"
-        "                       [--shard-weights DIR]\n"
+        "                       [--shard-weights DIR] [--broker fake|rabbitmq]\n"
         "  --all        every scenario in scenarios/\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
         "  --pg-dir     with --pg: the directory scripts/pg-cluster started it in; \"db\"\n"
@@ -1858,6 +1914,9 @@ static void run_usage(FILE *f)
         "               (longest first, each to the least loaded shard) instead of round\n"
         "               robin; every shard must be given the same DIR\n"
         "  --junit FILE write JUnit XML (one test case per scenario) to FILE\n"
+        "  --broker B   fake (default: the embedded fake broker) or rabbitmq (a throwaway\n"
+        "               node of scripts/rabbit-node; scenarios that need a fake-broker\n"
+        "               switch are skipped, each with its reason)\n"
         "failing scenarios leave a bundle each in DIR/bundles/ (summary, replay, logs)\n"
         "exit status: 0 every invariant held, 1 one did not, 2 bad usage or scenario file\n");
 }
@@ -1894,6 +1953,14 @@ int runner_main(int argc, char **argv)
             o.report = argv[++i];
         } else if (strcmp(a, "--junit") == 0 && has_val) {
             o.junit = argv[++i];
+        } else if (strcmp(a, "--broker") == 0 && has_val) {
+            o.broker = argv[++i];
+            if (strcmp(o.broker, "fake") != 0 && strcmp(o.broker, "rabbitmq") != 0) {
+                fprintf(stderr, "crashwindow run: --broker takes fake or rabbitmq, not '%s'\n",
+                        o.broker);
+                free(files);
+                return 2;
+            }
         } else if (strcmp(a, "--shard-weights") == 0 && has_val) {
             o.shard_weights = argv[++i];
         } else if (strcmp(a, "--shard") == 0 && has_val) {

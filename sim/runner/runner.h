@@ -52,6 +52,7 @@ struct run_opts {
     const char *shard_weights; /* a run directory whose durations weigh the split, or NULL */
     const char *junit;         /* write JUnit XML here when done, or NULL */
     int bundles;               /* write DIR/bundles/ for what failed */
+    const char *broker;        /* "fake" (NULL: the default) or "rabbitmq" */
 };
 
 /* `crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO] [--out DIR]

@@ -272,6 +272,13 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
 int runner_step_broker_crash(struct sctx *s, const struct sc_step *st)
 {
     struct proc *b = &s->broker;
+    if (runner_rabbit(s->run)) {
+        s->fault_started_us = cw_now_us();
+        if (runner_rabbit_crash(s, st->down_ms) < 0)
+            return -1;
+        fault_event(s, "broker", "crash", "rabbitmq node, quorum queues");
+        return 0;
+    }
     if (!proc_poll(b))
         return runner_fail(s, "broker_crash: the broker is not running");
     s->fault_started_us = cw_now_us();

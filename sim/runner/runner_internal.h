@@ -50,6 +50,10 @@ struct runner {
     char pg_script[PATH_MAX];
     char exe_api[PATH_MAX], exe_relay[PATH_MAX], exe_consumer[PATH_MAX];
     char exe_outboxctl[PATH_MAX], exe_broker[PATH_MAX];
+    char exe_bridge[PATH_MAX];  /* rabbit-bridge, with --broker rabbitmq */
+    char rabbit_script[PATH_MAX];
+    char rabbit_dir[PATH_MAX];  /* the run's RabbitMQ node, or "" */
+    char rabbit_url[512];
     struct rdb db;
     cJSON *result;
     cJSON *scenarios;
@@ -78,6 +82,9 @@ struct sctx {
     PGconn *conn;
     struct proc broker;
     char broker_sock[PATH_MAX];
+    char broker_addr[PATH_MAX + 600]; /* what --broker gets: the socket, or the amqp:// URL */
+    char rabbit_exchange[64];
+    char rabbit_groups[SC_MAX_PROCS][140];
     struct proc procs[SC_MAX_PROCS];
     int port[SC_MAX_PROCS];
     struct armed armed[MAX_ARMED];
@@ -207,6 +214,34 @@ int runner_step_broker_crash(struct sctx *s, const struct sc_step *st);
  * and recovery_ms, the time from the fault's end to the first event a
  * consumer applied after it (null when none was).  Caller frees. */
 cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events);
+
+/* ---- runner_rabbit.c ---------------------------------------------------- */
+
+/* 1 when the run is against RabbitMQ (--broker rabbitmq). */
+int runner_rabbit(const struct runner *r);
+
+/* Why sc cannot run against a real broker (into why), or NULL when it can. */
+const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whylen);
+
+/* The run's node: started (URL in r->rabbit_url), 0 or -1 with a message
+ * on stderr; stopped and removed (unless --keep). */
+int runner_rabbit_start(struct runner *r);
+void runner_rabbit_stop(struct runner *r);
+
+/* The scenario's exchange and the --broker URL its processes get. */
+void runner_rabbit_address(struct sctx *s);
+
+/* rabbit-bridge's command line in argv (at most max entries with the NULL);
+ * returns the count. */
+int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max);
+
+/* Before a scenario with a broker_crash, once the bridge declared the
+ * topology: the node's queue registry flushed to disk.  0 or -1 (recorded). */
+int runner_rabbit_settle(struct sctx *s);
+
+/* broker_crash against RabbitMQ: kill -9 of the node, down_ms, restart on
+ * its data.  0 or -1 (recorded). */
+int runner_rabbit_crash(struct sctx *s, int down_ms);
 
 /* ---- runner_heal.c ------------------------------------------------------ */
 

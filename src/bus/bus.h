@@ -2,10 +2,17 @@
  *
  * The relay publishes and the consumers subscribe through these functions
  * only, so the outbox/inbox pattern does not depend on one broker.  The
- * implementation in bus_fakebroker.c speaks the fake broker's newline-
- * delimited JSON protocol (sim/fakebroker/fakebroker.h documents every frame) over a
- * Unix socket; a real broker (RabbitMQ with publisher confirms and manual
- * acks) would implement the same functions.
+ * address picks the implementation (bus.c):
+ *   - a Unix socket path: bus_fakebroker.c speaks the fake broker's newline-
+ *     delimited JSON protocol (sim/fakebroker/fakebroker.h documents every
+ *     frame);
+ *   - amqp://USER:PASS@HOST:PORT/VHOST[?exchange=NAME&declare=passive]:
+ *     bus_rabbitmq.c speaks AMQP 0-9-1 to RabbitMQ (librabbitmq) with
+ *     publisher confirms, persistent mandatory publishes to a durable topic
+ *     exchange (default "crashwindow"), one durable quorum queue per
+ *     consumer group and manual acks.  With declare=passive the exchange and
+ *     queues must exist already (a missing one is a clear error); by default
+ *     they are declared.  bus_rabbitmq.c's header comment has the topology.
  *
  * Every call is bounded by the connection's timeout.  Errors are negative
  * codes; the human message goes to the caller's err buffer.  After
@@ -62,12 +69,25 @@ struct bus_delivery {
     int delivery_count;          /* 1 on the first delivery */
 };
 
-/* Connects to the broker at addr (a Unix socket path), naming this client
+/* Connects to the broker at addr (a Unix socket path or an amqp:// URL;
+ * the password of a URL never appears in err), naming this client
  * (shows in the broker's log).  timeout_ms bounds every later call.
  * Returns NULL with a message in err on failure. */
 bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
                       char *err, size_t errlen);
 void bus_close(bus_conn *c);
+
+/* 1 when addr is an amqp:// URL (a RabbitMQ broker), else 0. */
+int bus_is_amqp_url(const char *addr);
+
+/* Makes sure consumer group `group` of topic receives every message of the
+ * topic from now on, even before its first subscriber comes: with RabbitMQ
+ * it declares the group's queue and its binding (what bus_subscribe would),
+ * as a deployment provisions its topology before it starts publishing.  The
+ * fake broker needs nothing (a group reads its topic from the start).
+ * BUS_OK or a negative bus_status with err. */
+int bus_declare_group(const char *addr, const char *topic, const char *group, int timeout_ms,
+                      char *err, size_t errlen);
 
 /* The socket, for poll() alongside other descriptors (e.g. a LISTEN socket).
  * Deliveries may already be buffered in the connection: call

@@ -16,7 +16,7 @@
  * the middle of an exchange, a broken stream or an unparseable frame makes
  * the connection unusable: later calls return BUS_DISCONNECTED, and the
  * caller reconnects (the broker redelivers what was not acknowledged). */
-#include "bus.h"
+#include "bus_internal.h"
 #include "cwlog.h"
 
 #include <cjson/cJSON.h>
@@ -40,7 +40,8 @@ struct dq {
     struct dq *next;
 };
 
-struct bus_conn {
+struct fake_conn {
+    struct bus_conn base;   /* first: the dispatcher sees this */
     int fd;
     int timeout_ms;
     int broken;         /* after a timeout/disconnect/protocol error */
@@ -74,13 +75,13 @@ static int set_err(char *err, size_t errlen, int status, const char *fmt, ...)
 }
 
 /* Marks the connection unusable and returns status. */
-static int fail(bus_conn *c, int status)
+static int fail(struct fake_conn *c, int status)
 {
     c->broken = 1;
     return status;
 }
 
-static int check_usable(bus_conn *c, char *err, size_t errlen)
+static int check_usable(struct fake_conn *c, char *err, size_t errlen)
 {
     if (c == NULL)
         return set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
@@ -117,7 +118,7 @@ static int reserve(char **buf, size_t *cap, size_t need)
 
 /* Reads what the socket holds (without waiting) into the input buffer.
  * Returns bytes read (0: nothing now), or BUS_DISCONNECTED / BUS_PROTOCOL. */
-static int read_some(bus_conn *c, char *err, size_t errlen)
+static int read_some(struct fake_conn *c, char *err, size_t errlen)
 {
     if (c->instart > 0 && (c->instart == c->inlen || c->instart > c->incap / 2)) {
         memmove(c->in, c->in + c->instart, c->inlen - c->instart);
@@ -146,7 +147,7 @@ static int read_some(bus_conn *c, char *err, size_t errlen)
 }
 
 /* Writes the output buffer completely by the deadline. */
-static int flush_out(bus_conn *c, int64_t deadline, char *err, size_t errlen)
+static int flush_out(struct fake_conn *c, int64_t deadline, char *err, size_t errlen)
 {
     size_t off = 0;
     while (off < c->outlen) {
@@ -183,7 +184,7 @@ static int flush_out(bus_conn *c, int64_t deadline, char *err, size_t errlen)
     return BUS_OK;
 }
 
-static int queue_frame(bus_conn *c, cJSON *frame, char *err, size_t errlen)
+static int queue_frame(struct fake_conn *c, cJSON *frame, char *err, size_t errlen)
 {
     char *text = cJSON_PrintUnformatted(frame);
     cJSON_Delete(frame);
@@ -205,7 +206,7 @@ static int queue_frame(bus_conn *c, cJSON *frame, char *err, size_t errlen)
 
 /* The next complete frame from the buffer, or NULL.  *status is set to a
  * negative code when the buffered data is not a frame we accept. */
-static cJSON *take_frame(bus_conn *c, int *status, char *err, size_t errlen)
+static cJSON *take_frame(struct fake_conn *c, int *status, char *err, size_t errlen)
 {
     *status = BUS_OK;
     for (;;) {
@@ -237,7 +238,7 @@ static cJSON *take_frame(bus_conn *c, int *status, char *err, size_t errlen)
 
 /* Waits until the deadline for one frame.  BUS_OK with *out set, BUS_NONE on
  * timeout (the connection stays usable), or an error. */
-static int read_frame(bus_conn *c, int64_t deadline, cJSON **out, char *err, size_t errlen)
+static int read_frame(struct fake_conn *c, int64_t deadline, cJSON **out, char *err, size_t errlen)
 {
     *out = NULL;
     for (;;) {
@@ -338,7 +339,7 @@ bad:
     return NULL;
 }
 
-static int enqueue_delivery(bus_conn *c, const cJSON *f, char *err, size_t errlen)
+static int enqueue_delivery(struct fake_conn *c, const cJSON *f, char *err, size_t errlen)
 {
     char why[160];
     struct bus_delivery *d = parse_delivery(f, why, sizeof(why));
@@ -366,7 +367,7 @@ static const char *op_of(const cJSON *f)
  * are queued; an error frame naming `request` is the answer (BUS_REFUSED),
  * other error frames are warned about and skipped.  A timeout here breaks
  * the connection: the answer may still come and would be misread later. */
-static int wait_reply(bus_conn *c, const char *want, const char *request, int64_t deadline,
+static int wait_reply(struct fake_conn *c, const char *want, const char *request, int64_t deadline,
                       cJSON **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -408,9 +409,12 @@ static int wait_reply(bus_conn *c, const char *want, const char *request, int64_
     }
 }
 
+static void fake_close(bus_conn *bc);
+static const struct bus_ops fake_ops;
+
 /* ---- the interface ---------------------------------------------------- */
 
-bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
+bus_conn *bus_fake_connect(const char *addr, const char *client_name, int timeout_ms,
                       char *err, size_t errlen)
 {
     struct sockaddr_un sa;
@@ -432,11 +436,12 @@ bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
     sa.sun_family = AF_UNIX;
     memcpy(sa.sun_path, addr, strlen(addr) + 1);
 
-    bus_conn *c = calloc(1, sizeof(*c));
+    struct fake_conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         set_err(err, errlen, BUS_DISCONNECTED, "out of memory");
         return NULL;
     }
+    c->base.ops = &fake_ops;
     c->timeout_ms = timeout_ms;
     c->next_seq = 1;
     c->confirm_seq = 1;
@@ -458,7 +463,7 @@ bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
         }
         set_err(err, errlen, errno == EAGAIN ? BUS_TIMEOUT : BUS_DISCONNECTED,
                 "could not connect to broker at %s: %s", addr, strerror(errno));
-        bus_close(c);
+        fake_close(&c->base);
         return NULL;
     }
     cJSON *hello = cJSON_CreateObject();
@@ -470,15 +475,16 @@ bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
     cJSON *reply = NULL;
     if (queue_frame(c, hello, err, errlen) < 0 || flush_out(c, deadline, err, errlen) < 0 ||
         wait_reply(c, "hello_ok", "hello", deadline, &reply, err, errlen) < 0) {
-        bus_close(c);
+        fake_close(&c->base);
         return NULL;
     }
     cJSON_Delete(reply);
-    return c;
+    return &c->base;
 }
 
-void bus_close(bus_conn *c)
+static void fake_close(bus_conn *bc)
 {
+    struct fake_conn *c = (struct fake_conn *)bc;
     if (c == NULL)
         return;
     if (c->fd >= 0)
@@ -494,13 +500,15 @@ void bus_close(bus_conn *c)
     free(c);
 }
 
-int bus_fd(bus_conn *c)
+static int fake_fd(bus_conn *bc)
 {
+    struct fake_conn *c = (struct fake_conn *)bc;
     return c ? c->fd : -1;
 }
 
-int bus_publish_send(bus_conn *c, const struct bus_message *m, char *err, size_t errlen)
+static int fake_publish_send(bus_conn *bc, const struct bus_message *m, char *err, size_t errlen)
 {
+    struct fake_conn *c = (struct fake_conn *)bc;
     int rc = check_usable(c, err, errlen);
     if (rc < 0)
         return rc;
@@ -541,8 +549,9 @@ int bus_publish_send(bus_conn *c, const struct bus_message *m, char *err, size_t
     return BUS_OK;
 }
 
-int bus_publish_confirm(bus_conn *c, char *err, size_t errlen)
+static int fake_publish_confirm(bus_conn *bc, char *err, size_t errlen)
 {
+    struct fake_conn *c = (struct fake_conn *)bc;
     int rc = check_usable(c, err, errlen);
     if (rc < 0)
         return rc;
@@ -580,23 +589,11 @@ int bus_publish_confirm(bus_conn *c, char *err, size_t errlen)
     return rc;
 }
 
-int bus_publish(bus_conn *c, const struct bus_message *m, char *err, size_t errlen)
-{
-    int rc = check_usable(c, err, errlen);
-    if (rc < 0)
-        return rc;
-    if (c->pending > 0)
-        return set_err(err, errlen, BUS_PROTOCOL,
-                       "bus_publish with %d pipelined confirms still unread", c->pending);
-    rc = bus_publish_send(c, m, err, errlen);
-    if (rc < 0)
-        return rc;
-    return bus_publish_confirm(c, err, errlen);
-}
 
-int bus_subscribe(bus_conn *c, const char *topic, const char *group, int prefetch,
+static int fake_subscribe(bus_conn *bc, const char *topic, const char *group, int prefetch,
                   char *err, size_t errlen)
 {
+    struct fake_conn *c = (struct fake_conn *)bc;
     int rc = check_usable(c, err, errlen);
     if (rc < 0)
         return rc;
@@ -625,9 +622,10 @@ int bus_subscribe(bus_conn *c, const char *topic, const char *group, int prefetc
     return rc;
 }
 
-int bus_next_delivery(bus_conn *c, int wait_ms, struct bus_delivery **out,
+static int fake_next_delivery(bus_conn *bc, int wait_ms, struct bus_delivery **out,
                       char *err, size_t errlen)
 {
+    struct fake_conn *c = (struct fake_conn *)bc;
     if (out != NULL)
         *out = NULL;
     if (out == NULL)
@@ -684,20 +682,8 @@ int bus_next_delivery(bus_conn *c, int wait_ms, struct bus_delivery **out,
     }
 }
 
-void bus_delivery_free(struct bus_delivery *d)
-{
-    if (d == NULL)
-        return;
-    free(d->topic);
-    free(d->message_id);
-    free(d->type);
-    free(d->partition_key);
-    free(d->traceparent);
-    free(d->payload);
-    free(d);
-}
 
-static int send_tag_frame(bus_conn *c, const char *op, uint64_t tag, int nack, int requeue,
+static int send_tag_frame(struct fake_conn *c, const char *op, uint64_t tag, int nack, int requeue,
                           int delay_ms, char *err, size_t errlen)
 {
     int rc = check_usable(c, err, errlen);
@@ -724,12 +710,33 @@ static int send_tag_frame(bus_conn *c, const char *op, uint64_t tag, int nack, i
     return flush_out(c, cw_mono_ms() + c->timeout_ms, err, errlen);
 }
 
-int bus_ack(bus_conn *c, uint64_t tag, char *err, size_t errlen)
+static int fake_ack(bus_conn *bc, uint64_t tag, char *err, size_t errlen)
 {
+    struct fake_conn *c = (struct fake_conn *)bc;
     return send_tag_frame(c, "ack", tag, 0, 0, 0, err, errlen);
 }
 
-int bus_nack(bus_conn *c, uint64_t tag, int requeue, int delay_ms, char *err, size_t errlen)
+static int fake_nack(bus_conn *bc, uint64_t tag, int requeue, int delay_ms, char *err, size_t errlen)
 {
+    struct fake_conn *c = (struct fake_conn *)bc;
     return send_tag_frame(c, "nack", tag, 1, requeue, delay_ms, err, errlen);
 }
+
+static int fake_unconfirmed(bus_conn *bc)
+{
+    /* A broken connection answers every call with BUS_DISCONNECTED first. */
+    struct fake_conn *c = (struct fake_conn *)bc;
+    return c->broken ? 0 : c->pending;
+}
+
+static const struct bus_ops fake_ops = {
+    .unconfirmed = fake_unconfirmed,
+    .close = fake_close,
+    .fd = fake_fd,
+    .publish_send = fake_publish_send,
+    .publish_confirm = fake_publish_confirm,
+    .subscribe = fake_subscribe,
+    .next_delivery = fake_next_delivery,
+    .ack = fake_ack,
+    .nack = fake_nack,
+};

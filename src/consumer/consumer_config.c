@@ -15,9 +15,10 @@
 void consumer_usage(FILE *f)
 {
     fprintf(f,
-            "usage: accounting-consumer --db CONNINFO --broker SOCKET [options]\n"
+            "usage: accounting-consumer --db CONNINFO --broker ADDR [options]\n"
             "  --db CONNINFO              PostgreSQL connection string (or CW_DB)\n"
-            "  --broker SOCKET            the broker's Unix socket\n"
+            "  --broker ADDR              the fake broker's Unix socket, or RabbitMQ as\n"
+            "                             amqp://USER:PASS@HOST:PORT/VHOST[?exchange=X]\n"
             "  --name NAME                consumer name (default accounting)\n"
             "  --group GROUP              broker consumer group (default: the name)\n"
             "  --effect EFFECT            ledger | notification (default: from the name:\n"
@@ -153,7 +154,7 @@ int consumer_config_parse(int argc, char **argv, struct consumer_config *cfg,
         return -1;
     }
     if (cfg->broker == NULL || cfg->broker[0] == '\0') {
-        snprintf(err, errlen, "--broker SOCKET is required");
+        snprintf(err, errlen, "--broker ADDR is required");
         return -1;
     }
     if (!valid_name(cfg->name)) {

@@ -13,9 +13,10 @@
 void relay_usage(FILE *f)
 {
     fprintf(f,
-            "usage: outbox-relay --db CONNINFO --broker SOCKET [options]\n"
+            "usage: outbox-relay --db CONNINFO --broker ADDR [options]\n"
             "  --db CONNINFO          PostgreSQL connection string (or CW_DB)\n"
-            "  --broker SOCKET        the broker's Unix socket\n"
+            "  --broker ADDR          the fake broker's Unix socket, or RabbitMQ as\n"
+            "                         amqp://USER:PASS@HOST:PORT/VHOST[?exchange=X]\n"
             "  --name ID              process name in events and at the broker (relay-<pid>)\n"
             "  --batch N              rows claimed per iteration, 1..10000 (%d)\n"
             "  --lease-ms N           lease on claimed rows, 100..86400000 (%d)\n"
@@ -129,7 +130,7 @@ int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
         return -1;
     }
     if (cfg->broker == NULL || cfg->broker[0] == '\0') {
-        snprintf(err, errlen, "--broker SOCKET is required");
+        snprintf(err, errlen, "--broker ADDR is required");
         return -1;
     }
     return 0;

@@ -263,3 +263,18 @@ def broker(procs, tmp_path):
     wait_for(lambda: os.path.exists(sock) or not p.alive(), 10, "broker socket")
     assert p.alive(), p.stderr_text()
     return p, sock
+
+
+@pytest.fixture(scope="session")
+def rabbit_node(tmp_path_factory):
+    """A throwaway RabbitMQ node (scripts/rabbit-node) for the session:
+    yields (url, node_dir); stopped and removed afterwards."""
+    node_dir = str(tmp_path_factory.mktemp("rabbit"))
+    script = os.path.join(SOURCE_DIR, "scripts", "rabbit-node")
+    r = subprocess.run([script, "start", node_dir], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, f"rabbit-node start failed: {r.stderr}"
+    url = r.stdout.strip()
+    try:
+        yield url, node_dir
+    finally:
+        subprocess.run([script, "stop", node_dir], capture_output=True, text=True, timeout=120)

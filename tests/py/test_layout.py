@@ -21,6 +21,7 @@ ALLOWED = {
     "src/outboxctl": {"src/core"},
     "sim/scenario": set(),
     "sim/fakebroker": {"src/core"},
+    "sim/rabbitmq": {"src/core", "src/bus"},
     "sim/checker": {"sim/scenario", "src/core"},
     "sim/report": set(),
     "sim/merge": {"sim/report", "src/core"},

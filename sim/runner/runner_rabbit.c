@@ -1,0 +1,175 @@
+/* runner_rabbit.c -- `crashwindow run --broker rabbitmq`: the scenarios
+ * against a real RabbitMQ node instead of the fake broker.
+ *
+ * One throwaway node per run (scripts/rabbit-node, firehose on); each
+ * scenario gets its own exchange (and with it its own queues and firehose
+ * queue), so scenarios never see each other's messages without a node
+ * restart between them.  The scenario's "broker" process is rabbit-bridge
+ * (sim/rabbitmq): it provisions the groups' queues, writes the broker log
+ * from the firehose and answers the stats and reset frames the heal uses,
+ * so the rest of the runner and the checker are the same for both brokers.
+ *
+ * What a real broker cannot do is skipped with its reason, never faked:
+ * fault switches of the fake broker (outage, duplicate delivery, reorder,
+ * payload limits, visibility timeouts) and the in-memory store whose loss
+ * a hazard scenario proves.  broker_crash is real: kill -9 of the node,
+ * then a restart on its data (quorum queues keep what they confirmed).
+ * Before a scenario that crashes the node, the node's queue registry is
+ * flushed once its queues are declared (scripts/rabbit-node sync says why:
+ * RabbitMQ 3.10 saves it every few minutes, and a queue declared seconds
+ * before a kill -9 comes back unregistered and empty). */
+#include "runner_internal.h"
+#include "cwlog.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int runner_rabbit(const struct runner *r)
+{
+    return r->o->broker != NULL && strcmp(r->o->broker, "rabbitmq") == 0;
+}
+
+/* A scenario step list that sets a fake broker switch, or NULL. */
+static const char *switch_step(const struct scenario *sc)
+{
+    for (int i = 0; i < sc->nsteps; i++)
+        if (sc->steps[i].verb == V_BROKER)
+            return "a broker step sets a fake-broker switch";
+    return NULL;
+}
+
+const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whylen)
+{
+    const cJSON *sw = sc->broker_control;
+    if (sw != NULL && sw->child != NULL) {
+        snprintf(why, whylen, "needs the fake broker's '%s' switch", sw->child->string);
+        return why;
+    }
+    const char *step = switch_step(sc);
+    if (step != NULL) {
+        snprintf(why, whylen, "%s", step);
+        return why;
+    }
+    if (sc->visibility_timeout_ms > 0 && !sc->broker_durable) {
+        snprintf(why, whylen, "needs the fake broker's visibility timeout (RabbitMQ "
+                 "redelivers on connection loss only)");
+        return why;
+    }
+    for (int i = 0; i < sc->nsteps; i++) {
+        if (sc->steps[i].verb == V_BROKER_CRASH && !sc->broker_durable) {
+            snprintf(why, whylen, "proves the loss of an in-memory broker store; RabbitMQ's "
+                     "quorum queues are durable");
+            return why;
+        }
+    }
+    return NULL;
+}
+
+int runner_rabbit_start(struct runner *r)
+{
+    fmt(r->rabbit_dir, sizeof(r->rabbit_dir), "%s/rabbit", r->tmp);
+    char *argv[] = { r->rabbit_script, (char *)"start", r->rabbit_dir, NULL };
+    char out[4096];
+    int64_t t0 = cw_mono_ms();
+    int rc = proc_run_capture(argv, NULL, 120000, out, sizeof(out));
+    char *url = strstr(out, "amqp://");
+    if (rc != 0 || url == NULL) {
+        fprintf(stderr, "crashwindow: could not start a RabbitMQ node: %.600s\n", out);
+        r->rabbit_dir[0] = '\0';
+        return -1;
+    }
+    url[strcspn(url, "\r\n")] = '\0';
+    fmt(r->rabbit_url, sizeof(r->rabbit_url), "%s", url);
+    printf("rabbitmq node ready in %.1f s\n", (double)(cw_mono_ms() - t0) / 1000.0);
+    fflush(stdout);
+    return 0;
+}
+
+void runner_rabbit_stop(struct runner *r)
+{
+    if (r->rabbit_dir[0] == '\0')
+        return;
+    if (r->o->keep) {
+        printf("--keep: the RabbitMQ node stays up (%s); stop it with: %s stop %s\n",
+               r->rabbit_url, r->rabbit_script, r->rabbit_dir);
+        return;
+    }
+    char *argv[] = { r->rabbit_script, (char *)"stop", r->rabbit_dir, NULL };
+    char out[1024];
+    if (proc_run_capture(argv, NULL, 120000, out, sizeof(out)) != 0)
+        fprintf(stderr, "crashwindow: stopping the RabbitMQ node: %.300s\n", out);
+    r->rabbit_dir[0] = '\0';
+}
+
+void runner_rabbit_address(struct sctx *s)
+{
+    struct runner *r = s->run;
+    fmt(s->rabbit_exchange, sizeof(s->rabbit_exchange), "cw%d-s%d", (int)getpid(), r->nsc);
+    fmt(s->broker_addr, sizeof(s->broker_addr), "%s?exchange=%s", r->rabbit_url,
+        s->rabbit_exchange);
+}
+
+int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max)
+{
+    struct runner *r = s->run;
+    int n = 0;
+    argv[n++] = r->exe_bridge;
+    argv[n++] = (char *)"--url";
+    argv[n++] = r->rabbit_url;
+    argv[n++] = (char *)"--exchange";
+    argv[n++] = s->rabbit_exchange;
+    argv[n++] = (char *)"--socket";
+    argv[n++] = s->broker_sock;
+    argv[n++] = (char *)"--events";
+    argv[n++] = s->broker.events_path;
+    for (int i = 0; i < s->sc->nprocs && n + 3 < max; i++) {
+        const struct sc_proc *sp = &s->sc->procs[i];
+        if (sp->kind != SC_CONSUMER)
+            continue;
+        const char *topic = "payments";
+        for (int j = 0; j < sp->nargs; j++)
+            if (strcmp(sp->arg_key[j], "topic") == 0 && sp->arg_val[j] != NULL)
+                topic = sp->arg_val[j];
+        fmt(s->rabbit_groups[i], sizeof(s->rabbit_groups[i]), "%s:%s", topic,
+            sp->group ? sp->group : sp->consumer_name);
+        argv[n++] = (char *)"--group";
+        argv[n++] = s->rabbit_groups[i];
+    }
+    argv[n] = NULL;
+    return n;
+}
+
+int runner_rabbit_settle(struct sctx *s)
+{
+    struct runner *r = s->run;
+    int crashes = 0;
+    for (int i = 0; i < s->sc->nsteps; i++)
+        crashes |= s->sc->steps[i].verb == V_BROKER_CRASH;
+    if (!crashes)
+        return 0;
+    char out[1024];
+    char *argv[] = { r->rabbit_script, (char *)"sync", r->rabbit_dir, NULL };
+    if (proc_run_capture(argv, NULL, 60000, out, sizeof(out)) != 0)
+        return runner_fail(s, "could not flush the RabbitMQ node's queue registry: %.300s", out);
+    return 0;
+}
+
+int runner_rabbit_crash(struct sctx *s, int down_ms)
+{
+    struct runner *r = s->run;
+    char out[2048];
+    char *crash[] = { r->rabbit_script, (char *)"crash", r->rabbit_dir, NULL };
+    runner_rev_proc(s, "kill", "rabbitmq", 0, "signal", "SIGKILL");
+    if (proc_run_capture(crash, NULL, 60000, out, sizeof(out)) != 0)
+        return runner_fail(s, "broker_crash: could not kill the RabbitMQ node: %.300s", out);
+    s->kills++;
+    if (down_ms > 0)
+        nap(down_ms);
+    char *up[] = { r->rabbit_script, (char *)"up", r->rabbit_dir, NULL };
+    if (proc_run_capture(up, NULL, 120000, out, sizeof(out)) != 0)
+        return runner_fail(s, "broker_crash: the RabbitMQ node did not come back: %.300s", out);
+    s->restarts++;
+    runner_rev_proc(s, "restart", "rabbitmq", 0, "kind", "broker");
+    return 0;
+}

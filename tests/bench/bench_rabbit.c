@@ -1,0 +1,134 @@
+/* bench_rabbit.c -- RabbitMQ's own confirmed-publish ceiling, for
+ * scripts/bench-rabbitmq: librabbitmq alone, no database, no bus layer.
+ *
+ *   bench_rabbit declare URL EXCHANGE GROUP    the exchange and the group's
+ *                                              quorum queue, as bus_rabbitmq
+ *                                              declares them
+ *   bench_rabbit publish URL EXCHANGE COUNT BYTES WINDOW
+ *       COUNT persistent mandatory publishes of BYTES bytes to EXCHANGE with
+ *       routing key payments.PaymentCreated, in windows of WINDOW: send the
+ *       window, then read its confirms (basic.ack, multiple honoured) from
+ *       the frame loop -- the relay's pattern with its batch as the window.
+ *       Prints "COUNT SECONDS".
+ * Exits 1 on any error (a nack or a return included): a ceiling measured
+ * with failures would not be one. */
+#include "bus.h"
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_rabbit: %s\n", what);
+    exit(1);
+}
+
+static amqp_connection_state_t open_conn(const char *url_in)
+{
+    char url[1024];
+    snprintf(url, sizeof(url), "%s", url_in);
+    struct amqp_connection_info ci;
+    if (amqp_parse_url(url, &ci) != AMQP_STATUS_OK)
+        die("bad URL");
+    amqp_connection_state_t c = amqp_new_connection();
+    amqp_socket_t *s = amqp_tcp_socket_new(c);
+    if (s == NULL || amqp_socket_open(s, ci.host, ci.port) != AMQP_STATUS_OK)
+        die("cannot connect");
+    if (amqp_login(c, ci.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, ci.user, ci.password)
+            .reply_type != AMQP_RESPONSE_NORMAL)
+        die("login refused");
+    amqp_channel_open(c, 1);
+    if (amqp_get_rpc_reply(c).reply_type != AMQP_RESPONSE_NORMAL)
+        die("channel.open failed");
+    return c;
+}
+
+static int publish(const char *url, const char *exchange, long count, int bytes, int window)
+{
+    amqp_connection_state_t c = open_conn(url);
+    amqp_confirm_select(c, 1);
+    if (amqp_get_rpc_reply(c).reply_type != AMQP_RESPONSE_NORMAL)
+        die("confirm.select failed");
+    char *body = malloc((size_t)bytes + 1);
+    if (body == NULL)
+        die("out of memory");
+    memset(body, 'x', (size_t)bytes);
+    body[0] = '{';
+    body[bytes - 1] = '}';
+    body[bytes] = '\0';
+    amqp_basic_properties_t p;
+    memset(&p, 0, sizeof(p));
+    p._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
+               AMQP_BASIC_CONTENT_TYPE_FLAG;
+    p.delivery_mode = 2;
+    p.content_type = amqp_cstring_bytes("application/json");
+    char id[64];
+    uint64_t sent = 0, acked = 0;
+    double t0 = now_s();
+    while (acked < (uint64_t)count) {
+        while (sent < (uint64_t)count && sent - acked < (uint64_t)window) {
+            snprintf(id, sizeof(id), "bench-%llu", (unsigned long long)sent);
+            p.message_id = amqp_cstring_bytes(id);
+            if (amqp_basic_publish(c, 1, amqp_cstring_bytes(exchange),
+                                   amqp_cstring_bytes("payments.PaymentCreated"), 1, 0, &p,
+                                   amqp_cstring_bytes(body)) != AMQP_STATUS_OK)
+                die("publish failed");
+            sent++;
+        }
+        /* The window is out: read confirms until all of it is settled. */
+        while (acked < sent) {
+            amqp_frame_t f;
+            amqp_maybe_release_buffers(c);
+            if (amqp_simple_wait_frame(c, &f) != AMQP_STATUS_OK)
+                die("connection lost");
+            if (f.frame_type != AMQP_FRAME_METHOD)
+                continue;
+            if (f.payload.method.id == AMQP_BASIC_ACK_METHOD) {
+                const amqp_basic_ack_t *a = f.payload.method.decoded;
+                acked = a->multiple ? a->delivery_tag : acked + 1;
+            } else if (f.payload.method.id == AMQP_BASIC_NACK_METHOD ||
+                       f.payload.method.id == AMQP_BASIC_RETURN_METHOD) {
+                die("the broker refused a publish (nack or return)");
+            }
+        }
+    }
+    double t1 = now_s();
+    printf("%ld %.3f\n", count, t1 - t0);
+    amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS);
+    amqp_connection_close(c, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(c);
+    free(body);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && strcmp(argv[1], "declare") == 0) {
+        char url[1200], err[512];
+        snprintf(url, sizeof(url), "%s?exchange=%s", argv[2], argv[3]);
+        if (bus_declare_group(url, "payments", argv[4], 10000, err, sizeof(err)) != BUS_OK)
+            die(err);
+        return 0;
+    }
+    if (argc == 7 && strcmp(argv[1], "publish") == 0) {
+        long count = atol(argv[4]);
+        int bytes = atoi(argv[5]), window = atoi(argv[6]);
+        if (count < 1 || bytes < 2 || bytes > 1000000 || window < 1 || window > 100000)
+            die("publish URL EXCHANGE COUNT BYTES(2..1000000) WINDOW(1..100000)");
+        return publish(argv[2], argv[3], count, bytes, window);
+    }
+    fprintf(stderr, "usage: bench_rabbit declare URL EXCHANGE GROUP\n"
+                    "       bench_rabbit publish URL EXCHANGE COUNT BYTES WINDOW\n");
+    return 2;
+}
