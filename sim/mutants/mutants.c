@@ -53,11 +53,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define MUTANT_MAX_SCENARIOS 6
+
 /* Each mutant and the scenarios that aim at its mistake. */
 struct mutant {
     const char *name;
     const char *mistake;
-    const char *scenarios[4];
+    const char *scenarios[MUTANT_MAX_SCENARIOS];
 };
 
 static const struct mutant MUTANTS[] = {
@@ -86,7 +88,7 @@ static const struct mutant MUTANTS[] = {
     { "trace_as_inbox_key", "the inbox key is the trace id",
       { "02-crash-after-commit", "06-crash-before-ack" } },
     { "blind_version_apply", "the consumer applies any version it receives",
-      { "10-per-aggregate-order" } },
+      { "10-per-aggregate-order", "30-skewed-api-clock" } },
     { "unsanitized_last_error", "the raw error, secrets included, goes into last_error",
       { "08-poison-message" } },
     { "idempotency_without_hash", "a reused key with another body replays the old response",
@@ -95,13 +97,13 @@ static const struct mutant MUTANTS[] = {
       { "23-parked-gap-applied" } },
     { "relay_keeps_dead_db_connection", "the relay keeps using a database connection it lost",
       { "16-postgres-crash-under-load", "17-backends-terminated", "19-failover-synchronous",
-        "20-failover-asynchronous-loss" } },
+        "20-failover-asynchronous-loss", "25-relay-pg-silent", "31-relay-pg-partition" } },
     { "relay_keeps_dead_broker_connection", "the relay keeps using a broker connection that broke",
-      { "21-broker-crash-durable", "22-broker-crash-in-memory" } },
+      { "21-broker-crash-durable", "22-broker-crash-in-memory", "28-confirm-lost" } },
     { "cleanup_unrecorded", "the retention cleanup deletes published rows without a record",
-      { "24-cleanup-under-faults" } },
+      { "32-cleanup-under-faults" } },
     { "cleanup_deletes_pending", "the retention cleanup deletes by age alone, pending rows too",
-      { "24-cleanup-under-faults" } },
+      { "32-cleanup-under-faults" } },
     { "cleanup_inbox_ignores_horizon", "inbox markers are deleted inside the redelivery horizon",
       { "15-inbox-cleanup-horizon" } },
     { "requeue_without_record", "a requeue resets a dead letter and keeps no record of it",
@@ -506,7 +508,7 @@ static void print_list(void)
 {
     for (int k = 0; k < NMUTANTS; k++) {
         printf("%-26s %s\n%-26s scenarios:", MUTANTS[k].name, MUTANTS[k].mistake, "");
-        for (int j = 0; j < 4 && MUTANTS[k].scenarios[j]; j++)
+        for (int j = 0; j < MUTANT_MAX_SCENARIOS && MUTANTS[k].scenarios[j]; j++)
             printf(" %s", MUTANTS[k].scenarios[j]);
         printf("\n");
     }
@@ -666,7 +668,7 @@ static int await_build(struct mrun *r, int i, cJSON *mo)
 static int mutant_order(const struct mrun *r, const struct mutant *m, int *order)
 {
     int n = 0;
-    for (int j = 0; j < 4 && m->scenarios[j] != NULL; j++)
+    for (int j = 0; j < MUTANT_MAX_SCENARIOS && m->scenarios[j] != NULL; j++)
         for (int k = 0; k < r->nall; k++)
             if (strcmp(r->names[k], m->scenarios[j]) == 0)
                 order[n++] = k;

@@ -98,8 +98,8 @@ struct rev {
     char *text;       /* hover text: event name and fields, owned */
 };
 
-enum win_type { W_FAULT, W_DOWN, W_PAUSED };
-static const char *const win_names[] = {"fault", "down", "paused"};
+enum win_type { W_FAULT, W_DOWN, W_PAUSED, W_NET };
+static const char *const win_names[] = {"fault", "down", "paused", "net"};
 
 struct rwin {
     int lane;
@@ -582,6 +582,41 @@ static int ends_down(const struct rev *f, int lane)
     return f->lane == lane && f->target < 0 && f->kind == K_START;
 }
 
+/* Whether e is the runner's net_fault or net_clear event on link (e's own
+ * link when link is NULL). */
+static int is_net_event(const struct rev *e, const char *name, const char *link)
+{
+    size_t n = strlen(name);
+    if (e->text == NULL || strncmp(e->text, name, n) != 0 || e->text[n] != '\n')
+        return 0;
+    char l[96];
+    text_field(e, "link", l, sizeof(l));
+    return l[0] != '\0' && (link == NULL || strcmp(l, link) == 0);
+}
+
+/* A network fault window on the lane of its link ("net relay-1->pg"): from
+ * net_fault to its own end (ms), the link's next net_fault or net_clear,
+ * or the end of the run. */
+static void add_net_window(struct rtl *t, size_t i, int64_t end)
+{
+    const struct rev *e = &t->ev[i];
+    char link[96], detail[120], ms[24], lane[112];
+    text_field(e, "link", link, sizeof(link));
+    text_field(e, "detail", detail, sizeof(detail));
+    text_field(e, "ms", ms, sizeof(ms));
+    int64_t to = end;
+    if (atoll(ms) > 0 && e->ts + atoll(ms) * 1000 < to)
+        to = e->ts + atoll(ms) * 1000;
+    for (size_t j = i + 1; j < t->n; j++)
+        if (t->ev[j].ts < to && (is_net_event(&t->ev[j], "net_fault", link) ||
+                                 is_net_event(&t->ev[j], "net_clear", link))) {
+            to = t->ev[j].ts;
+            break;
+        }
+    snprintf(lane, sizeof(lane), "net %s", link);
+    add_window(t, lane_get(t, lane), W_NET, e->ts, to, detail[0] ? detail : "network fault");
+}
+
 /* Derives the shaded windows (see the header for the rules). */
 static void build_windows(struct rtl *t)
 {
@@ -593,7 +628,9 @@ static void build_windows(struct rtl *t)
         const struct rev *e = &t->ev[i];
         char label[200], how[120];
         int64_t to = end;
-        if (e->kind == K_FAULT) {
+        if (is_net_event(e, "net_fault", NULL)) {
+            add_net_window(t, i, end);
+        } else if (e->kind == K_FAULT) {
             for (size_t j = i + 1; j < t->n; j++)
                 if (ends_fault(&t->ev[j], e->lane, e->pid)) {
                     to = t->ev[j].ts;
@@ -1230,6 +1267,8 @@ static void draw_caption(struct rbuf *b, const struct rtl *t, const struct geo *
         rbuf_puts(b, "<li><span class=\"sw sw-down\"></span>process down</li>");
     if (rtl_windows(t, "paused"))
         rbuf_puts(b, "<li><span class=\"sw sw-paused\"></span>process paused</li>");
+    if (rtl_windows(t, "net"))
+        rbuf_puts(b, "<li><span class=\"sw sw-net\"></span>network fault on a link</li>");
     if (d->lines > 0)
         rbuf_puts(b, "<li><span class=\"sw sw-witness\"></span>message named in a failure "
                      "witness</li>");

@@ -17,6 +17,9 @@
  *   down    runner kill or exit     ->  runner start or restart of it, or a
  *           start logged by it (one window for a kill and its exit)
  *   paused  runner pause            ->  runner resume, kill, exit or restart
+ *   net     runner net_fault on a link  ->  its own end (ms), the link's
+ *           next net_fault or net_clear, or the end of the run; drawn on a
+ *           lane of the link's own ("net relay-1->pg")
  *
  * Messages named in a failure witness are outlined in red and joined by a
  * dashed line across lanes.  Past a cap on individual markers, routine events
@@ -50,7 +53,8 @@ void rtl_free(struct rtl *t); /* NULL is a no-op */
 size_t rtl_count(const struct rtl *t);
 size_t rtl_bad_lines(const struct rtl *t);
 int rtl_lanes(const struct rtl *t);
-/* Number of shaded windows of the given type ("fault", "down", "paused"). */
+/* Number of shaded windows of the given type ("fault", "down", "paused",
+ * "net"). */
 size_t rtl_windows(const struct rtl *t, const char *type);
 
 /* Marks every message whose id occurs in one of the n texts as a witness

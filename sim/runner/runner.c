@@ -439,12 +439,12 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
         /* The API of a sound build never publishes; a dual-write mutant
          * does, and must reach the same broker to be caught. */
         argv[n++] = (char *)"--broker";
-        argv[n++] = s->broker_addr;
+        argv[n++] = (char *)runner_broker_addr(s, idx);
         break;
     case SC_RELAY:
         argv[n++] = r->exe_relay;
         argv[n++] = (char *)"--broker";
-        argv[n++] = s->broker_addr;
+        argv[n++] = (char *)runner_broker_addr(s, idx);
         if (!has_name) {
             argv[n++] = (char *)"--name";
             argv[n++] = p->name;
@@ -453,7 +453,7 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     case SC_CONSUMER:
         argv[n++] = r->exe_consumer;
         argv[n++] = (char *)"--broker";
-        argv[n++] = s->broker_addr;
+        argv[n++] = (char *)runner_broker_addr(s, idx);
         break;
     }
     argv[n++] = (char *)"--events";
@@ -474,7 +474,20 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
      * process carries its scenario name, which "db terminate" aims at. */
     char appname[SC_NAME_MAX + 16];
     fmt(appname, sizeof(appname), "PGAPPNAME=%s", p->name);
-    const char *env[] = { s->db_env, appname, NULL };
+    const char *env[8] = { runner_db_env(s, idx), appname, NULL };
+    char deadline_var[48];
+    int nenv = 2;
+    if (sp->db_deadline_ms > 0) {
+        fmt(deadline_var, sizeof(deadline_var), "CW_DB_DEADLINE_MS=%d", sp->db_deadline_ms);
+        env[nenv++] = deadline_var;
+    }
+    char clock[4][160];
+    int nclock = runner_clock_env(s, idx, clock, env + nenv, 4);
+    if (nclock < 0)
+        return runner_fail(s, "%s has a \"clock\", but libfaketime is not installed "
+                           "(Debian package libfaketime; scripts/setup installs it)", p->name);
+    nenv += nclock;
+    env[nenv] = NULL;
     if (proc_spawn(p, argv, faults, env, err, sizeof(err)) < 0)
         return runner_fail(s, "%s", err);
     if (restart)
@@ -706,6 +719,7 @@ static void teardown(struct sctx *s)
         proc_kill(all[i]);
     }
     unlink(s->broker_sock);
+    runner_stop_netproxy(s);
 }
 
 struct tl_item {
@@ -874,11 +888,15 @@ static void print_keep(struct sctx *s)
                    "http://127.0.0.1:%d/payments\n", s->port[i]);
     }
     printf("      broker socket: %s (pid %d)\n", s->broker_sock, (int)s->broker.pid);
+    runner_net_print_keep(s);
     printf("      stop it all: kill");
     for (int i = 0; i < s->sc->nprocs; i++)
         if (proc_poll(&s->procs[i]))
             printf(" %d", (int)s->procs[i].pid);
-    printf(" %d\n", (int)s->broker.pid);
+    printf(" %d", (int)s->broker.pid);
+    if (s->netproxy.pid > 0 && proc_poll(&s->netproxy))
+        printf(" %d", (int)s->netproxy.pid);
+    printf("\n");
 }
 
 /* ---- one scenario ------------------------------------------------------- */
@@ -1375,6 +1393,8 @@ static void sctx_free(struct sctx *s)
     free(s->http);
     free(s->conninfo);
     free(s->db_env);
+    for (int i = 0; i < s->sc->nprocs; i++)
+        free(s->link_db_env[i]);
     cJSON_Delete(s->expects);
     if (s->ev != NULL)
         fclose(s->ev);
@@ -1394,7 +1414,7 @@ static cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep,
         return NULL;
     scenario_files(s);
     open_database(s);
-    if (s->error[0] == '\0' && runner_start_broker(s) == 0) {
+    if (s->error[0] == '\0' && runner_start_netproxy(s) == 0 && runner_start_broker(s) == 0) {
         start_processes(s);
         drive_steps(s);
         if (!runner_interrupted())
@@ -1407,6 +1427,7 @@ static cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep,
     struct outcome oc;
     memset(&oc, 0, sizeof(oc));
     check_scenario(s, &oc);
+    runner_net_check(s);
     stop_scenario(s);
     collect_faults(s, &oc);
     decide_verdict(s, &oc);
@@ -1633,6 +1654,14 @@ static int find_binaries(struct runner *r, const struct run_list *l)
         { r->exe_broker, "fakebroker", 1 },
         { r->exe_bridge, "rabbit-bridge", runner_rabbit(r) },
     };
+    /* The fault proxy is the harness's own, like crashwindow: from this
+     * build, whatever --bin names as the binaries under test. */
+    char own[PATH_MAX];
+    if (runner_build_dir(own, sizeof(own)) < 0 ||
+        find_exe(own, "netproxy", r->exe_netproxy, PATH_MAX) < 0) {
+        fprintf(stderr, "crashwindow: netproxy not found in %s (build it)\n", own);
+        return -1;
+    }
     for (size_t i = 0; i < sizeof(exes) / sizeof(exes[0]); i++) {
         if (find_exe(r->bin, exes[i].name, exes[i].path, PATH_MAX) == 0)
             continue;
@@ -1826,6 +1855,10 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
     r->o = o;
     if (result_out != NULL)
         *result_out = NULL;
+    /* The witness is not the system under test: its own database calls
+     * (creating databases, checking invariants) get a minute, not the
+     * programs' few seconds, so that a loaded machine does not fail a run. */
+    pgx_set_deadline_ms(60000);
 
     if (load_scenarios(o, points, &l) < 0)
         goto out;
@@ -1851,6 +1884,10 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
     printf("crashwindow run: %d scenario%s%s%s, output in %s\n", l.nsc, l.nsc == 1 ? "" : "s",
            o->repeat > 1 ? " (repeated)" : "", share, r->out);
     fflush(stdout);
+    if (runner_net_isolate(o, l.scs, l.nsc) < 0) {
+        rc = 1;
+        goto out_tmp;
+    }
     rc = start_postgres(r, t0);
     if (rc != 0)
         goto out_tmp;

@@ -49,7 +49,7 @@ struct runner {
     char fifo_prefix[PATH_MAX];
     char pg_script[PATH_MAX];
     char exe_api[PATH_MAX], exe_relay[PATH_MAX], exe_consumer[PATH_MAX];
-    char exe_outboxctl[PATH_MAX], exe_broker[PATH_MAX];
+    char exe_outboxctl[PATH_MAX], exe_broker[PATH_MAX], exe_netproxy[PATH_MAX];
     char exe_bridge[PATH_MAX];  /* rabbit-bridge, with --broker rabbitmq */
     char rabbit_script[PATH_MAX];
     char rabbit_dir[PATH_MAX];  /* the run's RabbitMQ node, or "" */
@@ -87,6 +87,11 @@ struct sctx {
     char rabbit_groups[SC_MAX_PROCS][140];
     struct proc procs[SC_MAX_PROCS];
     int port[SC_MAX_PROCS];
+    /* the network (runner_net.c): the fault proxy and each process's links */
+    struct proc netproxy;
+    char netproxy_sock[PATH_MAX];
+    char link_broker[SC_MAX_PROCS][PATH_MAX];   /* "" when the process goes direct */
+    char *link_db_env[SC_MAX_PROCS];            /* CW_DB through its link, or NULL */
     struct armed armed[MAX_ARMED];
     int narmed;
     int kills, pauses, restarts;
@@ -195,6 +200,44 @@ int runner_run_step(struct sctx *s, const struct sc_step *st);
 
 /* Waits for a background payments step, if one runs. */
 void runner_payments_join(struct sctx *s);
+
+/* ---- runner_net.c ------------------------------------------------------- */
+
+/* Starts the fault proxy with a broker link per process and, unless the
+ * scenario has a standby, a PostgreSQL link per process (a loopback TCP
+ * port for the process, the server's Unix socket or address upstream).  0 or -1
+ * (recorded). */
+int runner_start_netproxy(struct sctx *s);
+
+/* Stops the proxy (after the processes) and forgets the links. */
+void runner_stop_netproxy(struct sctx *s);
+
+/* Where process idx reaches the broker, and its CW_DB=... variable: its
+ * links, or the direct ones when it has none. */
+const char *runner_broker_addr(const struct sctx *s, int idx);
+const char *runner_db_env(const struct sctx *s, int idx);
+
+/* The variables that give process idx its scenario clock (libfaketime)
+ * into env (at most max, texts in buf[]).  Returns how many (0: real
+ * time), or -1 when libfaketime is not installed. */
+int runner_clock_env(const struct sctx *s, int idx, char (*buf)[160], const char **env,
+                     int max);
+
+/* Executes a net step: sets or clears a fault on a link.  0 or -1. */
+int runner_net_step(struct sctx *s, const struct sc_step *st);
+
+/* Logs each link's counters (net_stats events) and fails the scenario
+ * when a cut it set never fired.  0 or -1 (recorded). */
+int runner_net_check(struct sctx *s);
+
+/* When a scenario of the run has a partition fault: the run moves into a
+ * network namespace of its own (before PostgreSQL and every process
+ * start), with loopback up; --pg's server must then be named by its Unix
+ * socket.  0, or -1 with the reason printed. */
+int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, int n);
+
+/* --keep: how to set a fault on a live link by hand. */
+void runner_net_print_keep(const struct sctx *s);
 
 /* ---- runner_dbfault.c --------------------------------------------------- */
 

@@ -33,9 +33,13 @@ int runner_rabbit(const struct runner *r)
 /* A scenario step list that sets a fake broker switch, or NULL. */
 static const char *switch_step(const struct scenario *sc)
 {
-    for (int i = 0; i < sc->nsteps; i++)
+    for (int i = 0; i < sc->nsteps; i++) {
         if (sc->steps[i].verb == V_BROKER)
             return "a broker step sets a fake-broker switch";
+        if (sc->steps[i].verb == V_NET && sc->steps[i].net_peer == NP_BROKER)
+            return "a net step on a broker link (the fault proxy speaks the fake broker's "
+                   "protocol)";
+    }
     return NULL;
 }
 

@@ -740,6 +740,8 @@ int runner_run_step(struct sctx *s, const struct sc_step *st)
         return runner_step_db(s, st);
     case V_BROKER_CRASH:
         return runner_step_broker_crash(s, st);
+    case V_NET:
+        return runner_net_step(s, st);
     case V_WAIT:
         return do_wait(s, st);
     case V_SLEEP:

@@ -41,7 +41,8 @@ static int verr(struct vctx *v, const char *field, const char *fmt, ...)
 static const char *const kind_names[] = { "api", "relay", "consumer" };
 static const char *const verb_names[] = {
     "start", "restart", "stop", "kill", "pause", "resume", "fault", "http",
-    "payments", "broker", "sql", "outboxctl", "wait", "db", "broker_crash", "sleep"
+    "payments", "broker", "sql", "outboxctl", "wait", "db", "broker_crash", "sleep",
+    "net"
 };
 static const char *const db_action_names[] = {
     "crash", "restart", "terminate", "freeze", "failover", "stall_replication"
@@ -323,10 +324,43 @@ static int arg_text(const cJSON *it, char **out)
     return *out == NULL ? -1 : 0;
 }
 
+/* "clock": {"offset_s": N, "rate": X}: the process's clock is N seconds
+ * off (-86400..86400) and runs X times as fast (0.5..2; 1 when absent), as
+ * libfaketime's FAKETIME "+Ns xX" says it. */
+static int parse_clock(struct vctx *v, const cJSON *proc, const char *pfield, struct sc_proc *p)
+{
+    static const char *const fields[] = { "offset_s", "rate", NULL };
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(proc, "clock");
+    char field[128];
+    snprintf(field, sizeof(field), "%s.clock", pfield);
+    p->faketime[0] = '\0';
+    if (c == NULL)
+        return 0;
+    if (!cJSON_IsObject(c) || c->child == NULL)
+        return verr(v, field, "must be an object with offset_s and/or rate");
+    if (only_fields(v, c, field, fields) < 0)
+        return -1;
+    long long off = 0;
+    if (get_int(v, c, "offset_s", field, 0, -86400, 86400, &off) < 0)
+        return -1;
+    const cJSON *rate = cJSON_GetObjectItemCaseSensitive(c, "rate");
+    double x = 1.0;
+    if (rate != NULL) {
+        if (!cJSON_IsNumber(rate) || rate->valuedouble < 0.5 || rate->valuedouble > 2.0)
+            return verr(v, field, "rate: must be a number from 0.5 to 2 (1: real time)");
+        x = rate->valuedouble;
+    }
+    snprintf(p->faketime, sizeof(p->faketime), "%+llds", off);
+    if (x != 1.0)
+        snprintf(p->faketime + strlen(p->faketime), sizeof(p->faketime) - strlen(p->faketime),
+                 " x%.3f", x);
+    return 0;
+}
+
 static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
 {
     static const char *const fields[] = { "kind", "args", "faults", "autostart", "heal",
-                                          "why", NULL };
+                                          "clock", "db_deadline_ms", "why", NULL };
     char field[96];
     snprintf(field, sizeof(field), "processes.%s", it->string);
     if (!valid_name(it->string, SC_NAME_MAX, 1))
@@ -360,6 +394,9 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
     sc->nprocs++; /* from here on scenario_free releases its args */
     if (get_bool(v, it, "autostart", field, &p->autostart) < 0 ||
         get_bool(v, it, "heal", field, &p->heal) < 0)
+        return -1;
+    if (parse_clock(v, it, field, p) < 0 ||
+        opt_int(v, it, "db_deadline_ms", field, 100, 600000, &p->db_deadline_ms) < 0)
         return -1;
     int r = get_str(v, it, "faults", field, 0, &p->faults);
     if (r < 0)
@@ -963,6 +1000,60 @@ static int parse_step_sleep(struct vctx *v, const cJSON *s, const char *field,
     return 0;
 }
 
+/* net: a fault on one process's link to PostgreSQL or the broker, or
+ * "clear": true.  The link must name a declared process and a peer; the
+ * fault is checked by netproxy's own parser (values, fields, protocol). */
+static int parse_step_net(struct vctx *v, struct scenario *sc, const cJSON *s,
+                          const char *field, struct sc_step *st)
+{
+    char ff[64];
+    snprintf(ff, sizeof(ff), "%s.link", field);
+    if (get_str(v, s, "link", field, 1, &st->link) < 0)
+        return -1;
+    const char *arrow = strstr(st->link, "->");
+    if (arrow == NULL || (strcmp(arrow, "->pg") != 0 && strcmp(arrow, "->broker") != 0))
+        return verr(v, ff, "'%s' is not a link: '<process>->pg' or '<process>->broker'",
+                    st->link);
+    st->net_peer = strcmp(arrow, "->pg") == 0 ? NP_PG : NP_BROKER;
+    for (int i = 0; i < sc->nprocs; i++)
+        if (strlen(sc->procs[i].name) == (size_t)(arrow - st->link) &&
+            strncmp(sc->procs[i].name, st->link, (size_t)(arrow - st->link)) == 0)
+            st->proc = i;
+    if (st->proc < 0)
+        return verr(v, ff, "unknown link '%s': no process '%.*s'", st->link,
+                    (int)(arrow - st->link), st->link);
+    if (st->net_peer == NP_PG && sc->standby)
+        return verr(v, ff, "a scenario with a standby reaches PostgreSQL directly (its "
+                    "multi-host connection string has no single link)");
+    const cJSON *clear = cJSON_GetObjectItemCaseSensitive(s, "clear");
+    if (clear != NULL) {
+        static const char *const f[] = { "do", "why", "link", "clear", NULL };
+        if (!cJSON_IsTrue(clear))
+            return verr(v, field, "clear: must be true (or absent, with a fault)");
+        st->net_clear = 1;
+        return only_fields(v, s, field, f);
+    }
+    char err[256];
+    if (np_fault_parse(s, st->net_peer, &st->net, err, sizeof(err)) < 0)
+        return verr(v, field, "%s", err);
+    if (opt_int(v, s, "reconnect_within_ms", field, 1, 600000, &st->reconnect_within_ms) < 0)
+        return -1;
+    if (st->net.kind == NP_CUT) {
+        enum sc_kind k = sc->procs[st->proc].kind;
+        if (st->net.cut_after == NP_CUT_ACK && k != SC_CONSUMER)
+            return verr(v, field, "cut_after: ack is for a consumer's broker link, and %s is "
+                        "a%s %s", sc->procs[st->proc].name, k == SC_API ? "n" : "",
+                        sc_kind_name(k));
+        if (st->net.cut_after == NP_CUT_CONFIRM && k == SC_CONSUMER)
+            return verr(v, field, "cut_after: confirm is for a publisher's broker link, and "
+                        "%s is a consumer", sc->procs[st->proc].name);
+    }
+    if (st->net.kind == NP_PARTITION && st->net_peer != NP_PG)
+        return verr(v, field, "fault: partition is for pg links (TCP); broker links are "
+                    "Unix sockets");
+    return 0;
+}
+
 /* Parses steps[idx] into sc->steps[idx]: the fields every step shares, then
  * the verb's own parser. */
 static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int idx)
@@ -985,7 +1076,7 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
         snprintf(f, sizeof(f), "%s.do", field);
         return verr(v, f, "unknown verb '%s' (start, restart, stop, kill, pause, resume, "
                     "fault, http, payments, broker, sql, outboxctl, wait, db, broker_crash, "
-                    "sleep)", verb);
+                    "sleep, net)", verb);
     }
     st->verb = (enum sc_verb)vb;
     if (get_str(v, s, "why", field, 0, &st->why) < 0)
@@ -1019,6 +1110,8 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
         return parse_step_broker_crash(v, s, field, st);
     case V_SLEEP:
         return parse_step_sleep(v, s, field, st);
+    case V_NET:
+        return parse_step_net(v, sc, s, field, st);
     }
     return verr(v, field, "unhandled verb");
 }
@@ -1537,6 +1630,19 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
         break;
     case V_SLEEP:
         snprintf(out, outlen, "sleep %d ms", st->ms);
+        break;
+    case V_NET:
+        if (st->net_clear) {
+            snprintf(out, outlen, "net %s: clear its faults", st->link);
+        } else {
+            char what[160];
+            np_fault_describe(&st->net, what, sizeof(what));
+            char bound[64] = "";
+            if (st->reconnect_within_ms > 0)
+                snprintf(bound, sizeof(bound), "; %s must reconnect within %d ms",
+                         sc->procs[st->proc].name, st->reconnect_within_ms);
+            snprintf(out, outlen, "net %s: %s%s", st->link, what, bound);
+        }
         break;
     }
 }

@@ -38,11 +38,22 @@
  *
  * Every fault a scenario arms must fire: one that never does means the run
  * never reached the window the scenario is about, and the scenario fails.
+ * Network faults: every process reaches PostgreSQL and the broker through
+ * links of its own, "<proc>->pg" and "<proc>->broker" (sim/netproxy), and a
+ * step {"do": "net", "link": "relay-1->pg", "fault": "blackhole", "ms": 3000}
+ * sets a fault on one (netproxy.h lists the faults and their fields), or
+ * {"do": "net", "link": ..., "clear": true} clears them.  A process may run
+ * with a shifted or drifting clock: "clock": {"offset_s": -30, "rate": 1.5}
+ * (libfaketime).  "db_deadline_ms" bounds each of its database calls
+ * (CW_DB_DEADLINE_MS; src/core/pgx.h).
+ *
  * "faults_optional": true relaxes that for generated schedules (the
  * simulator's), whose faults may legitimately lie beyond what a run reaches;
  * unhit faults are then only noted. */
 #ifndef CW_SCENARIO_H
 #define CW_SCENARIO_H
+
+#include "netproxy.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -69,11 +80,14 @@ struct sc_proc {
     const char *group;                  /* consumers: --group, default the name */
     int max_attempts;                   /* relays: --max-attempts, default 12 */
     int lease_ms;                       /* relays: --lease-ms, default 30000 */
+    /* "clock": libfaketime's FAKETIME for this process, or "" */
+    char faketime[48];
+    int db_deadline_ms;                 /* "db_deadline_ms": CW_DB_DEADLINE_MS, 0: default */
 };
 
 enum sc_verb {
     V_START, V_RESTART, V_STOP, V_KILL, V_PAUSE, V_RESUME, V_FAULT, V_HTTP,
-    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT, V_DB, V_BROKER_CRASH, V_SLEEP
+    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT, V_DB, V_BROKER_CRASH, V_SLEEP, V_NET
 };
 
 /* What a "db" step does to PostgreSQL itself (sim/faults/pgfault.h). */
@@ -135,6 +149,14 @@ struct sc_step {
     enum sc_db_action db_action;
     int ms;                   /* freeze, sleep: how long */
     int down_ms;              /* crash, broker_crash: down before the start */
+    /* net: a fault on one process's link ("relay-1->pg"); proc is the
+     * link's process, net_peer its protocol */
+    const char *link;
+    enum np_proto net_peer;
+    int net_clear;            /* clear every fault of the link */
+    int reconnect_within_ms;  /* > 0: the process must open a new connection on
+                               * the link within this bound of the fault */
+    struct np_fault net;
     /* wait */
     enum sc_until until;
     const char *event;

@@ -96,6 +96,9 @@ struct sim_proc {
     /* consumers */
     int prefetch, cbatch, retry_delay_ms, gap_delay_ms;
     int gap_park_ms;         /* 0: the consumer's default */
+    /* its clock (libfaketime): offset in seconds, rate in percent (100:
+     * real time) */
+    int clock_offset_s, clock_rate_pct;
 };
 
 struct sim_fault {
@@ -119,8 +122,13 @@ enum sim_act_kind {
     SIM_BROKER,    /* broker switches */
     SIM_REUSE,     /* the first key of the latest batch again, another body: 422 */
     SIM_DB,        /* a fault of PostgreSQL itself: crash, restart, terminate, freeze */
-    SIM_BROKER_CRASH /* SIGKILL the broker, start it again on its durable store */
+    SIM_BROKER_CRASH, /* SIGKILL the broker, start it again on its durable store */
+    SIM_NET        /* a fault on one process's link to PostgreSQL or the broker */
 };
+
+/* SIM_NET faults, as the runner's "net" step names them. */
+enum sim_net { SIM_NET_LATENCY = 0, SIM_NET_BLACKHOLE, SIM_NET_RESET, SIM_NET_BANDWIDTH,
+               SIM_NET_SLICER, SIM_NET_CUT };
 
 /* SIM_DB actions, as the runner's "db" step names them. */
 enum sim_db { SIM_DB_CRASH = 0, SIM_DB_RESTART, SIM_DB_TERMINATE, SIM_DB_FREEZE };
@@ -140,6 +148,11 @@ struct sim_act {
     /* db: which fault; ms is the freeze's length or the crash's downtime,
      * proc the process whose sessions terminate ends (-1: every process) */
     enum sim_db db;
+    /* net: on proc's link to the broker (net_broker) or PostgreSQL; ms is
+     * how long; net_a/net_b the fault's numbers (latency and jitter, rate,
+     * slice size and delay; for a cut, net_a 1 means "then reset") */
+    enum sim_net net;
+    int net_broker, net_a, net_b;
 };
 
 struct sim_plan {

@@ -530,6 +530,60 @@ static void gen_infra(uint64_t seed, uint64_t run, struct sim_plan *p,
             p->faults[i].incarnation++;
 }
 
+/* Network faults and clocks, from a stream of their own (as gen_infra's):
+ * sometimes an API runs with a skewed or drifting clock, and at most one
+ * net action per run, inserted between two actions. */
+static void gen_net(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0xc2b2ae3d27d4eb4fULL, run);
+    if (sim_rng_chance(r, 20)) {
+        p->procs[0].clock_offset_s = sim_rng_range(r, -120, -30); /* behind: settles end early, never late */
+        p->procs[0].clock_rate_pct = PICK(r, 50, 100, 100, 150, 200);
+    }
+    if (!sim_rng_chance(r, 30) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
+        return;
+    int at = sim_rng_range(r, 1, p->nacts);
+    struct sim_act a;
+    act_init(&a, SIM_NET, sim_rng_below(r, p->nprocs));
+    a.net = (enum sim_net)sim_rng_below(r, SIM_NET_CUT + 1);
+    a.net_broker = sim_rng_chance(r, 50);
+    a.ms = sim_rng_range(r, 300, 2000);
+    switch (a.net) {
+    case SIM_NET_LATENCY:
+        a.net_a = sim_rng_range(r, 20, 400);
+        a.net_b = sim_rng_range(r, 0, a.net_a / 2);
+        break;
+    case SIM_NET_BANDWIDTH:
+        a.net_a = PICK(r, 16, 64, 256);
+        break;
+    case SIM_NET_SLICER:
+        a.net_a = sim_rng_range(r, 1, 64);
+        a.net_b = sim_rng_range(r, 0, 5);
+        break;
+    case SIM_NET_CUT: {
+        /* the cut each kind of process meets: the API's COMMIT, a relay's
+         * confirm, a consumer's ack */
+        enum sim_kind k = p->procs[a.proc].kind;
+        a.net_broker = k != SIM_API;
+        a.net_a = sim_rng_chance(r, 50);
+        a.ms = 0;
+        break;
+    }
+    case SIM_NET_RESET:
+        a.ms = 0;
+        break;
+    default:
+        break;
+    }
+    memmove(&p->acts[at + 1], &p->acts[at], sizeof(p->acts[0]) * (size_t)(p->nacts - at));
+    p->acts[at] = a;
+    p->nacts++;
+    for (int i = 0; i < p->nfaults; i++)
+        if (p->faults[i].incarnation >= at)
+            p->faults[i].incarnation++;
+}
+
 /* One PRNG drawn in a fixed order: layout, first faults, schedule.
  * Reordering the three calls would change the plan of every seed. */
 void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
@@ -544,6 +598,7 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_first_faults(r, p, cat);
     gen_schedule(r, p, cat);
     gen_infra(seed, run, p, cat);
+    gen_net(seed, run, p);
 }
 
 /* ---- rendering ----------------------------------------------------------- */
@@ -847,6 +902,40 @@ static void render_db(struct render_ctx *ctx, const struct sim_act *a)
     }
 }
 
+static const char *const net_names[] = { "latency", "blackhole", "reset", "bandwidth",
+                                         "slicer", "cut" };
+
+static void render_net(struct render_ctx *ctx, const struct sim_act *a, const char *name)
+{
+    static const char *const cuts[] = { "commit", "confirm", "ack" };
+    cJSON *o = step(ctx->steps, "net");
+    char link[48];
+    snprintf(link, sizeof(link), "%s->%s", name, a->net_broker ? "broker" : "pg");
+    cJSON_AddStringToObject(o, "link", link);
+    cJSON_AddStringToObject(o, "fault", net_names[a->net]);
+    switch (a->net) {
+    case SIM_NET_LATENCY:
+        cJSON_AddNumberToObject(o, "latency_ms", a->net_a);
+        cJSON_AddNumberToObject(o, "jitter_ms", a->net_b);
+        break;
+    case SIM_NET_BANDWIDTH:
+        cJSON_AddNumberToObject(o, "rate_kbps", a->net_a);
+        break;
+    case SIM_NET_SLICER:
+        cJSON_AddNumberToObject(o, "slice_bytes", a->net_a);
+        cJSON_AddNumberToObject(o, "slice_delay_ms", a->net_b);
+        break;
+    case SIM_NET_CUT:
+        cJSON_AddStringToObject(o, "cut_after", cuts[ctx->p->procs[a->proc].kind]);
+        cJSON_AddStringToObject(o, "then", a->net_a ? "reset" : "blackhole");
+        break;
+    default:
+        break;
+    }
+    if (a->ms > 0)
+        cJSON_AddNumberToObject(o, "ms", a->ms);
+}
+
 /* The plan's actions as runner steps, one verb each, walking the process
  * state machine described at the top of this file. */
 static void render_steps(const struct sim_plan *p, cJSON *steps)
@@ -899,6 +988,9 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             cJSON_AddNumberToObject(o, "down_ms", a->ms);
             break;
         }
+        case SIM_NET:
+            render_net(&ctx, a, name);
+            break;
         }
     }
 }
@@ -949,6 +1041,12 @@ cJSON *sim_render(const struct sim_plan *p, const char *name, const char *title)
             cJSON_AddStringToObject(o, "faults", buf);
         if (!x->autostart)
             cJSON_AddBoolToObject(o, "autostart", 0);
+        if (x->clock_offset_s != 0 || (x->clock_rate_pct != 0 && x->clock_rate_pct != 100)) {
+            cJSON *c = cJSON_AddObjectToObject(o, "clock");
+            cJSON_AddNumberToObject(c, "offset_s", x->clock_offset_s);
+            if (x->clock_rate_pct != 0 && x->clock_rate_pct != 100)
+                cJSON_AddNumberToObject(c, "rate", x->clock_rate_pct / 100.0);
+        }
     }
     cJSON *broker = cJSON_AddObjectToObject(root, "broker");
     cJSON_AddNumberToObject(broker, "visibility_timeout_ms", p->visibility_ms);
@@ -1035,6 +1133,12 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             sb_add(&b, ":%d", f->stall_ms);
         sb_add(&b, "@%d%s", f->hit, f->every ? "+" : "");
     }
+    for (int i = 0; i < p->nprocs; i++)
+        if (p->procs[i].clock_offset_s != 0) {
+            proc_name(p, i, name, sizeof(name));
+            sb_add(&b, " | clock %s %+d s x%d%%", name, p->procs[i].clock_offset_s,
+                   p->procs[i].clock_rate_pct);
+        }
     sb_add(&b, " | steps");
     for (int k = 0; k < p->nacts; k++) {
         const struct sim_act *a = &p->acts[k];
@@ -1089,6 +1193,19 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             break;
         case SIM_BROKER_CRASH:
             sb_add(&b, " broker-crash(%d ms)", a->ms);
+            break;
+        case SIM_NET:
+            sb_add(&b, " net(%s->%s,%s", name, a->net_broker ? "broker" : "pg",
+                   net_names[a->net]);
+            if (a->net == SIM_NET_LATENCY || a->net == SIM_NET_SLICER)
+                sb_add(&b, ",%d/%d", a->net_a, a->net_b);
+            else if (a->net == SIM_NET_BANDWIDTH)
+                sb_add(&b, ",%d kB/s", a->net_a);
+            else if (a->net == SIM_NET_CUT)
+                sb_add(&b, ",then %s", a->net_a ? "reset" : "blackhole");
+            if (a->ms > 0)
+                sb_add(&b, ",%d ms", a->ms);
+            sb_add(&b, ")");
             break;
         }
     }

@@ -41,7 +41,8 @@ static void remove_fault(struct sim_plan *p, int i)
 
 static int acts_on_proc(enum sim_act_kind k)
 {
-    return k == SIM_KILL || k == SIM_PAUSE || k == SIM_RESUME || k == SIM_RESTART;
+    return k == SIM_KILL || k == SIM_PAUSE || k == SIM_RESUME || k == SIM_RESTART ||
+           k == SIM_NET;
 }
 
 /* Removes process j with its faults and the actions aimed at it. */
@@ -92,8 +93,9 @@ static int min_batches(const struct sim_plan *p)
 static const char *act_name(enum sim_act_kind k)
 {
     static const char *const names[] = { "pay", "settle", "kill", "pause", "resume",
-                                         "restart", "broker", "reuse" };
-    return names[k];
+                                         "restart", "broker", "reuse", "db", "broker_crash",
+                                         "net" };
+    return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
 
 int sim_shrink_variant(const struct sim_plan *in, int k, struct sim_plan *out,

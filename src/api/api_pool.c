@@ -37,21 +37,15 @@ static PGconn *pool_connect(const struct api_pool_config *cfg, char *err, size_t
      * first so that what the operator wrote wins.  The name is only a
      * fallback: application_name in the conninfo or PGAPPNAME (how a
      * supervisor names each instance) goes first. */
-    const char *keys[] = { "connect_timeout", "fallback_application_name", "dbname", NULL };
-    const char *vals[] = { ctimeout, "payments-api", cfg->conninfo, NULL };
-    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    const char *keys[] = { "connect_timeout", "fallback_application_name", NULL };
+    const char *vals[] = { ctimeout, "payments-api", NULL };
+    /* pgx adds the keepalive and server-side timeout defaults, bounds
+     * every later call on the connection, and sanitizes libpq's message
+     * (which may quote parts of the conninfo) before it reaches err. */
+    char cerr[512];
+    PGconn *conn = pgx_connect_params(keys, vals, cfg->conninfo, cerr, sizeof(cerr));
     if (conn == NULL) {
-        snprintf(err, errlen, "could not connect to database: out of memory");
-        return NULL;
-    }
-    if (PQstatus(conn) != CONNECTION_OK) {
-        /* libpq's message may quote parts of the conninfo; err is logged
-         * (db_unavailable, exit events), so only its sanitized form goes on,
-         * sanitized whole: a cut first could split a secret and hide it. */
-        char safe[CW_ERROR_MAX + 1];
-        cw_sanitize_error(PQerrorMessage(conn), safe, sizeof(safe));
-        snprintf(err, errlen, "could not connect to database: %s", safe);
-        PQfinish(conn);
+        snprintf(err, errlen, "%s", cerr);
         return NULL;
     }
     char lock_ms[32], stmt_ms[32];

@@ -9,10 +9,44 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
+/* How long any one database call may take, connecting included, unless
+ * pgx_set_deadline_ms or the environment (CW_DB_DEADLINE_MS, read at the
+ * first connect; a bad value fails that connect) says otherwise.  A call that misses it fails with
+ * SQLSTATE 08006 and the connection shut down (pgx_conn_lost is then true):
+ * a peer that stops answering is never waited on forever. */
+#define PGX_DEFAULT_DEADLINE_MS 5000
+
+/* Sets the deadline of every later call (100..3600000 ms): 0, or -1 when
+ * out of range (nothing changed). */
+int pgx_set_deadline_ms(int ms);
+int pgx_deadline_ms(void);
+
 /* Connects; returns the connection or NULL with a message in err (the
  * conninfo itself, which may hold a password, is never copied into err; what
- * libpq says, which may quote parts of it, is sanitized). */
+ * libpq says, which may quote parts of it, is sanitized).  Unless the
+ * conninfo says otherwise, the session gets: connect_timeout, TCP keepalives
+ * (idle 2 s, interval 1 s, 3 probes) and tcp_user_timeout, which notice a
+ * peer whose kernel went silent; statement_timeout and
+ * idle_in_transaction_session_timeout at the call deadline, so that the
+ * server too gives up on a client that stopped answering and releases its
+ * locks (options=-c ...). */
 PGconn *pgx_connect(const char *conninfo, char *err, size_t errlen);
+
+/* pgx_connect with the caller's own keys first (keys/vals NULL-terminated,
+ * at most 12; they win over the defaults above, and the conninfo wins over
+ * both). */
+PGconn *pgx_connect_params(const char *const *keys, const char *const *vals,
+                           const char *conninfo, char *err, size_t errlen);
+
+/* Waits until the statement sent on conn has its answer, within the call
+ * deadline.  0 (read it with PQgetResult), or -1 when the deadline passed:
+ * the connection is then shut down and err says so. */
+int pgx_wait_result(PGconn *conn, char *err, size_t errlen);
+
+/* PQgetResult within the call deadline (for pipelines and other loops over
+ * results): when the deadline passes the connection is shut, and what
+ * comes back is libpq's error for a lost connection, then NULL. */
+PGresult *pgx_next_result(PGconn *conn);
 
 /* Runs sql with nparams text parameters.  Returns the result when its status
  * is PGRES_COMMAND_OK or PGRES_TUPLES_OK; otherwise clears it, writes a short
@@ -27,7 +61,8 @@ int pgx_cmd(PGconn *conn, const char *sql, int nparams,
             const char *const *params, char *sqlstate, char *err, size_t errlen);
 
 /* Reads the result of a statement sent with PQsendQueryParams, and every
- * result after it, so that the connection is idle again whatever happened.
+ * result after it, so that the connection is idle again whatever happened;
+ * bounded by the call deadline (SQLSTATE 08006 when it passes).
  * Returns the statement's result when its status is PGRES_COMMAND_OK or
  * PGRES_TUPLES_OK (caller clears it); otherwise NULL with the SQLSTATE and a
  * short message, as pgx_exec.  sqlstate and err may be NULL. */

@@ -13,6 +13,9 @@ PGconn *ctl_conn(struct ctl *c)
     char err[512];
     if (c->conn != NULL)
         return c->conn;
+    /* An operator's tool: a cleanup or a migration of a large outbox may
+     * rightly take minutes, so its bound is ten of them. */
+    pgx_set_deadline_ms(600000);
     c->conn = pgx_connect(c->db, err, sizeof(err));
     if (c->conn == NULL)
         fprintf(stderr, "outboxctl: %s\n", err);

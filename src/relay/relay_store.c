@@ -362,7 +362,7 @@ static void sync_result(PGconn *conn, enum relay_step *failed, char *sqlstate, c
                         size_t errlen)
 {
     PGresult *r;
-    while ((r = PQgetResult(conn)) != NULL) {
+    while ((r = pgx_next_result(conn)) != NULL) {
         ExecStatusType st = PQresultStatus(r);
         if (st == PGRES_PIPELINE_SYNC) {
             PQclear(r);
@@ -505,7 +505,7 @@ int relay_mark_claim_finish(PGconn *conn, struct relay_batch *b, const char *tok
      * commit failed, its error first). */
     for (int step = 0; step < 2; step++) {
         PGresult *r;
-        while ((r = PQgetResult(conn)) != NULL) {
+        while ((r = pgx_next_result(conn)) != NULL) {
             ExecStatusType st = PQresultStatus(r);
             if (st == PGRES_TUPLES_OK && res[step] == NULL) {
                 res[step] = r;

@@ -19,7 +19,8 @@ ALLOWED = {
     "src/relay": {"src/core", "src/bus"},
     "src/consumer": {"src/core", "src/bus"},
     "src/outboxctl": {"src/core"},
-    "sim/scenario": set(),
+    "sim/netproxy": set(),
+    "sim/scenario": {"sim/netproxy"},
     "sim/fakebroker": {"src/core"},
     "sim/rabbitmq": {"src/core", "src/bus"},
     "sim/checker": {"sim/scenario", "src/core"},
@@ -27,11 +28,11 @@ ALLOWED = {
     "sim/merge": {"sim/report", "src/core"},
     "sim/faults": {"src/core"},
     "sim/runner": {"sim/scenario", "sim/checker", "sim/report", "sim/merge",
-                   "sim/fakebroker", "sim/faults", "src/core"},
+                   "sim/fakebroker", "sim/faults", "sim/netproxy", "src/core"},
     "sim/simulator": {"sim/runner", "sim/scenario", "sim/merge", "src/core"},
     "sim/mutants": {"sim/runner", "sim/merge", "src/core"},
     "sim": {"sim/scenario", "sim/fakebroker", "sim/checker", "sim/report", "sim/faults",
-            "sim/merge", "sim/runner", "sim/simulator", "sim/mutants", "src/core"},
+            "sim/netproxy", "sim/merge", "sim/runner", "sim/simulator", "sim/mutants", "src/core"},
 }
 
 # System headers only one file may include.

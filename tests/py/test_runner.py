@@ -425,10 +425,12 @@ def test_keep_leaves_it_running_and_cleans_dead_fifos(tmp_path, pg_cluster):
     started = [e["target_pid"] for e in runner if e["event"] in ("start", "restart")]
     exited = {e["target_pid"] for e in runner if e["event"] == "exit"}
     alive = [p for p in started if p not in exited]
+    alive += [e["netproxy_pid"] for e in runner if e["event"] == "netproxy_start"]
     try:
         assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout + r.stderr
         assert "psql \"" in r.stdout and "fiu-ctrl -f " in r.stdout and "curl -s -X POST" in r.stdout
-        assert len(exited) == 1 and len(alive) == 4  # broker, api, relay-1 (2nd), accounting
+        # broker, the fault proxy, api, relay-1 (2nd), accounting
+        assert len(exited) == 1 and len(alive) == 5
         for pid in alive:
             os.kill(pid, 0)
         # The connection string reaches the children through their

@@ -252,7 +252,10 @@ def test_missing_shard_is_named_with_its_work(copies, tmp_path):
     s1, s2, s3 = copies
     work = [n for i, n in enumerate(scenario_names()) if i % N == 1]
     err = refused(tmp_path, [s1, s3], "shard 2/3 is missing: its scenarios")
-    assert all(n in err for n in work)
+    # the first eight by name, then how many more
+    assert all(n in err for n in work[:8])
+    if len(work) > 8:
+        assert f"and {len(work) - 8} more" in err
     refused(tmp_path, [s2], "shard 1/3 is missing", "shard 3/3 is missing")
     # A shard directory whose result never arrived.
     (s2 / "result.json").unlink()

@@ -219,6 +219,45 @@ static void test_write_errors(void)
     CHECK(access(out, F_OK) == 0);
 }
 
+/* Network faults: a window per fault on a lane of the link's own, ended by
+ * its duration or by the link's next net_fault or net_clear. */
+static const char net_timeline[] =
+    "{\"ts_us\":2000000,\"proc\":\"relay-1\",\"pid\":10,\"event\":\"start\"}\n"
+    "{\"ts_us\":2001000,\"proc\":\"runner\",\"pid\":1,\"event\":\"net_fault\","
+    "\"link\":\"relay-1->pg\",\"fault\":\"blackhole\",\"detail\":\"blackhole for 500 ms\","
+    "\"ms\":500}\n"
+    "{\"ts_us\":2600000,\"proc\":\"runner\",\"pid\":1,\"event\":\"net_fault\","
+    "\"link\":\"relay-1->broker\",\"fault\":\"latency\",\"detail\":\"latency 9+-0 ms\","
+    "\"ms\":0}\n"
+    "{\"ts_us\":2700000,\"proc\":\"runner\",\"pid\":1,\"event\":\"net_clear\","
+    "\"link\":\"relay-1->broker\"}\n"
+    "{\"ts_us\":2900000,\"proc\":\"relay-1\",\"pid\":10,\"event\":\"claim\"}\n";
+
+static void test_net_windows(void)
+{
+    char path[512], err[256];
+    write_text("net.jsonl", net_timeline);
+    snprintf(path, sizeof(path), "%s/net.jsonl", tmpdir);
+    struct rtl *t = rtl_load(path, 1000, err, sizeof(err));
+    CHECK(t != NULL);
+    if (t == NULL)
+        return;
+    CHECK(rtl_windows(t, "net") == 2);
+    CHECK(rtl_lanes(t) == 4); /* relay-1, runner and one lane per faulted link */
+    struct rbuf b;
+    rbuf_init(&b, 1 << 20);
+    struct rview v;
+    CHECK(rtl_view(t, NULL, &v) == 1);
+    CHECK(rtl_svg(&b, t, 0, &v, 100) == 0);
+    CHECK(strstr(b.data, "blackhole for 500 ms in net relay-1-&gt;pg: +0.001 s to +0.501 s") !=
+          NULL);
+    CHECK(strstr(b.data, "latency 9+-0 ms in net relay-1-&gt;broker: +0.600 s to +0.700 s") !=
+          NULL);
+    rbuf_free(&b);
+    rtl_free(t);
+    unlink(path);
+}
+
 int main(void)
 {
     if (mkdtemp(tmpdir) == NULL) {
@@ -230,6 +269,7 @@ int main(void)
     test_limit();
     test_nice_step();
     test_timeline();
+    test_net_windows();
     test_view_focus();
     test_metrics();
     test_write_errors();

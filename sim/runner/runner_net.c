@@ -1,0 +1,466 @@
+/* runner_net.c -- the scenario's network: the fault proxy daemon with one
+ * link per process and peer, the "net" step, and the clock of a process.
+ *
+ * Every process reaches PostgreSQL through "<proc>->pg" (a loopback TCP
+ * port of the proxy, forwarding to the server's own loopback port) and the
+ * broker through "<proc>->broker" (a Unix socket forwarding to the broker's).
+ * A scenario with a standby is the exception for PostgreSQL: its
+ * multi-host connection string names two servers, which one link cannot
+ * stand for, so its processes reach the servers directly.  The runner
+ * itself, its metrics sampler and its checks always go direct: a fault on a
+ * link must never blind the witness. */
+#include "runner_internal.h"
+
+#include "brokerctl.h"
+#include "cwlog.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+/* The network namespace the run left for one of its own ("" when it did
+ * not): the proxy allows a partition only away from it. */
+static char host_netns[64];
+
+/* Appends key='value' (libpq quoting) to out. */
+static void conninfo_put(char *out, size_t outlen, const char *key, const char *val)
+{
+    size_t n = strlen(out);
+    n += (size_t)snprintf(out + n, outlen > n ? outlen - n : 0, "%s%s='", n ? " " : "", key);
+    for (const char *p = val; *p != '\0' && n + 3 < outlen; p++) {
+        if (*p == '\'' || *p == '\\')
+            out[n++] = '\\';
+        out[n++] = *p;
+    }
+    if (n + 2 <= outlen) {
+        out[n++] = '\'';
+        out[n] = '\0';
+    }
+}
+
+/* The scenario's conninfo aimed at a link's port: host and port replaced,
+ * TLS and GSS encryption off (the proxy reads the protocol).  NULL when
+ * the conninfo cannot be parsed; the caller frees. */
+static char *link_conninfo(const char *conninfo, int port)
+{
+    char *perr = NULL;
+    PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
+    if (opts == NULL) {
+        PQfreemem(perr);
+        return NULL;
+    }
+    size_t cap = strlen(conninfo) * 2 + 256;
+    char *out = calloc(1, cap);
+    char portstr[16];
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    for (PQconninfoOption *o = opts; out != NULL && o->keyword != NULL; o++) {
+        static const char *const replaced[] = { "host", "hostaddr", "port", "sslmode",
+                                                "gssencmode", NULL };
+        int skip = 0;
+        for (int i = 0; replaced[i] != NULL; i++)
+            skip |= strcmp(o->keyword, replaced[i]) == 0;
+        if (!skip && o->val != NULL && o->val[0] != '\0')
+            conninfo_put(out, cap, o->keyword, o->val);
+    }
+    PQconninfoFree(opts);
+    if (out != NULL) {
+        conninfo_put(out, cap, "host", "127.0.0.1");
+        conninfo_put(out, cap, "port", portstr);
+        conninfo_put(out, cap, "sslmode", "disable");
+        conninfo_put(out, cap, "gssencmode", "disable");
+    }
+    return out;
+}
+
+/* Reads the proxy's links and fills each process's addresses. */
+static int read_links(struct sctx *s, const cJSON *reply)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(reply, "links");
+    const cJSON *l;
+    cJSON_ArrayForEach(l, arr) {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "name"));
+        const char *bound = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "bound"));
+        if (name == NULL || bound == NULL)
+            continue;
+        for (int i = 0; i < s->sc->nprocs; i++) {
+            char want[SC_NAME_MAX + 16];
+            snprintf(want, sizeof(want), "%s->pg", s->procs[i].name);
+            if (strcmp(name, want) == 0 && strncmp(bound, "tcp:", 4) == 0) {
+                char *ci = link_conninfo(s->conninfo, atoi(strrchr(bound, ':') + 1));
+                s->link_db_env[i] = ci ? conninfo_env(ci) : NULL;
+                free(ci);
+                if (s->link_db_env[i] == NULL)
+                    return runner_fail(s, "netproxy: cannot build %s's connection string",
+                                       s->procs[i].name);
+            }
+        }
+    }
+    return 0;
+}
+
+/* Where a PostgreSQL link forwards to: the server's Unix socket when the
+ * conninfo names a socket directory (it works from any network namespace,
+ * so a run with a partition can still use --pg's server), else its IPv4
+ * address and port.  -1 when neither (the processes then go direct). */
+static int pg_upstream(const char *conninfo, char *out, size_t outlen)
+{
+    char host[PATH_MAX], port[16];
+    conninfo_get(conninfo, "host", host, sizeof(host));
+    conninfo_get(conninfo, "port", port, sizeof(port));
+    if (port[0] == '\0')
+        snprintf(port, sizeof(port), "5432");
+    struct in_addr a;
+    if (host[0] == '/' && strchr(host, ',') == NULL)
+        fmt(out, outlen, "unix:%s/.s.PGSQL.%s", host, port);
+    else if (inet_pton(AF_INET, host, &a) == 1)
+        fmt(out, outlen, "tcp:%s:%s", host, port);
+    else
+        return -1;
+    return 0;
+}
+
+int runner_start_netproxy(struct sctx *s)
+{
+    struct runner *r = s->run;
+    const struct scenario *sc = s->sc;
+    struct proc *p = &s->netproxy;
+    snprintf(p->name, sizeof(p->name), "netproxy");
+    fmt(p->events_path, sizeof(p->events_path), "%s/netproxy.events.jsonl", s->dir);
+    fmt(p->log_path, sizeof(p->log_path), "%s/netproxy.log", s->dir);
+    p->fifo_prefix = r->fifo_prefix;
+    fmt(s->netproxy_sock, sizeof(s->netproxy_sock), "%s/n%d.sock", r->tmp, r->nsc);
+    char pg_up[PATH_MAX];
+    if (sc->standby || pg_upstream(s->conninfo, pg_up, sizeof(pg_up)) < 0)
+        pg_up[0] = '\0';
+    char specs[SC_MAX_PROCS * 2][PATH_MAX + 128];
+    char *argv[SC_MAX_PROCS * 4 + 8];
+    int n = 0, k = 0;
+    argv[n++] = r->exe_netproxy;
+    argv[n++] = (char *)"--control";
+    argv[n++] = s->netproxy_sock;
+    if (host_netns[0] != '\0') {
+        argv[n++] = (char *)"--isolated-from";
+        argv[n++] = host_netns;
+    }
+    for (int i = 0; i < sc->nprocs; i++) {
+        /* Broker links speak the fake broker's protocol (its cuts read its
+         * frames); against RabbitMQ the processes reach the node directly. */
+        if (!runner_rabbit(r)) {
+            fmt(s->link_broker[i], sizeof(s->link_broker[i]), "%s/b%d-%d.sock", r->tmp, r->nsc,
+                i);
+            fmt(specs[k], sizeof(specs[k]), "%s->broker=broker,unix:%s,unix:%s",
+                sc->procs[i].name, s->link_broker[i], s->broker_sock);
+            argv[n++] = (char *)"--link";
+            argv[n++] = specs[k++];
+        }
+        if (pg_up[0] != '\0') {
+            fmt(specs[k], sizeof(specs[k]), "%s->pg=pg,tcp:127.0.0.1:0,%s",
+                sc->procs[i].name, pg_up);
+            argv[n++] = (char *)"--link";
+            argv[n++] = specs[k++];
+        }
+    }
+    argv[n] = NULL;
+    char err[512];
+    if (proc_spawn(p, argv, NULL, NULL, err, sizeof(err)) < 0)
+        return runner_fail(s, "netproxy: %s", err);
+    /* Not a "start" aimed at a process: the proxy is the harness's, and
+     * gets no lane of its own on the timeline (each link fault gets one). */
+    cJSON *ev = runner_rev_begin(s, "netproxy_start");
+    cJSON_AddNumberToObject(ev, "netproxy_pid", p->pid);
+    runner_rev_emit(s, ev);
+    cJSON *ask = cJSON_CreateObject();
+    cJSON_AddStringToObject(ask, "op", "links");
+    int64_t deadline = cw_mono_ms() + 10000;
+    cJSON *reply = NULL;
+    while (reply == NULL) {
+        if (access(s->netproxy_sock, F_OK) == 0)
+            reply = brokerctl_call(s->netproxy_sock, ask, "links", 1000, err, sizeof(err));
+        if (reply == NULL && (!proc_poll(p) || cw_mono_ms() >= deadline)) {
+            cJSON_Delete(ask);
+            return runner_fail(s, "netproxy did not answer on %s within 10 s (%s)",
+                               s->netproxy_sock, err);
+        }
+        if (reply == NULL)
+            nap(5);
+    }
+    cJSON_Delete(ask);
+    int rc = read_links(s, reply);
+    cJSON_Delete(reply);
+    return rc;
+}
+
+void runner_stop_netproxy(struct sctx *s)
+{
+    if (s->netproxy.pid > 0 && proc_poll(&s->netproxy)) {
+        kill(s->netproxy.pid, SIGTERM);
+        int64_t deadline = cw_mono_ms() + STOP_TIMEOUT_MS;
+        while (proc_poll(&s->netproxy) && cw_mono_ms() < deadline)
+            nap(5);
+        if (proc_poll(&s->netproxy))
+            proc_kill(&s->netproxy);
+    }
+    for (int i = 0; i < s->sc->nprocs; i++)
+        if (s->link_broker[i][0] != '\0')
+            unlink(s->link_broker[i]);
+}
+
+const char *runner_broker_addr(const struct sctx *s, int idx)
+{
+    return s->link_broker[idx][0] != '\0' ? s->link_broker[idx] : s->broker_addr;
+}
+
+const char *runner_db_env(const struct sctx *s, int idx)
+{
+    return s->link_db_env[idx] != NULL ? s->link_db_env[idx] : s->db_env;
+}
+
+int runner_clock_env(const struct sctx *s, int idx, char (*buf)[160], const char **env,
+                     int max)
+{
+    const char *spec = s->sc->procs[idx].faketime;
+    if (spec[0] == '\0' || max < 4)
+        return 0;
+    if (access(FAKETIME_LIB, R_OK) != 0)
+        return -1; /* without it the clock would silently stay right */
+    snprintf(buf[0], sizeof(buf[0]), "LD_PRELOAD=%s", FAKETIME_LIB);
+    snprintf(buf[1], sizeof(buf[1]), "FAKETIME=%s", spec);
+    /* Only the wall clock is off: deadlines and backoff run on the
+     * monotonic clock, and a real clock fault (NTP stepping the time) does
+     * not touch it either. */
+    snprintf(buf[2], sizeof(buf[2]), "DONT_FAKE_MONOTONIC=1");
+    /* Under ASan the preload would come before ASan's runtime. */
+    const char *asan = getenv("ASAN_OPTIONS");
+    snprintf(buf[3], sizeof(buf[3]), "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
+             asan ? asan : "", asan && asan[0] ? ":" : "");
+    for (int i = 0; i < 4; i++)
+        env[i] = buf[i];
+    return 4;
+}
+
+/* The control frame of a net step. */
+static cJSON *net_frame(const struct sc_step *st)
+{
+    cJSON *f = cJSON_CreateObject();
+    cJSON_AddStringToObject(f, "op", st->net_clear ? "clear" : "set");
+    cJSON_AddStringToObject(f, "link", st->link);
+    if (st->net_clear)
+        return f;
+    static const char *const dirs[] = { "both", "up", "down" };
+    static const char *const cuts[] = { "commit", "confirm", "ack" };
+    const struct np_fault *n = &st->net;
+    cJSON_AddStringToObject(f, "fault", np_kind_name(n->kind));
+    if (n->kind <= NP_LIMIT_DATA)
+        cJSON_AddStringToObject(f, "direction", dirs[n->dir]);
+    if (n->ms > 0)
+        cJSON_AddNumberToObject(f, "ms", n->ms);
+    switch (n->kind) {
+    case NP_LATENCY:
+        cJSON_AddNumberToObject(f, "latency_ms", n->latency_ms);
+        cJSON_AddNumberToObject(f, "jitter_ms", n->jitter_ms);
+        break;
+    case NP_BANDWIDTH:
+        cJSON_AddNumberToObject(f, "rate_kbps", n->rate_kbps);
+        break;
+    case NP_SLICER:
+        cJSON_AddNumberToObject(f, "slice_bytes", n->slice_bytes);
+        cJSON_AddNumberToObject(f, "slice_delay_ms", n->slice_delay_ms);
+        break;
+    case NP_LIMIT_DATA:
+        cJSON_AddNumberToObject(f, "limit_bytes", (double)n->limit_bytes);
+        break;
+    case NP_CUT:
+        cJSON_AddStringToObject(f, "cut_after", cuts[n->cut_after]);
+        cJSON_AddStringToObject(f, "then", n->then == NP_THEN_RESET ? "reset" : "blackhole");
+        cJSON_AddNumberToObject(f, "times", n->times);
+        break;
+    default:
+        break;
+    }
+    return f;
+}
+
+/* Connections the proxy accepted on link so far, or -1. */
+static long long link_accepted(struct sctx *s, const char *link)
+{
+    cJSON *ask = cJSON_CreateObject();
+    cJSON_AddStringToObject(ask, "op", "stats");
+    char err[256];
+    cJSON *reply = brokerctl_call(s->netproxy_sock, ask, "stats", 3000, err, sizeof(err));
+    cJSON_Delete(ask);
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(reply, "links"),
+                                         link), "accepted");
+    long long v = cJSON_IsNumber(n) ? (long long)n->valuedouble : -1;
+    cJSON_Delete(reply);
+    return v;
+}
+
+/* The process behind st's link must open a new connection on it within
+ * st->reconnect_within_ms of the fault: the bound it documents for
+ * noticing a silent peer, witnessed by the proxy, not by the process. */
+static int await_reconnect(struct sctx *s, const struct sc_step *st, long long before,
+                           int64_t t0)
+{
+    int64_t deadline = t0 + st->reconnect_within_ms;
+    for (;;) {
+        long long now = link_accepted(s, st->link);
+        if (now > before) {
+            cJSON *ev = runner_rev_begin(s, "net_reconnect");
+            cJSON_AddStringToObject(ev, "link", st->link);
+            cJSON_AddNumberToObject(ev, "after_ms", (double)(cw_mono_ms() - t0));
+            runner_rev_emit(s, ev);
+            runner_progress(s, "  %s reconnected after %lld ms", st->link,
+                            (long long)(cw_mono_ms() - t0));
+            return 0;
+        }
+        if (cw_mono_ms() >= deadline || runner_interrupted())
+            return runner_fail(s, "%s opened no new connection on %s within %d ms of the "
+                               "fault: it does not notice a silent peer in the bound it "
+                               "documents", s->procs[st->proc].name, st->link,
+                               st->reconnect_within_ms);
+        nap(POLL_MS);
+    }
+}
+
+int runner_net_step(struct sctx *s, const struct sc_step *st)
+{
+    int pg = st->net_peer == NP_PG;
+    if ((pg && s->link_db_env[st->proc] == NULL) ||
+        (!pg && s->link_broker[st->proc][0] == '\0'))
+        return runner_fail(s, "net: %s has no link of its own in this scenario", st->link);
+    long long before = st->reconnect_within_ms > 0 ? link_accepted(s, st->link) : 0;
+    int64_t t0 = cw_mono_ms();
+    cJSON *f = net_frame(st);
+    char err[512];
+    cJSON *reply = brokerctl_call(s->netproxy_sock, f, "ok", 3000, err, sizeof(err));
+    cJSON *ev = runner_rev_begin(s, st->net_clear ? "net_clear" : "net_fault");
+    cJSON_AddStringToObject(ev, "link", st->link);
+    if (!st->net_clear) {
+        char what[160];
+        np_fault_describe(&st->net, what, sizeof(what));
+        cJSON_AddStringToObject(ev, "fault", np_kind_name(st->net.kind));
+        cJSON_AddStringToObject(ev, "detail", what);
+        cJSON_AddNumberToObject(ev, "ms", st->net.ms);
+    }
+    runner_rev_emit(s, ev);
+    cJSON_Delete(f);
+    if (reply == NULL)
+        return runner_fail(s, "net %s: %s", st->link, err);
+    cJSON_Delete(reply);
+    return st->reconnect_within_ms > 0 ? await_reconnect(s, st, before, t0) : 0;
+}
+
+void runner_net_print_keep(const struct sctx *s)
+{
+    if (s->netproxy_sock[0] == '\0' || !proc_poll((struct proc *)&s->netproxy))
+        return;
+    printf("      links (fault proxy pid %d): %s --control %s --send "
+           "'{\"op\":\"set\",\"link\":\"%s->pg\",\"fault\":\"blackhole\",\"ms\":5000}'\n",
+           (int)s->netproxy.pid, s->run->exe_netproxy, s->netproxy_sock,
+           s->sc->nprocs > 0 ? s->procs[0].name : "api");
+    printf("        ({\"op\":\"links\"} lists them, {\"op\":\"clear\",\"link\":...} ends a "
+           "fault, {\"op\":\"stats\"} counts bytes and cuts)\n");
+}
+
+int runner_net_check(struct sctx *s)
+{
+    if (s->netproxy_sock[0] == '\0' || !proc_poll(&s->netproxy))
+        return 0;
+    cJSON *ask = cJSON_CreateObject();
+    cJSON_AddStringToObject(ask, "op", "stats");
+    char err[512];
+    cJSON *reply = brokerctl_call(s->netproxy_sock, ask, "stats", 3000, err, sizeof(err));
+    cJSON_Delete(ask);
+    if (reply == NULL)
+        return runner_fail(s, "netproxy stats: %s", err);
+    const cJSON *links = cJSON_GetObjectItemCaseSensitive(reply, "links");
+    const cJSON *l;
+    cJSON_ArrayForEach(l, links) {
+        cJSON *ev = runner_rev_begin(s, "net_stats");
+        cJSON_AddStringToObject(ev, "link", l->string);
+        const cJSON *f;
+        cJSON_ArrayForEach(f, l)
+            cJSON_AddNumberToObject(ev, f->string, f->valuedouble);
+        runner_rev_emit(s, ev);
+    }
+    /* A cut that never fired means the run never reached the window the
+     * scenario is about: like an armed fault point that is never hit. */
+    int rc = 0;
+    for (int i = 0; i < s->sc->nsteps && i <= s->step; i++) {
+        const struct sc_step *st = &s->sc->steps[i];
+        if (st->verb != V_NET || st->net_clear || st->net.kind != NP_CUT)
+            continue;
+        const cJSON *cuts = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(links, st->link), "cuts");
+        if ((!cJSON_IsNumber(cuts) || cuts->valuedouble < 1) && !s->sc->faults_optional)
+            rc = runner_fail(s, "net cut on %s never fired: the run never reached the "
+                             "window it is meant to test", st->link);
+    }
+    cJSON_Delete(reply);
+    return rc;
+}
+
+/* Whether a scenario has a partition step. */
+static int wants_partition(const struct scenario *sc)
+{
+    for (int i = 0; i < sc->nsteps; i++)
+        if (sc->steps[i].verb == V_NET && !sc->steps[i].net_clear &&
+            sc->steps[i].net.kind == NP_PARTITION)
+            return 1;
+    return 0;
+}
+
+int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, int n)
+{
+    int need = 0;
+    for (int i = 0; i < n; i++)
+        need |= wants_partition(scs[i]);
+    if (!need)
+        return 0;
+    char host[PATH_MAX];
+    if (o->pg != NULL)
+        conninfo_get(o->pg, "host", host, sizeof(host));
+    if (o->pg != NULL && host[0] != '/') {
+        fprintf(stderr, "crashwindow: a partition fault runs the whole run in a network "
+                "namespace of its own, where --pg's server is reachable only through its Unix "
+                "socket: give host=SOCKET_DIR in --pg, or run without --pg\n");
+        return -1;
+    }
+    /* Before any thread and any child: they all inherit the namespace, and
+     * the host's own interfaces and rules are never seen, let alone changed. */
+    ssize_t len = readlink("/proc/self/ns/net", host_netns, sizeof(host_netns) - 1);
+    host_netns[len > 0 ? len : 0] = '\0';
+    if (host_netns[0] == '\0' || unshare(CLONE_NEWNET) < 0) {
+        host_netns[0] = '\0';
+        fprintf(stderr, "crashwindow: a partition fault needs a network namespace of the "
+                "run's own (unshare: %s; run as root)\n", strerror(errno));
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    int ok = fd >= 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
+    ifr.ifr_flags |= IFF_UP;
+    ok = ok && ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (!ok) {
+        fprintf(stderr, "crashwindow: cannot bring up loopback in the run's namespace: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    printf("network: the run has a namespace of its own (partition faults use nftables "
+           "in it)\n");
+    return 0;
+}

@@ -1,0 +1,210 @@
+"""Network faults: the net step's validation, and the fault proxy on a live
+PostgreSQL link (pass-through, latency, a COMMIT cut after it reached the
+server, a blackhole that only a client-side deadline ends, --keep's hint).
+"""
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+import uuid
+
+import psycopg
+import pytest
+
+from conftest import PIPELINE, binary, crashwindow, scenario, wait_for
+
+
+
+@pytest.mark.parametrize("steps,procs,message", [
+    ([{"do": "net", "link": "relay-9->pg", "fault": "blackhole"}], None,
+     "steps[0].link: unknown link 'relay-9->pg': no process 'relay-9'"),
+    ([{"do": "net", "link": "relay-1=>pg", "fault": "blackhole"}], None,
+     "steps[0].link: 'relay-1=>pg' is not a link"),
+    ([{"do": "net", "link": "relay-1->pg", "fault": "latncy", "latency_ms": 5}], None,
+     "steps[0]: fault: 'latncy' is not a network fault"),
+    ([{"do": "net", "link": "relay-1->pg", "fault": "latency", "latency_ms": -5}], None,
+     "steps[0]: latency_ms: -5 is out of range 0..60000"),
+    ([{"do": "net", "link": "relay-1->pg", "fault": "latency", "latency_ms": 10**9}], None,
+     "steps[0]: latency_ms: 1000000000 is out of range 0..60000"),
+    ([{"do": "net", "link": "api->pg", "fault": "blackhole", "ms": 10**8}], None,
+     "steps[0]: ms: 100000000 is out of range"),
+    ([{"do": "net", "link": "relay-1->pg", "fault": "blackhole", "rate_kbps": 3}], None,
+     "steps[0]: rate_kbps: fault blackhole takes no such field"),
+    ([{"do": "net", "link": "relay-1->broker", "fault": "cut", "cut_after": "commit"}], None,
+     "steps[0]: cut_after: commit is for pg links, not a broker link"),
+    ([{"do": "net", "link": "api->pg", "fault": "cut", "cut_after": "confirm"}], None,
+     "steps[0]: cut_after: confirm is for broker links, not a pg link"),
+    ([{"do": "net", "link": "relay-1->broker", "fault": "cut", "cut_after": "ack"}], None,
+     "steps[0]: cut_after: ack is for a consumer's broker link, and relay-1 is a relay"),
+    ([{"do": "net", "link": "accounting->broker", "fault": "partition"}], None,
+     "steps[0]: fault: partition is for pg links"),
+    ([{"do": "net", "link": "api->pg", "clear": False}], None,
+     "steps[0]: clear: must be true"),
+    ([{"do": "net", "link": "api->pg", "fault": "latency", "latency_ms": 5,
+       "reconnect_within_ms": 0}], None, "steps[0].reconnect_within_ms"),
+    ([], {"api": {"kind": "api", "clock": {"rate": 7}}},
+     "processes.api.clock: rate: must be a number from 0.5 to 2"),
+    ([], {"api": {"kind": "api", "clock": {"offset_s": 10**7}}},
+     "processes.api.clock.offset_s"),
+    ([], {"api": {"kind": "api", "db_deadline_ms": 5}}, "processes.api.db_deadline_ms"),
+])
+def test_bad_net_step_names_file_field_and_reason(tmp_path, steps, procs, message):
+    extra = {"processes": procs} if procs else {}
+    path = scenario(tmp_path, "badnet", steps, **extra)
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--out", str(out))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{path}: {message}" in r.stderr, r.stderr
+    assert not out.exists(), "a bad net step must stop the run before anything starts"
+
+
+def test_dry_run_describes_net_steps(tmp_path):
+    path = scenario(tmp_path, "netdry", [
+        {"do": "net", "link": "relay-1->pg", "fault": "latency", "latency_ms": 200,
+         "jitter_ms": 50, "direction": "up", "ms": 3000},
+        {"do": "net", "link": "api->pg", "fault": "cut", "cut_after": "commit", "then": "reset"},
+        {"do": "net", "link": "relay-1->pg", "fault": "blackhole", "reconnect_within_ms": 4000},
+        {"do": "net", "link": "relay-1->pg", "clear": True}])
+    r = crashwindow("run", path, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "net relay-1->pg: latency 200+-50 ms up for 3000 ms" in r.stdout
+    assert "net api->pg: cut after commit, then reset (x1)" in r.stdout
+    assert "relay-1 must reconnect within 4000 ms" in r.stdout
+    assert "net relay-1->pg: clear its faults" in r.stdout
+
+
+class Proxy:
+    """The netproxy daemon with one pg link to the test cluster."""
+
+    def __init__(self, tmp_path, pg_port):
+        self.sock = str(tmp_path / "np.sock")
+        self.proc = subprocess.Popen(
+            [binary("netproxy"), "--control", self.sock,
+             "--link", f"t->pg=pg,tcp:127.0.0.1:0,tcp:127.0.0.1:{pg_port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        links = wait_for(lambda: os.path.exists(self.sock) and self.send({"op": "links"}),
+                         10, "the proxy's control socket")
+        self.port = int(links["links"][0]["bound"].rsplit(":", 1)[1])
+
+    def send(self, frame):
+        r = subprocess.run([binary("netproxy"), "--control", self.sock, "--send",
+                            json.dumps(frame)], capture_output=True, text=True, timeout=10)
+        return json.loads(r.stdout) if r.stdout.strip() else None
+
+    def stats(self):
+        return self.send({"op": "stats"})["links"]["t->pg"]
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def proxied(tmp_path, pg_cluster):
+    kv = dict(p.split("=", 1) for p in pg_cluster.split())
+    proxy = Proxy(tmp_path, int(kv["port"]))
+    table = "np_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_cluster, autocommit=True) as direct:
+        direct.execute(f"CREATE TABLE {table} (k text PRIMARY KEY)")
+        yield proxy, pg_cluster, table, (
+            f"host=127.0.0.1 port={proxy.port} user=postgres dbname={kv.get('dbname', 'postgres')}"
+            " sslmode=disable gssencmode=disable connect_timeout=5")
+        direct.execute(f"DROP TABLE {table}")
+    proxy.close()
+
+
+def test_proxied_link_passes_and_delays(proxied):
+    proxy, _, table, via = proxied
+    with psycopg.connect(via, autocommit=True) as c:
+        assert c.execute("SELECT 41 + 1").fetchone()[0] == 42
+        assert proxy.send({"op": "set", "link": "t->pg", "fault": "latency",
+                           "latency_ms": 300, "direction": "down"})["op"] == "ok"
+        t0 = time.monotonic()
+        c.execute("SELECT 1").fetchone()
+        assert time.monotonic() - t0 >= 0.3
+        assert proxy.send({"op": "clear", "link": "t->pg"})["op"] == "ok"
+    st = proxy.stats()
+    assert st["accepted"] == 1 and st["bytes_up"] > 0 and st["bytes_down"] > 0
+
+
+def test_bad_control_frames_are_refused(proxied):
+    proxy = proxied[0]
+    assert proxy.send({"op": "set", "link": "nope->pg", "fault": "blackhole"})["error"] == \
+        "link: no such link"
+    bad = proxy.send({"op": "set", "link": "t->pg", "fault": "cut", "cut_after": "ack"})
+    assert bad["op"] == "error" and "cut_after: ack is for broker links" in bad["error"]
+    bad = proxy.send({"op": "set", "link": "t->pg", "fault": "partition"})
+    assert bad["op"] == "error" and "host's network namespace" in bad["error"]
+
+
+@pytest.mark.parametrize("then", ["reset", "blackhole"])
+def test_commit_cut_reaches_the_server_and_loses_the_answer(proxied, then):
+    """psycopg commits with the simple protocol ('Q' COMMIT): the COMMIT
+    reaches PostgreSQL, the client gets no answer, the row is there."""
+    proxy, direct_ci, table, via = proxied
+    key = f"k-{then}"
+    c = psycopg.connect(via + " options='-c statement_timeout=2000'")
+    c.execute(f"INSERT INTO {table} VALUES (%s)", (key,))
+    assert proxy.send({"op": "set", "link": "t->pg", "fault": "cut", "cut_after": "commit",
+                       "then": then})["op"] == "ok"
+    if then == "blackhole":
+        # Nothing comes back and the connection stays open: only a deadline
+        # of the client's own ends the wait.
+        c.pgconn.send_query(b"COMMIT")
+        while c.pgconn.flush() != 0:
+            pass
+        readable, _, _ = select.select([c.pgconn.socket], [], [], 1.5)
+        assert not readable, "a blackholed COMMIT must get no answer"
+        c.pgconn.finish()
+    else:
+        with pytest.raises(psycopg.OperationalError):
+            c.commit()
+        c.close()
+    with psycopg.connect(direct_ci) as d:
+        assert d.execute(f"SELECT count(*) FROM {table} WHERE k = %s", (key,)).fetchone()[0] == 1
+    assert proxy.stats()["cuts"] == 1
+    # the cut is spent: the next connection through the link works
+    with psycopg.connect(via, autocommit=True) as c2:
+        assert c2.execute("SELECT 1").fetchone()[0] == 1
+
+
+def test_keep_prints_how_to_set_a_fault_on_a_live_link(tmp_path, pg_cluster):
+    path = scenario(tmp_path, "keep-net", [
+        {"do": "payments", "count": 2, "key_prefix": "t-keepnet"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000}])
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out), "--keep")
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    sock = None
+    runner = [json.loads(line) for line in
+              (out / sc["dir"] / "runner.events.jsonl").read_text().splitlines()]
+    alive = [e["target_pid"] for e in runner if e["event"] == "start" and "target_pid" in e]
+    alive += [e["netproxy_pid"] for e in runner if e["event"] == "netproxy_start"]
+    try:
+        assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout + r.stderr
+        hint = next(line for line in r.stdout.splitlines() if "--send" in line)
+        args = hint.split(": ", 1)[1].split()
+        exe, sock = args[0], args[args.index("--control") + 1]
+        frame = {"op": "set", "link": "relay-1->pg", "fault": "latency", "latency_ms": 100}
+        done = subprocess.run([exe, "--control", sock, "--send", json.dumps(frame)],
+                              capture_output=True, text=True, timeout=10)
+        assert done.returncode == 0 and json.loads(done.stdout)["op"] == "ok", done.stderr
+        links = subprocess.run([exe, "--control", sock, "--send", '{"op":"links"}'],
+                               capture_output=True, text=True, timeout=10)
+        names = {l["name"] for l in json.loads(links.stdout)["links"]}
+        assert {"api->pg", "relay-1->pg", "relay-1->broker", "accounting->broker"} <= names
+    finally:
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for pid in alive:
+        wait_for(lambda p=pid: not os.path.exists(f"/proc/{p}"), 10, f"kept process {pid} to go")
+    run_tmp = os.path.dirname(sock) if sock else None
+    if run_tmp and os.path.isdir(run_tmp):
+        for name in os.listdir(run_tmp):
+            os.unlink(os.path.join(run_tmp, name))
+        os.rmdir(run_tmp)
