@@ -62,6 +62,14 @@ struct requeue {
     int attempts_before;
 };
 
+/* One committed claim of a row, from the claim history. */
+struct claim_rec {
+    char id[40];
+    char token[40];
+    long long until_us;   /* its lease end */
+    long long claimed_us; /* the claiming transaction's now() */
+};
+
 struct ctx {
     const struct chk_input *in;
     struct chk_result *res;
@@ -71,6 +79,9 @@ struct ctx {
     int nrequeues;
     const char *consumers[SC_MAX_PROCS];
     int nconsumers;
+    struct claim_rec *claims;   /* the claim history, by (row, token) */
+    int nclaims;
+    int has_claim_history;      /* the database holds one (claim_history.h) */
     int db_failed;
 };
 
@@ -110,6 +121,62 @@ static long q_long(struct ctx *c, const char *sql, int n, const char *const *par
         v = atol(PQgetvalue(r, 0, 0));
     PQclear(r);
     return v;
+}
+
+static int cmp_claim_rec(const void *a, const void *b)
+{
+    const struct claim_rec *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+    return c != 0 ? c : strcmp(x->token, y->token);
+}
+
+/* Loads crashwindow_claims (claim_history.h) when the database has it. */
+static int load_claim_history(struct ctx *c)
+{
+    if (q_long(c, "SELECT count(*) FROM pg_class WHERE relname = 'crashwindow_claims'", 0,
+               NULL) == 0)
+        return c->db_failed ? -1 : 0;
+    PGresult *r = q(c,
+        "SELECT lower(message_id::text), lower(lock_id::text),"
+        "       (extract(epoch FROM locked_until) * 1000000)::bigint,"
+        "       (extract(epoch FROM claimed_at) * 1000000)::bigint"
+        "  FROM crashwindow_claims WHERE lock_id IS NOT NULL AND locked_until IS NOT NULL",
+        0, NULL);
+    if (r == NULL)
+        return -1;
+    c->nclaims = PQntuples(r);
+    c->claims = calloc((size_t)c->nclaims + 1, sizeof(*c->claims));
+    if (c->claims == NULL) {
+        PQclear(r);
+        return -1;
+    }
+    for (int i = 0; i < c->nclaims; i++) {
+        struct claim_rec *v = &c->claims[i];
+        snprintf(v->id, sizeof(v->id), "%s", PQgetvalue(r, i, 0));
+        snprintf(v->token, sizeof(v->token), "%s", PQgetvalue(r, i, 1));
+        v->until_us = atoll(PQgetvalue(r, i, 2));
+        v->claimed_us = atoll(PQgetvalue(r, i, 3));
+    }
+    PQclear(r);
+    qsort(c->claims, (size_t)c->nclaims, sizeof(*c->claims), cmp_claim_rec);
+    c->has_claim_history = 1;
+    return 0;
+}
+
+/* The committed claim of row id whose fencing token is token, or NULL. */
+static const struct claim_rec *find_claim(const struct ctx *c, const char *id,
+                                          const char *token)
+{
+    struct claim_rec key;
+    if (id == NULL || token == NULL)
+        return NULL;
+    snprintf(key.id, sizeof(key.id), "%s", id);
+    snprintf(key.token, sizeof(key.token), "%s", token);
+    for (char *p = key.id; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    for (char *p = key.token; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    return bsearch(&key, c->claims, (size_t)c->nclaims, sizeof(key), cmp_claim_rec);
 }
 
 static int load_outbox(struct ctx *c)
@@ -301,6 +368,7 @@ static PGresult *qf(struct ctx *c, int n, const char *const *params, const char 
 static const char *const K_MSGID[] = { "message_id", "id", NULL };
 static const char *const K_STATUS[] = { "status", NULL };
 static const char *const K_SHA[] = { "payload_sha256", "sha256", NULL };
+static const char *const K_TOKEN[] = { "claim_token", NULL };
 
 static int is_publish(const cJSON *ev)
 {
@@ -946,6 +1014,13 @@ static void inv_retry_respects_backoff(struct ctx *c, const struct leases *ls)
                 if (mid == NULL || strcasecmp(mid, id) != 0 || bt <= ts || bt >= next ||
                     requeued_between(c, id, ts, bt))
                     continue;
+                /* A publish that arrived in the window but was made under a
+                 * claim committed before the retry is an earlier attempt
+                 * delayed on the wire, not a new one (the broker's fence
+                 * decides whether it may land). */
+                const struct claim_rec *made = find_claim(c, mid, ev_str(b, K_TOKEN));
+                if (made != NULL && made->claimed_us <= ts)
+                    continue;
                 char t1[32], t2[32];
                 fmt_time(bt, t1, sizeof(t1));
                 fmt_time(next, t2, sizeof(t2));
@@ -1524,67 +1599,25 @@ out:
  * of the row holds was made under no lease at all.  A publish that arrived
  * without a token (from a broker that cannot log one) is not examined. */
 
-struct claim_rec {
-    char id[40];
-    char token[40];
-    long long until_us;
-};
-
-static int cmp_claim_rec(const void *a, const void *b)
-{
-    const struct claim_rec *x = a, *y = b;
-    int c = strcmp(x->id, y->id);
-    return c != 0 ? c : strcmp(x->token, y->token);
-}
-
 static void inv_publish_within_lease(struct ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_PUBLISH_WITHIN_LEASE];
     inv->ran = 1;
-    if (q_long(c, "SELECT count(*) FROM pg_class WHERE relname = 'crashwindow_claims'", 0,
-               NULL) == 0)
+    if (!c->has_claim_history)
         return; /* a database the runner did not prepare: nothing to hold it to */
-    PGresult *r = q(c,
-        "SELECT lower(message_id::text), lower(lock_id::text),"
-        "       (extract(epoch FROM locked_until) * 1000000)::bigint"
-        "  FROM crashwindow_claims WHERE lock_id IS NOT NULL AND locked_until IS NOT NULL",
-        0, NULL);
-    if (r == NULL)
-        return;
-    int n = PQntuples(r);
-    struct claim_rec *v = calloc((size_t)n + 1, sizeof(*v));
-    if (v == NULL) {
-        PQclear(r);
-        return;
-    }
-    for (int i = 0; i < n; i++) {
-        snprintf(v[i].id, sizeof(v[i].id), "%s", PQgetvalue(r, i, 0));
-        snprintf(v[i].token, sizeof(v[i].token), "%s", PQgetvalue(r, i, 1));
-        v[i].until_us = atoll(PQgetvalue(r, i, 2));
-    }
-    PQclear(r);
-    qsort(v, (size_t)n, sizeof(*v), cmp_claim_rec);
-
     const cJSON *ev;
     cJSON_ArrayForEach(ev, c->in->broker_events) {
         if (!is_publish(ev) || !publish_stored(ev))
             continue;
         const char *id = ev_str(ev, K_MSGID);
-        const char *token = ev_str(ev, (const char *const[]){ "claim_token", NULL });
+        const char *token = ev_str(ev, K_TOKEN);
         double at;
         if (id == NULL || token == NULL ||
             !(ev_num(ev, (const char *const[]){ "stored_us", NULL }, &at) ||
               ev_num(ev, (const char *const[]){ "ts_us", NULL }, &at)))
             continue;
         inv->checked++;
-        struct claim_rec key;
-        snprintf(key.id, sizeof(key.id), "%s", id);
-        snprintf(key.token, sizeof(key.token), "%s", token);
-        for (char *p = key.id; *p; p++)
-            *p = (char)tolower((unsigned char)*p);
-        for (char *p = key.token; *p; p++)
-            *p = (char)tolower((unsigned char)*p);
-        const struct claim_rec *hit = bsearch(&key, v, (size_t)n, sizeof(*v), cmp_claim_rec);
+        const struct claim_rec *hit = find_claim(c, id, token);
         const char *client = ev_str(ev, (const char *const[]){ "client", NULL });
         if (hit == NULL)
             violation(inv, "message %s was stored (from %s) under claim token %s, which no "
@@ -1596,7 +1629,6 @@ static void inv_publish_within_lease(struct ctx *c)
                       "worker's", id, client ? client : "an unnamed client",
                       ((long long)at - hit->until_us) / 1000.0, token);
     }
-    free(v);
 }
 
 /* ---- driver ------------------------------------------------------------- */
@@ -1619,7 +1651,7 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
         if (!dup)
             c.consumers[c.nconsumers++] = in->sc->procs[p].consumer_name;
     }
-    if (load_outbox(&c) == 0 && load_requeues(&c) == 0) {
+    if (load_outbox(&c) == 0 && load_requeues(&c) == 0 && load_claim_history(&c) == 0) {
         struct leases ls = { NULL, 0, 0 };
         collect_leases(&c, &ls);
         inv_payment_one_creation_event(&c);
@@ -1639,6 +1671,7 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
     }
     free(c.rows);
     free(c.requeues);
+    free(c.claims);
     for (int i = 0; i < INV_COUNT; i++)
         res->inv[i].pass = res->inv[i].ran && res->inv[i].violations == 0 && !c.db_failed;
     return c.db_failed ? -1 : 0;

@@ -101,9 +101,9 @@ static const struct mutant MUTANTS[] = {
     { "relay_keeps_dead_broker_connection", "the relay keeps using a broker connection that broke",
       { "21-broker-crash-durable", "22-broker-crash-in-memory", "28-confirm-lost" } },
     { "cleanup_unrecorded", "the retention cleanup deletes published rows without a record",
-      { "32-cleanup-under-faults" } },
+      { "33-cleanup-under-faults" } },
     { "cleanup_deletes_pending", "the retention cleanup deletes by age alone, pending rows too",
-      { "32-cleanup-under-faults" } },
+      { "33-cleanup-under-faults" } },
     { "cleanup_inbox_ignores_horizon", "inbox markers are deleted inside the redelivery horizon",
       { "15-inbox-cleanup-horizon" } },
     { "requeue_without_record", "a requeue resets a dead letter and keeps no record of it",
@@ -114,6 +114,8 @@ static const struct mutant MUTANTS[] = {
       { "05-concurrent-duplicate", "04-crash-after-publish", "06-crash-before-ack" } },
     { "marker_conflict_ignored", "the inbox insert's ON CONFLICT DO NOTHING is never checked",
       { "05-concurrent-duplicate", "04-crash-after-publish" } },
+    { "publish_ignores_lease_end", "a publish goes out without its lease end: the broker cannot fence it",
+      { "32-slow-broker-link" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 

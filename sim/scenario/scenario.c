@@ -650,7 +650,10 @@ static int parse_wait(struct vctx *v, struct scenario *sc, const cJSON *s, const
     if (opt_int(v, s, "count", field, 0, 10000000, &st->count) < 0)
         return -1;
     int need_proc = st->until == U_EXITED || st->until == U_PARKED || st->until == U_EVENT;
-    if (step_proc(v, sc, s, field, need_proc, -1, st) < 0)
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(s, "proc");
+    if (st->until == U_EVENT && cJSON_IsString(pj) && strcmp(pj->valuestring, "broker") == 0)
+        st->proc = -1; /* the broker's own log ("broker" is a reserved process name) */
+    else if (step_proc(v, sc, s, field, need_proc, -1, st) < 0)
         return -1;
     if (st->until == U_EVENT && get_str(v, s, "event", field, 1, &st->event) < 0)
         return -1;
@@ -1529,7 +1532,8 @@ static void describe_db(const struct sc_step *st, const char *pn, char *out, siz
 void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
                             char *out, size_t outlen)
 {
-    const char *pn = st->proc >= 0 ? sc->procs[st->proc].name : "";
+    const char *pn = st->proc >= 0 ? sc->procs[st->proc].name
+                     : st->verb == V_WAIT && st->until == U_EVENT ? "broker" : "";
     switch (st->verb) {
     case V_START:
     case V_RESTART:

@@ -149,14 +149,9 @@ static int wait_ready(int fd, int ms)
 /* The fencing token of a new claim: a fresh UUID each time, so that a settle
  * meant for one claim of a row can never match a later claim of it, even by
  * this same worker (relay_store.h, invariant 2). */
-static void new_claim_token(const struct relay *r, char token[CW_UUID_LEN + 1])
+static void new_claim_token(char token[CW_UUID_LEN + 1])
 {
-#ifdef CW_MUTANT_fence_by_worker
-    snprintf(token, CW_UUID_LEN + 1, "%s", r->worker);
-#else
-    (void)r;
     cw_uuid_new(token);
-#endif
 }
 
 static void sanitized(const char *raw, char *out, size_t outlen)
@@ -584,7 +579,7 @@ static void round_start(struct relay *r, const struct relay_batch *b, int claim_
         }
     }
     const struct relay_config *cfg = r->cfg;
-    new_claim_token(r, rd->token);
+    new_claim_token(rd->token);
     if (to_mark > 0 && !rd->failed && claim_ahead) {
         if (relay_mark_claim_send(r->db, r->worker, rd->token, b, cfg->batch, cfg->lease_ms,
                                   cfg->order, &rd->sent_at, rd->err, sizeof(rd->err)) < 0)
@@ -752,7 +747,7 @@ static int claim_now(struct relay *r, struct relay_batch *b)
         return pgx_conn_lost(r->db, sqlstate) ? ITER_DB_LOST : ITER_ERROR;
 #endif
     char token[CW_UUID_LEN + 1];
-    new_claim_token(r, token);
+    new_claim_token(token);
     if (relay_claim(r->db, r->worker, token, r->cfg->batch, r->cfg->lease_ms, r->cfg->order,
                     b, sqlstate, err, sizeof(err)) < 0) {
 #ifdef CW_MUTANT_publish_in_claim_tx
