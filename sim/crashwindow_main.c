@@ -18,6 +18,7 @@
 #include "report.h"
 #include "runner.h"
 #include "simulator.h"
+#include "history.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +33,7 @@ static void usage(FILE *f)
         "  mutants   build known-wrong variants and show the scenarios catch each one\n"
         "  sim       randomized fault schedules from a seed: replay and shrink failures\n"
         "  merge     one verdict, report and JUnit file from the run directories of shards\n"
+        "  check     re-check a stored run from its files alone, with the same verdicts\n"
         "run 'crashwindow COMMAND --help' for a command's options\n");
 }
 
@@ -58,6 +60,8 @@ int main(int argc, char **argv)
         return simulator_main(argc - 1, argv + 1);
     if (strcmp(cmd, "merge") == 0)
         return merge_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "check") == 0)
+        return history_check_main(argc - 1, argv + 1);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;

@@ -185,7 +185,11 @@ static int load_outbox(struct ctx *c)
         "SELECT id::text, event_type, aggregate_id::text, aggregate_version,"
         "       published_at IS NOT NULL, dead_lettered_at IS NOT NULL, attempts,"
         "       encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')"
-        "  FROM outbox_messages", 0, NULL);
+        "  FROM outbox_messages"
+        " UNION ALL"
+        " SELECT id::text, event_type, aggregate_id::text, aggregate_version, true, false,"
+        "        attempts, payload_sha256"
+        "  FROM outbox_removed", 0, NULL);
     if (r == NULL)
         return -1;
     c->nrows = PQntuples(r);
@@ -242,6 +246,17 @@ static int requeued_between(const struct ctx *c, const char *id, int64_t from, i
             return 1;
     return 0;
 }
+
+/* Every event the outbox ever held: its rows, and the rows the runbook
+ * removed (outboxctl cleanup records each in outbox_removed).  A removal
+ * is legitimate history, never a loss or a ghost, so every statement about
+ * "the events" reads this, not the table alone. */
+#define OUTBOX_ALL                                                                   \
+    "(SELECT id, event_type, aggregate_id, aggregate_version, occurred_at,"         \
+    "        published_at, dead_lettered_at FROM outbox_messages"                   \
+    " UNION ALL"                                                                    \
+    " SELECT id, event_type, aggregate_id, aggregate_version, occurred_at,"         \
+    "        published_at, NULL::timestamptz FROM outbox_removed)"
 
 /* ---- the effects: one list ---------------------------------------------
  *
@@ -300,7 +315,7 @@ static void sqlset_build(void)
     snprintf(sqlset.effects + n, sizeof(sqlset.effects) - n, ")");
     snprintf(sqlset.unconsumed, sizeof(sqlset.unconsumed),
              "SELECT o.id::text, o.event_type, o.aggregate_version, o.aggregate_id::text"
-             "  FROM outbox_messages o"
+             "  FROM " OUTBOX_ALL " o"
              " WHERE o.published_at IS NOT NULL"
              "   AND NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = o.id)"
              "   AND NOT " PARKED_BY_GROUP("o.id")
@@ -374,7 +389,7 @@ static void inv_payment_one_creation_event(struct ctx *c)
     PGresult *r = q(c,
         "SELECT p.id::text, count(o.id)"
         "  FROM payments p"
-        "  LEFT JOIN outbox_messages o"
+        "  LEFT JOIN " OUTBOX_ALL " o"
         "    ON o.aggregate_id = p.id AND o.event_type = 'PaymentCreated'"
         " GROUP BY p.id", 0, NULL);
     if (r == NULL)
@@ -390,7 +405,7 @@ static void inv_payment_one_creation_event(struct ctx *c)
     PQclear(r);
     r = q(c,
         "SELECT o.id::text, o.aggregate_id::text"
-        "  FROM outbox_messages o"
+        "  FROM " OUTBOX_ALL " o"
         " WHERE o.event_type = 'PaymentCreated'"
         "   AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.id = o.aggregate_id)", 0, NULL);
     if (r == NULL)
@@ -406,6 +421,15 @@ static void inv_payment_one_creation_event(struct ctx *c)
 
 /* ---- 2. nothing_lost ---------------------------------------------------- */
 
+/* Does the scenario plant event id as poison input ("poison_events")? */
+static int scenario_names_poison(const struct scenario *sc, const char *id)
+{
+    for (int i = 0; i < sc->npoison; i++)
+        if (strcasecmp(sc->poison[i], id) == 0)
+            return 1;
+    return 0;
+}
+
 static void inv_nothing_lost(struct ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_NOTHING_LOST];
@@ -417,6 +441,8 @@ static void inv_nothing_lost(struct ctx *c)
     if (r == NULL)
         return;
     inv->ran = 1;
+    /* The items: every outbox event (pending, or applied or handled by every
+     * consumer group), and every creation the client was told succeeded. */
     inv->checked += c->nrows;
     for (int i = 0; i < PQntuples(r); i++) {
         const char *why = PQgetvalue(r, i, 4)[0] == 't' ? "under a live lease"
@@ -428,19 +454,16 @@ static void inv_nothing_lost(struct ctx *c)
     }
     PQclear(r);
 
-    /* Parking is an outcome a scenario must ask for: a consumer that parks
-     * what it should apply (a gap parked at once) loses events as surely as
-     * one that drops them. */
-    int parking_expected = 0;
-    for (int i = 0; i < c->in->sc->nexpect; i++)
-        parking_expected |= strcmp(c->in->sc->expect[i].check, "parked") == 0;
-
+    /* Parking is no excuse: a parked event that nothing will apply is
+     * parked-and-unresolved, a failure, unless the scenario plants it as
+     * poison and names it ("poison_events"), or it waits behind a version
+     * the relay dead-lettered (it is then part of that dead letter, which
+     * an operator sees).  No expectation switches this off. */
     for (int k = 0; k < c->nconsumers; k++) {
         const char *p[1] = { c->consumers[k] };
         r = q(c, checker_unconsumed_sql(), 1, p);
         if (r == NULL)
             return;
-        inv->checked += c->nrows;
         for (int i = 0; i < PQntuples(r); i++)
             violation(inv, "event %s (%s v%s of %s) was published but never applied by %s "
                       "and is not parked",
@@ -462,17 +485,21 @@ static void inv_nothing_lost(struct ctx *c)
             "                WHERE a.consumer_name = $1 AND a.message_id = o.id"
             "                  AND a.kind = 'gap_parked')"
             "       AND EXISTS (SELECT 1 FROM %s e2"
-            "                     JOIN outbox_messages o2 ON o2.id = e2.message_id"
+            "                     JOIN " OUTBOX_ALL " o2 ON o2.id = e2.message_id"
             "                    WHERE o2.aggregate_id = o.aggregate_id"
-            "                      AND o2.aggregate_version = o.aggregate_version - 1)"
-            "  FROM outbox_messages o"
+            "                      AND o2.aggregate_version = o.aggregate_version - 1),"
+            "       (SELECT o3.id::text FROM outbox_messages o3"
+            "         WHERE o3.aggregate_id = o.aggregate_id"
+            "           AND o3.aggregate_version < o.aggregate_version"
+            "           AND o3.dead_lettered_at IS NOT NULL"
+            "         ORDER BY o3.aggregate_version LIMIT 1)"
+            "  FROM " OUTBOX_ALL " o"
             " WHERE NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = o.id)"
             "   AND " PARKED_BY_GROUP("o.id")
             " ORDER BY o.occurred_at, o.id", effects_sql(), effects_sql());
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++) {
-            inv->checked++;
             /* A version parked for a gap whose predecessor was then applied
              * is lost, whatever the scenario expects: nothing closes the gap
              * any more.  No expectation excuses it. */
@@ -483,11 +510,13 @@ static void inv_nothing_lost(struct ctx *c)
                           c->consumers[k]);
                 continue;
             }
-            if (!parking_expected)
-                violation(inv, "event %s (%s v%s) was parked by %s instead of applied (%s); "
-                          "the scenario does not expect parked events (expect \"parked\" "
-                          "when it should)", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
-                          PQgetvalue(r, i, 2), c->consumers[k], PQgetvalue(r, i, 3));
+            if (scenario_names_poison(c->in->sc, PQgetvalue(r, i, 0)) ||
+                !PQgetisnull(r, i, 5))
+                continue;
+            violation(inv, "event %s (%s v%s) was parked by %s instead of applied (%s), "
+                      "and nothing resolves it: parked-and-unresolved",
+                      PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                      c->consumers[k], PQgetvalue(r, i, 3));
         }
         PQclear(r);
     }
@@ -559,8 +588,9 @@ static void inv_effect_once(struct ctx *c)
             " ORDER BY i.processed_at", effects_sql());
         if (r == NULL)
             return;
+        inv->checked += q_long(c, "SELECT count(*) FROM inbox_messages WHERE consumer_name = $1",
+                               1, p);
         for (int i = 0; i < PQntuples(r); i++) {
-            inv->checked++;
             violation(inv, "%s holds an inbox marker for event %s without its effect "
                       "(the marker committed apart from the effect)",
                       c->consumers[k], PQgetvalue(r, i, 0));
@@ -634,9 +664,9 @@ static void inv_republish_same_payload(struct ctx *c)
             continue;
         size_t i = (size_t)(o - c->rows);
         count[i]++;
+        inv->checked++;
         if (count[i] == 1) {
             snprintf(first[i], 65, "%s", sha);
-            inv->checked++;
             if (strcasecmp(sha, o->sha) != 0)
                 violation(inv, "message %s was published with payload sha256 %.12s..., but its "
                           "outbox payload hashes to %.12s...", o->id, sha, o->sha);
@@ -1058,7 +1088,10 @@ static void inv_retry_respects_backoff(struct ctx *c, const struct leases *ls)
         if (l->attempt < 0 || (i + 1 < ls->n && strcmp(ls->v[i + 1].id, l->id) == 0))
             continue;
         struct orow *o = find_row(c, l->id);
-        if (o != NULL && o->attempts < l->attempt)
+        if (o == NULL)
+            continue;
+        inv->checked++;
+        if (o->attempts < l->attempt)
             violation(inv, "message %s holds attempts = %d although it was claimed with "
                       "attempt %ld", o->id, o->attempts, l->attempt);
     }
@@ -1265,6 +1298,51 @@ static int same_owner(const struct http_rec *a, const struct http_rec *b)
            strcmp(a->key, b->key) == 0;
 }
 
+/* An earlier request for h's (client, key) that got no answer: the server
+ * may still have been working on it while h was sent. */
+static int earlier_unanswered(const struct chk_input *in, int idx)
+{
+    for (int j = 0; j < idx; j++)
+        if (same_owner(&in->http[j], &in->http[idx]) && in->http[j].status == 0)
+            return 1;
+    return 0;
+}
+
+/* A 5xx answer to a creation says "nothing was stored" -- except the one
+ * answer that says the outcome is unknown.  A record of its (client, key)
+ * whose transaction began while that request was in flight (created_at is
+ * the transaction's start), with no earlier request of the key left
+ * unanswered, was stored by that very request: a payment the client was
+ * told does not exist.  A record from before the request (an earlier
+ * success) or after its answer (a retry) is no such thing. */
+static void failed_answers_stored_nothing(struct ctx *c, struct chk_inv *inv)
+{
+    const struct chk_input *in = c->in;
+    for (int i = 0; i < in->nhttp; i++) {
+        const struct http_rec *h = &in->http[i];
+        if (!h->creation || h->key[0] == '\0' || h->status < 500 ||
+            strcmp(h->problem, "commit-outcome-unknown") == 0)
+            continue;
+        inv->checked++;
+        if (earlier_unanswered(in, i))
+            continue;
+        const char *p[2] = { h->client, h->key };
+        PGresult *r = q(c,
+            "SELECT (extract(epoch FROM created_at) * 1000000)::bigint, payment_id::text"
+            "  FROM idempotency_records WHERE client_id = $1 AND idempotency_key = $2", 2, p);
+        if (r != NULL && PQntuples(r) == 1 && atoll(PQgetvalue(r, 0, 0)) >= h->t0_us &&
+            atoll(PQgetvalue(r, 0, 0)) <= h->t1_us) {
+            char t1[32], t2[32];
+            fmt_time(atoll(PQgetvalue(r, 0, 0)), t1, sizeof(t1));
+            fmt_time(h->t1_us, t2, sizeof(t2));
+            violation(inv, "key %s of client %s was answered HTTP %d (nothing stored) at %s, "
+                      "yet its record, naming payment %s, was created at %s by that request",
+                      h->key, h->client, h->status, t2, PQgetvalue(r, 0, 1), t1);
+        }
+        PQclear(r);
+    }
+}
+
 static void inv_one_payment_per_key(struct ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_ONE_PAYMENT_PER_KEY];
@@ -1322,17 +1400,10 @@ static void inv_one_payment_per_key(struct ctx *c)
                 (b->payment_id[0] && ref->payment_id[0] &&
                  strcmp(b->payment_id, ref->payment_id) != 0))
                 continue;
-            if (b->status != ref->status ||
-                strcmp(b->body ? b->body : "", ref->body ? ref->body : "") != 0) {
-                /* Bodies are shown as redact.h shows payloads: ids and
-                 * statuses, never amounts or what a problem quoted. */
-                char got[160], was[160];
-                cw_redact_json(b->body, got, sizeof(got));
-                cw_redact_json(ref->body, was, sizeof(was));
+            if (b->status != ref->status || strcmp(b->body_sha256, ref->body_sha256) != 0)
                 violation(inv, "key %s of client %s: a retry got HTTP %d %s, the first "
-                          "answer was HTTP %d %s", a->key, a->client, b->status, got,
-                          ref->status, was);
-            }
+                          "answer was HTTP %d %s", a->key, a->client, b->status, b->body_shown,
+                          ref->status, ref->body_shown);
         }
         /* The database's view: the (client, key) record names each payment
          * the client was given. */
@@ -1347,6 +1418,7 @@ static void inv_one_payment_per_key(struct ctx *c)
                           "payment %s, which the client was given", a->key, a->client, ids[k]);
         }
     }
+    failed_answers_stored_nothing(c, inv);
     PGresult *r = q(c,
         "SELECT p.id::text, p.client_id FROM payments p"
         " WHERE NOT EXISTS (SELECT 1 FROM idempotency_records r WHERE r.payment_id = p.id)", 0, NULL);
@@ -1409,6 +1481,19 @@ static void counts(struct ctx *c)
     pthread_once(&sqlset.once, sqlset_build);
     res->effects = q_long(c, sqlset.effects_total, 0, NULL);
     res->requeues = q_long(c, "SELECT count(*) FROM outbox_requeues", 0, NULL);
+    res->removed = q_long(c, "SELECT count(*) FROM outbox_removed", 0, NULL);
+}
+
+/* Is an earlier version of o's payment dead-lettered by the relay? */
+static int behind_dead_letter(const struct ctx *c, const struct orow *o)
+{
+    for (int i = 0; i < c->nrows; i++) {
+        const struct orow *d = &c->rows[i];
+        if (d->dead && d->version < o->version &&
+            strcmp(d->aggregate_id, o->aggregate_id) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 static void classify(struct ctx *c)
@@ -1441,7 +1526,7 @@ static void classify(struct ctx *c)
                 got[o - c->rows] = atoi(PQgetvalue(r, i, 1));
         }
         PQclear(r);
-        r = q(c, "SELECT o.id::text FROM outbox_messages o WHERE " PARKED_BY_GROUP("o.id"),
+        r = q(c, "SELECT o.id::text FROM " OUTBOX_ALL " o WHERE " PARKED_BY_GROUP("o.id"),
               1, p);
         for (int i = 0; r != NULL && i < PQntuples(r); i++) {
             struct orow *o = find_row(c, PQgetvalue(r, i, 0));
@@ -1466,7 +1551,7 @@ static void classify(struct ctx *c)
         const char *p[2] = { h->client, h->key };
         PGresult *r = q(c,
             "SELECT o.id::text FROM idempotency_records r"
-            "  JOIN outbox_messages o ON o.aggregate_id = r.payment_id"
+            "  JOIN " OUTBOX_ALL " o ON o.aggregate_id = r.payment_id"
             "   AND o.event_type = 'PaymentCreated'"
             " WHERE r.client_id = $1 AND r.idempotency_key = $2", 2, p);
         for (int j = 0; r != NULL && j < PQntuples(r); j++) {
@@ -1476,17 +1561,20 @@ static void classify(struct ctx *c)
         }
         PQclear(r);
     }
-    /* An outbox dead letter never reached a consumer: it waits for an
-     * operator, counted ok (see checker.h). */
+    /* Each event ends in exactly one class.  A relay dead letter, and a
+     * version parked behind one (its gap cannot close before an operator
+     * acts), is dead-lettered: it waits where an operator sees it. */
     for (int i = 0; i < c->nrows; i++) {
-        int dead = c->rows[i].dead;
+        int dead = c->rows[i].dead || (parked[i] && behind_dead_letter(c, &c->rows[i]));
         if (maxv[i] > 1)
             res->duplicated++;
-        else if (lost[i] && !dead)
+        else if (dead)
+            res->dead_lettered_class++;
+        else if (lost[i])
             res->lost++;
-        else if (parked[i] && !dead)
+        else if (parked[i])
             res->parked++;
-        else if (recovered[i] && !dead)
+        else if (recovered[i])
             res->recovered++;
         else
             res->ok++;
@@ -1605,6 +1693,12 @@ static int listed(const struct scenario *sc, int inv)
     return 0;
 }
 
+int checker_inv_vacuous(const struct chk_result *res, int inv)
+{
+    const struct chk_inv *x = &res->inv[inv];
+    return x->ran && x->checked == 0 && x->violations == 0;
+}
+
 int checker_inv_pass(const struct chk_result *res, const struct scenario *sc, int inv)
 {
     const struct chk_inv *x = &res->inv[inv];
@@ -1624,8 +1718,9 @@ cJSON *checker_invariants_json(const struct chk_result *res, const struct scenar
         cJSON_AddNumberToObject(o, "checked", (double)x->checked);
         cJSON_AddNumberToObject(o, "violations", (double)x->violations);
         cJSON_AddBoolToObject(o, "listed", listed(sc, i));
+        cJSON_AddBoolToObject(o, "vacuous", checker_inv_vacuous(res, i));
         cJSON *w = x->witnesses ? cJSON_Duplicate(x->witnesses, 1) : cJSON_CreateArray();
-        if (listed(sc, i) && x->ran && x->checked == 0 && x->violations == 0)
+        if (listed(sc, i) && checker_inv_vacuous(res, i))
             cJSON_AddItemToArray(w, cJSON_CreateString(
                 "vacuous: the scenario lists this invariant but nothing was there to check"));
         if (!x->ran)
@@ -1652,6 +1747,7 @@ cJSON *checker_counts_json(const struct chk_result *res)
     cJSON_AddNumberToObject(o, "republished_same_id", (double)res->republished_same_id);
     cJSON_AddNumberToObject(o, "publishes_refused", (double)res->publishes_refused);
     cJSON_AddNumberToObject(o, "requeues", (double)res->requeues);
+    cJSON_AddNumberToObject(o, "removed", (double)res->removed);
     cJSON_AddNumberToObject(o, "gaps_detected", (double)res->gaps_detected);
     cJSON_AddNumberToObject(o, "max_attempts", (double)res->max_attempts);
     return o;
@@ -1665,7 +1761,8 @@ cJSON *checker_class_json(const struct chk_result *res)
     cJSON_AddNumberToObject(o, "duplicated", (double)res->duplicated);
     cJSON_AddNumberToObject(o, "unexpected", (double)res->unexpected);
     cJSON_AddNumberToObject(o, "recovered", (double)res->recovered);
-    cJSON_AddNumberToObject(o, "parked", (double)res->parked);
+    cJSON_AddNumberToObject(o, "dead_lettered", (double)res->dead_lettered_class);
+    cJSON_AddNumberToObject(o, "parked_unresolved", (double)res->parked);
     return o;
 }
 
@@ -1683,6 +1780,7 @@ static int metric(const struct chk_result *r, const char *name, long *v)
         { "recovered", r->recovered }, { "parked", r->parked },
         { "republished_same_id", r->republished_same_id },
         { "publishes_refused", r->publishes_refused }, { "requeues", r->requeues },
+        { "removed", r->removed },
         { "gaps_detected", r->gaps_detected }, { "max_attempts", r->max_attempts },
     };
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {

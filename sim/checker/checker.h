@@ -9,16 +9,17 @@
  * and 18").  An invariant the scenario lists that checked nothing fails as
  * vacuous: a scenario that never exercises its window proves nothing.
  *
- * The checker also classifies every outbox event as a Jepsen queue check
- * does: ok, lost (some consumer group neither applied nor parked it),
- * duplicated (an effect twice), unexpected (an effect without a committed
- * outbox event), recovered (the client saw an error or a timeout, yet the
- * payment exists and its event was delivered), parked (a consumer group
- * parked it instead of applying it: a version gap that never closed, a
- * poison delivery).  Parked is its own outcome because parking can hide
- * loss: nothing_lost fails on a parked event unless the scenario expects
- * parking ("expect": [{"check": "parked", ...}]).  An event dead-lettered
- * by the relay is counted ok: it waits where an operator sees it. */
+ * The checker also classifies every outbox event, each into exactly one
+ * class, as a Jepsen queue check does: ok, lost (some consumer group
+ * neither applied nor parked it), duplicated (an effect twice), unexpected
+ * (an effect without a committed outbox event), recovered (the client saw
+ * an error or a timeout, yet the payment exists and its event was
+ * delivered), dead-lettered (by the relay at its attempt limit, or parked
+ * by a consumer behind such a version) and parked-and-unresolved (a
+ * consumer group parked it and nothing will apply it).  Parking excuses
+ * nothing: nothing_lost fails on a parked-and-unresolved event unless the
+ * scenario plants it as poison and names it ("poison_events"), and no
+ * expectation switches that off. */
 #ifndef CW_CHECKER_H
 #define CW_CHECKER_H
 
@@ -44,7 +45,10 @@ struct http_rec {
     char key[160];          /* Idempotency-Key, or "" (keys are per client) */
     int creation;           /* POST /payments */
     int status;             /* 0: no complete response (crash, timeout) */
-    char *body;             /* owned */
+    char *body;             /* owned; the live run's only: the checker reads the digests */
+    char body_sha256[65];   /* hex SHA-256 of the body: equal answers, equal digests */
+    char body_shown[160];   /* the body as witnesses show it (redact.h) */
+    char problem[64];       /* a problem body's type, its last path segment; or "" */
     char error[160];
     char payment_id[40];    /* "id" of a JSON response body, or "" */
     int64_t t0_us, t1_us;
@@ -64,9 +68,11 @@ struct chk_result {
     long payments, outbox_rows, published, dead_lettered, publishes, deliveries,
         redeliveries, duplicates_absorbed, effects;
     /* classification */
-    long ok, lost, duplicated, unexpected, recovered, parked;
+    long ok, lost, duplicated, unexpected, recovered, dead_lettered_class;
+    long parked;            /* parked-and-unresolved */
     /* further figures for "expect" */
     long republished_same_id, publishes_refused, requeues, gaps_detected, max_attempts;
+    long removed;           /* outbox rows the runbook removed (outboxctl cleanup) */
     char error[512];        /* the checker itself could not run (SQL failed) */
 };
 
@@ -88,6 +94,9 @@ void checker_free(struct chk_result *res);
 /* The verdict of one invariant for the scenario: violations fail it, and so
  * does checking nothing when the scenario lists it. */
 int checker_inv_pass(const struct chk_result *res, const struct scenario *sc, int inv);
+/* 1 when the invariant ran and examined nothing: vacuous, shown as such;
+ * a failure only when the scenario lists it (checker_inv_pass). */
+int checker_inv_vacuous(const struct chk_result *res, int inv);
 
 /* Evaluates one expectation; writes "republished_same_id = 2 (want >= 1)"
  * into detail.  Returns 1 pass, 0 fail. */

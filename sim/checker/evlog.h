@@ -4,8 +4,10 @@
  * line with the common cwlog header (ts_us, proc, pid, event).  The runner
  * waits on these files ("until the relay logged lease_lost"), the checker
  * reads them as evidence, and the timeline merges them.  A line that is not
- * a JSON object (a process killed in the middle of a write cannot leave one,
- * but a foreign file could) is skipped and counted, never fatal.
+ * a JSON object (a process killed in the middle of a write cannot leave one:
+ * each line is one O_APPEND write) is skipped and counted; the checker's
+ * caller treats any such line as an error, since evidence it cannot read
+ * proves nothing.
  *
  * The components name some fields differently (a claim's ids may be "ids"
  * or "message_ids"); the accessors take a NULL-terminated list of candidate

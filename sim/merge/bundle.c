@@ -350,7 +350,7 @@ static int bundle_mutant(const char *dir, const char *broot, const cJSON *result
     if (error != NULL) {
         md_put(&md, error, 1000);
     } else {
-        rbuf_puts(&md, "no scenario aimed at it failed:");
+        rbuf_puts(&md, "no scenario it met failed an invariant or an expectation:");
         const cJSON *s;
         cJSON_ArrayForEach(s, rd_get(m, "scenarios")) {
             rbuf_puts(&md, " ");

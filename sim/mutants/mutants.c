@@ -1,6 +1,6 @@
 /* mutants.c -- `crashwindow mutants`: a harness that cannot fail proves nothing.
  *
- *   crashwindow mutants [--only NAME...] [--out DIR] [--pg CONNINFO] [--list]
+ *   crashwindow mutants [--only NAME...] [--full] [--out DIR] [--pg CONNINFO] [--list]
  *
  * Each mutant is a known-wrong variant of the real code, compiled in with
  * -DCW_MUTANT=<name> (which defines CW_MUTANT_<name> for every target) and
@@ -10,11 +10,17 @@
  * comes from the unmutated build.
  *
  * The command first runs every scenario against the unmutated build (it must
- * pass: otherwise a "kill" would prove nothing), then, for each mutant, the
- * scenarios that aim at its mistake.  A mutant is killed when at least one of
- * them fails; the matrix names, for each kill, the invariant (or
- * expectation) that caught it and an offending row.  One throwaway cluster
- * serves every run.
+ * pass: otherwise a "kill" would prove nothing), then each mutant against the
+ * scenarios, with the baseline's own timeouts, in a fixed order: those aimed
+ * at its mistake first, then every other scenario in file order -- never a
+ * chosen subset.  The quick form stops at a mutant's first kill; --full runs
+ * every mutant against every scenario and prints the matrix both ways (which
+ * scenarios kill each mutant, which mutants each scenario kills).  A cell is
+ * killed only when an invariant or an expectation failed; a scenario that
+ * failed by a timeout or a harness error alone is "errored", which kills
+ * nothing.  The matrix names, for each kill, the invariant (or expectation)
+ * that caught it and an offending row.  One throwaway cluster serves every
+ * run.
  *
  * Output: DIR/result.json is the baseline run's result with kind "mutants"
  * and a "mutants" array; each mutant's runs live in DIR/mutants/<name>/;
@@ -94,6 +100,20 @@ static const struct mutant MUTANTS[] = {
         "20-failover-asynchronous-loss", "25-relay-pg-silent", "31-relay-pg-partition" } },
     { "relay_keeps_dead_broker_connection", "the relay keeps using a broker connection that broke",
       { "21-broker-crash-durable", "22-broker-crash-in-memory", "28-confirm-lost" } },
+    { "cleanup_unrecorded", "the retention cleanup deletes published rows without a record",
+      { "33-cleanup-under-faults" } },
+    { "cleanup_deletes_pending", "the retention cleanup deletes by age alone, pending rows too",
+      { "33-cleanup-under-faults" } },
+    { "cleanup_inbox_ignores_horizon", "inbox markers are deleted inside the redelivery horizon",
+      { "15-inbox-cleanup-horizon" } },
+    { "requeue_without_record", "a requeue resets a dead letter and keeps no record of it",
+      { "14-dead-letter-requeue" } },
+    { "commit_outcome_guessed", "a connection lost during COMMIT is taken for a rollback",
+      { "12-ambiguous-commit" } },
+    { "inbox_key_per_delivery", "the inbox key is made per delivery, not per event",
+      { "05-concurrent-duplicate", "04-crash-after-publish", "06-crash-before-ack" } },
+    { "marker_conflict_ignored", "the inbox insert's ON CONFLICT DO NOTHING is never checked",
+      { "05-concurrent-duplicate", "04-crash-after-publish" } },
     { "publish_ignores_lease_end", "a publish goes out without its lease end: the broker cannot fence it",
       { "32-slow-broker-link" } },
 };
@@ -154,13 +174,15 @@ static int dir_mentions(const char *dir, const char *needle)
     return found;
 }
 
-/* The build targets whose sources mention CW_MUTANT_<name>, into targets[]
+/* The build targets whose sources name the mutant, into targets[]
  * (a file of a shared folder, src/core or src/bus, means every binary).
  * Returns the count; 0 when no source implements the mutant. */
 static int mutant_targets(const char *name, const char **targets)
 {
-    char needle[96], src[PATH_MAX], dir[PATH_MAX + 256];
+    /* #ifdef CW_MUTANT_<name>, or the hook of mutant.h, CW_MUTANT(<name>) */
+    char needle[96], hook[96], src[PATH_MAX], dir[PATH_MAX + 256];
     snprintf(needle, sizeof(needle), "CW_MUTANT_%s", name);
+    snprintf(hook, sizeof(hook), "CW_MUTANT(%s)", name);
     fmt(src, sizeof(src), "%s/src", runner_source_dir());
     DIR *d = opendir(src);
     if (d == NULL)
@@ -171,7 +193,7 @@ static int mutant_targets(const char *name, const char **targets)
         if (de->d_name[0] == '.')
             continue;
         fmt(dir, sizeof(dir), "%s/%s", src, de->d_name);
-        if (!dir_mentions(dir, needle))
+        if (!dir_mentions(dir, needle) && !dir_mentions(dir, hook))
             continue;
         any = 1;
         int matched = 0;
@@ -244,9 +266,37 @@ static int build_finish(struct proc *b, char *err, size_t errlen)
     return 0;
 }
 
+/* The matrix the other way round: for each scenario, the mutants it
+ * killed (a scenario that killed none is named, since nothing then proves
+ * it can fail). */
+static void print_by_scenario(const cJSON *mutants, const char *const *cols, int ncols)
+{
+    printf("scenario -> mutants it kills\n");
+    for (int c = 0; c < ncols; c++) {
+        printf("  %-34s", cols[c]);
+        int n = 0, ran = 0;
+        const cJSON *m;
+        cJSON_ArrayForEach(m, mutants) {
+            const cJSON *s;
+            cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(m, "scenarios")) {
+                if (strcmp(cJSON_GetObjectItemCaseSensitive(s, "name")->valuestring, cols[c]) != 0)
+                    continue;
+                ran = 1;
+                if (strcmp(cJSON_GetObjectItemCaseSensitive(s, "outcome")->valuestring,
+                           "killed") == 0)
+                    printf("%s%s", n++ ? ", " : " ",
+                           cJSON_GetObjectItemCaseSensitive(m, "name")->valuestring);
+            }
+        }
+        printf("%s\n", n > 0 ? "" : ran ? " NONE" : " (not run)");
+    }
+    printf("\n");
+}
+
 static void print_matrix(cJSON *mutants, const char *const *cols, int ncols)
 {
-    printf("\nmutant x scenario (K killed, . survived, blank not run)\n");
+    printf("\nmutant x scenario (K killed, E errored: failed by a timeout or a harness error "
+           "alone, . survived, blank not run)\n");
     printf("%-26s", "");
     for (int c = 0; c < ncols; c++)
         printf(" %.2s", cols[c]);
@@ -261,16 +311,20 @@ static void print_matrix(cJSON *mutants, const char *const *cols, int ncols)
             cJSON_ArrayForEach(s, scs) {
                 if (strcmp(cJSON_GetObjectItemCaseSensitive(s, "name")->valuestring, cols[c]) != 0)
                     continue;
-                cell = strcmp(cJSON_GetObjectItemCaseSensitive(s, "verdict")->valuestring, "fail") == 0
-                           ? " K" : " .";
+                const char *oc = cJSON_GetObjectItemCaseSensitive(s, "outcome")->valuestring;
+                cell = strcmp(oc, "killed") == 0 ? " K" : strcmp(oc, "errored") == 0 ? " E" : " .";
             }
             printf(" %s", cell);
         }
         const cJSON *err = cJSON_GetObjectItemCaseSensitive(m, "error");
+        const cJSON *oc = cJSON_GetObjectItemCaseSensitive(m, "outcome");
         printf("   %s\n", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "killed")) ? "killed"
-                          : cJSON_IsString(err) ? "ERROR" : "SURVIVED");
+                          : cJSON_IsString(err) ? "ERROR"
+                          : cJSON_IsString(oc) && strcmp(oc->valuestring, "errored") == 0
+                              ? "ERRORED" : "SURVIVED");
     }
     printf("\n");
+    print_by_scenario(mutants, cols, ncols);
     cJSON_ArrayForEach(m, mutants) {
         const char *name = cJSON_GetObjectItemCaseSensitive(m, "name")->valuestring;
         const cJSON *err = cJSON_GetObjectItemCaseSensitive(m, "error");
@@ -297,6 +351,19 @@ static void print_matrix(cJSON *mutants, const char *const *cols, int ncols)
     }
 }
 
+/* Is inv one a hazard scenario expects to fail (its "hazard" caught_by)?
+ * Those fail in the unmutated build too: they prove nothing about a mutant. */
+static int hazard_invariant(const cJSON *sc, const char *inv)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(sc, "hazard"), *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(h, "caught_by")) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "invariant");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, inv) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* What made one scenario of a mutant run fail: invariant names, then
  * "expect:<check>" and "error"; the witness is the first concrete row. */
 static cJSON *scenario_cell(const cJSON *sc)
@@ -309,7 +376,8 @@ static cJSON *scenario_cell(const cJSON *sc)
     const char *witness = NULL;
     const cJSON *it;
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sc, "invariants")) {
-        if (strcmp(cJSON_GetObjectItemCaseSensitive(it, "verdict")->valuestring, "pass") == 0)
+        if (strcmp(cJSON_GetObjectItemCaseSensitive(it, "verdict")->valuestring, "pass") == 0 ||
+            hazard_invariant(sc, cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring))
             continue;
         cJSON_AddItemToArray(by, cJSON_CreateString(
             cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring));
@@ -333,8 +401,16 @@ static cJSON *scenario_cell(const cJSON *sc)
         if (witness == NULL)
             witness = err->valuestring;
     }
+    /* A kill is an invariant or an expectation that failed; a failure by a
+     * timeout or a harness error alone proves nothing about the mistake. */
+    int proved = 0;
+    const cJSON *b;
+    cJSON_ArrayForEach(b, by)
+        proved |= strcmp(b->valuestring, "error") != 0;
     if (strcmp(verdict, "fail") == 0 && cJSON_GetArraySize(by) == 0)
         cJSON_AddItemToArray(by, cJSON_CreateString("verdict"));
+    cJSON_AddStringToObject(cell, "outcome", strcmp(verdict, "fail") != 0 ? "survived"
+                                             : proved ? "killed" : "errored");
     if (witness != NULL)
         cJSON_AddStringToObject(cell, "witness", witness);
     else
@@ -345,9 +421,11 @@ static cJSON *scenario_cell(const cJSON *sc)
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: crashwindow mutants [--only NAME...] [--out DIR] [--pg CONNINFO] [--list]\n"
+        "usage: crashwindow mutants [--only NAME...] [--full] [--out DIR] [--pg CONNINFO] [--list]\n"
         "                           [--shard K/N|env] [--junit FILE] [--broker fake|rabbitmq]\n"
         "  --only NAME  this mutant only (repeatable)\n"
+        "  --full       every mutant against every scenario (default: in the fixed order,\n"
+        "               aimed scenarios first, until its first kill)\n"
         "  --out DIR    output directory (default reports/mutants-<timestamp>)\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
         "  --pg-dir DIR with --pg: the directory scripts/pg-cluster started it in, so that\n"
@@ -371,6 +449,7 @@ struct mutants_opts {
     const char *pg_dir;      /* --pg-dir: where scripts/pg-cluster started --pg's server */
     struct shard shard;      /* --shard, or 0/0 */
     const char *junit;       /* --junit, or NULL */
+    int full;                /* --full: every mutant against every scenario */
     const char *broker;      /* --broker fake|rabbitmq, or NULL (the fake broker) */
 };
 
@@ -413,6 +492,8 @@ static int parse_args(struct mutants_opts *o, int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--list") == 0) {
             o->list = 1;
+        } else if (strcmp(argv[i], "--full") == 0) {
+            o->full = 1;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 1;
@@ -455,8 +536,12 @@ struct mrun {
     int started[NMUTANTS];   /* 1 build spawned, 2 failed before running */
     cJSON *mutants;          /* the "mutants" array of result.json */
     cJSON *not_applicable;   /* its "not_applicable" array: mutants this broker cannot test */
-    const char *cols[32];    /* the matrix's scenario columns */
+    const char *cols[64];    /* the matrix's scenario columns */
     int ncols;
+    int full;                /* --full */
+    char **all;              /* every scenario file, sorted (runner_all_scenarios) */
+    int nall;
+    char names[64][64];      /* their names, the matrix's columns */
 };
 
 /* This build, the parent folder of the mutants' build trees and the output
@@ -579,84 +664,99 @@ static int await_build(struct mrun *r, int i, cJSON *mo)
     return -1;
 }
 
-/* The scenario files aimed at m into files[] and fp[], each also a column
- * of the matrix.  Returns their count. */
-static int aimed_files(struct mrun *r, const struct mutant *m, char files[4][PATH_MAX],
-                       const char **fp)
+/* The order m meets the scenarios: those aimed at its mistake first, then
+ * every other one in file order -- all of them, never a chosen subset.
+ * Fills order[] with indexes into r->all; returns the count. */
+static int mutant_order(const struct mrun *r, const struct mutant *m, int *order)
 {
-    int nf = 0;
-    for (int j = 0; j < MUTANT_MAX_SCENARIOS && m->scenarios[j] != NULL; j++) {
-        fmt(files[nf], sizeof(files[nf]), "%s/scenarios/%s.json", runner_source_dir(),
-            m->scenarios[j]);
-        fp[nf] = files[nf];
-        nf++;
+    int n = 0;
+    for (int j = 0; j < MUTANT_MAX_SCENARIOS && m->scenarios[j] != NULL; j++)
+        for (int k = 0; k < r->nall; k++)
+            if (strcmp(r->names[k], m->scenarios[j]) == 0)
+                order[n++] = k;
+    for (int k = 0; k < r->nall; k++) {
         int seen = 0;
-        for (int c = 0; c < r->ncols; c++)
-            seen |= strcmp(r->cols[c], m->scenarios[j]) == 0;
-        if (!seen && r->ncols < 32)
-            r->cols[r->ncols++] = m->scenarios[j];
+        for (int j = 0; j < n && !seen; j++)
+            seen = order[j] == k;
+        if (!seen)
+            order[n++] = k;
     }
-    return nf;
+    return n;
 }
 
-/* Runs the scenarios aimed at built mutant m against its build tree, a
- * cell per scenario into scj, the verdict into mo.  Returns 1 when one of
- * them killed it. */
-static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *scj)
+/* files against m's build tree, into outdir, with the baseline's own
+ * timeouts: a mutant is judged as the unmutated build is.  The run's
+ * result (caller frees), or NULL when it could not start. */
+static cJSON *run_scenarios(const struct mrun *r, const struct mutant *m, const char **files,
+                            int nfiles, const char *outdir)
 {
-    char files[4][PATH_MAX];
-    const char *fp[4];
-    int nf = aimed_files(r, m, files, fp);
-    char mdir[PATH_MAX], mbuild[PATH_MAX];
-    fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
+    char mbuild[PATH_MAX];
     fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, m->name);
     struct run_opts o;
     memset(&o, 0, sizeof(o));
-    o.files = fp;
-    o.nfiles = nf;
+    o.files = files;
+    o.nfiles = nfiles;
     o.pg = r->pg;
     o.pg_dir = r->pg_dir;
-    o.out = mdir;
+    o.out = outdir;
     o.bin = mbuild;
     o.bin_fallback = r->build;
     o.mutant = m->name;
     o.broker = r->broker;
     o.repeat = 1;
     o.brief = 1;
-    /* A mutant only has to be caught, not waited out: bounded waits keep
-     * the whole matrix within minutes.  Kills by a timeout alone are
-     * shown as such ("error"), next to the invariants that broke. */
-    o.heal_cap_ms = 6000;
-    o.wait_cap_ms = 6000;
     cJSON *mres = NULL;
     runner_run(&o, &mres);
-    int killed = 0;
-    const cJSON *sc;
-    cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(mres, "scenarios")) {
-        cJSON *cell = scenario_cell(sc);
-        killed |= strcmp(cJSON_GetObjectItemCaseSensitive(cell, "verdict")->valuestring,
-                         "fail") == 0;
-        cJSON_AddItemToArray(scj, cell);
+    return mres;
+}
+
+/* Runs built mutant m against the scenarios (all with --full, else in
+ * order until the first kill), a cell per scenario into scj, the verdict
+ * into mo.  Returns 1 when a scenario killed it. */
+static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *scj)
+{
+    int order[64];
+    int n = mutant_order(r, m, order);
+    const char *files[64];
+    for (int k = 0; k < n; k++)
+        files[k] = r->all[order[k]];
+    char mdir[PATH_MAX];
+    fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
+    int killed = 0, errored = 0, started = 1, ran = 0;
+    char skip_reason[256] = "";
+    for (int k = 0; k < n && !killed && started && !runner_interrupted();
+         k += r->full ? n : 1) {
+        cJSON *mres = run_scenarios(r, m, files + k, r->full ? n : 1, mdir);
+        started = mres != NULL;
+        /* A scenario this broker cannot run is skipped, with its reason. */
+        const cJSON *why = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(mres, "skipped"), 0), "reason");
+        if (cJSON_IsString(why) && skip_reason[0] == '\0')
+            snprintf(skip_reason, sizeof(skip_reason), "%s", why->valuestring);
+        const cJSON *sc;
+        cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(mres, "scenarios")) {
+            ran++;
+            cJSON *cell = scenario_cell(sc);
+            const char *oc = cJSON_GetObjectItemCaseSensitive(cell, "outcome")->valuestring;
+            killed |= strcmp(oc, "killed") == 0;
+            errored |= strcmp(oc, "errored") == 0;
+            cJSON_AddItemToArray(scj, cell);
+        }
+        cJSON_Delete(mres);
     }
     cJSON_AddBoolToObject(mo, "killed", killed);
+    cJSON_AddStringToObject(mo, "outcome", killed ? "killed" : errored ? "errored" : "survived");
     cJSON_AddStringToObject(mo, "dir", mdir + strlen(r->out) + 1);
-    /* Every scenario aimed at it needs a fake-broker control this broker
-     * does not have: not run, so neither killed nor survived. */
-    const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(mres, "skipped");
-    if (mres != NULL && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(mres, "scenarios")) == 0 &&
-        cJSON_GetArraySize(skipped) > 0) {
-        const cJSON *first = cJSON_GetArrayItem(skipped, 0);
-        const cJSON *why = cJSON_GetObjectItemCaseSensitive(first, "reason");
-        cJSON_AddStringToObject(mo, "not_applicable",
-                                cJSON_IsString(why) ? why->valuestring : "every scenario skipped");
-        cJSON_Delete(mres);
+    /* Not one scenario could run on this broker (each needs a fake-broker
+     * control): not run, so neither killed nor survived. */
+    if (started && ran == 0 && skip_reason[0] != '\0') {
+        cJSON_AddStringToObject(mo, "not_applicable", skip_reason);
         return -1;
     }
-    if (mres == NULL) {
+    if (!started) {
         cJSON_AddStringToObject(mo, "error", "the mutant's run could not start");
         r->ok = 0;
     }
-    cJSON_Delete(mres);
     return killed;
 }
 
@@ -692,7 +792,10 @@ static void try_mutant(struct mrun *r, int i)
         cJSON_DeleteItemFromArray(r->mutants, cJSON_GetArraySize(r->mutants) - 1);
         return;
     }
-    printf("    -> %s\n", killed ? "killed" : "SURVIVED");
+    printf("    -> %s\n", killed ? "killed"
+                            : strcmp(cJSON_GetObjectItemCaseSensitive(mo, "outcome")->valuestring,
+                                     "errored") == 0 ? "ERRORED (no invariant or expectation "
+                                                       "failed)" : "SURVIVED");
     fflush(stdout);
     r->ok &= killed;
 }
@@ -784,6 +887,20 @@ int mutants_main(int argc, char **argv)
     if (!r->ok)
         printf("crashwindow mutants: the UNMUTATED build fails; kills below prove nothing\n");
 
+    r->full = opts.full;
+    r->nall = runner_all_scenarios(&r->all);
+    if (r->nall < 0)
+        r->nall = 0;
+    if (r->nall > 64)
+        r->nall = 64;
+    for (int k = 0; k < r->nall; k++) {
+        const char *base = strrchr(r->all[k], '/');
+        snprintf(r->names[k], sizeof(r->names[k]), "%s", base ? base + 1 : r->all[k]);
+        char *dot = strrchr(r->names[k], '.');
+        if (dot != NULL)
+            *dot = '\0';
+        r->cols[r->ncols++] = r->names[k];
+    }
     choose_mutants(r, &opts);
     r->mutants = cJSON_CreateArray();
     r->not_applicable = cJSON_CreateArray();
@@ -807,6 +924,9 @@ int mutants_main(int argc, char **argv)
     write_result(r, result, base_rc, t0, path, sizeof(path));
     cJSON_Delete(result);
     cJSON_Delete(r->all_chosen);
+    for (int k = 0; k < r->nall; k++)
+        free(r->all[k]);
+    free(r->all);
     if (rundir_outputs(r->out, opts.junit, 1, "crashwindow mutants") < 0)
         r->ok = 0;
     if (opts.pg == NULL)

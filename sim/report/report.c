@@ -699,6 +699,9 @@ static void put_invariants(struct rbuf *b, const cJSON *sc)
         rbuf_esc(b, jstr(inv, "name"), 120);
         rbuf_puts(b, "</td><td>");
         put_badge(b, jstr(inv, "verdict"));
+        /* examined nothing: never to be read as "checked and fine" */
+        if (cJSON_IsTrue(jget(inv, "vacuous")))
+            put_badge(b, "vacuous");
         rbuf_puts(b, "</td><td class=\"num\">");
         put_num(b, inv, "checked");
         rbuf_puts(b, "</td><td class=\"num\">");
@@ -970,9 +973,15 @@ static void put_mutants(struct page *p)
                 rbuf_puts(b, "<td class=\"note\">not run</td>");
                 continue;
             }
-            int hit = !jpass(cell);
+            /* "errored": failed by a timeout or a harness error alone, which
+             * kills nothing (older results carry no outcome: their verdict) */
+            const char *oc = jstr(cell, "outcome");
+            int errored = oc != NULL && strcmp(oc, "errored") == 0;
+            int hit = oc != NULL ? strcmp(oc, "killed") == 0 : !jpass(cell);
             rbuf_printf(b, "<td class=\"%s\">", hit ? "caught" : "");
-            if (hit) {
+            if (errored) {
+                rbuf_puts(b, "<b>errored</b> (a timeout or a harness error, no failed check)");
+            } else if (hit) {
                 rbuf_puts(b, "<b>caught</b> by ");
                 const cJSON *kb;
                 int nk = 0;
@@ -1186,7 +1195,42 @@ static void build_page(struct page *p)
                    "</footer></main><script>%s</script></body></html>\n", page_js);
 }
 
+/* Takes the "mutants" array of matrix_dir's result.json into res, which
+ * has none, with where it came from.  0, or -1 with a message. */
+static int adopt_matrix(cJSON *res, const char *matrix_dir, char *err, size_t errlen)
+{
+    if (matrix_dir == NULL || cJSON_GetObjectItemCaseSensitive(res, "mutants") != NULL)
+        return 0;
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/result.json", matrix_dir) >= (int)sizeof(path)) {
+        snprintf(err, errlen, "matrix directory path too long");
+        return -1;
+    }
+    size_t len = 0;
+    char *text = slurp(path, REPORT_MAX_JSON, &len, err, errlen);
+    if (text == NULL)
+        return -1;
+    cJSON *m = cJSON_ParseWithLength(text, len);
+    free(text);
+    const cJSON *muts = cJSON_GetObjectItemCaseSensitive(m, "mutants");
+    if (!cJSON_IsArray(muts)) {
+        snprintf(err, errlen, "%s holds no mutant matrix", path);
+        cJSON_Delete(m);
+        return -1;
+    }
+    cJSON_AddItemToObject(res, "mutants", cJSON_Duplicate(muts, 1));
+    cJSON_AddStringToObject(res, "matrix_from", matrix_dir);
+    cJSON_Delete(m);
+    return 0;
+}
+
 int report_write(const char *dir, const char *out_path, char *err, size_t errlen)
+{
+    return report_write_matrix(dir, out_path, NULL, err, errlen);
+}
+
+int report_write_matrix(const char *dir, const char *out_path, const char *matrix_dir,
+                        char *err, size_t errlen)
 {
     if (dir == NULL || out_path == NULL || dir[0] == '\0' || out_path[0] == '\0') {
         snprintf(err, errlen, "a run directory and an output file are required");
@@ -1211,7 +1255,8 @@ int report_write(const char *dir, const char *out_path, char *err, size_t errlen
     struct page p;
     memset(&p, 0, sizeof(p));
     rbuf_init(&p.b, REPORT_MAX_HTML);
-    if (validate_result(res, path, err, errlen) < 0)
+    if (validate_result(res, path, err, errlen) < 0 ||
+        adopt_matrix(res, matrix_dir, err, errlen) < 0)
         goto out;
     p.dir = dir;
     p.res = res;
@@ -1259,12 +1304,14 @@ static void report_usage(FILE *f)
     fprintf(f, "usage: crashwindow report DIR -o FILE.html\n"
                "  writes the HTML reliability report of run directory DIR\n"
                "  (DIR/result.json, and each scenario's timeline.jsonl and metrics.jsonl)\n"
-               "  -o FILE   the report to write (default: DIR/report.html)\n");
+               "  -o FILE   the report to write (default: DIR/report.html)\n"
+               "  --matrix MUTANTS_DIR  show the mutant matrix of that `crashwindow mutants`\n"
+               "            run when DIR has none\n");
 }
 
 int report_main(int argc, char **argv)
 {
-    const char *dir = NULL, *out = NULL;
+    const char *dir = NULL, *out = NULL, *matrix = NULL;
     /* argv[0] is the subcommand ("report"), as with every crashwindow command */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1278,6 +1325,12 @@ int report_main(int argc, char **argv)
                 return 2;
             }
             out = argv[++i];
+        } else if (strcmp(a, "--matrix") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "crashwindow report: --matrix needs a mutants run directory\n");
+                return 2;
+            }
+            matrix = argv[++i];
         } else if (a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "crashwindow report: unknown option %s\n", a);
             report_usage(stderr);
@@ -1303,7 +1356,7 @@ int report_main(int argc, char **argv)
         out = def;
     }
     char err[1024];
-    if (report_write(dir, out, err, sizeof(err)) < 0) {
+    if (report_write_matrix(dir, out, matrix, err, sizeof(err)) < 0) {
         fprintf(stderr, "crashwindow report: %s\n", err);
         return 1;
     }

@@ -13,7 +13,13 @@
  * with a message in err (the output file is then not left half-written). */
 int report_write(const char *dir, const char *out_path, char *err, size_t errlen);
 
-/* `crashwindow report DIR -o FILE.html`: returns the process exit code. */
+/* The same, with the mutant matrix of another run directory (a `crashwindow
+ * mutants` run's, matrix_dir; NULL: none) shown when dir's result has none. */
+int report_write_matrix(const char *dir, const char *out_path, const char *matrix_dir,
+                        char *err, size_t errlen);
+
+/* `crashwindow report DIR -o FILE.html [--matrix MUTANTS_DIR]`: returns the
+ * process exit code. */
 int report_main(int argc, char **argv);
 
 #endif

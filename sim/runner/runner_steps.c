@@ -3,7 +3,7 @@
  * runner_run_step dispatches one step to its verb: start and restart,
  * stop/kill/pause/resume (signals), fault (libfiu's remote control), http
  * and payments (the workload, recorded in the HTTP log the checker reads),
- * broker (the fake broker's switches), sql, outboxctl, and wait.  Each verb
+ * broker (the fake broker's switches), sql, outboxctl, wait, and sleep.  Each verb
  * either does its job or records the scenario's error with runner_fail and
  * returns -1; the orchestration in runner.c then skips the remaining steps
  * but still heals and checks.
@@ -18,6 +18,7 @@
 #include "checker.h"
 #include "cwlog.h"
 #include "evlog.h"
+#include "history.h"
 #include "pgx.h"
 
 #include <pthread.h>
@@ -113,6 +114,7 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
             snprintf(h.payment_id, sizeof(h.payment_id), "%s", id->valuestring);
         cJSON_Delete(j);
     }
+    history_http_digest(&h);
     cJSON *ev = runner_rev_begin(s, "http");
     cJSON_AddStringToObject(ev, "method", method);
     cJSON_AddStringToObject(ev, "path", path);
@@ -688,6 +690,29 @@ static int step_outboxctl(struct sctx *s, const struct sc_step *st)
     return 0;
 }
 
+/* sleep: time passes, in poll-sized naps so that an interruption or the
+ * scenario's deadline ends it early (the latter as the scenario's error). */
+static int step_sleep(struct sctx *s, const struct sc_step *st)
+{
+    int64_t start = cw_mono_ms();
+    int64_t until = start + st->ms;
+    for (;;) {
+        int64_t now = cw_mono_ms();
+        if (now >= until)
+            break;
+        if (runner_interrupted())
+            return runner_fail(s, "sleep %d ms: interrupted", st->ms);
+        if (now >= s->deadline)
+            return runner_fail(s, "sleep %d ms: the scenario's deadline came first", st->ms);
+        int64_t left = until - now;
+        nap(left < POLL_MS ? (int)left : POLL_MS);
+    }
+    cJSON *ev = runner_rev_begin(s, "slept");
+    cJSON_AddNumberToObject(ev, "ms", (double)(cw_mono_ms() - start));
+    runner_rev_emit(s, ev);
+    return 0;
+}
+
 int runner_run_step(struct sctx *s, const struct sc_step *st)
 {
     switch (st->verb) {
@@ -719,6 +744,8 @@ int runner_run_step(struct sctx *s, const struct sc_step *st)
         return runner_net_step(s, st);
     case V_WAIT:
         return do_wait(s, st);
+    case V_SLEEP:
+        return step_sleep(s, st);
     }
     return runner_fail(s, "unknown step");
 }

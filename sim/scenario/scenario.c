@@ -41,7 +41,7 @@ static int verr(struct vctx *v, const char *field, const char *fmt, ...)
 static const char *const kind_names[] = { "api", "relay", "consumer" };
 static const char *const verb_names[] = {
     "start", "restart", "stop", "kill", "pause", "resume", "fault", "http",
-    "payments", "broker", "sql", "outboxctl", "wait", "db", "broker_crash",
+    "payments", "broker", "sql", "outboxctl", "wait", "db", "broker_crash", "sleep",
     "net"
 };
 static const char *const db_action_names[] = {
@@ -64,7 +64,7 @@ static const char *const expect_checks[] = {
     "payments", "outbox_rows", "published", "dead_lettered", "publishes",
     "deliveries", "redeliveries", "duplicates_absorbed", "effects",
     "ok", "lost", "duplicated", "unexpected", "recovered", "parked",
-    "republished_same_id", "publishes_refused", "requeues", "gaps_detected",
+    "republished_same_id", "publishes_refused", "requeues", "removed", "gaps_detected",
     "max_attempts", "events", "faults_fired", "sql", "http_status", NULL
 };
 
@@ -405,6 +405,11 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
         char msg[256];
         if (scenario_check_faults(p->faults, v->points, msg, sizeof(msg)) < 0)
             return verr(v, field, "faults: %s", msg);
+        /* The runner arms these at the autostart only: without one they
+         * would silently never be armed. */
+        if (!p->autostart)
+            return verr(v, field, "faults: ignored on a process with \"autostart\": false "
+                        "(give them to the step that starts it)");
     }
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "args");
     if (args != NULL) {
@@ -594,6 +599,30 @@ static int get_where(struct vctx *v, const cJSON *s, const char *field,
     return 0;
 }
 
+/* The fields a wait condition would not read: each is an error naming it,
+ * since a scenario's author who wrote it expected it to matter. */
+static int wait_unused_fields(struct vctx *v, const cJSON *s, const char *field,
+                              const struct sc_step *st, const char *until)
+{
+    const enum sc_until u = st->until;
+    const int uses_proc = u == U_EXITED || u == U_PARKED || u == U_EVENT;
+    const int uses_count = !(u == U_EXITED || u == U_PARKED || u == U_QUIET);
+    const struct { const char *key; int used; } f[] = {
+        { "proc", uses_proc },
+        { "count", uses_count },
+        { "where", u == U_EVENT },
+        { "consumer", u == U_CONSUMED },
+    };
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        if (f[i].used || cJSON_GetObjectItemCaseSensitive(s, f[i].key) == NULL)
+            continue;
+        char ff[160];
+        snprintf(ff, sizeof(ff), "%s.%s", field, f[i].key);
+        return verr(v, ff, "ignored by until '%s'", until);
+    }
+    return 0;
+}
+
 static int parse_wait(struct vctx *v, struct scenario *sc, const cJSON *s, const char *field,
                       struct sc_step *st)
 {
@@ -652,7 +681,7 @@ static int parse_wait(struct vctx *v, struct scenario *sc, const cJSON *s, const
     if ((st->event != NULL && st->until != U_EVENT) || (st->sql != NULL && st->until != U_SQL) ||
         (st->point != NULL && st->until != U_PARKED))
         return verr(v, field, "a field does not apply to until '%s'", until);
-    return 0;
+    return wait_unused_fields(v, s, field, st, until);
 }
 
 /* One parser per verb below, each called by parse_step once "do" and "why"
@@ -687,6 +716,11 @@ static int parse_step_signal(struct vctx *v, struct scenario *sc, const cJSON *s
     static const char *const f[] = { "do", "why", "proc", "timeout_ms", NULL };
     if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
         return -1;
+    if (st->verb == V_KILL && cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL) {
+        char ff[64];
+        snprintf(ff, sizeof(ff), "%s.timeout_ms", field);
+        return verr(v, ff, "ignored by kill (SIGKILL is not waited on)");
+    }
     st->timeout_ms = 5000;
     if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
         return -1;
@@ -956,6 +990,19 @@ static int parse_step_broker_crash(struct vctx *v, const cJSON *s, const char *f
     return opt_int(v, s, "down_ms", field, 0, 600000, &st->down_ms);
 }
 
+/* sleep: time passes, nothing else.  For a scenario about time itself (a
+ * backoff, a lease, a horizon), never in place of a condition. */
+static int parse_step_sleep(struct vctx *v, const cJSON *s, const char *field,
+                            struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "ms", NULL };
+    long long x;
+    if (only_fields(v, s, field, f) < 0 || get_int(v, s, "ms", field, 1, 1, 600000, &x) < 0)
+        return -1;
+    st->ms = (int)x;
+    return 0;
+}
+
 /* net: a fault on one process's link to PostgreSQL or the broker, or
  * "clear": true.  The link must name a declared process and a peer; the
  * fault is checked by netproxy's own parser (values, fields, protocol). */
@@ -1031,8 +1078,8 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
         char f[64];
         snprintf(f, sizeof(f), "%s.do", field);
         return verr(v, f, "unknown verb '%s' (start, restart, stop, kill, pause, resume, "
-                    "fault, http, payments, broker, sql, outboxctl, wait, db, broker_crash, net)",
-                    verb);
+                    "fault, http, payments, broker, sql, outboxctl, wait, db, broker_crash, "
+                    "sleep, net)", verb);
     }
     st->verb = (enum sc_verb)vb;
     if (get_str(v, s, "why", field, 0, &st->why) < 0)
@@ -1064,10 +1111,39 @@ static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int i
         return parse_step_db(v, sc, s, field, st);
     case V_BROKER_CRASH:
         return parse_step_broker_crash(v, s, field, st);
+    case V_SLEEP:
+        return parse_step_sleep(v, s, field, st);
     case V_NET:
         return parse_step_net(v, sc, s, field, st);
     }
     return verr(v, field, "unhandled verb");
+}
+
+/* The fields an expectation's check would not read: a "proc" on a counter
+ * or a "where" on an sql check would narrow nothing, so each is an error
+ * naming it rather than a filter the author only believes in. */
+static int expect_unused_fields(struct vctx *v, const cJSON *e, const char *field,
+                                const struct sc_expect *x)
+{
+    const int events = strcmp(x->check, "events") == 0;
+    const int fired = strcmp(x->check, "faults_fired") == 0;
+    const struct { const char *key; int used; } f[] = {
+        { "proc", events || fired },
+        { "event", events },
+        /* faults_fired with a point matches on the point, not on where */
+        { "where", events || (fired && x->point == NULL) },
+        { "point", fired },
+        { "sql", strcmp(x->check, "sql") == 0 },
+        { "request", strcmp(x->check, "http_status") == 0 },
+    };
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        if (f[i].used || cJSON_GetObjectItemCaseSensitive(e, f[i].key) == NULL)
+            continue;
+        char ff[160];
+        snprintf(ff, sizeof(ff), "%s.%s", field, f[i].key);
+        return verr(v, ff, "ignored by check '%s'", x->check);
+    }
+    return 0;
 }
 
 static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int idx)
@@ -1101,6 +1177,8 @@ static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int
     if (r == 1) { x->has_equals = 1; x->equals = n; }
     if (!x->has_min && !x->has_max && !x->has_equals)
         return verr(v, field, "give min, max or equals");
+    if (x->has_min && x->min == 0 && !x->has_max && !x->has_equals)
+        return verr(v, field, "min 0 alone can never fail: give a bound that can");
     if (get_str(v, e, "proc", field, 0, &x->proc) < 0 ||
         get_str(v, e, "event", field, 0, &x->event) < 0 ||
         get_str(v, e, "point", field, 0, &x->point) < 0 ||
@@ -1119,6 +1197,8 @@ static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int
             return verr(v, f, "unknown process '%s'", x->proc);
         }
     }
+    if (expect_unused_fields(v, e, field, x) < 0)
+        return -1;
     if (strcmp(x->check, "events") == 0 && x->event == NULL)
         return verr(v, field, "check events needs \"event\"");
     if (strcmp(x->check, "sql") == 0 && x->sql == NULL)
@@ -1147,7 +1227,8 @@ static int parse_head(struct vctx *v, struct scenario *sc)
     static const char *const fields[] = { "name", "title", "article_case", "crash_window",
                                           "description", "processes", "broker", "steps",
                                           "heal", "invariants", "expect", "timeout_ms",
-                                          "faults_optional", "database", "hazard", NULL };
+                                          "faults_optional", "database", "hazard",
+                                          "poison_events", NULL };
     const cJSON *root = sc->root;
     if (only_fields(v, root, "", fields) < 0 ||
         get_str(v, root, "name", "", 1, &sc->name) < 0 ||
@@ -1220,6 +1301,32 @@ static int parse_settings(struct vctx *v, struct scenario *sc)
     sc->faults_optional = cJSON_IsTrue(fo);
     sc->timeout_ms = 120000;
     return opt_int(v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms);
+}
+
+/* "poison_events": ids (uuids) of the events the scenario plants as poison. */
+static int parse_poison(struct vctx *v, struct scenario *sc)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(sc->root, "poison_events");
+    if (arr == NULL)
+        return 0;
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 ||
+        cJSON_GetArraySize(arr) > SC_MAX_POISON)
+        return verr(v, "poison_events", "must be an array of 1-%d event ids", SC_MAX_POISON);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        char f[48];
+        snprintf(f, sizeof(f), "poison_events[%d]", sc->npoison);
+        const char *s = cJSON_IsString(it) ? it->valuestring : "";
+        size_t n = strlen(s);
+        int ok = n == 36;
+        for (size_t i = 0; i < n && ok; i++)
+            ok = (i == 8 || i == 13 || i == 18 || i == 23) ? s[i] == '-'
+                                                         : isxdigit((unsigned char)s[i]) != 0;
+        if (!ok)
+            return verr(v, f, "must be an event id (a uuid)");
+        sc->poison[sc->npoison++] = s;
+    }
+    return 0;
 }
 
 static int parse_invariants(struct vctx *v, struct scenario *sc)
@@ -1330,7 +1437,7 @@ struct scenario *scenario_parse(const char *text, const char *path,
     if (parse_head(&v, sc) < 0 || parse_procs(&v, sc) < 0 ||
         parse_broker(&v, sc, cJSON_GetObjectItemCaseSensitive(sc->root, "broker")) < 0 ||
         parse_database(&v, sc) < 0 || parse_steps(&v, sc) < 0 ||
-        parse_settings(&v, sc) < 0 || parse_invariants(&v, sc) < 0 ||
+        parse_settings(&v, sc) < 0 || parse_invariants(&v, sc) < 0 || parse_poison(&v, sc) < 0 ||
         parse_hazard(&v, sc) < 0 || parse_expects(&v, sc) < 0)
         goto fail;
     return sc;
@@ -1524,6 +1631,9 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
     case V_BROKER_CRASH:
         snprintf(out, outlen, "broker crash (SIGKILL), down %d ms, start again on its %s store",
                  st->down_ms, sc->broker_durable ? "durable" : "in-memory");
+        break;
+    case V_SLEEP:
+        snprintf(out, outlen, "sleep %d ms", st->ms);
         break;
     case V_NET:
         if (st->net_clear) {

@@ -30,6 +30,12 @@
  * to that first start only.  The heal phase restarts every declared process
  * unless "heal": false.  The fake broker is implicit and always runs.
  *
+ * A field the runner would not act on is an error, not a no-op: "faults" on
+ * a process that does not autostart (its faults belong on its start step),
+ * "count" on a wait for a condition that counts nothing, "proc" on an
+ * expectation about a counter, and so on.  A scenario that needs time to
+ * pass says so with {"do": "sleep", "ms": N}; a wait is for a condition.
+ *
  * Every fault a scenario arms must fire: one that never does means the run
  * never reached the window the scenario is about, and the scenario fails.
  * Network faults: every process reaches PostgreSQL and the broker through
@@ -56,6 +62,7 @@
 #define SC_MAX_PROCS 16
 #define SC_MAX_ARGS 24
 #define SC_NAME_MAX 32
+#define SC_MAX_POISON 16
 
 enum sc_kind { SC_API = 0, SC_RELAY, SC_CONSUMER };
 
@@ -80,7 +87,7 @@ struct sc_proc {
 
 enum sc_verb {
     V_START, V_RESTART, V_STOP, V_KILL, V_PAUSE, V_RESUME, V_FAULT, V_HTTP,
-    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT, V_DB, V_BROKER_CRASH, V_NET
+    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT, V_DB, V_BROKER_CRASH, V_SLEEP, V_NET
 };
 
 /* What a "db" step does to PostgreSQL itself (sim/faults/pgfault.h). */
@@ -140,7 +147,7 @@ struct sc_step {
     const char *expect_output;
     /* db, broker_crash */
     enum sc_db_action db_action;
-    int ms;                   /* freeze: how long */
+    int ms;                   /* freeze, sleep: how long */
     int down_ms;              /* crash, broker_crash: down before the start */
     /* net: a fault on one process's link ("relay-1->pg"); proc is the
      * link's process, net_peer its protocol */
@@ -217,6 +224,11 @@ struct scenario {
     int nhazard;
     enum sc_invariant hazard[INV_COUNT];
     const char *hazard_why;
+    /* "poison_events": event ids the scenario plants as poison input; a
+     * consumer parking one of these is its correct outcome, and only
+     * these may end parked (checker.h). */
+    int npoison;
+    const char *poison[SC_MAX_POISON];
     int ninvariants;
     enum sc_invariant invariants[INV_COUNT];
     int nexpect;

@@ -12,6 +12,7 @@
 #include "cwlog.h"
 #include "fault.h"
 #include "ids.h"
+#include "mutant.h"
 #include "pgx.h"
 
 #include <pthread.h>
@@ -585,6 +586,12 @@ static void resolve_ambiguous(api_store *s, const struct api_command *cmd,
     const char *resolution = "unknown";
     char xstatus[32] = "";
     int checks = 0;
+    /* Mutant: "a connection that broke during COMMIT rolled it back" -- the
+     * client is told nothing was stored, whatever the server did. */
+    if (CW_MUTANT(commit_outcome_guessed)) {
+        resolution = "aborted";
+        deadline = 0;
+    }
 
     while (cw_mono_ms() < deadline) {
         char err[256];

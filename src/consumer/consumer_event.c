@@ -6,6 +6,7 @@
  * range (< 2^53) is exact in a double.  Amount stays text from the wire to the
  * numeric column. */
 #include "consumer_event.h"
+#include "mutant.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -253,16 +254,20 @@ int consumer_event_parse(const struct bus_delivery *d, struct consumer_event *ev
 
 void consumer_event_inbox_key(const struct consumer_event *ev, char out[CW_UUID_LEN + 1])
 {
-#ifdef CW_MUTANT_trace_as_inbox_key
-    /* Mistake: "the trace id identifies the request, so it identifies the
+    /* Mutant: "the trace id identifies the request, so it identifies the
      * event".  Every event of one request trace (or of one payment whose
      * client reuses its traceparent) then shares one inbox marker. */
-    if (ev->has_parent_trace) {
+    /* Mutant: "every delivery is a message" -- a fresh key per delivery, so
+     * no redelivery ever meets the marker of the first. */
+    if (CW_MUTANT(inbox_key_per_delivery)) {
+        cw_uuid_new(out);
+        return;
+    }
+    if (CW_MUTANT(trace_as_inbox_key) && ev->has_parent_trace) {
         const char *t = ev->parent_trace + 3;
         snprintf(out, CW_UUID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", t, t + 8, t + 12,
                  t + 16, t + 20);
         return;
     }
-#endif
     memcpy(out, ev->message_id, CW_UUID_LEN + 1);
 }

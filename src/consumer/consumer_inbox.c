@@ -6,6 +6,7 @@
  * get wrong, so the harness can prove it notices each mistake. */
 #include "consumer_inbox.h"
 #include "fault.h"
+#include "mutant.h"
 #include "pgx.h"
 
 #include <stdio.h>
@@ -26,10 +27,9 @@ static const char SQL_INSERT_MARKER[] =
     "INSERT INTO inbox_messages (consumer_name, message_id, processed_at)"
     " VALUES ($1, $2, now()) ON CONFLICT DO NOTHING";
 
-#ifdef CW_MUTANT_select_then_insert_inbox
+/* The select_then_insert_inbox mutant's look before it leaps. */
 static const char SQL_MARKER_EXISTS[] =
     "SELECT 1 FROM inbox_messages WHERE consumer_name = $1 AND message_id = $2";
-#endif
 
 static const char SQL_ADVANCE_VERSION[] =
     "INSERT INTO aggregate_versions (consumer_name, aggregate_id, applied_version, updated_at)"
@@ -130,19 +130,17 @@ static int insert_marker(PGconn *conn, const char *consumer_name, const char *ke
     PQclear(res);
     if (!*inserted)
         return 0;
-#ifdef CW_MUTANT_inbox_separate_tx
-    /* Mistake: "record that we saw it first, then do the work" -- the marker
+    /* Mutant: "record that we saw it first, then do the work" -- the marker
      * commits on its own, and a crash before the effect commits loses the
      * effect: the redelivery finds the marker and is dropped as a duplicate. */
-    if (pgx_cmd(conn, "COMMIT", 0, NULL, sqlstate, err, errlen) < 0 ||
-        pgx_cmd(conn, "BEGIN", 0, NULL, sqlstate, err, errlen) < 0)
+    if (CW_MUTANT(inbox_separate_tx) &&
+        (pgx_cmd(conn, "COMMIT", 0, NULL, sqlstate, err, errlen) < 0 ||
+         pgx_cmd(conn, "BEGIN", 0, NULL, sqlstate, err, errlen) < 0))
         return -1;
-#endif
     CW_FAULT("consumer/after_inbox_insert", );
     return 0;
 }
 
-#ifdef CW_MUTANT_select_then_insert_inbox
 static int marker_exists(PGconn *conn, const char *consumer_name, const char *key,
                          int *exists, char sqlstate[6], char *err, size_t errlen)
 {
@@ -154,7 +152,6 @@ static int marker_exists(PGconn *conn, const char *consumer_name, const char *ke
     PQclear(res);
     return 0;
 }
-#endif
 
 static int process_at(PGconn *conn, const char *consumer_name,
                       const struct consumer_effect *eff, const struct consumer_event *ev,
@@ -192,11 +189,10 @@ static int apply_parked_successor(PGconn *conn, const char *consumer_name,
                                   const struct consumer_event *ev, struct inbox_result *out,
                                   int depth, char sqlstate[6], char *err, size_t errlen)
 {
-#ifdef CW_MUTANT_parked_gap_never_applied
-    /* Mistake: "a parked message is an operator's problem" -- the version
+    /* Mutant: "a parked message is an operator's problem" -- the version
      * parked for a gap stays parked after the gap closed, and is lost. */
-    return 0;
-#endif
+    if (CW_MUTANT(parked_gap_never_applied))
+        return 0;
     if (depth >= INBOX_MAX_CHAIN)
         return 0; /* a bound no payment reaches (three versions) */
     char next[24];
@@ -265,32 +261,31 @@ static int process_at(PGconn *conn, const char *consumer_name,
             return INBOX_ERR_SQL;
     }
 
-#ifdef CW_MUTANT_blind_version_apply
-    /* Mistake: "the broker keeps partitions in order, so every version is
+    /* Mutant: "the broker keeps partitions in order, so every version is
      * the next one" -- a reordered or replayed version is applied as is. */
-    int stale = 0;
-#else
-    if (ev->version > out->applied + 1) {
+    const int blind = CW_MUTANT(blind_version_apply);
+    if (!blind && ev->version > out->applied + 1) {
         out->verdict = INBOX_GAP;
         return 0;
     }
-    int stale = ev->version <= out->applied;
-#endif
+    int stale = !blind && ev->version <= out->applied;
 
     int inserted = 0;
-#ifdef CW_MUTANT_select_then_insert_inbox
-    /* Mistake: "look first, then act" -- two deliveries of one event racing
+    /* Mutant: "look first, then act" -- two deliveries of one event racing
      * in two consumers both see no marker and both apply the effect; the
      * marker is written afterwards, and its conflict no longer stops anything. */
-    int exists = 0;
-    if (marker_exists(conn, consumer_name, key, &exists, sqlstate, err, errlen) < 0)
+    const int look_first = CW_MUTANT(select_then_insert_inbox);
+    if (look_first) {
+        int exists = 0;
+        if (marker_exists(conn, consumer_name, key, &exists, sqlstate, err, errlen) < 0)
+            return INBOX_ERR_SQL;
+        inserted = !exists;
+    } else if (insert_marker(conn, consumer_name, key, &inserted, sqlstate, err, errlen) < 0) {
         return INBOX_ERR_SQL;
-    inserted = !exists;
-#else
-    if (insert_marker(conn, consumer_name, key, &inserted, sqlstate, err, errlen) < 0)
-        return INBOX_ERR_SQL;
-#endif
-    if (!inserted) {
+    }
+    /* Mutant: INSERT ... ON CONFLICT DO NOTHING, and the row count never
+     * looked at: a duplicate is applied again. */
+    if (!inserted && !CW_MUTANT(marker_conflict_ignored)) {
         out->verdict = INBOX_DUPLICATE;
         if (record_anomaly(conn, consumer_name, ev->message_id, ev->payment_id, "duplicate",
                            0, ev->version, NULL, sqlstate, err, errlen) < 0)
@@ -300,11 +295,10 @@ static int process_at(PGconn *conn, const char *consumer_name,
 
     if (stale) {
         out->verdict = INBOX_STALE;
-#ifdef CW_MUTANT_select_then_insert_inbox
         int ignored;
-        if (insert_marker(conn, consumer_name, key, &ignored, sqlstate, err, errlen) < 0)
+        if (look_first &&
+            insert_marker(conn, consumer_name, key, &ignored, sqlstate, err, errlen) < 0)
             return INBOX_ERR_SQL;
-#endif
         if (record_anomaly(conn, consumer_name, ev->message_id, ev->payment_id, "stale",
                            out->applied + 1, ev->version, NULL, sqlstate, err, errlen) < 0)
             return INBOX_ERR_SQL;
@@ -320,11 +314,9 @@ static int process_at(PGconn *conn, const char *consumer_name,
     const char *params[3] = { consumer_name, ev->payment_id, v };
     if (pgx_cmd(conn, SQL_ADVANCE_VERSION, 3, params, sqlstate, err, errlen) < 0)
         return INBOX_ERR_SQL;
-#ifdef CW_MUTANT_select_then_insert_inbox
     int ignored;
-    if (insert_marker(conn, consumer_name, key, &ignored, sqlstate, err, errlen) < 0)
+    if (look_first && insert_marker(conn, consumer_name, key, &ignored, sqlstate, err, errlen) < 0)
         return INBOX_ERR_SQL;
-#endif
     out->verdict = INBOX_APPLIED;
     return apply_parked_successor(conn, consumer_name, eff, ev, out, depth, sqlstate, err,
                                   errlen);

@@ -10,6 +10,7 @@
 #include "backoff.h"
 #include "bus.h"
 #include "consumer_inbox.h"
+#include "mutant.h"
 #include "consumer_metrics.h"
 #include "cwlog.h"
 #include "fault.h"
@@ -440,17 +441,15 @@ static enum tx_outcome try_tx(struct consumer *c, struct item *items, int n, int
         }
     }
 
-#ifdef CW_MUTANT_ack_before_commit
-    /* Mistake: "acknowledge as soon as the work is done" -- the ACK goes out
+    /* Mutant: "acknowledge as soon as the work is done" -- the ACK goes out
      * before the COMMIT, so a crash or a failed COMMIT loses the event: the
      * broker has forgotten it and the database never kept it. */
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; CW_MUTANT(ack_before_commit) && i < n; i++) {
         if (!items[i].done && (items[i].res.verdict != INBOX_GAP || items[i].parked)) {
             ack_item(c, &items[i]);
             items[i].done = 0; /* still part of this transaction */
         }
     }
-#endif
 
     CW_FAULT("consumer/before_commit", {
         pgx_rollback(c->db);

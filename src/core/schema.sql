@@ -1,10 +1,12 @@
--- crashwindow schema, version 4.
+-- crashwindow schema, version 5.
 --
 -- Applied by `outboxctl migrate` in one transaction under an advisory lock;
--- a database already at version 4 is left untouched, an older one gets the
+-- a database already at version 5 is left untouched, an older one gets the
 -- upgrade steps in schema.c first (version 3 narrowed ix_outbox_claim_order
 -- to fresh rows and added ix_outbox_retry_order; version 4 added
--- outbox_messages.locked_by).  outbox_messages, ix_outbox_ready and
+-- outbox_messages.locked_by; version 5 added outbox_removed and
+-- consumer_replays, the runbook's records, which need no upgrade step).
+-- outbox_messages, ix_outbox_ready and
 -- inbox_messages are the article's, exactly as written.
 
 CREATE TABLE IF NOT EXISTS outbox_messages (
@@ -177,6 +179,37 @@ CREATE TABLE IF NOT EXISTS outbox_requeues (
     attempts_before integer NOT NULL,
     last_error_before text,
     requeued_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Every operator replay of a consumer's parked event (outboxctl parked
+-- replay): the dead letter and the consumer's inbox marker are removed and
+-- the outbox row is published again under its id, in one statement that
+-- also writes this record.
+CREATE TABLE IF NOT EXISTS consumer_replays (
+    id bigserial PRIMARY KEY,
+    consumer_name text NOT NULL,
+    message_id uuid NOT NULL,
+    reason_before text NOT NULL,
+    deliveries_before integer NOT NULL,
+    replayed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- What the runbook removed: one row per outbox row `outboxctl cleanup`
+-- deleted, written in the deleting statement.  Small on purpose (no
+-- payload, only its digest): retention still frees the space, and an audit
+-- -- the harness's checker among them -- still knows every event that was
+-- removed legitimately, and when.
+CREATE TABLE IF NOT EXISTS outbox_removed (
+    id uuid PRIMARY KEY,
+    aggregate_id uuid NOT NULL,
+    aggregate_version bigint NOT NULL,
+    event_type text NOT NULL,
+    payload_sha256 text NOT NULL,
+    attempts integer NOT NULL,
+    occurred_at timestamptz NOT NULL,
+    published_at timestamptz NOT NULL,
+    removed_at timestamptz NOT NULL DEFAULT now(),
+    removed_by text NOT NULL             -- the runbook operation: 'cleanup'
 );
 
 -- Monotonic counters that outlive processes (expired leases recovered, ...).

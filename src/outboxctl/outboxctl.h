@@ -52,5 +52,6 @@ int ctl_dead_letters(struct ctl *c, int argc, char **argv);
 int ctl_requeue(struct ctl *c, int argc, char **argv);
 int ctl_cleanup(struct ctl *c, int argc, char **argv);
 int ctl_cleanup_inbox(struct ctl *c, int argc, char **argv);
+int ctl_parked(struct ctl *c, int argc, char **argv);
 
 #endif

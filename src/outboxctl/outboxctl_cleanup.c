@@ -7,7 +7,9 @@
  * the table about once.  The cutoff is fixed when the command starts, so a
  * long run does not chase a moving target.  Each batch also adds what it
  * deleted to pipeline_counters in the same statement, which keeps
- * outbox_published_total monotonic across cleanups.
+ * outbox_published_total monotonic across cleanups, and records each
+ * deleted row in outbox_removed (ids, version, payload digest): the
+ * runbook's removals are part of the history an audit reads.
  *
  * Inbox markers are the consumers' memory of what they processed; deleting
  * one whose message can still arrive again turns a harmless duplicate into a
@@ -24,6 +26,7 @@
 #include "outboxctl.h"
 #include "cliutil.h"
 #include "cwlog.h"
+#include "mutant.h"
 #include "pgx.h"
 #include "relay_policy.h"
 
@@ -39,10 +42,19 @@ static const char sql_outbox_batch[] =
     "WITH batch AS (\n"
     "    SELECT id FROM outbox_messages\n"
     "    WHERE ($3::boolean OR id > $4::uuid)\n"
-    "      AND published_at IS NOT NULL AND published_at < $1::timestamptz\n"
+    "      AND (published_at < $1::timestamptz OR ($6::boolean AND occurred_at < $1::timestamptz))\n"
     "    ORDER BY id LIMIT $2::int),\n"
     "del AS (\n"
-    "    DELETE FROM outbox_messages AS m USING batch WHERE m.id = batch.id RETURNING m.id),\n"
+    "    DELETE FROM outbox_messages AS m USING batch WHERE m.id = batch.id\n"
+    "    RETURNING m.id, m.aggregate_id, m.aggregate_version, m.event_type, m.attempts,\n"
+    "              m.occurred_at, m.published_at,\n"
+    "              encode(sha256(convert_to(m.payload::text, 'UTF8')), 'hex') AS sha),\n"
+    "recorded AS (\n"
+    "    INSERT INTO outbox_removed (id, aggregate_id, aggregate_version, event_type,\n"
+    "                                payload_sha256, attempts, occurred_at, published_at,\n"
+    "                                removed_by)\n"
+    "    SELECT id, aggregate_id, aggregate_version, event_type, sha, attempts, occurred_at,\n"
+    "           published_at, 'cleanup' FROM del WHERE $5::boolean AND published_at IS NOT NULL),\n"
     "counted AS (\n"
     "    INSERT INTO pipeline_counters (counter, value)\n"
     "    SELECT 'published_rows_deleted', count(*) FROM del HAVING count(*) > 0\n"
@@ -182,8 +194,14 @@ int ctl_cleanup(struct ctl *c, int argc, char **argv)
     long long total = 0, batches = 0;
     int64_t t0 = cw_mono_ms();
     for (int first = 1;; first = 0) {
-        const char *p[4] = { cut, batch_s, first ? "true" : "false", last };
-        PGresult *r = pgx_exec(conn, sql_outbox_batch, 4, p, NULL, err, sizeof(err));
+        /* Mutant: a retention job that deletes without keeping a record
+         * of what it removed. */
+        const char *record = CW_MUTANT(cleanup_unrecorded) ? "false" : "true";
+        /* Mutant: retention by age alone, "old rows are done rows": pending
+         * rows (a broker outage's backlog) go too. */
+        const char *by_age = CW_MUTANT(cleanup_deletes_pending) ? "true" : "false";
+        const char *p[6] = { cut, batch_s, first ? "true" : "false", last, record, by_age };
+        PGresult *r = pgx_exec(conn, sql_outbox_batch, 6, p, NULL, err, sizeof(err));
         if (r == NULL) {
             fprintf(stderr, "outboxctl: cleanup: batch %lld failed after %lld rows deleted: %s\n",
                     batches + 1, total, err);
@@ -226,7 +244,8 @@ int ctl_cleanup_inbox(struct ctl *c, int argc, char **argv)
                                                         a.cap_ms, a.lease_ms);
     ctl_format_duration(a.age_ms, age, sizeof(age));
     ctl_format_duration(horizon, hz, sizeof(hz));
-    if (a.age_ms < horizon) {
+    /* Mutant: "the operator knows what they are doing" -- no horizon check. */
+    if (a.age_ms < horizon && !CW_MUTANT(cleanup_inbox_ignores_horizon)) {
         if (a.have_horizon)
             fprintf(stderr, "outboxctl: cleanup-inbox: refusing: a retention of %s is shorter "
                             "than the configured redelivery horizon of %s\n", age, hz);

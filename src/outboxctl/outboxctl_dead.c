@@ -11,6 +11,7 @@
  * are dead-lettered and unpublished, under FOR UPDATE). */
 #include "outboxctl.h"
 #include "ids.h"
+#include "mutant.h"
 #include "pgx.h"
 
 #include <stdlib.h>
@@ -54,7 +55,7 @@ static const char sql_history[] =
     "    FOR UPDATE),\n"                                                      \
     "logged AS (\n"                                                           \
     "    INSERT INTO outbox_requeues (message_id, attempts_before, last_error_before)\n" \
-    "    SELECT id, attempts, last_error FROM target)\n"                      \
+    "    SELECT id, attempts, last_error FROM target WHERE $2::boolean)\n"    \
     "UPDATE outbox_messages AS m\n"                                           \
     "SET dead_lettered_at = NULL, next_attempt_at = now(), attempts = 0,\n"   \
     "    locked_until = NULL, last_error = NULL\n"                            \
@@ -263,8 +264,10 @@ int ctl_requeue(struct ctl *c, int argc, char **argv)
     PGconn *conn = ctl_conn(c);
     if (conn == NULL)
         goto out;
-    const char *params[1] = { fp ? fp : ids };
-    r = pgx_exec(conn, fp ? sql_requeue_fp : sql_requeue_ids, 1, params, NULL, err, sizeof(err));
+    /* Mutant: a requeue that keeps no record of what it reset. */
+    const char *record = CW_MUTANT(requeue_without_record) ? "false" : "true";
+    const char *params[2] = { fp ? fp : ids, record };
+    r = pgx_exec(conn, fp ? sql_requeue_fp : sql_requeue_ids, 2, params, NULL, err, sizeof(err));
     if (r == NULL) {
         fprintf(stderr, "outboxctl: requeue failed (nothing changed): %s\n", err);
         goto out;

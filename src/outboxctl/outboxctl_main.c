@@ -51,6 +51,18 @@ static void usage(FILE *f)
             "                               lease per attempt, for the relay settings given,\n"
             "                               defaults as the relay's: 29m30s), or than --horizon;\n"
             "                               never deletes the marker of an unpublished message\n"
+            "  parked list [--consumer NAME] [--json]\n"
+            "                               the consumers' parked events: poison, and versions\n"
+            "                               parked while their predecessor had not arrived\n"
+            "  parked show CONSUMER ID [--show-payload]\n"
+            "                               one parked event; amount and currency redacted\n"
+            "                               unless asked\n"
+            "  parked replay CONSUMER ID...\n"
+            "                               give parked events back to their consumer group:\n"
+            "                               removes the dead letter and the group's inbox\n"
+            "                               marker and publishes the outbox row again under\n"
+            "                               its id (other groups absorb the copy); recorded in\n"
+            "                               consumer_replays\n"
             "durations: a number and a unit, ms s m h d (30s, 15m, 2h, 7d)\n"
             "exit codes: 0 success, 1 failed (database unreachable, unknown id, refused),\n"
             "            2 bad usage\n");
@@ -87,6 +99,7 @@ static const struct {
     { "requeue", ctl_requeue },
     { "cleanup", ctl_cleanup },
     { "cleanup-inbox", ctl_cleanup_inbox },
+    { "parked", ctl_parked },
 };
 
 int main(int argc, char **argv)

@@ -307,6 +307,58 @@ def test_exit_codes_and_no_secret_in_connection_errors(db, tmp_path):
     assert ctl(db, "migrate").stdout.startswith("schema already")
 
 
+def test_parked_events_are_listed_shown_redacted_and_replayed(db):
+    """A consumer's parked gap is listed, shown with its amount redacted, and
+    replayed: its dead letter and that group's inbox marker go, another
+    group's marker stays, the outbox row is pending again under its id, and
+    the replay is recorded.  A poison frame without an outbox row is refused."""
+    pub = row(db, attempts="1", aggregate_version="2", event_type="'PaymentAuthorized'",
+              published_at="now() - interval '1 minute'")
+    poison = str(uuid.uuid4())
+    agg = scalar(db, "SELECT aggregate_id::text FROM outbox_messages WHERE id = %s", (pub,))
+    with psycopg.connect(db, autocommit=True) as conn:
+        for group in ("accounting", "notifications"):
+            conn.execute("INSERT INTO inbox_messages VALUES (%s, %s, now())", (group, pub))
+        conn.execute("INSERT INTO consumer_dead_letters (consumer_name, message_id, reason,"
+                     " deliveries, aggregate_id, aggregate_version, event_type, amount, currency)"
+                     " VALUES ('accounting', %s, 'version gap never closed', 3, %s, 2,"
+                     " 'PaymentAuthorized', '4242.42', 'EUR')", (pub, agg))
+        conn.execute("INSERT INTO consumer_dead_letters (consumer_name, message_id, reason,"
+                     " deliveries) VALUES ('accounting', %s, 'poison: not JSON', 5)", (poison,))
+
+    listed = ctl(db, "parked", "list")
+    assert listed.returncode == 0 and pub in listed.stdout and poison in listed.stdout
+    js = json.loads(ctl(db, "parked", "list", "--json", "--consumer", "accounting").stdout)
+    assert {x["message_id"]: (x["kind"], x["version"]) for x in js} == \
+        {pub: ("gap", 2), poison: ("poison", None)}
+    assert json.loads(ctl(db, "parked", "list", "--json", "--consumer", "notifications").stdout) == []
+
+    shown = ctl(db, "parked", "show", "accounting", pub)
+    assert shown.returncode == 0, shown.stderr
+    assert "4242.42" not in shown.stdout and "[redacted]" in shown.stdout
+    assert "outbox row        published" in shown.stdout
+    assert "4242.42 EUR" in ctl(db, "parked", "show", "accounting", pub, "--show-payload").stdout
+    assert ctl(db, "parked", "show", "accounting", str(uuid.uuid4())).returncode == 1
+    assert ctl(db, "parked", "replay", "accounting", "not-a-uuid").returncode == 2
+    assert ctl(db, "parked", "replay", "no such name!", pub).returncode == 2
+    assert ctl(db, "parked", "frobnicate").returncode == 2
+
+    r = ctl(db, "parked", "replay", "accounting", pub, poison)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"replayed {pub} to accounting" in r.stdout
+    assert f"{poison}: not replayed" in r.stderr
+    assert query(db, "SELECT message_id FROM consumer_dead_letters") == [(poison,)]
+    assert query(db, "SELECT consumer_name FROM inbox_messages WHERE message_id = %s",
+                 (pub,)) == [("notifications",)]
+    assert query(db, "SELECT published_at IS NULL, attempts, lock_id IS NULL FROM outbox_messages"
+                     " WHERE id = %s", (pub,)) == [(True, 1, True)]
+    assert query(db, "SELECT consumer_name, message_id::text, reason_before, deliveries_before"
+                     " FROM consumer_replays") == \
+        [("accounting", pub, "version gap never closed", 3)]
+    # Replayed once: a second replay finds nothing parked.
+    assert ctl(db, "parked", "replay", "accounting", pub).returncode == 1
+
+
 def test_migrate_upgrades_a_version_1_database(db):
     # Version 1's claim index held every pending row, rows in backoff too.
     with psycopg.connect(db, autocommit=True) as conn:
@@ -319,7 +371,7 @@ def test_migrate_upgrades_a_version_1_database(db):
         conn.execute("INSERT INTO schema_migrations (version) VALUES (1)")
     pending = row(db)
     out = ctl(db, "migrate")
-    assert out.returncode == 0 and out.stdout == "schema version 4 applied\n", out
+    assert out.returncode == 0 and out.stdout == "schema version 5 applied\n", out
     assert out.stderr == "", "no notices about what already exists"
     defs = dict(query(db, "SELECT indexname, indexdef FROM pg_indexes"
                           " WHERE indexname IN ('ix_outbox_claim_order', 'ix_outbox_retry_order')"))
@@ -328,4 +380,4 @@ def test_migrate_upgrades_a_version_1_database(db):
     assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE id = %s", (pending,)) == 1
     assert scalar(db, "SELECT count(*) FROM information_schema.columns"
                       " WHERE table_name = 'outbox_messages' AND column_name = 'locked_by'") == 1
-    assert ctl(db, "migrate").stdout == "schema already at version 4\n"
+    assert ctl(db, "migrate").stdout == "schema already at version 5\n"

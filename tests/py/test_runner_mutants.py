@@ -50,7 +50,9 @@ def test_one_mutant_is_killed(tmp_path, pg_cluster):
     assert m["name"] == name and m["killed"] is True
     assert m["rebuilt"] == ["payments-api"]
     (cell,) = m["scenarios"]
+    # Quick form: the aimed scenario comes first, and the first kill ends it.
     assert cell["name"] == "11-http-retry-after-crash" and cell["verdict"] == "fail"
+    assert cell["outcome"] == "killed" and m["outcome"] == "killed"
     assert any(k.startswith("expect:") for k in cell["killed_by"])
     assert "got 201 (want 422)" in cell["witness"]
 

@@ -90,13 +90,67 @@ static void test_scenario_valid(void)
     scenario_free(sc);
 }
 
+/* A field the runner would not act on is an error naming file and field. */
+static void test_scenario_ignored_fields(void)
+{
+    CHECK(err_is("{\"do\": \"wait\", \"until\": \"exited\", \"proc\": \"api\", \"count\": 2,"
+                 " \"timeout_ms\": 5}", "",
+                 "scenarios/x.json: steps[0].count: ignored by until 'exited'"));
+    CHECK(err_is("{\"do\": \"wait\", \"until\": \"published\", \"proc\": \"relay-1\","
+                 " \"timeout_ms\": 5}", "", "steps[0].proc: ignored by until 'published'"));
+    CHECK(err_is("{\"do\": \"wait\", \"until\": \"published\", \"where\": {\"a\": 1},"
+                 " \"timeout_ms\": 5}", "", "steps[0].where: ignored by until 'published'"));
+    CHECK(err_is("{\"do\": \"wait\", \"until\": \"quiet\", \"consumer\": \"accounting\","
+                 " \"timeout_ms\": 5}", "", "steps[0].consumer: ignored by until 'quiet'"));
+    CHECK(err_is("{\"do\": \"kill\", \"proc\": \"api\", \"timeout_ms\": 5}", "",
+                 "steps[0].timeout_ms: ignored by kill"));
+    CHECK(err_is("", ", \"expect\": [{\"check\": \"effects\", \"proc\": \"api\", \"min\": 1}]",
+                 "scenarios/x.json: expect[0].proc: ignored by check 'effects'"));
+    CHECK(err_is("", ", \"expect\": [{\"check\": \"sql\", \"sql\": \"SELECT 1\","
+                 " \"where\": {\"a\": 1}, \"min\": 1}]", "expect[0].where: ignored by check 'sql'"));
+    CHECK(err_is("", ", \"expect\": [{\"check\": \"faults_fired\", \"point\": \"api/after_commit\","
+                 " \"where\": {\"a\": 1}, \"min\": 1}]",
+                 "expect[0].where: ignored by check 'faults_fired'"));
+    CHECK(err_is("", ", \"expect\": [{\"check\": \"events\", \"event\": \"claim\","
+                 " \"point\": \"api/after_commit\", \"min\": 1}]",
+                 "expect[0].point: ignored by check 'events'"));
+    char err[512];
+    struct scenario *sc = scenario_parse(
+        "{\"name\": \"x\", \"title\": \"t\", \"crash_window\": \"a/b\","
+        " \"processes\": {\"a\": {\"kind\": \"api\", \"autostart\": false,"
+        "                          \"faults\": \"api/after_commit=crash\"}},"
+        " \"steps\": [], \"invariants\": [\"nothing_lost\"]}", "s.json", POINTS, err, sizeof(err));
+    CHECK(sc == NULL && strstr(err, "s.json: processes.a: faults: ignored on a process with "
+                                    "\"autostart\": false") != NULL);
+    scenario_free(sc);
+    /* What is read is still accepted, and sleep is a step of its own. */
+    sc = parse_with("{\"do\": \"sleep\", \"ms\": 250, \"why\": \"a backoff passes\"},"
+                    "{\"do\": \"wait\", \"until\": \"event\", \"proc\": \"relay-1\","
+                    " \"event\": \"claim\", \"count\": 2, \"where\": {\"attempt\": 1},"
+                    " \"timeout_ms\": 5}",
+                    ", \"expect\": [{\"check\": \"faults_fired\", \"proc\": \"relay-1\","
+                    " \"where\": {\"action\": \"crash\"}, \"min\": 1}]", err, sizeof(err));
+    CHECK(sc != NULL && sc->steps[0].verb == V_SLEEP && sc->steps[0].ms == 250);
+    if (sc != NULL) {
+        char d[128];
+        scenario_step_describe(sc, &sc->steps[0], d, sizeof(d));
+        CHECK(strcmp(d, "sleep 250 ms") == 0);
+    } else {
+        fprintf(stderr, "  %s\n", err);
+    }
+    scenario_free(sc);
+}
+
 static void test_scenario_errors(void)
 {
     CHECK(err_is("{\"do\": \"kill\", \"proc\": \"relay-9\"}", "",
                  "scenarios/x.json: steps[0].proc: unknown process 'relay-9'"));
     CHECK(err_is("{\"do\": \"wait\", \"until\": \"exited\", \"proc\": \"api\"}", "",
                  "scenarios/x.json: steps[0].timeout_ms: missing"));
-    CHECK(err_is("{\"do\": \"sleep\", \"ms\": 100}", "", "steps[0].do: unknown verb 'sleep'"));
+    CHECK(err_is("{\"do\": \"sleep\"}", "", "steps[0].ms: missing"));
+    CHECK(err_is("{\"do\": \"sleep\", \"ms\": 0}", "", "steps[0].ms: 0 is out of range"));
+    CHECK(err_is("{\"do\": \"sleep\", \"ms\": 5, \"proc\": \"api\"}", "",
+                 "steps[0]: unknown field 'proc'"));
     CHECK(err_is("{\"do\": \"kill\", \"procs\": \"api\"}", "", "steps[0]: unknown field 'procs'"));
     CHECK(err_is("{\"do\": \"start\", \"proc\": \"api\", \"faults\": \"api/after_commit=explode\"}", "",
                  "steps[0].faults: bad action 'explode'"));
@@ -117,6 +171,7 @@ static void test_scenario_errors(void)
     CHECK(err_is("{\"do\": \"payments\", \"count\": 0}", "", "steps[0].count: 0 is out of range"));
     CHECK(err_is("{\"do\": \"broker\", \"control\": {\"outage\": \"sometimes\"}}", "",
                  "steps[0].control.outage: must be \"off\", \"refuse\" or \"hang\""));
+    test_scenario_ignored_fields();
 
     char err[512];
     struct scenario *sc = scenario_parse("{\"name\": \"x\",", "scenarios/y.json", NULL, err, sizeof(err));

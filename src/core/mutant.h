@@ -1,0 +1,25 @@
+/* mutant.h -- named hooks for the known-wrong variants of the code.
+ *
+ * `crashwindow mutants` builds each mutant with -DCW_MUTANT=<name>, which
+ * defines CW_MUTANT_<name> to 1 (CMakeLists.txt).  Code bends at a hook:
+ *
+ *     const char *record = CW_MUTANT(cleanup_unrecorded) ? "false" : "true";
+ *
+ * CW_MUTANT(name) is the constant 1 in that mutant's build and 0 in every
+ * other, so the production path reads as one program, the compiler drops
+ * the dead branch, and a reader sees at a glance where a variant can bend
+ * it (in the spirit of SQLite's testcase() and NEVER()).  The mutants'
+ * catalogue with the mistake each one makes: sim/mutants/mutants.c. */
+#ifndef CW_MUTANT_H
+#define CW_MUTANT_H
+
+/* 1 when CW_MUTANT_<name> is defined to 1, else 0 (the preprocessor test
+ * of the Linux kernel's IS_ENABLED). */
+#define CW_MUTANT(name) CW_MUTANT_IS_ONE_(CW_MUTANT_##name)
+#define CW_MUTANT_IS_ONE_(x) CW_MUTANT_IS_ONE__(x)
+#define CW_MUTANT_IS_ONE__(x) CW_MUTANT_PICK_(CW_MUTANT_PLACEHOLDER_##x)
+#define CW_MUTANT_PICK_(one_or_junk) CW_MUTANT_SECOND_(one_or_junk 1, 0, ~)
+#define CW_MUTANT_PLACEHOLDER_1 0,
+#define CW_MUTANT_SECOND_(a, b, ...) b
+
+#endif
