@@ -19,6 +19,7 @@
 #include "sanitize.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,6 +69,8 @@ struct claim_rec {
     char token[40];
     long long until_us;   /* its lease end */
     long long claimed_us; /* the claiming transaction's now() */
+    long long released_us;/* when a settle of this claim released the lease
+                           * (its transaction's now()), or LLONG_MAX */
 };
 
 struct ctx {
@@ -137,10 +140,15 @@ static int load_claim_history(struct ctx *c)
                NULL) == 0)
         return c->db_failed ? -1 : 0;
     PGresult *r = q(c,
-        "SELECT lower(message_id::text), lower(lock_id::text),"
-        "       (extract(epoch FROM locked_until) * 1000000)::bigint,"
-        "       (extract(epoch FROM claimed_at) * 1000000)::bigint"
-        "  FROM crashwindow_claims WHERE lock_id IS NOT NULL AND locked_until IS NOT NULL",
+        "SELECT lower(c.message_id::text), lower(c.lock_id::text),"
+        "       (extract(epoch FROM c.locked_until) * 1000000)::bigint,"
+        "       (extract(epoch FROM c.claimed_at) * 1000000)::bigint,"
+        "       (SELECT (extract(epoch FROM min(r.claimed_at)) * 1000000)::bigint"
+        "          FROM crashwindow_claims r"
+        "         WHERE r.kind = 'release' AND r.message_id = c.message_id"
+        "           AND r.lock_id = c.lock_id)"
+        "  FROM crashwindow_claims c"
+        " WHERE c.kind = 'claim' AND c.lock_id IS NOT NULL AND c.locked_until IS NOT NULL",
         0, NULL);
     if (r == NULL)
         return -1;
@@ -156,6 +164,7 @@ static int load_claim_history(struct ctx *c)
         snprintf(v->token, sizeof(v->token), "%s", PQgetvalue(r, i, 1));
         v->until_us = atoll(PQgetvalue(r, i, 2));
         v->claimed_us = atoll(PQgetvalue(r, i, 3));
+        v->released_us = PQgetisnull(r, i, 4) ? LLONG_MAX : atoll(PQgetvalue(r, i, 4));
     }
     PQclear(r);
     qsort(c->claims, (size_t)c->nclaims, sizeof(*c->claims), cmp_claim_rec);
@@ -882,12 +891,59 @@ static void fmt_time(int64_t us, char *out, size_t n)
 
 /* ---- 6. no_two_live_leases ---------------------------------------------- */
 
+/* The claims of one row in the order the database took them. */
+static int cmp_claim_time(const void *a, const void *b)
+{
+    const struct claim_rec *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+    if (c != 0)
+        return c;
+    return (x->claimed_us > y->claimed_us) - (x->claimed_us < y->claimed_us);
+}
+
+/* From the claim history alone: every claim of a row began after each
+ * earlier claim of it had ended, by lease expiry or by a settle that
+ * released it.  Times are the database's own (each transaction's now()),
+ * and nothing a relay logged enters: a claim that took a row under a live
+ * lease is caught whatever the relay says it found there. */
+static void leases_from_history(struct ctx *c, struct chk_inv *inv)
+{
+    struct claim_rec *v = malloc(((size_t)c->nclaims + 1) * sizeof(*v));
+    if (v == NULL)
+        return;
+    memcpy(v, c->claims, (size_t)c->nclaims * sizeof(*v));
+    qsort(v, (size_t)c->nclaims, sizeof(*v), cmp_claim_time);
+    for (int i = 0; i < c->nclaims; i++) {
+        const struct claim_rec *b = &v[i];
+        inv->checked++;
+        for (int j = i - 1; j >= 0 && strcmp(v[j].id, b->id) == 0; j--) {
+            const struct claim_rec *a = &v[j];
+            long long end = a->until_us < a->released_us ? a->until_us : a->released_us;
+            if (b->claimed_us >= end)
+                continue;
+            char t1[32], t2[32], t3[32];
+            fmt_time(b->claimed_us, t1, sizeof(t1));
+            fmt_time(a->claimed_us, t2, sizeof(t2));
+            fmt_time(a->until_us, t3, sizeof(t3));
+            violation(inv, "message %s was claimed at %s (claim %s) while the lease of its claim "
+                      "%s, taken at %s, was live until %s and never released (claim history)",
+                      b->id, t1, b->token, a->token, t2, t3);
+            break;
+        }
+    }
+    free(v);
+}
+
 static void inv_no_two_live_leases(struct ctx *c, const struct leases *ls)
 {
     struct chk_inv *inv = &c->res->inv[INV_NO_TWO_LIVE_LEASES];
     const struct scenario *sc = c->in->sc;
     inv->ran = 1;
-    for (int i = 0; i < ls->n; i++) {
+    if (c->has_claim_history)
+        leases_from_history(c, inv);
+    /* Without a claim history (a run directory older than it), the relays'
+     * claim events are all there is. */
+    for (int i = 0; i < ls->n && !c->has_claim_history; i++) {
         const struct lease *b = &ls->v[i];
         inv->checked++;
         /* Every earlier claim of the same message must have ended (lease

@@ -7,17 +7,20 @@
  * The runner therefore installs a trigger in every scenario database (never
  * in the product's schema) that appends each claim -- an update that raised
  * attempts -- to crashwindow_claims, in the claiming transaction: a claim
- * rolled back leaves no record, a committed one always does.  Nothing the
- * relay says about itself goes into it. */
+ * rolled back leaves no record, a committed one always does.  A settle that
+ * releases a lease (mark, retry, dead letter: locked_until set to NULL) is
+ * recorded too, as kind 'release' with the token of the lease it ended.
+ * Nothing the relay says about itself goes into it. */
 #ifndef CW_CLAIM_HISTORY_H
 #define CW_CLAIM_HISTORY_H
 
 #include <libpq-fe.h>
 #include <stddef.h>
 
-/* The DDL: table crashwindow_claims (message_id, lock_id, locked_by,
- * attempts, locked_until, claimed_at = the claiming transaction's now()) and
- * its trigger on outbox_messages.  Idempotent. */
+/* The DDL: table crashwindow_claims (kind 'claim' or 'release',
+ * message_id, lock_id, locked_by, attempts, locked_until, claimed_at = the
+ * recording transaction's now()) and its trigger on outbox_messages.
+ * Idempotent. */
 extern const char claim_history_sql[];
 
 /* Installs it in the database conn is connected to.  0, or -1 with a
