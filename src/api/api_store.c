@@ -624,12 +624,13 @@ static void resolve_ambiguous(api_store *s, const struct api_command *cmd,
             /* Committed: the record holds the answer.  Status NULL (the xid
              * is too old to know): the record alone decides. */
             int found = answer_from_record(conn, cmd, r);
-            api_pool_release(s->cfg.pool, conn, found < 0);
             if (found < 0) {
+                api_pool_release(s->cfg.pool, conn, 1);
                 sleep_ms(50);
                 continue;
             }
             if (found == 1) {
+                api_pool_release(s->cfg.pool, conn, 0);
                 resolution = "committed";
             } else if (!is_null) {
                 /* "Committed", yet our record is not there.  An xid names a
@@ -638,9 +639,11 @@ static void resolve_ambiguous(api_store *s, const struct api_command *cmd,
                  * never received to new transactions, so the status may be
                  * another transaction's.  Only our own event row proves
                  * the commit; without it nothing of ours is stored here. */
+                /* Still on the connection it acquired: released only
+                 * once done with it (another request may take it then). */
                 int ours = event_row_exists(conn, plan);
+                api_pool_release(s->cfg.pool, conn, ours < 0);
                 if (ours < 0) {
-                    api_pool_release(s->cfg.pool, conn, 1);
                     sleep_ms(50);
                     continue;
                 }
@@ -653,6 +656,7 @@ static void resolve_ambiguous(api_store *s, const struct api_command *cmd,
                 }
             } else {
                 /* No status and no record: there is nothing left to ask. */
+                api_pool_release(s->cfg.pool, conn, 0);
                 resolution = "unknown";
             }
             break;

@@ -215,22 +215,40 @@ PGresult *pgx_get_result(PGconn *conn, char *sqlstate, char *err, size_t errlen)
         return NULL;
     }
     /* Only the first result is the statement's; any later one is drained so
-     * that the connection can take the next command. */
+     * that the connection can take the next command.  But a statement outside
+     * a transaction block commits at the protocol's Sync, after its rows and
+     * its CommandComplete were sent: an error after them is its commit
+     * failing (a deferred check, a serialization failure, the connection lost
+     * while a synchronous standby was awaited).  Then the statement did not
+     * happen, or nobody knows whether it did: its result must not be
+     * believed. */
+    int failed = 0;
     while ((res = pgx_next_result(conn)) != NULL) {
         ExecStatusType st = PQresultStatus(res);
         if (!seen && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)) {
             first = res;
         } else {
-            if (!seen) {
+            if (!failed && st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
                 const char *s = PQresultErrorField(res, PG_DIAG_SQLSTATE);
                 const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
                 if (sqlstate != NULL)
                     snprintf(sqlstate, 6, "%s", s ? s : "");
                 copy_msg(err, errlen, "", m ? m : PQerrorMessage(conn));
+                failed = 1;
             }
             PQclear(res);
         }
         seen = 1;
+    }
+    if (first != NULL && !failed && PQstatus(conn) != CONNECTION_OK) {
+        copy_msg(err, errlen, "", PQerrorMessage(conn));
+        if (sqlstate != NULL)
+            snprintf(sqlstate, 6, "08006");
+        failed = 1;
+    }
+    if (failed) {
+        PQclear(first);
+        first = NULL;
     }
     if (!seen)
         copy_msg(err, errlen, "", PQerrorMessage(conn));

@@ -357,15 +357,18 @@ static void step_error(PGconn *conn, const PGresult *r, enum relay_step step,
 }
 
 /* Reads up to the pipeline's Sync (an error before it is the commit's) and
- * leaves pipeline mode, so the connection is ordinary again. */
-static void sync_result(PGconn *conn, enum relay_step *failed, char *sqlstate, char *err,
-                        size_t errlen)
+ * leaves pipeline mode, so the connection is ordinary again.  1 when the Sync
+ * came back: only then did the implicit transaction commit. */
+static int sync_result(PGconn *conn, enum relay_step *failed, char *sqlstate, char *err,
+                       size_t errlen)
 {
     PGresult *r;
+    int synced = 0;
     while ((r = pgx_next_result(conn)) != NULL) {
         ExecStatusType st = PQresultStatus(r);
         if (st == PGRES_PIPELINE_SYNC) {
             PQclear(r);
+            synced = 1;
             break;
         }
         if (st != PGRES_PIPELINE_ABORTED && *failed == RELAY_STEP_NONE)
@@ -378,6 +381,7 @@ static void sync_result(PGconn *conn, enum relay_step *failed, char *sqlstate, c
         *failed = RELAY_STEP_COMMIT;
         snprintf(err, errlen, "%s", PQerrorMessage(conn));
     }
+    return synced;
 }
 
 int relay_mark(PGconn *conn, struct relay_batch *b, char *sqlstate, char *err, size_t errlen)
@@ -519,11 +523,22 @@ int relay_mark_claim_finish(PGconn *conn, struct relay_batch *b, const char *tok
         if (PQstatus(conn) != CONNECTION_OK)
             break;
     }
-    if (PQstatus(conn) == CONNECTION_OK)
-        sync_result(conn, failed, sqlstate, err, errlen);
+    int synced = PQstatus(conn) == CONNECTION_OK && sync_result(conn, failed, sqlstate, err,
+                                                                errlen);
     if (*failed == RELAY_STEP_NONE && (res[0] == NULL || res[1] == NULL)) {
         *failed = res[0] == NULL ? RELAY_STEP_MARK : RELAY_STEP_CLAIM;
         snprintf(err, errlen, "%s", PQerrorMessage(conn));
+    }
+    /* Both statements' rows came back before the commit, which happens at
+     * the Sync: without the Sync nothing is known to be committed (a claim
+     * believed here could be lost in a failover, and its rows published
+     * under no lease). */
+    if (*failed == RELAY_STEP_NONE && !synced) {
+        *failed = RELAY_STEP_COMMIT;
+        snprintf(err, errlen, "the connection broke before the commit was confirmed: %s",
+                 PQerrorMessage(conn));
+        if (sqlstate[0] == '\0')
+            snprintf(sqlstate, 6, "08006");
     }
     int marked = -1;
     if (*failed == RELAY_STEP_NONE) {
