@@ -966,6 +966,10 @@ static void scenario_files(struct sctx *s)
 {
     struct runner *r = s->run;
     const struct scenario *sc = s->sc;
+    /* A fresh directory: the event logs are appended to, so the files of an
+     * earlier run into the same --out would be read as this run's (a
+     * passing scenario would fail on another run's publishes). */
+    fstree_remove(s->dir);
     fstree_mkdir_p(s->dir);
     char path[PATH_MAX + 64];
     char *text = cJSON_Print(sc->root);

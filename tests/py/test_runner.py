@@ -469,6 +469,21 @@ def test_keep_leaves_it_running_and_cleans_dead_fifos(tmp_path, pg_cluster):
     os.rmdir(fifo_dir)
 
 
+def test_a_second_run_into_the_same_out_starts_from_empty_scenario_dirs(tmp_path, pg_cluster):
+    """The event logs are appended to: files an earlier run left in --out
+    must not be read as this run's (they once failed a passing scenario
+    with another run's publishes)."""
+    path = os.path.join(SOURCE_DIR, "scenarios", "01-command-rollback.json")
+    out = tmp_path / "out"
+    for _ in range(2):
+        r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out))
+        assert r.returncode == 0, r.stdout + r.stderr
+    sdir = out / "01-command-rollback"
+    starts = [json.loads(line) for line in open(sdir / "runner.events.jsonl")
+              if '"scenario_start"' in line]
+    assert len(starts) == 1, "the second run's logs hold the first run's events too"
+
+
 def test_repeat_and_result_shape(tmp_path, pg_cluster):
     path = os.path.join(SOURCE_DIR, "scenarios", "02-crash-after-commit.json")
     out = tmp_path / "out"
