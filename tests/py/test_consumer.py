@@ -485,8 +485,8 @@ def test_batches_keep_one_effect_per_event(db, broker, procs):
     _, sock = broker
     control(sock, duplicate=True)
     args = ("--batch", "16", "--prefetch", "32")
-    start_consumer(procs, db, sock, proc="batch-a", args=args,
-                   faults="consumer/apply_fail=fail@2")
+    batch_a = start_consumer(procs, db, sock, proc="batch-a", args=args,
+                             faults="consumer/apply_fail=fail@2")
     start_consumer(procs, db, sock, proc="batch-b", args=args)
     msgs = [m for _ in range(40) for m in payment_events((1, 2))]
     ids = [m["message_id"] for m in msgs]
@@ -500,4 +500,9 @@ def test_batches_keep_one_effect_per_event(db, broker, procs):
     acks = len(log_of(broker_log(sock), "ack"))
     dups = count(db, "SELECT count(*) FROM consumer_anomalies WHERE kind = 'duplicate'")
     assert dups == acks - len(msgs) and dups >= len(msgs) - 1
-    assert len(log_of(broker_log(sock), "nack")) == 1
+    # Each injected apply failure sent its delivery back, once.  (Under load
+    # batch-b may apply nearly everything first: batch-a then meets only
+    # copies the inbox absorbs, and the fault has nothing to fire on.)
+    fired = [e for e in batch_a.events("fault_hit") if e.get("point") == "consumer/apply_fail"]
+    assert len(fired) <= 1
+    assert len(log_of(broker_log(sock), "nack")) == len(fired)
