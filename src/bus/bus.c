@@ -10,10 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int set_err(char *err, size_t errlen, int status, const char *msg)
+int bus_set_err(char *err, size_t errlen, int status, const char *fmt, ...)
 {
-    if (err != NULL && errlen > 0)
-        snprintf(err, errlen, "%s", msg);
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
     return status;
 }
 
@@ -26,7 +30,7 @@ bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
                       char *err, size_t errlen)
 {
     if (addr != NULL && strncmp(addr, "amqps://", 8) == 0) {
-        set_err(err, errlen, BUS_DISCONNECTED, "amqps:// (TLS) broker URLs are not supported; "
+        bus_set_err(err, errlen, BUS_DISCONNECTED, "amqps:// (TLS) broker URLs are not supported; "
                 "use amqp:// on a trusted link");
         return NULL;
     }
@@ -57,14 +61,14 @@ int bus_fd(bus_conn *c)
 int bus_publish_send(bus_conn *c, const struct bus_message *m, char *err, size_t errlen)
 {
     if (c == NULL)
-        return set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
+        return bus_set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
     return c->ops->publish_send(c, m, err, errlen);
 }
 
 int bus_publish_confirm(bus_conn *c, char *err, size_t errlen)
 {
     if (c == NULL)
-        return set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
+        return bus_set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
     return c->ops->publish_confirm(c, err, errlen);
 }
 
@@ -86,7 +90,7 @@ int bus_subscribe(bus_conn *c, const char *topic, const char *group, int prefetc
                   char *err, size_t errlen)
 {
     if (c == NULL)
-        return set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
+        return bus_set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
     return c->ops->subscribe(c, topic, group, prefetch, err, errlen);
 }
 
@@ -96,9 +100,9 @@ int bus_next_delivery(bus_conn *c, int wait_ms, struct bus_delivery **out,
     if (out != NULL)
         *out = NULL;
     if (out == NULL)
-        return set_err(err, errlen, BUS_PROTOCOL, "bus_next_delivery needs an out pointer");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "bus_next_delivery needs an out pointer");
     if (c == NULL)
-        return set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
+        return bus_set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
     return c->ops->next_delivery(c, wait_ms, out, err, errlen);
 }
 
@@ -118,13 +122,13 @@ void bus_delivery_free(struct bus_delivery *d)
 int bus_ack(bus_conn *c, uint64_t tag, char *err, size_t errlen)
 {
     if (c == NULL)
-        return set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
+        return bus_set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
     return c->ops->ack(c, tag, err, errlen);
 }
 
 int bus_nack(bus_conn *c, uint64_t tag, int requeue, int delay_ms, char *err, size_t errlen)
 {
     if (c == NULL)
-        return set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
+        return bus_set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
     return c->ops->nack(c, tag, requeue, delay_ms, err, errlen);
 }

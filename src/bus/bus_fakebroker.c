@@ -60,20 +60,6 @@ struct fake_conn {
     int pending;            /* publishes sent whose confirm was not read */
 };
 
-static int set_err(char *err, size_t errlen, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int set_err(char *err, size_t errlen, int status, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
-
 /* Marks the connection unusable and returns status. */
 static int fail(struct fake_conn *c, int status)
 {
@@ -84,9 +70,9 @@ static int fail(struct fake_conn *c, int status)
 static int check_usable(struct fake_conn *c, char *err, size_t errlen)
 {
     if (c == NULL)
-        return set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
+        return bus_set_err(err, errlen, BUS_DISCONNECTED, "no broker connection");
     if (c->broken)
-        return set_err(err, errlen, BUS_DISCONNECTED,
+        return bus_set_err(err, errlen, BUS_DISCONNECTED,
                        "broker connection unusable after an earlier error; reconnect");
     return BUS_OK;
 }
@@ -126,10 +112,10 @@ static int read_some(struct fake_conn *c, char *err, size_t errlen)
         c->instart = 0;
     }
     if (c->inlen - c->instart > BUS_IN_CAP)
-        return set_err(err, errlen, fail(c, BUS_PROTOCOL),
+        return bus_set_err(err, errlen, fail(c, BUS_PROTOCOL),
                        "broker sent more than %d bytes we did not read", BUS_IN_CAP);
     if (reserve(&c->in, &c->incap, c->inlen + 65536 + 1) < 0)
-        return set_err(err, errlen, fail(c, BUS_PROTOCOL), "out of memory");
+        return bus_set_err(err, errlen, fail(c, BUS_PROTOCOL), "out of memory");
     ssize_t n;
     do {
         n = recv(c->fd, c->in + c->inlen, 65536, MSG_DONTWAIT);
@@ -137,9 +123,9 @@ static int read_some(struct fake_conn *c, char *err, size_t errlen)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return 0;
     if (n == 0)
-        return set_err(err, errlen, fail(c, BUS_DISCONNECTED), "broker closed the connection");
+        return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "broker closed the connection");
     if (n < 0)
-        return set_err(err, errlen, fail(c, BUS_DISCONNECTED), "broker connection: %s",
+        return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "broker connection: %s",
                        strerror(errno));
     c->inlen += (size_t)n;
     c->in[c->inlen] = '\0';
@@ -159,7 +145,7 @@ static int flush_out(struct fake_conn *c, int64_t deadline, char *err, size_t er
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-            return set_err(err, errlen, fail(c, BUS_DISCONNECTED), "broker connection: %s",
+            return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "broker connection: %s",
                            strerror(errno));
         struct pollfd p = {.fd = c->fd, .events = POLLOUT | POLLIN};
         int wait = left_ms(deadline);
@@ -167,9 +153,9 @@ static int flush_out(struct fake_conn *c, int64_t deadline, char *err, size_t er
         if (rc < 0 && errno == EINTR)
             continue;
         if (rc < 0)
-            return set_err(err, errlen, fail(c, BUS_DISCONNECTED), "poll: %s", strerror(errno));
+            return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "poll: %s", strerror(errno));
         if (rc == 0)
-            return set_err(err, errlen, fail(c, BUS_TIMEOUT),
+            return bus_set_err(err, errlen, fail(c, BUS_TIMEOUT),
                            "broker did not take our data within %d ms", c->timeout_ms);
         if (p.revents & POLLIN) {
             /* Keep reading while we write: the broker may be blocked on us. */
@@ -178,7 +164,7 @@ static int flush_out(struct fake_conn *c, int64_t deadline, char *err, size_t er
                 return r;
         }
         if ((p.revents & (POLLERR | POLLHUP)) && !(p.revents & (POLLIN | POLLOUT)))
-            return set_err(err, errlen, fail(c, BUS_DISCONNECTED), "broker connection closed");
+            return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "broker connection closed");
     }
     c->outlen = 0;
     return BUS_OK;
@@ -189,11 +175,11 @@ static int queue_frame(struct fake_conn *c, cJSON *frame, char *err, size_t errl
     char *text = cJSON_PrintUnformatted(frame);
     cJSON_Delete(frame);
     if (text == NULL)
-        return set_err(err, errlen, BUS_PROTOCOL, "out of memory building a frame");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "out of memory building a frame");
     size_t n = strlen(text);
     if (reserve(&c->out, &c->outcap, c->outlen + n + 1) < 0) {
         cJSON_free(text);
-        return set_err(err, errlen, BUS_PROTOCOL, "out of memory");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "out of memory");
     }
     memcpy(c->out + c->outlen, text, n);
     c->out[c->outlen + n] = '\n';
@@ -215,7 +201,7 @@ static cJSON *take_frame(struct fake_conn *c, int *status, char *err, size_t err
         char *nl = avail ? memchr(start, '\n', avail) : NULL;
         if (nl == NULL) {
             if (avail > BUS_MAX_FRAME) {
-                *status = set_err(err, errlen, fail(c, BUS_PROTOCOL),
+                *status = bus_set_err(err, errlen, fail(c, BUS_PROTOCOL),
                                   "broker frame longer than %d bytes", BUS_MAX_FRAME);
             }
             return NULL;
@@ -228,7 +214,7 @@ static cJSON *take_frame(struct fake_conn *c, int *status, char *err, size_t err
         if (f == NULL || !cJSON_IsObject(f) ||
             !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(f, "op"))) {
             cJSON_Delete(f);
-            *status = set_err(err, errlen, fail(c, BUS_PROTOCOL),
+            *status = bus_set_err(err, errlen, fail(c, BUS_PROTOCOL),
                               "broker sent a frame that is not a JSON object with an op");
             return NULL;
         }
@@ -255,7 +241,7 @@ static int read_frame(struct fake_conn *c, int64_t deadline, cJSON **out, char *
         if (rc < 0 && errno == EINTR)
             continue;
         if (rc < 0)
-            return set_err(err, errlen, fail(c, BUS_DISCONNECTED), "poll: %s", strerror(errno));
+            return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "poll: %s", strerror(errno));
         if (rc == 0)
             return BUS_NONE;
         int r = read_some(c, err, errlen);
@@ -344,7 +330,7 @@ static int enqueue_delivery(struct fake_conn *c, const cJSON *f, char *err, size
     char why[160];
     struct bus_delivery *d = parse_delivery(f, why, sizeof(why));
     if (d == NULL)
-        return set_err(err, errlen, fail(c, BUS_PROTOCOL), "broker sent a bad delivery: %s", why);
+        return bus_set_err(err, errlen, fail(c, BUS_PROTOCOL), "broker sent a bad delivery: %s", why);
     struct dq *q = malloc(sizeof(*q));
     if (q == NULL)
         abort();
@@ -375,7 +361,7 @@ static int wait_reply(struct fake_conn *c, const char *want, const char *request
         cJSON *f;
         int rc = read_frame(c, deadline, &f, err, errlen);
         if (rc == BUS_NONE)
-            return set_err(err, errlen, fail(c, BUS_TIMEOUT), "no %s from the broker within %d ms",
+            return bus_set_err(err, errlen, fail(c, BUS_TIMEOUT), "no %s from the broker within %d ms",
                            want, c->timeout_ms);
         if (rc < 0)
             return rc;
@@ -396,7 +382,7 @@ static int wait_reply(struct fake_conn *c, const char *want, const char *request
             const cJSON *msg = cJSON_GetObjectItemCaseSensitive(f, "error");
             const char *text = cJSON_IsString(msg) ? msg->valuestring : "(no message)";
             if (request != NULL && cJSON_IsString(req) && strcmp(req->valuestring, request) == 0) {
-                rc = set_err(err, errlen, BUS_REFUSED, "broker refused %s: %s", request, text);
+                rc = bus_set_err(err, errlen, BUS_REFUSED, "broker refused %s: %s", request, text);
                 cJSON_Delete(f);
                 return rc;
             }
@@ -419,16 +405,16 @@ bus_conn *bus_fake_connect(const char *addr, const char *client_name, int timeou
 {
     struct sockaddr_un sa;
     if (addr == NULL || addr[0] == '\0') {
-        set_err(err, errlen, BUS_DISCONNECTED, "no broker socket path given");
+        bus_set_err(err, errlen, BUS_DISCONNECTED, "no broker socket path given");
         return NULL;
     }
     if (strlen(addr) >= sizeof(sa.sun_path)) {
-        set_err(err, errlen, BUS_DISCONNECTED, "broker socket path too long (max %zu bytes)",
+        bus_set_err(err, errlen, BUS_DISCONNECTED, "broker socket path too long (max %zu bytes)",
                 sizeof(sa.sun_path) - 1);
         return NULL;
     }
     if (timeout_ms <= 0) {
-        set_err(err, errlen, BUS_DISCONNECTED, "broker timeout must be positive, got %d",
+        bus_set_err(err, errlen, BUS_DISCONNECTED, "broker timeout must be positive, got %d",
                 timeout_ms);
         return NULL;
     }
@@ -438,7 +424,7 @@ bus_conn *bus_fake_connect(const char *addr, const char *client_name, int timeou
 
     struct fake_conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        set_err(err, errlen, BUS_DISCONNECTED, "out of memory");
+        bus_set_err(err, errlen, BUS_DISCONNECTED, "out of memory");
         return NULL;
     }
     c->base.ops = &fake_ops;
@@ -448,7 +434,7 @@ bus_conn *bus_fake_connect(const char *addr, const char *client_name, int timeou
     snprintf(c->name, sizeof(c->name), "%s", client_name ? client_name : "");
     c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0) {
-        set_err(err, errlen, BUS_DISCONNECTED, "socket: %s", strerror(errno));
+        bus_set_err(err, errlen, BUS_DISCONNECTED, "socket: %s", strerror(errno));
         free(c);
         return NULL;
     }
@@ -461,7 +447,7 @@ bus_conn *bus_fake_connect(const char *addr, const char *client_name, int timeou
             poll(NULL, 0, 10);
             continue;
         }
-        set_err(err, errlen, errno == EAGAIN ? BUS_TIMEOUT : BUS_DISCONNECTED,
+        bus_set_err(err, errlen, errno == EAGAIN ? BUS_TIMEOUT : BUS_DISCONNECTED,
                 "could not connect to broker at %s: %s", addr, strerror(errno));
         fake_close(&c->base);
         return NULL;
@@ -514,7 +500,7 @@ static int fake_publish_send(bus_conn *bc, const struct bus_message *m, char *er
         return rc;
     if (m == NULL || m->topic == NULL || m->topic[0] == '\0' || m->message_id == NULL ||
         m->message_id[0] == '\0' || m->type == NULL || m->type[0] == '\0')
-        return set_err(err, errlen, BUS_PROTOCOL,
+        return bus_set_err(err, errlen, BUS_PROTOCOL,
                        "message needs a topic, a message_id and a type");
     cJSON *f = cJSON_CreateObject();
     if (f == NULL)
@@ -556,7 +542,7 @@ static int fake_publish_confirm(bus_conn *bc, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     if (c->pending <= 0)
-        return set_err(err, errlen, BUS_PROTOCOL, "no publish is waiting for a confirm");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "no publish is waiting for a confirm");
     int64_t deadline = cw_mono_ms() + c->timeout_ms;
     rc = flush_out(c, deadline, err, errlen);
     if (rc < 0)
@@ -568,7 +554,7 @@ static int fake_publish_confirm(bus_conn *bc, char *err, size_t errlen)
     c->pending--;
     double seq;
     if (get_num(f, "seq", &seq) == 0 && (long long)seq != c->confirm_seq) {
-        rc = set_err(err, errlen, fail(c, BUS_PROTOCOL),
+        rc = bus_set_err(err, errlen, fail(c, BUS_PROTOCOL),
                      "broker confirmed publish %lld, expected %lld", (long long)seq,
                      c->confirm_seq);
         cJSON_Delete(f);
@@ -580,10 +566,10 @@ static int fake_publish_confirm(bus_conn *bc, char *err, size_t errlen)
     if (cJSON_IsString(status) && strcmp(status->valuestring, "stored") == 0) {
         rc = BUS_OK;
     } else if (cJSON_IsString(status) && strcmp(status->valuestring, "refused") == 0) {
-        rc = set_err(err, errlen, BUS_REFUSED, "broker refused publish: %s",
+        rc = bus_set_err(err, errlen, BUS_REFUSED, "broker refused publish: %s",
                      cJSON_IsString(msg) ? msg->valuestring : "(no reason given)");
     } else {
-        rc = set_err(err, errlen, fail(c, BUS_PROTOCOL), "broker sent a confirm without a status");
+        rc = bus_set_err(err, errlen, fail(c, BUS_PROTOCOL), "broker sent a confirm without a status");
     }
     cJSON_Delete(f);
     return rc;
@@ -598,9 +584,9 @@ static int fake_subscribe(bus_conn *bc, const char *topic, const char *group, in
     if (rc < 0)
         return rc;
     if (topic == NULL || topic[0] == '\0' || group == NULL || group[0] == '\0')
-        return set_err(err, errlen, BUS_PROTOCOL, "subscribe needs a topic and a group");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "subscribe needs a topic and a group");
     if (prefetch < 1 || prefetch > 10000)
-        return set_err(err, errlen, BUS_PROTOCOL, "prefetch must be in 1..10000, got %d",
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "prefetch must be in 1..10000, got %d",
                        prefetch);
     cJSON *f = cJSON_CreateObject();
     if (f == NULL)
@@ -629,7 +615,7 @@ static int fake_next_delivery(bus_conn *bc, int wait_ms, struct bus_delivery **o
     if (out != NULL)
         *out = NULL;
     if (out == NULL)
-        return set_err(err, errlen, BUS_PROTOCOL, "bus_next_delivery needs an out pointer");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "bus_next_delivery needs an out pointer");
     /* Deliveries already received are handed out even on a broken
      * connection: acking them will fail, and the broker redelivers. */
     if (c != NULL && c->qhead != NULL) {
@@ -654,7 +640,7 @@ static int fake_next_delivery(bus_conn *bc, int wait_ms, struct bus_delivery **o
         cJSON *f;
         rc = read_frame(c, deadline, &f, err, errlen);
         if (rc == BUS_NONE)
-            return set_err(err, errlen, BUS_NONE, "no delivery within %d ms", wait_ms);
+            return bus_set_err(err, errlen, BUS_NONE, "no delivery within %d ms", wait_ms);
         if (rc < 0)
             return rc;
         const char *op = op_of(f);
@@ -663,7 +649,7 @@ static int fake_next_delivery(bus_conn *bc, int wait_ms, struct bus_delivery **o
             *out = parse_delivery(f, why, sizeof(why));
             cJSON_Delete(f);
             if (*out == NULL)
-                return set_err(err, errlen, fail(c, BUS_PROTOCOL),
+                return bus_set_err(err, errlen, fail(c, BUS_PROTOCOL),
                                "broker sent a bad delivery: %s", why);
             return BUS_OK;
         }
@@ -675,7 +661,7 @@ static int fake_next_delivery(bus_conn *bc, int wait_ms, struct bus_delivery **o
             /* A subscriber that also publishes must read its confirms with
              * bus_publish_confirm; a confirm here is out of turn. */
             cJSON_Delete(f);
-            return set_err(err, errlen, fail(c, BUS_PROTOCOL),
+            return bus_set_err(err, errlen, fail(c, BUS_PROTOCOL),
                            "confirm arrived while waiting for a delivery");
         }
         cJSON_Delete(f);
@@ -690,9 +676,9 @@ static int send_tag_frame(struct fake_conn *c, const char *op, uint64_t tag, int
     if (rc < 0)
         return rc;
     if (tag == 0)
-        return set_err(err, errlen, BUS_PROTOCOL, "%s: delivery tag 0 is never valid", op);
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "%s: delivery tag 0 is never valid", op);
     if (nack && (delay_ms < 0 || delay_ms > 3600000))
-        return set_err(err, errlen, BUS_PROTOCOL, "nack delay must be in 0..3600000 ms, got %d",
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "nack delay must be in 0..3600000 ms, got %d",
                        delay_ms);
     cJSON *f = cJSON_CreateObject();
     if (f == NULL)

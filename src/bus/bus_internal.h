@@ -57,4 +57,9 @@ bus_conn *bus_rabbitmq_connect(const char *url, const char *client_name, int tim
 int bus_rabbitmq_declare_group(const char *url, const char *topic, const char *group,
                                int timeout_ms, char *err, size_t errlen);
 
+/* Writes the formatted message into err (when there is room) and returns
+ * status: the one error helper of the bus and its implementations. */
+int bus_set_err(char *err, size_t errlen, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

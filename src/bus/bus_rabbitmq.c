@@ -113,20 +113,6 @@ struct rmq_conn {
 
 static const struct bus_ops rmq_ops;
 
-static int set_err(char *err, size_t errlen, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int set_err(char *err, size_t errlen, int status, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
-
 static int fail(struct rmq_conn *c, int status)
 {
     c->broken = 1;
@@ -136,7 +122,7 @@ static int fail(struct rmq_conn *c, int status)
 static int check_usable(struct rmq_conn *c, char *err, size_t errlen)
 {
     if (c->broken)
-        return set_err(err, errlen, BUS_DISCONNECTED,
+        return bus_set_err(err, errlen, BUS_DISCONNECTED,
                        "broker connection unusable after an earlier error; reconnect");
     return BUS_OK;
 }
@@ -204,13 +190,13 @@ static int parse_query(char *q, struct bus_rmq_url *u, char *err, size_t errlen)
     for (char *kv = strtok_r(q, "&", &save); kv != NULL; kv = strtok_r(NULL, "&", &save)) {
         char *eq = strchr(kv, '=');
         if (eq == NULL)
-            return set_err(err, errlen, BUS_PROTOCOL,
+            return bus_set_err(err, errlen, BUS_PROTOCOL,
                            "broker URL parameter '%.40s' has no value", kv);
         *eq = '\0';
         const char *v = eq + 1;
         if (strcmp(kv, "exchange") == 0) {
             if (!name_ok(v, 100) || strncmp(v, "amq.", 4) == 0)
-                return set_err(err, errlen, BUS_PROTOCOL,
+                return bus_set_err(err, errlen, BUS_PROTOCOL,
                                "broker URL exchange must be 1..100 of A-Z a-z 0-9 _ - . and "
                                "not start with amq.");
             snprintf(u->exchange, sizeof(u->exchange), "%s", v);
@@ -220,10 +206,10 @@ static int parse_query(char *q, struct bus_rmq_url *u, char *err, size_t errlen)
             else if (strcmp(v, "yes") == 0)
                 u->passive = 0;
             else
-                return set_err(err, errlen, BUS_PROTOCOL,
+                return bus_set_err(err, errlen, BUS_PROTOCOL,
                                "broker URL declare must be yes or passive");
         } else {
-            return set_err(err, errlen, BUS_PROTOCOL,
+            return bus_set_err(err, errlen, BUS_PROTOCOL,
                            "unknown broker URL parameter '%.40s' (known: exchange, declare)", kv);
         }
     }
@@ -235,11 +221,11 @@ int bus_rmq_parse_url(const char *url, struct bus_rmq_url *u, char *err, size_t 
     memset(u, 0, sizeof(*u));
     snprintf(u->exchange, sizeof(u->exchange), "%s", BUS_RMQ_DEFAULT_EXCHANGE);
     if (url == NULL || strncmp(url, "amqp://", 7) != 0)
-        return set_err(err, errlen, BUS_PROTOCOL, "broker URL must start with amqp://");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "broker URL must start with amqp://");
     if (url[7] == '\0' || url[7] == '/' || url[7] == '?')
-        return set_err(err, errlen, BUS_PROTOCOL, "broker URL names no host");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "broker URL names no host");
     if (strlen(url) > 1024)
-        return set_err(err, errlen, BUS_PROTOCOL, "broker URL longer than 1024 bytes");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "broker URL longer than 1024 bytes");
     char buf[1025];
     snprintf(buf, sizeof(buf), "%s", url);
     char *q = strchr(buf, '?');
@@ -253,15 +239,15 @@ int bus_rmq_parse_url(const char *url, struct bus_rmq_url *u, char *err, size_t 
     amqp_default_connection_info(&ci);
     /* amqp_parse_url decodes %xx and leaves pointers into buf. */
     if (amqp_parse_url(buf, &ci) != AMQP_STATUS_OK || ci.host == NULL || ci.host[0] == '\0')
-        return set_err(err, errlen, BUS_PROTOCOL,
+        return bus_set_err(err, errlen, BUS_PROTOCOL,
                        "malformed broker URL (expected amqp://USER:PASSWORD@HOST:PORT/VHOST)");
     if (ci.port < 1 || ci.port > 65535)
-        return set_err(err, errlen, BUS_PROTOCOL, "broker URL port must be in 1..65535");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "broker URL port must be in 1..65535");
     if (copy_field(u->host, sizeof(u->host), ci.host) < 0 ||
         copy_field(u->user, sizeof(u->user), ci.user) < 0 ||
         copy_field(u->password, sizeof(u->password), ci.password) < 0 ||
         copy_field(u->vhost, sizeof(u->vhost), ci.vhost) < 0)
-        return set_err(err, errlen, BUS_PROTOCOL, "broker URL has a part that is too long");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "broker URL has a part that is too long");
     u->port = ci.port;
     return BUS_OK;
 }
@@ -277,7 +263,7 @@ static int rpc_fail(struct rmq_conn *c, amqp_rpc_reply_t r, const char *what, ch
     c->broken = 1;
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
         int st = r.library_error;
-        return set_err(err, errlen, st == AMQP_STATUS_TIMEOUT ? BUS_TIMEOUT : BUS_DISCONNECTED,
+        return bus_set_err(err, errlen, st == AMQP_STATUS_TIMEOUT ? BUS_TIMEOUT : BUS_DISCONNECTED,
                        "%s: %s", what, amqp_error_string2(st));
     }
     if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION) {
@@ -285,7 +271,7 @@ static int rpc_fail(struct rmq_conn *c, amqp_rpc_reply_t r, const char *what, ch
             const amqp_channel_close_t *m = r.reply.decoded;
             amqp_channel_close_ok_t ok = { 0 };
             amqp_send_method(c->conn, RMQ_CHANNEL, AMQP_CHANNEL_CLOSE_OK_METHOD, &ok);
-            return set_err(err, errlen, BUS_REFUSED, "%s: broker closed the channel: %u %.*s",
+            return bus_set_err(err, errlen, BUS_REFUSED, "%s: broker closed the channel: %u %.*s",
                            what, m->reply_code, (int)m->reply_text.len,
                            (const char *)m->reply_text.bytes);
         }
@@ -293,14 +279,14 @@ static int rpc_fail(struct rmq_conn *c, amqp_rpc_reply_t r, const char *what, ch
             const amqp_connection_close_t *m = r.reply.decoded;
             amqp_connection_close_ok_t ok = { 0 };
             amqp_send_method(c->conn, 0, AMQP_CONNECTION_CLOSE_OK_METHOD, &ok);
-            return set_err(err, errlen, BUS_REFUSED, "%s: broker closed the connection: %u %.*s",
+            return bus_set_err(err, errlen, BUS_REFUSED, "%s: broker closed the connection: %u %.*s",
                            what, m->reply_code, (int)m->reply_text.len,
                            (const char *)m->reply_text.bytes);
         }
-        return set_err(err, errlen, BUS_PROTOCOL, "%s: unexpected broker method 0x%08x", what,
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "%s: unexpected broker method 0x%08x", what,
                        (unsigned)r.reply.id);
     }
-    return set_err(err, errlen, BUS_PROTOCOL, "%s: no reply from the broker", what);
+    return bus_set_err(err, errlen, BUS_PROTOCOL, "%s: no reply from the broker", what);
 }
 
 static int rpc_check(struct rmq_conn *c, const char *what, char *err, size_t errlen)
@@ -319,14 +305,14 @@ static int open_socket(struct rmq_conn *c, char *err, size_t errlen)
 {
     c->conn = amqp_new_connection();
     if (c->conn == NULL)
-        return set_err(err, errlen, BUS_DISCONNECTED, "out of memory");
+        return bus_set_err(err, errlen, BUS_DISCONNECTED, "out of memory");
     amqp_socket_t *sock = amqp_tcp_socket_new(c->conn);
     if (sock == NULL)
-        return set_err(err, errlen, BUS_DISCONNECTED, "out of memory");
+        return bus_set_err(err, errlen, BUS_DISCONNECTED, "out of memory");
     struct timeval tv = ms_tv(c->timeout_ms);
     int st = amqp_socket_open_noblock(sock, c->url.host, c->url.port, &tv);
     if (st != AMQP_STATUS_OK)
-        return set_err(err, errlen, st == AMQP_STATUS_TIMEOUT ? BUS_TIMEOUT : BUS_DISCONNECTED,
+        return bus_set_err(err, errlen, st == AMQP_STATUS_TIMEOUT ? BUS_TIMEOUT : BUS_DISCONNECTED,
                        "could not connect to broker at %s:%d: %s", c->url.host, c->url.port,
                        amqp_error_string2(st));
     /* librabbitmq writes with blocking send(); bound each write. */
@@ -352,7 +338,7 @@ static int login(struct rmq_conn *c, char *err, size_t errlen)
              c->url.host, c->url.port, c->url.user, c->url.vhost);
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
         r.library_error == AMQP_STATUS_CONNECTION_CLOSED)
-        return set_err(err, errlen, fail(c, BUS_REFUSED), "%s (connection closed)", what);
+        return bus_set_err(err, errlen, fail(c, BUS_REFUSED), "%s (connection closed)", what);
     int rc = rpc_fail(c, r, what, err, errlen);
     return rc == BUS_PROTOCOL ? BUS_REFUSED : rc;
 }
@@ -381,13 +367,13 @@ bus_conn *bus_rabbitmq_connect(const char *url, const char *client_name, int tim
                                char *err, size_t errlen)
 {
     if (timeout_ms <= 0) {
-        set_err(err, errlen, BUS_DISCONNECTED, "broker timeout must be positive, got %d",
+        bus_set_err(err, errlen, BUS_DISCONNECTED, "broker timeout must be positive, got %d",
                 timeout_ms);
         return NULL;
     }
     struct rmq_conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        set_err(err, errlen, BUS_DISCONNECTED, "out of memory");
+        bus_set_err(err, errlen, BUS_DISCONNECTED, "out of memory");
         return NULL;
     }
     c->base.ops = &rmq_ops;
@@ -453,7 +439,7 @@ static int wait_frame(struct rmq_conn *c, int64_t deadline, amqp_frame_t *f, cha
     if (st == AMQP_STATUS_TIMEOUT)
         return BUS_NONE;
     if (st != AMQP_STATUS_OK)
-        return set_err(err, errlen, fail(c, BUS_DISCONNECTED), "broker connection: %s",
+        return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "broker connection: %s",
                        amqp_error_string2(st));
     return BUS_OK;
 }
@@ -563,16 +549,16 @@ static int read_content(struct rmq_conn *c, int64_t deadline, struct content *m,
     amqp_frame_t f;
     int rc = wait_frame(c, deadline, &f, err, errlen);
     if (rc == BUS_NONE)
-        return set_err(err, errlen, fail(c, BUS_TIMEOUT),
+        return bus_set_err(err, errlen, fail(c, BUS_TIMEOUT),
                        "broker sent a message without its content within %d ms", c->timeout_ms);
     if (rc < 0)
         return rc;
     if (f.frame_type != AMQP_FRAME_HEADER)
-        return set_err(err, errlen, fail(c, BUS_PROTOCOL),
+        return bus_set_err(err, errlen, fail(c, BUS_PROTOCOL),
                        "broker sent frame type %d where a content header belongs", f.frame_type);
     uint64_t size = f.payload.properties.body_size;
     if (size > RMQ_MAX_BODY)
-        return set_err(err, errlen, fail(c, BUS_PROTOCOL),
+        return bus_set_err(err, errlen, fail(c, BUS_PROTOCOL),
                        "broker sent a message of %llu bytes (limit %d)", (unsigned long long)size,
                        RMQ_MAX_BODY);
     take_properties(f.payload.properties.decoded, m);
@@ -583,12 +569,12 @@ static int read_content(struct rmq_conn *c, int64_t deadline, struct content *m,
     while (got < size) {
         rc = wait_frame(c, deadline, &f, err, errlen);
         if (rc == BUS_NONE)
-            return set_err(err, errlen, fail(c, BUS_TIMEOUT),
+            return bus_set_err(err, errlen, fail(c, BUS_TIMEOUT),
                            "broker sent a partial message body within %d ms", c->timeout_ms);
         if (rc < 0)
             return rc;
         if (f.frame_type != AMQP_FRAME_BODY || f.payload.body_fragment.len > size - got)
-            return set_err(err, errlen, fail(c, BUS_PROTOCOL),
+            return bus_set_err(err, errlen, fail(c, BUS_PROTOCOL),
                            "broker sent a malformed message body");
         memcpy(m->body + got, f.payload.body_fragment.bytes, f.payload.body_fragment.len);
         got += f.payload.body_fragment.len;
@@ -765,7 +751,7 @@ static int pump(struct rmq_conn *c, int64_t deadline, char *err, size_t errlen)
         return take_delivery(c, &dm, cw_mono_ms() + c->timeout_ms, err, errlen);
     }
     case AMQP_BASIC_CANCEL_METHOD:
-        return set_err(err, errlen, fail(c, BUS_DISCONNECTED),
+        return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED),
                        "broker cancelled the subscription (queue %s deleted?)", c->queue);
     case AMQP_CHANNEL_CLOSE_METHOD:
     case AMQP_CONNECTION_CLOSE_METHOD: {
@@ -861,7 +847,7 @@ static int send_message(struct rmq_conn *c, const char *exchange, const char *ro
     int st = amqp_basic_publish(c->conn, RMQ_CHANNEL, amqp_cstring_bytes(exchange),
                                 amqp_cstring_bytes(routing_key), 1, 0, &p, body);
     if (st != AMQP_STATUS_OK)
-        return set_err(err, errlen, fail(c, BUS_DISCONNECTED), "could not send publish: %s",
+        return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "could not send publish: %s",
                        amqp_error_string2(st));
     return push_pend(c, m->message_id);
 }
@@ -874,14 +860,14 @@ static int rmq_publish_send(bus_conn *bc, const struct bus_message *m, char *err
         return rc;
     if (m == NULL || m->topic == NULL || m->topic[0] == '\0' || m->message_id == NULL ||
         m->message_id[0] == '\0' || m->type == NULL || m->type[0] == '\0')
-        return set_err(err, errlen, BUS_PROTOCOL,
+        return bus_set_err(err, errlen, BUS_PROTOCOL,
                        "message needs a topic, a message_id and a type");
     if (!name_ok(m->topic, 100) || !name_ok(m->type, 100) || strlen(m->message_id) >= RMQ_ID_MAX)
-        return set_err(err, errlen, BUS_PROTOCOL,
+        return bus_set_err(err, errlen, BUS_PROTOCOL,
                        "topic and type must be 1..100 of A-Z a-z 0-9 _ - ., message_id under %d "
                        "bytes", RMQ_ID_MAX);
     if (m->payload != NULL && strlen(m->payload) > RMQ_MAX_BODY)
-        return set_err(err, errlen, BUS_REFUSED, "payload larger than %d bytes", RMQ_MAX_BODY);
+        return bus_set_err(err, errlen, BUS_REFUSED, "payload larger than %d bytes", RMQ_MAX_BODY);
     char rk[256];
     snprintf(rk, sizeof(rk), "%s.%s", m->topic, m->type);
     amqp_maybe_release_buffers(c->conn);
@@ -897,9 +883,9 @@ static int pop_settled(struct rmq_conn *c, char *err, size_t errlen)
     if (c->pn == 0)
         c->phead = 0;
     if (p->returned)
-        return set_err(err, errlen, BUS_REFUSED, "%s", p->why);
+        return bus_set_err(err, errlen, BUS_REFUSED, "%s", p->why);
     if (p->state == P_NACKED)
-        return set_err(err, errlen, BUS_REFUSED, "%s", p->why);
+        return bus_set_err(err, errlen, BUS_REFUSED, "%s", p->why);
     return BUS_OK;
 }
 
@@ -910,12 +896,12 @@ static int rmq_publish_confirm(bus_conn *bc, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     if (c->pn == 0)
-        return set_err(err, errlen, BUS_PROTOCOL, "no publish is waiting for a confirm");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "no publish is waiting for a confirm");
     int64_t deadline = cw_mono_ms() + c->timeout_ms;
     while (c->pend[c->phead].state == P_WAIT) {
         rc = pump(c, deadline, err, errlen);
         if (rc == BUS_NONE)
-            return set_err(err, errlen, fail(c, BUS_TIMEOUT),
+            return bus_set_err(err, errlen, fail(c, BUS_TIMEOUT),
                            "no confirm from the broker within %d ms", c->timeout_ms);
         if (rc < 0)
             return rc;
@@ -929,7 +915,7 @@ static int queue_names(const struct bus_rmq_url *u, const char *topic, const cha
                        char *q, size_t qlen, char *err, size_t errlen)
 {
     if (topic == NULL || group == NULL || !name_ok(topic, 60) || !name_ok(group, 60))
-        return set_err(err, errlen, BUS_PROTOCOL,
+        return bus_set_err(err, errlen, BUS_PROTOCOL,
                        "topic and group must be 1..60 of A-Z a-z 0-9 _ - .");
     snprintf(q, qlen, "%s.%s.%s", u->exchange, topic, group);
     return BUS_OK;
@@ -976,10 +962,10 @@ static int rmq_subscribe(bus_conn *bc, const char *topic, const char *group, int
     if (rc < 0)
         return rc;
     if (prefetch < 1 || prefetch > 10000)
-        return set_err(err, errlen, BUS_PROTOCOL, "prefetch must be in 1..10000, got %d",
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "prefetch must be in 1..10000, got %d",
                        prefetch);
     if (c->queue[0] != '\0')
-        return set_err(err, errlen, BUS_PROTOCOL, "one subscription per connection");
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "one subscription per connection");
     char q[256];
     rc = queue_names(&c->url, topic, group, q, sizeof(q), err, errlen);
     if (rc < 0)
@@ -1031,7 +1017,7 @@ static int rmq_next_delivery(bus_conn *bc, int wait_ms, struct bus_delivery **ou
         while (c->qhead == NULL) {
             rc = pump(c, deadline, err, errlen);
             if (rc == BUS_NONE)
-                return set_err(err, errlen, BUS_NONE, "no delivery within %d ms", wait_ms);
+                return bus_set_err(err, errlen, BUS_NONE, "no delivery within %d ms", wait_ms);
             if (rc < 0)
                 return rc;
         }
@@ -1066,11 +1052,11 @@ static int take_tag(struct rmq_conn *c, const char *op, uint64_t tag, struct hel
     if (rc < 0)
         return rc;
     if (tag == 0)
-        return set_err(err, errlen, BUS_PROTOCOL, "%s: delivery tag 0 is never valid", op);
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "%s: delivery tag 0 is never valid", op);
     /* An unknown tag would make RabbitMQ close the channel: refuse it here. */
     *h = unhold(c, tag);
     if (*h == NULL)
-        return set_err(err, errlen, BUS_REFUSED, "%s: unknown delivery tag %llu", op,
+        return bus_set_err(err, errlen, BUS_REFUSED, "%s: unknown delivery tag %llu", op,
                        (unsigned long long)tag);
     return BUS_OK;
 }
@@ -1079,7 +1065,7 @@ static int sent(struct rmq_conn *c, int st, const char *op, char *err, size_t er
 {
     if (st == AMQP_STATUS_OK)
         return BUS_OK;
-    return set_err(err, errlen, fail(c, BUS_DISCONNECTED), "could not send %s: %s", op,
+    return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "could not send %s: %s", op,
                    amqp_error_string2(st));
 }
 
@@ -1101,7 +1087,7 @@ static int requeue_delayed(struct rmq_conn *c, struct held *h, int delay_ms, cha
                            size_t errlen)
 {
     if (c->pn > 0)
-        return set_err(err, errlen, BUS_PROTOCOL,
+        return bus_set_err(err, errlen, BUS_PROTOCOL,
                        "nack with a delay while %zu publishes await their confirms", c->pn);
     const struct bus_delivery *d = h->copy;
     struct bus_message m = {
@@ -1117,7 +1103,7 @@ static int requeue_delayed(struct rmq_conn *c, struct held *h, int delay_ms, cha
         return rc;
     rc = rmq_publish_confirm(&c->base, err, errlen);
     if (rc < 0)
-        return rc == BUS_REFUSED ? set_err(err, errlen, fail(c, BUS_REFUSED),
+        return rc == BUS_REFUSED ? bus_set_err(err, errlen, fail(c, BUS_REFUSED),
                                            "delayed requeue: %s", err)
                                  : rc;
     return sent(c, amqp_basic_ack(c->conn, RMQ_CHANNEL, h->tag, 0), "ack", err, errlen);
@@ -1128,7 +1114,7 @@ static int rmq_nack(bus_conn *bc, uint64_t tag, int requeue, int delay_ms, char 
 {
     struct rmq_conn *c = (struct rmq_conn *)bc;
     if (delay_ms < 0 || delay_ms > 3600000)
-        return set_err(err, errlen, BUS_PROTOCOL, "nack delay must be in 0..3600000 ms, got %d",
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "nack delay must be in 0..3600000 ms, got %d",
                        delay_ms);
     struct held *h = NULL;
     int rc = take_tag(c, "nack", tag, &h, err, errlen);
@@ -1139,7 +1125,7 @@ static int rmq_nack(bus_conn *bc, uint64_t tag, int requeue, int delay_ms, char 
         rc = requeue_delayed(c, h, delay_ms, why, sizeof(why));
         held_free(h);
         if (rc < 0)
-            return set_err(err, errlen, rc, "%s", why);
+            return bus_set_err(err, errlen, rc, "%s", why);
         return BUS_OK;
     }
     held_free(h);
