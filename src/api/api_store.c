@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#if defined(CW_MUTANT_dual_write) || defined(CW_MUTANT_publish_before_commit)
+#if CW_MUTANT(dual_write) || CW_MUTANT(publish_before_commit)
 #define API_MUTANT_PUBLISHES 1
 #include "bus.h"
 #endif
@@ -192,8 +192,7 @@ static enum tx_outcome key_taken(PGconn *conn, const struct api_command *cmd,
     int status = atoi(PQgetvalue(res, 0, REC_STATUS));
     const char *body = PQgetvalue(res, 0, REC_BODY);
     const char *payment_id = PQgetvalue(res, 0, REC_PAYMENT_ID);
-#ifndef CW_MUTANT_idempotency_without_hash
-    if (strcmp(hash, cmd->request_hash) != 0) {
+    if (strcmp(hash, cmd->request_hash) != 0 && !CW_MUTANT(idempotency_without_hash)) {
         log_conflict(cmd, "hash_mismatch");
         api_reply_problem(r, 422, "key-reused", "Idempotency-Key reused",
                           "this Idempotency-Key was already used for a different request "
@@ -202,9 +201,6 @@ static enum tx_outcome key_taken(PGconn *conn, const struct api_command *cmd,
         pgx_rollback(conn);
         return TX_DONE;
     }
-#else
-    (void)hash;
-#endif
     if (status < 200 || status > 299) {
         /* Only successes are ever stored; anything else is not ours to
          * replay. */
@@ -292,7 +288,7 @@ static enum tx_outcome finish(api_store *s, PGconn *conn, const struct api_comma
                               int *discard, struct api_reply *r)
 {
     char sqlstate[6];
-#ifdef CW_MUTANT_publish_before_commit
+#if CW_MUTANT(publish_before_commit)
     /* Known-wrong: the event leaves before the transaction is durable. */
     mutant_publish(s, cmd, plan, version, payload);
 #endif
@@ -336,7 +332,7 @@ static enum tx_outcome finish(api_store *s, PGconn *conn, const struct api_comma
     }
     log_commit(cmd, plan, version, xid);
     CW_FAULT("api/after_commit", (void)0);
-#ifdef CW_MUTANT_dual_write
+#if CW_MUTANT(dual_write)
     /* Known-wrong: the event is published only if the process survives the
      * commit, and the database has no record of it. */
     mutant_publish(s, cmd, plan, version, payload);
@@ -387,7 +383,7 @@ static char *event_payload(const struct plan *plan, const char *amount, const ch
     "  SELECT payment_id, $1, $6::numeric, $7, 'created', 1 FROM idem" \
     "  RETURNING id"
 
-#ifndef CW_MUTANT_dual_write
+#if !CW_MUTANT(dual_write)
 /* Idempotency record, payment and PaymentCreated outbox row in one
  * statement: the later inserts select from the earlier ones' RETURNING, so
  * when the key is taken nothing at all is written. */
@@ -521,7 +517,7 @@ static enum tx_outcome transition_tx(api_store *s, PGconn *conn, const struct ap
 
     char *payload = event_payload(plan, NULL, currency, version);
     enum tx_outcome out;
-#ifndef CW_MUTANT_dual_write
+#if !CW_MUTANT(dual_write)
     char vtext[24];
     snprintf(vtext, sizeof(vtext), "%lld", version);
     const char *oparams[7] = { plan->event_id, plan->payment_id, vtext, plan->event_type,

@@ -67,6 +67,7 @@
 #include "cwlog.h"
 #include "fault.h"
 #include "ids.h"
+#include "mutant.h"
 #include "pgx.h"
 #include "sanitize.h"
 
@@ -327,8 +328,7 @@ static void send_batch(struct relay *r, struct relay_batch *b, struct publish_st
             ps->stopped++;
             continue;
         }
-#ifndef CW_MUTANT_no_dead_letter_limit
-        if (m->attempts > r->cfg->max_attempts) {
+        if (m->attempts > r->cfg->max_attempts && !CW_MUTANT(no_dead_letter_limit)) {
             /* Invariant 6 (relay_store.h): the claim at the limit ended
              * without an outcome -- its publish took the relay down, or the
              * lease ran out.  Publishing again could do the same forever;
@@ -340,7 +340,6 @@ static void send_batch(struct relay *r, struct relay_batch *b, struct publish_st
                      m->attempts, r->cfg->max_attempts);
             continue;
         }
-#endif
         if (cw_mono_ms() + r->margin_ms > b->lease_deadline_ms) {
             m->state = RELAY_MSG_SKIPPED;
             ps->expiring++;
@@ -354,11 +353,10 @@ static void send_batch(struct relay *r, struct relay_batch *b, struct publish_st
             fail_msg(m, ps->broken[0] != '\0' ? ps->broken : "broker connection lost");
             continue;
         }
-#ifdef CW_MUTANT_new_id_per_attempt
-        cw_uuid_new(ps->sent_ids[i]);
-#else
-        snprintf(ps->sent_ids[i], sizeof(ps->sent_ids[i]), "%s", m->id);
-#endif
+        if (CW_MUTANT(new_id_per_attempt))
+            cw_uuid_new(ps->sent_ids[i]);
+        else
+            snprintf(ps->sent_ids[i], sizeof(ps->sent_ids[i]), "%s", m->id);
         struct bus_message msg = {
             .topic = "payments",
             .message_id = ps->sent_ids[i],
@@ -372,9 +370,7 @@ static void send_batch(struct relay *r, struct relay_batch *b, struct publish_st
             /* The broker's half of the fence: it refuses this publish if it
              * arrives after the lease, when the row may be another's. */
             .claim_token = b->token,
-#ifndef CW_MUTANT_publish_ignores_lease_end
-            .not_after_us = b->lease_until_us,
-#endif
+            .not_after_us = CW_MUTANT(publish_ignores_lease_end) ? 0 : b->lease_until_us,
         };
         err[0] = '\0';
         int rc = bus_publish_send(r->bus, &msg, err, sizeof(err));
@@ -422,10 +418,8 @@ static void confirm_batch(struct relay *r, struct relay_batch *b, struct publish
         emit_ids("lease_expiring", r, b, RELAY_MSG_SKIPPED, "lease_until", b->lease_until);
     else if (ps->stopped > 0)
         emit_ids("stop_skip", r, b, RELAY_MSG_SKIPPED, NULL, NULL);
-#ifndef CW_MUTANT_relay_keeps_dead_broker_connection
-    if (ps->broken[0] != '\0')
+    if (ps->broken[0] != '\0' && !CW_MUTANT(relay_keeps_dead_broker_connection))
         close_bus(r);
-#endif
     free(ps->sent_ids);
     ps->sent_ids = NULL;
 }
@@ -438,15 +432,8 @@ static int settle_failure(struct relay *r, const struct relay_batch *b, struct r
     char safe[CW_ERROR_MAX + 1];
     char err[512], sqlstate[6];
     sanitized(m->error, safe, sizeof(safe));
-#ifdef CW_MUTANT_unsanitized_last_error
-    const char *stored = m->error;
-#else
-    const char *stored = safe;
-#endif
-    int dead = m->attempts >= r->cfg->max_attempts;
-#ifdef CW_MUTANT_no_dead_letter_limit
-    dead = 0;
-#endif
+    const char *stored = CW_MUTANT(unsanitized_last_error) ? m->error : safe;
+    int dead = m->attempts >= r->cfg->max_attempts && !CW_MUTANT(no_dead_letter_limit);
     int rc;
     if (dead) {
         rc = relay_dead_letter(r->db, b->token, m->id, stored, sqlstate, err, sizeof(err));
@@ -740,25 +727,23 @@ static int settle_batch(struct relay *r, struct relay_batch *b)
 static int claim_now(struct relay *r, struct relay_batch *b)
 {
     char err[512], sqlstate[6] = "";
-#ifdef CW_MUTANT_publish_in_claim_tx
-    /* The trap the article warns about: the claim's transaction (and its row
-     * locks) stays open across the network calls; work_batch commits. */
-    if (pgx_cmd(r->db, "BEGIN", 0, NULL, sqlstate, err, sizeof(err)) < 0)
+    /* Mutant: the trap the article warns about -- the claim's transaction
+     * (and its row locks) stays open across the network calls; work_batch
+     * commits. */
+    if (CW_MUTANT(publish_in_claim_tx) &&
+        pgx_cmd(r->db, "BEGIN", 0, NULL, sqlstate, err, sizeof(err)) < 0)
         return pgx_conn_lost(r->db, sqlstate) ? ITER_DB_LOST : ITER_ERROR;
-#endif
     char token[CW_UUID_LEN + 1];
     new_claim_token(token);
     if (relay_claim(r->db, r->worker, token, r->cfg->batch, r->cfg->lease_ms, r->cfg->order,
                     b, sqlstate, err, sizeof(err)) < 0) {
-#ifdef CW_MUTANT_publish_in_claim_tx
-        pgx_rollback(r->db);
-#endif
+        if (CW_MUTANT(publish_in_claim_tx))
+            pgx_rollback(r->db);
         return claim_failed(r, sqlstate, err);
     }
     if (b->n == 0) {
-#ifdef CW_MUTANT_publish_in_claim_tx
-        pgx_cmd(r->db, "COMMIT", 0, NULL, NULL, NULL, 0);
-#endif
+        if (CW_MUTANT(publish_in_claim_tx))
+            pgx_cmd(r->db, "COMMIT", 0, NULL, NULL, NULL, 0);
         return ITER_WORKED;
     }
     return claimed(r, b);
@@ -786,10 +771,10 @@ static int work_batch(struct relay *r, struct relay_batch *prev, struct relay_ba
     /* Decided before the sends, so that the database works while the
      * broker does: a stop that comes during them leaves the batch claimed
      * ahead to its lease, as a stop during the confirms always did. */
-    int claim_ahead = cur->n == r->cfg->batch && !relay_stopping();
-#ifdef CW_MUTANT_publish_in_claim_tx
-    claim_ahead = 0; /* the claim transaction is still open on the connection */
-#endif
+    /* (The mutant publish_in_claim_tx still has the claim's transaction open
+     * on the connection.) */
+    int claim_ahead = cur->n == r->cfg->batch && !relay_stopping() &&
+                      !CW_MUTANT(publish_in_claim_tx);
     round_start(r, prev, claim_ahead, &rd);
     send_batch(r, cur, &ps);
     confirm_batch(r, cur, &ps);
@@ -801,23 +786,21 @@ static int work_batch(struct relay *r, struct relay_batch *prev, struct relay_ba
         relay_batch_free(cur);
         return ITER_DB_LOST;
     }
-#ifdef CW_MUTANT_publish_in_claim_tx
-    char err[512], sqlstate[6] = "";
-    if (pgx_cmd(r->db, "COMMIT", 0, NULL, sqlstate, err, sizeof(err)) < 0) {
-        relay_batch_free(cur);
-        return pgx_conn_lost(r->db, sqlstate) ? ITER_DB_LOST : ITER_ERROR;
+    if (CW_MUTANT(publish_in_claim_tx)) {
+        char err[512], sqlstate[6] = "";
+        if (pgx_cmd(r->db, "COMMIT", 0, NULL, sqlstate, err, sizeof(err)) < 0) {
+            relay_batch_free(cur);
+            return pgx_conn_lost(r->db, sqlstate) ? ITER_DB_LOST : ITER_ERROR;
+        }
     }
-#endif
     if (next.n > 0) {
         *prev = *cur;
     } else {
         /* No backlog: cur is settled now, and the claim of what came in
          * meanwhile rides in the transaction of its mark. */
         struct round last;
-        int again = !relay_stopping();
-#ifdef CW_MUTANT_publish_in_claim_tx
-        again = 0; /* the claim opens a transaction of its own (claim_now) */
-#endif
+        /* (The mutant's claim opens a transaction of its own: claim_now.) */
+        int again = !relay_stopping() && !CW_MUTANT(publish_in_claim_tx);
         round_start(r, cur, again, &last);
         result = worst(result, round_end(r, cur, &last, &next));
         relay_batch_free(cur);
@@ -933,11 +916,10 @@ int relay_run(const struct relay_config *cfg)
         if (rc == ITER_DB_LOST) {
             emit_reconnect("db", db_failures + 1,
                            r.db ? PQerrorMessage(r.db) : "connection lost", 0);
-#ifdef CW_MUTANT_relay_keeps_dead_db_connection
-            wait_ready(-1, 100);
-#else
-            close_db(&r);
-#endif
+            if (CW_MUTANT(relay_keeps_dead_db_connection))
+                wait_ready(-1, 100);
+            else
+                close_db(&r);
             continue;
         }
         if (rc == ITER_ERROR) {

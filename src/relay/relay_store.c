@@ -38,6 +38,7 @@
  *   where it is done, below. */
 #include "relay_store.h"
 #include "cwlog.h"
+#include "mutant.h"
 #include "pgx.h"
 
 #include <stdio.h>
@@ -46,7 +47,7 @@
 
 #define TS_UTC(col) "to_char((" col ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
-#ifdef CW_MUTANT_claim_ignores_lease
+#if CW_MUTANT(claim_ignores_lease)
 #define CLAIM_LEASE_FILTER ""
 #else
 #define CLAIM_LEASE_FILTER "          AND (o.locked_until IS NULL OR o.locked_until < now())\n"
@@ -118,7 +119,7 @@ static const char sql_claim_per_aggregate[] = CLAIM_SQL(CLAIM_ORDER_FILTER);
 static const char sql_mark[] =
     "UPDATE outbox_messages\n"
     "SET published_at = now(), locked_until = NULL\n"
-#ifdef CW_MUTANT_mark_without_owner_check
+#if CW_MUTANT(mark_without_owner_check)
     "WHERE id = ANY($1::uuid[])\n"
 #else
     "WHERE id = ANY($1::uuid[]) AND lock_id = $2::uuid AND published_at IS NULL\n"
@@ -127,7 +128,7 @@ static const char sql_mark[] =
 
 static const char sql_retry[] =
     "UPDATE outbox_messages\n"
-#ifdef CW_MUTANT_retry_not_persisted
+#if CW_MUTANT(retry_not_persisted)
     "SET locked_until = NULL,\n"
 #else
     "SET next_attempt_at = now() + $3::bigint * interval '1 millisecond',\n"
@@ -336,7 +337,7 @@ static int apply_mark(const PGresult *res, struct relay_batch *b)
     return marked;
 }
 
-#ifdef CW_MUTANT_mark_without_owner_check
+#if CW_MUTANT(mark_without_owner_check)
 #define MARK_NPARAMS 1 /* the owner is not part of the statement any more */
 #else
 #define MARK_NPARAMS 2
