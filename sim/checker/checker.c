@@ -1687,6 +1687,109 @@ static void inv_publish_within_lease(struct ctx *c)
     }
 }
 
+/* ---- 12. idle_transactions_bounded --------------------------------------
+ *
+ * A client that vanishes inside a transaction (its host partitioned away,
+ * its socket given up by its kernel, no FIN ever sent) leaves a session on
+ * the server holding that transaction's locks: an inbox row, an
+ * Idempotency-Key, an outbox lease.  The product bounds it on the server's
+ * side (idle_in_transaction_session_timeout, the process's database
+ * deadline: pgx.c).  The evidence is the runner's: its sampler's view of
+ * pg_stat_activity (the server's own clock), never the process's word.  A
+ * session of a scenario process seen idle inside one transaction longer than
+ * that bound plus a slack, in two samples at least SESSION_PERSIST_US apart
+ * (a server frozen by the scenario runs its timers late, once), broke it. */
+
+#define SESSION_SLACK_MS 1000
+#define SESSION_PERSIST_US 500000
+
+struct idle_episode {
+    char app[SC_NAME_MAX];
+    long pid;
+    int64_t began_us;       /* sample time minus idle time */
+    long max_idle_ms;
+    int64_t first_over_us;  /* first sample past the bound, or 0 */
+    int64_t last_over_us;
+    int bound_ms;
+};
+
+static int proc_bound_ms(const struct scenario *sc, const char *app)
+{
+    for (int p = 0; p < sc->nprocs; p++)
+        if (strcmp(sc->procs[p].name, app) == 0)
+            return sc->procs[p].db_deadline_ms > 0 ? sc->procs[p].db_deadline_ms
+                                                   : PGX_DEFAULT_DEADLINE_MS;
+    return -1;
+}
+
+static void inv_idle_transactions_bounded(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_IDLE_TRANSACTIONS_BOUNDED];
+    inv->ran = 1;
+    struct idle_episode *eps = NULL;
+    int n = 0, cap = 0;
+    const cJSON *sample;
+    cJSON_ArrayForEach(sample, c->in->samples) {
+        const cJSON *sessions = cJSON_GetObjectItemCaseSensitive(sample, "idle_in_transaction");
+        int64_t ts = ev_ts(sample);
+        const cJSON *se;
+        cJSON_ArrayForEach(se, sessions) {
+            const char *app = ev_str(se, (const char *const[]){ "app", NULL });
+            double pid, idle;
+            if (app == NULL || !ev_num(se, (const char *const[]){ "pid", NULL }, &pid) ||
+                !ev_num(se, (const char *const[]){ "idle_ms", NULL }, &idle))
+                continue;
+            int bound = proc_bound_ms(c->in->sc, app);
+            if (bound < 0)
+                continue; /* the runner's own sessions: not the system under test */
+            int64_t began = ts - (int64_t)idle * 1000;
+            struct idle_episode *e = NULL;
+            /* One episode: the same backend, idle since the same moment (the
+             * two clocks agree within a sample's jitter). */
+            for (int i = 0; i < n && e == NULL; i++)
+                if (eps[i].pid == (long)pid && llabs(eps[i].began_us - began) < 200000)
+                    e = &eps[i];
+            if (e == NULL) {
+                if (n == cap) {
+                    int ncap = cap ? cap * 2 : 16;
+                    struct idle_episode *g = realloc(eps, (size_t)ncap * sizeof(*g));
+                    if (g == NULL)
+                        break;
+                    eps = g;
+                    cap = ncap;
+                }
+                e = &eps[n++];
+                memset(e, 0, sizeof(*e));
+                snprintf(e->app, sizeof(e->app), "%s", app);
+                e->pid = (long)pid;
+                e->began_us = began;
+                e->bound_ms = bound;
+                inv->checked++;
+            }
+            if ((long)idle > e->max_idle_ms)
+                e->max_idle_ms = (long)idle;
+            if ((long)idle > e->bound_ms + SESSION_SLACK_MS) {
+                if (e->first_over_us == 0)
+                    e->first_over_us = ts;
+                e->last_over_us = ts;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const struct idle_episode *e = &eps[i];
+        if (e->first_over_us == 0 || e->last_over_us - e->first_over_us < SESSION_PERSIST_US)
+            continue;
+        char t[32];
+        fmt_time(e->began_us, t, sizeof(t));
+        violation(inv, "a session of %s (server pid %ld) sat idle inside an open transaction "
+                  "from %s for at least %.1f s, past its bound of %.1f s (+%.1f s slack): "
+                  "whatever it had locked stayed locked for a client that was gone",
+                  e->app, e->pid, t, e->max_idle_ms / 1000.0, e->bound_ms / 1000.0,
+                  SESSION_SLACK_MS / 1000.0);
+    }
+    free(eps);
+}
+
 /* ---- driver ------------------------------------------------------------- */
 
 int checker_run(const struct chk_input *in, struct chk_result *res)
@@ -1721,6 +1824,7 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
         inv_versions_in_order(&c);
         inv_one_payment_per_key(&c);
         inv_publish_within_lease(&c);
+        inv_idle_transactions_bounded(&c);
         counts(&c);
         classify(&c);
         free(ls.v);

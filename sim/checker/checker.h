@@ -83,6 +83,7 @@ struct chk_input {
     const cJSON *broker_events;              /* array */
     const struct http_rec *http;
     int nhttp;
+    const cJSON *samples;                    /* the runner's database samples, or NULL */
 };
 
 /* Runs every invariant and fills res.  Returns 0, or -1 when the database

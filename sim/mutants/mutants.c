@@ -116,6 +116,10 @@ static const struct mutant MUTANTS[] = {
       { "05-concurrent-duplicate", "04-crash-after-publish" } },
     { "publish_ignores_lease_end", "a publish goes out without its lease end: the broker cannot fence it",
       { "32-slow-broker-link" } },
+    { "consumer_keeps_dead_db_connection", "the consumer keeps using a database connection it lost",
+      { "26-consumer-pg-silent", "34-consumer-pg-partition", "16-postgres-crash-under-load" } },
+    { "sessions_without_idle_timeout", "sessions have no idle-in-transaction bound: a vanished client's locks are held for hours",
+      { "34-consumer-pg-partition" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 

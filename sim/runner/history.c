@@ -311,6 +311,7 @@ void history_free(struct history *h)
     for (int i = 0; i < SC_MAX_PROCS; i++)
         cJSON_Delete(h->proc_events[i]);
     cJSON_Delete(h->broker_events);
+    cJSON_Delete(h->samples);
     free(h->http);
     memset(h, 0, sizeof(*h));
 }
@@ -371,6 +372,12 @@ int history_read(const struct scenario *sc, const char *dir, struct history *h,
         h->nhttp++;
     }
     cJSON_Delete(recs);
+    /* The sampler's file: a run from before it sampled sessions, or one
+     * whose database never came up, has none, and the invariant that reads
+     * it is then vacuous. */
+    fmt(path, sizeof(path), "%s/metrics.jsonl", dir);
+    if (access(path, R_OK) == 0 && (h->samples = read_events(path, err, errlen)) == NULL)
+        goto fail;
     return 0;
 fail:
     history_free(h);
@@ -389,6 +396,7 @@ int history_check(const struct scenario *sc, const struct history *h, PGconn *co
     in.broker_events = h->broker_events;
     in.http = h->http;
     in.nhttp = h->nhttp;
+    in.samples = h->samples;
     int rc = checker_run(&in, res);
     for (int i = 0; i < sc->nexpect; i++) {
         char detail[600];

@@ -9,6 +9,8 @@
  *                           client saw it (bodies as a SHA-256 and in the
  *                           redacted form witnesses show, never verbatim)
  *   <proc>.events.jsonl     the processes' and the broker's own logs
+ *   metrics.jsonl           the runner's samples of the database, with the
+ *                           sessions idle inside a transaction
  *
  * and then checks that history -- the live run reads its HTTP log back
  * from the file like everyone else.  `crashwindow check RUNDIR` loads the
@@ -31,6 +33,7 @@ struct history {
     cJSON *broker_events;
     struct http_rec *http;
     int nhttp;
+    cJSON *samples;                     /* metrics.jsonl; NULL when the run kept none */
 };
 
 /* Fills the digest fields of an HTTP record from its body (body_sha256,

@@ -1094,6 +1094,11 @@ static void check_scenario(struct sctx *s, struct outcome *oc)
         runner_fail(s, "check: database: %s", err);
     if (s->conn == NULL)
         return;
+    /* The sampler's last line is the state the checker sees, and its file
+     * is complete before it is read as evidence. */
+    if (s->metrics != NULL)
+        metrics_stop(s->metrics);
+    s->metrics = NULL;
     /* The history is the input: saved first, then read back and checked
      * exactly as `crashwindow check` checks a stored run. */
     if (history_save(s->conn, s->dir, s->http, s->nhttp, err, sizeof(err)) < 0) {

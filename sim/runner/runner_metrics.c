@@ -48,7 +48,15 @@ static const char *const SAMPLE_SQL =
     "             FROM (SELECT consumer_name, count(*) AS n FROM inbox_messages GROUP BY consumer_name) x)"
     " SELECT o.pending, o.oldest_ms, o.attempts, o.dead, o.published, o.pub_p50, o.pub_p99,"
     "        p.p50, p.p99, c.consumed::text,"
-    "        (SELECT count(*) FROM consumer_anomalies WHERE kind = 'duplicate')"
+    "        (SELECT count(*) FROM consumer_anomalies WHERE kind = 'duplicate'),"
+    /* Sessions idle inside an open transaction, by the server's own clock:
+     * the evidence of idle_transactions_bounded (checker.c). */
+    "        (SELECT coalesce(json_agg(json_build_object("
+    "                    'app', application_name, 'pid', pid,"
+    "                    'idle_ms', (extract(epoch FROM now() - state_change) * 1000)::bigint)),"
+    "                 '[]'::json)::text"
+    "           FROM pg_stat_activity"
+    "          WHERE datname = current_database() AND state LIKE 'idle in transaction%')"
     "   FROM o, p, c";
 
 static void add_num_or_null(cJSON *o, const char *key, PGresult *r, int col)
@@ -90,6 +98,8 @@ static void sample(struct metrics *m, PGconn **conn)
     cJSON *consumed = cJSON_Parse(PQgetvalue(r, 0, 9));
     cJSON_AddItemToObject(o, "consumed", consumed ? consumed : cJSON_CreateObject());
     add_num_or_null(o, "duplicates_ignored", r, 10);
+    cJSON *idle = cJSON_Parse(PQgetvalue(r, 0, 11));
+    cJSON_AddItemToObject(o, "idle_in_transaction", idle ? idle : cJSON_CreateArray());
     add_num_or_null(o, "publish_latency_p50_ms", r, 5);
     add_num_or_null(o, "publish_latency_p99_ms", r, 6);
     add_num_or_null(o, "processing_latency_p50_ms", r, 7);

@@ -4,7 +4,10 @@
  * ~250 ms to metrics.jsonl: pending rows, the oldest pending age, attempts,
  * dead letters, published, consumed per consumer, duplicates ignored, and
  * publish (occurred_at -> published_at) and processing (published_at ->
- * inbox processed_at) latency percentiles.  The report draws them over time.
+ * inbox processed_at) latency percentiles, and the sessions idle inside an
+ * open transaction (application name, pid, how long, by the server's clock:
+ * the checker's evidence that an abandoned transaction ends within its
+ * bound).  The report draws the rest over time.
  * Sampling only reads, in one short statement, so it cannot change what the
  * scenario proves. */
 #ifndef CW_RUNNER_METRICS_H

@@ -268,6 +268,10 @@ static int connect_with_backoff(struct consumer *c, const char *target,
 
 static void drop_db(struct consumer *c)
 {
+    /* Mutant: the lost connection is kept, and every later transaction
+     * fails on it. */
+    if (CW_MUTANT(consumer_keeps_dead_db_connection))
+        return;
     if (c->db != NULL)
         PQfinish(c->db);
     c->db = NULL;

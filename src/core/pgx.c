@@ -11,6 +11,7 @@
 #include "pgx.h"
 
 #include "ids.h"
+#include "mutant.h"
 #include "sanitize.h"
 
 #include <errno.h>
@@ -99,8 +100,14 @@ PGconn *pgx_connect_params(const char *const *keys, const char *const *vals,
     /* libpq's connect_timeout is whole seconds, at least 2 */
     snprintf(ctimeout, sizeof(ctimeout), "%d", dl / 1000 < 2 ? 2 : dl / 1000);
     snprintf(user_timeout, sizeof(user_timeout), "%d", dl);
-    snprintf(options, sizeof(options),
-             "-c statement_timeout=%d -c idle_in_transaction_session_timeout=%d", dl, dl);
+    /* Mutant: without the idle bound, a session whose client vanished
+     * silently inside a transaction holds its locks until the server's own
+     * keepalive (hours) notices. */
+    if (CW_MUTANT(sessions_without_idle_timeout))
+        snprintf(options, sizeof(options), "-c statement_timeout=%d", dl);
+    else
+        snprintf(options, sizeof(options),
+                 "-c statement_timeout=%d -c idle_in_transaction_session_timeout=%d", dl, dl);
     const char *defaults[] = { ctimeout, "1", "2", "1", "3", user_timeout, options };
     for (int i = 0; keys != NULL && keys[i] != NULL && n < 12; i++, n++) {
         k[n] = keys[i];

@@ -522,3 +522,44 @@ def test_repeat_and_result_shape(tmp_path, pg_cluster):
                 "processing_latency_p99_ms"):
         assert key in metrics[-1], key
     assert metrics[-1]["consumed"] == {"accounting": 3}
+
+
+def test_idle_transaction_past_its_bound_fails_on_the_runners_samples(tmp_path, pg_cluster):
+    """idle_transactions_bounded judges the runner's own samples of
+    pg_stat_activity, never a process's word: a stored run whose samples show
+    a scenario process's session idle inside one transaction past its bound
+    (twice, 600 ms apart) fails on re-check; one late sample alone (a frozen
+    server's timer firing late) does not, nor does the runner's own session."""
+    path = scenario(tmp_path, "idle-tx", [
+        {"do": "payments", "count": 1, "key_prefix": "k-idle"},
+        {"do": "wait", "until": "consumed", "count": 1, "timeout_ms": 10000},
+    ], processes={"api": {"kind": "api"}, "relay-1": {"kind": "relay"},
+                  "accounting": {"kind": "consumer", "db_deadline_ms": 900,
+                                 "args": {"name": "accounting"}}})
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    sc = load_result(out)["scenarios"][0]
+    metrics = out / sc["dir"] / "metrics.jsonl"
+    clean = metrics.read_text()
+    t0 = json.loads(clean.splitlines()[-1])["ts_us"]
+
+    def sample(ts, sessions):
+        return json.dumps({"ts_us": ts, "idle_in_transaction": sessions}) + "\n"
+
+    def recheck(extra):
+        metrics.write_text(clean + extra)
+        return crashwindow("check", str(out), "--pg", pg_cluster)
+
+    # accounting's bound is 900 ms (+1 s slack): 2.5 s, then 3.1 s, one episode.
+    gone = [{"app": "accounting", "pid": 4242, "idle_ms": 2500}]
+    later = [{"app": "accounting", "pid": 4242, "idle_ms": 3100}]
+    c = recheck(sample(t0 + 1_000_000, gone) + sample(t0 + 1_600_000, later))
+    assert c.returncode == 1, c.stdout + c.stderr
+    assert "idle_transactions_bounded" in c.stdout, c.stdout
+
+    once = recheck(sample(t0 + 1_000_000, gone))
+    assert once.returncode == 0, once.stdout + once.stderr
+    runner_own = [{"app": "crashwindow", "pid": 77, "idle_ms": 60000}]
+    own = recheck(sample(t0 + 1_000_000, runner_own) + sample(t0 + 2_000_000, runner_own))
+    assert own.returncode == 0, own.stdout + own.stderr
