@@ -245,7 +245,7 @@ static cJSON *build_result(const struct merge *m)
         return NULL;
     static const char *const drop[] = { "shard", "scenarios", "totals", "mutants", "simulator",
                                         "complete", "baseline_verdict", "duration_ms",
-                                        "started_at", "verdict", "merged" };
+                                        "started_at", "verdict", "merged", "skipped" };
     for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
         cJSON_DeleteItemFromObjectCaseSensitive(res, drop[i]);
     double wall;
@@ -259,6 +259,13 @@ static cJSON *build_result(const struct merge *m)
     cJSON_AddItemToObject(res, "merged", info);
     cJSON_AddItemToObject(res, "scenarios", gather(m, "scenarios",
                                                    strcmp(m->kind, "sim") == 0 ? NULL : m->work));
+    /* Each shard skips, with its reason, the scenarios of its own share
+     * that the broker cannot take: the merged run lists them all. */
+    int skipped = 0;
+    for (int k = 1; k <= m->count; k++)
+        skipped += cJSON_GetArraySize(rd_get(m->by_index[k]->res, "skipped"));
+    if (skipped > 0)
+        cJSON_AddItemToObject(res, "skipped", gather(m, "skipped", m->work));
     merge_kind_parts(m, res);
     set_item(res, "verdict", cJSON_CreateString(merged_pass(m, res) ? "pass" : "fail"));
     return res;

@@ -362,11 +362,17 @@ static int check_entry(const struct mshard *s, const cJSON *sc, int at, char *er
     return 0;
 }
 
+static int named(const cJSON *entry, const char *name)
+{
+    return rd_str(entry, "name") != NULL && strcmp(rd_str(entry, "name"), name) == 0;
+}
+
 /* A run's or a baseline's scenarios are exactly the share's, each
- * repeat times. */
+ * repeat times; a scenario of the share its broker could not take
+ * (skipped, listed once with its reason) stands for all its runs. */
 static int check_share_list(const struct mshard *s, const cJSON *list, const cJSON *plan,
-                            const cJSON *actual, const char *what, int times, char *err,
-                            size_t errlen)
+                            const cJSON *actual, const cJSON *skipped, const char *what,
+                            int times, char *err, size_t errlen)
 {
     struct shard sh = { s->index, s->count };
     long i = 0;
@@ -375,7 +381,11 @@ static int check_share_list(const struct mshard *s, const cJSON *list, const cJS
         int want = in_share(plan, &sh, i++) ? times : 0, have = 0;
         const cJSON *a;
         cJSON_ArrayForEach(a, actual) {
-            have += rd_str(a, "name") != NULL && strcmp(rd_str(a, "name"), it->valuestring) == 0;
+            have += named(a, it->valuestring);
+        }
+        cJSON_ArrayForEach(a, skipped) {
+            if (named(a, it->valuestring) && want > 0)
+                have = want;
         }
         if (have < want)
             return fail(err, errlen, "%s: its result.json lacks %s %s of its share (%d of %d "
@@ -446,7 +456,8 @@ static int check_contents(const struct merge *m, char *err, size_t errlen)
                 return -1;
             continue;
         }
-        if (check_share_list(s, m->work, m->plan, scs, "scenario", m->repeat, err, errlen) < 0)
+        if (check_share_list(s, m->work, m->plan, scs, rd_get(s->res, "skipped"), "scenario",
+                             m->repeat, err, errlen) < 0)
             return -1;
         if (strcmp(m->kind, "mutants") != 0)
             continue;
@@ -454,7 +465,7 @@ static int check_contents(const struct merge *m, char *err, size_t errlen)
         if (!cJSON_IsArray(muts))
             return fail(err, errlen, "%s: its result.json has no \"mutants\" array: the "
                         "mutant matrix did not finish", s->label);
-        if (check_share_list(s, m->mwork, NULL, muts, "mutant", 1, err, errlen) < 0)
+        if (check_share_list(s, m->mwork, NULL, muts, NULL, "mutant", 1, err, errlen) < 0)
             return -1;
     }
     return 0;

@@ -439,3 +439,26 @@ def test_a_failure_gets_a_bundle_and_fails_the_merge(tmp_path, pg_cluster):
                            os.path.dirname(binary("crashwindow")))})
     assert r.returncode == 1, r.stdout + r.stderr
     assert "invariant effect_once failed" in r.stdout
+
+
+def test_scenarios_a_shard_skipped_are_merged_with_their_reasons(copies, tmp_path):
+    """A shard run against a real broker skips, with a reason, the scenarios of
+    its share the broker cannot take: they count as its share's, and the
+    merged run lists every shard's skips (not only the first shard's)."""
+    s1, s2, s3 = copies
+    gone = {}
+
+    def skip_first(res):
+        sc = res["scenarios"].pop(0)
+        gone[sc["name"]] = sc
+        res.setdefault("skipped", []).append({"name": sc["name"], "reason": "test: no switch"})
+
+    edit(s2, skip_first)
+    edit(s3, skip_first)
+    out = tmp_path / "merged"
+    r = crashwindow("merge", s1, s2, s3, "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    merged = load(out)
+    assert sorted(x["name"] for x in merged["skipped"]) == sorted(gone)
+    assert all(x["reason"] == "test: no switch" for x in merged["skipped"])
+    assert not set(gone) & {s["name"] for s in merged["scenarios"]}
