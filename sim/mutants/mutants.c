@@ -119,7 +119,7 @@ static const struct mutant MUTANTS[] = {
     { "consumer_keeps_dead_db_connection", "the consumer keeps using a database connection it lost",
       { "26-consumer-pg-silent", "34-consumer-pg-partition", "16-postgres-crash-under-load" } },
     { "sessions_without_idle_timeout", "sessions have no idle-in-transaction bound: a vanished client's locks are held for hours",
-      { "34-consumer-pg-partition" } },
+      { "34-consumer-pg-partition", "35-api-commit-partition" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 
