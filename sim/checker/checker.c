@@ -439,10 +439,12 @@ static PGresult *qf(struct ctx *c, int n, const char *const *params, const char 
 
 /* ---- broker log helpers ------------------------------------------------- */
 
-static const char *const K_MSGID[] = { "message_id", "id", NULL };
-static const char *const K_STATUS[] = { "status", NULL };
-static const char *const K_SHA[] = { "payload_sha256", "sha256", NULL };
-static const char *const K_TOKEN[] = { "claim_token", NULL };
+/* The broker log's field names, as the fake broker (fakebroker_server.c)
+ * and the RabbitMQ bridge write them: one name each. */
+#define K_MSGID "message_id"
+#define K_STATUS "status"
+#define K_SHA "payload_sha256"
+#define K_TOKEN "claim_token"  /* optional: a publish may carry none */
 
 static int is_publish(const cJSON *ev)
 {
@@ -452,7 +454,7 @@ static int is_publish(const cJSON *ev)
 static int publish_stored(const cJSON *ev)
 {
     const char *st = ev_str(ev, K_STATUS);
-    return st == NULL || strcmp(st, "stored") == 0;
+    return st != NULL && strcmp(st, "stored") == 0;
 }
 
 /* ---- 1. payment_one_creation_event -------------------------------------- */
@@ -691,7 +693,7 @@ static void inv_broker_log_matches_outbox(struct ctx *c)
         inv->checked++;
         struct orow *o = find_row(c, id);
         if (o == NULL) {
-            const char *client = ev_str(ev, (const char *const[]){ "client", NULL });
+            const char *client = ev_str(ev, "client");
             violation(inv, "the broker stored message %s (from %s), which is not an outbox row "
                       "(a ghost, or a fresh id per attempt)", id ? id : "(no id)",
                       client ? client : "an unnamed client");
@@ -758,14 +760,6 @@ static void inv_republish_same_payload(struct ctx *c)
 
 /* ---- relay events: claims and releases ---------------------------------- */
 
-static const char *const K_IDS[] = { "ids", "message_ids", "messages", NULL };
-static const char *const K_ONE_ID[] = { "id", "message_id", NULL };
-static const char *const K_LEASE[] = { "lease_until", "locked_until", "lease_until_us",
-                                       "locked_until_us", NULL };
-static const char *const K_NEXT[] = { "next_attempt_at", "next_attempt_at_us", NULL };
-static const char *const K_ATTEMPT[] = { "attempt", "attempts", NULL };
-static const char *const K_WORKER[] = { "lock_id", "worker", NULL };
-
 struct lease {
     int proc;            /* scenario process index */
     int pid;
@@ -814,25 +808,42 @@ static int cmp_lease(const void *a, const void *b)
     return x->order_us < y->order_us ? -1 : x->order_us > y->order_us;
 }
 
-/* Fills id (lowercased) from an array item that is a string or an object
- * with an id field. */
+/* Fills id (lowercased) from a string item (the relays write ids as
+ * strings). */
 static int item_id(const cJSON *it, char *id, size_t idlen)
 {
-    const char *s = NULL;
-    if (cJSON_IsString(it))
-        s = it->valuestring;
-    else if (cJSON_IsObject(it))
-        s = ev_str(it, K_ONE_ID);
-    if (s == NULL)
+    if (!cJSON_IsString(it))
         return 0;
-    snprintf(id, idlen, "%s", s);
+    snprintf(id, idlen, "%s", it->valuestring);
     for (char *p = id; *p; p++)
         *p = (char)tolower((unsigned char)*p);
     return 1;
 }
 
+/* Ends the latest claim of id by process incarnation pid (leases from
+ * first on), unless something ended it already. */
+static void release_lease(struct leases *out, int first, int pid, const cJSON *idv,
+                          int64_t at, const char *by)
+{
+    char id[40];
+    if (!item_id(idv, id, sizeof(id)))
+        return;
+    for (int k = out->n - 1; k >= first; k--) {
+        struct lease *l = &out->v[k];
+        if (l->pid == pid && strcmp(l->id, id) == 0) {
+            if (l->released_us == INT64_MAX) {
+                l->released_us = at;
+                snprintf(l->released_by, sizeof(l->released_by), "%s", by);
+            }
+            return;
+        }
+    }
+}
+
 /* Collects every (claim, id) of every relay, with its lease end and the
- * moment the same claim released the row (mark, retry, dead letter). */
+ * moment the same claim released the row (mark, retry, dead letter, lease
+ * lost).  Field names are the relay's own (relay_loop.c); history_read
+ * refused a line that lacks one (checker_event_lacks). */
 static void collect_leases(struct ctx *c, struct leases *out)
 {
     const struct scenario *sc = c->in->sc;
@@ -845,7 +856,7 @@ static void collect_leases(struct ctx *c, struct leases *out)
             const char *name = ev_name(ev);
             int64_t ts = ev_ts(ev);
             double pidd = 0;
-            ev_num(ev, (const char *const[]){ "pid", NULL }, &pidd);
+            ev_num(ev, "pid", &pidd);
             if (strcmp(name, "claim") == 0) {
                 struct lease l;
                 memset(&l, 0, sizeof(l));
@@ -853,90 +864,47 @@ static void collect_leases(struct ctx *c, struct leases *out)
                 l.pid = (int)pidd;
                 l.claimed_us = ts;
                 l.released_us = INT64_MAX;
-                const char *w = ev_str(ev, K_WORKER);
+                const char *w = ev_str(ev, "worker");
                 snprintf(l.worker, sizeof(l.worker), "%s:%d:%s", sc->procs[p].name, l.pid,
                          w ? w : "");
                 int64_t until;
-                const cJSON *lu = NULL;
-                for (const char *const *k = K_LEASE; *k && lu == NULL; k++)
-                    lu = cJSON_GetObjectItemCaseSensitive(ev, *k);
                 l.order_us = ts;
-                if (lu == NULL || !ev_time_us(lu, &until))
+                if (!ev_time_us(cJSON_GetObjectItemCaseSensitive(ev, "lease_until"), &until))
                     until = ts + (int64_t)sc->procs[p].lease_ms * 1000;
                 else
                     l.order_us = until - (int64_t)sc->procs[p].lease_ms * 1000;
                 l.until_us = until;
-                double att = -1;
-                const cJSON *atts = ev_arr(ev, (const char *const[]){ "attempts", NULL });
-                if (atts == NULL)
-                    ev_num(ev, K_ATTEMPT, &att);
-                const cJSON *ids = ev_arr(ev, K_IDS);
+                const cJSON *atts = ev_arr(ev, "attempts");
+                const cJSON *prevs = ev_arr(ev, "previous_lease");
                 const cJSON *it;
                 int idx = 0;
-                cJSON_ArrayForEach(it, ids) {
+                cJSON_ArrayForEach(it, ev_arr(ev, "ids")) {
+                    const cJSON *a = cJSON_GetArrayItem(atts, idx);
+                    const cJSON *pv = cJSON_GetArrayItem(prevs, idx);
+                    idx++;
                     if (!item_id(it, l.id, sizeof(l.id)))
                         continue;
-                    double a = att;
-                    if (cJSON_IsObject(it))
-                        ev_num(it, K_ATTEMPT, &a);
-                    else if (atts != NULL && cJSON_IsNumber(cJSON_GetArrayItem(atts, idx)))
-                        a = cJSON_GetArrayItem(atts, idx)->valuedouble;
-                    l.attempt = (long)a;
-                    const cJSON *pv = cJSON_GetArrayItem(
-                        ev_arr(ev, (const char *const[]){ "previous_lease", NULL }), idx);
+                    l.attempt = cJSON_IsNumber(a) ? (long)a->valuedouble : -1;
                     snprintf(l.prev, sizeof(l.prev), "%s",
                              cJSON_IsString(pv) ? pv->valuestring : "");
                     lease_add(out, &l);
-                    idx++;
                 }
-                if (ids == NULL && item_id(cJSON_GetObjectItemCaseSensitive(ev, "id"), l.id,
-                                           sizeof(l.id))) {
-                    l.attempt = (long)att;
-                    lease_add(out, &l);
-                }
-            } else if (strcmp(name, "mark") == 0 || strcmp(name, "retry") == 0 ||
-                       strcmp(name, "dead_letter") == 0 || strcmp(name, "lease_lost") == 0 ||
-                       strcmp(name, "release") == 0) {
-                /* Releases end the latest claim of this process incarnation
-                 * for each id they name.  A retry's next_attempt_at bounds
-                 * how early anyone may claim again, so it is the release
-                 * moment when it comes before the log line. */
-                int64_t rel = ts;
-                if (strcmp(name, "retry") == 0) {
-                    const cJSON *na = NULL;
-                    int64_t t;
-                    for (const char *const *k = K_NEXT; *k && na == NULL; k++)
-                        na = cJSON_GetObjectItemCaseSensitive(ev, *k);
-                    if (na != NULL && ev_time_us(na, &t) && t < rel)
-                        rel = t;
-                }
-                char ids_buf[64][40];
-                int nid = 0;
-                const cJSON *ids = ev_arr(ev, K_IDS);
+            } else if (strcmp(name, "mark") == 0) {
                 const cJSON *it;
-                cJSON_ArrayForEach(it, ids) {
-                    if (nid < 64 && item_id(it, ids_buf[nid], sizeof(ids_buf[0])))
-                        nid++;
-                }
-                if (ids == NULL && item_id(cJSON_GetObjectItemCaseSensitive(ev, "id"), ids_buf[0],
-                                           sizeof(ids_buf[0])))
-                    nid = 1;
-                if (ids == NULL && nid == 0 &&
-                    item_id(cJSON_GetObjectItemCaseSensitive(ev, "message_id"), ids_buf[0],
-                            sizeof(ids_buf[0])))
-                    nid = 1;
-                for (int j = 0; j < nid; j++) {
-                    for (int k = out->n - 1; k >= first_lease; k--) {
-                        struct lease *l = &out->v[k];
-                        if (l->pid == (int)pidd && strcmp(l->id, ids_buf[j]) == 0) {
-                            if (l->released_us == INT64_MAX) {
-                                l->released_us = rel;
-                                snprintf(l->released_by, sizeof(l->released_by), "%s", name);
-                            }
-                            break;
-                        }
-                    }
-                }
+                cJSON_ArrayForEach(it, ev_arr(ev, "ids"))
+                    release_lease(out, first_lease, (int)pidd, it, ts, name);
+            } else if (strcmp(name, "retry") == 0 || strcmp(name, "dead_letter") == 0 ||
+                       strcmp(name, "lease_lost") == 0) {
+                /* A retry's next_attempt_at bounds how early anyone may
+                 * claim again, so it is the release moment when it comes
+                 * before the log line. */
+                int64_t rel = ts, t;
+                if (strcmp(name, "retry") == 0 &&
+                    ev_time_us(cJSON_GetObjectItemCaseSensitive(ev, "next_attempt_at"), &t) &&
+                    t < rel)
+                    rel = t;
+                release_lease(out, first_lease, (int)pidd,
+                              cJSON_GetObjectItemCaseSensitive(ev, "id"), rel, name);
             }
         }
     }
@@ -1046,26 +1014,15 @@ static void inv_no_two_live_leases(struct ctx *c, const struct leases *ls)
         cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
             if (strcmp(ev_name(ev), "mark") != 0)
                 continue;
-            double upd = 1;
-            if (ev_num(ev, (const char *const[]){ "updated", "rows", "marked", NULL }, &upd) &&
-                upd <= 0)
+            double marked = 0;
+            if (!ev_num(ev, "n", &marked) || marked <= 0)
                 continue;
             double pidd = 0;
-            ev_num(ev, (const char *const[]){ "pid", NULL }, &pidd);
+            ev_num(ev, "pid", &pidd);
             int64_t ts = ev_ts(ev);
             char idb[40];
-            const cJSON *ids = ev_arr(ev, K_IDS);
             const cJSON *it;
-            cJSON *one = NULL;
-            if (ids == NULL) {
-                const char *s = ev_str(ev, K_ONE_ID);
-                if (s == NULL)
-                    continue;
-                one = cJSON_CreateArray();
-                cJSON_AddItemToArray(one, cJSON_CreateString(s));
-                ids = one;
-            }
-            cJSON_ArrayForEach(it, ids) {
+            cJSON_ArrayForEach(it, ev_arr(ev, "ids")) {
                 if (!item_id(it, idb, sizeof(idb)))
                     continue;
                 /* The marking worker's latest claim of idb before ts. */
@@ -1093,7 +1050,6 @@ static void inv_no_two_live_leases(struct ctx *c, const struct leases *ls)
                     }
                 }
             }
-            cJSON_Delete(one);
         }
     }
 }
@@ -1623,7 +1579,7 @@ static void counts(struct ctx *c)
             continue;
         cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
             const char *n = ev_name(ev);
-            if (strcmp(n, "inbox_dup") == 0 || strcmp(n, "duplicate") == 0)
+            if (strcmp(n, "inbox_dup") == 0)
                 dup_events++;
             if (strcmp(n, "gap") == 0)
                 gap_events++;
@@ -1769,13 +1725,17 @@ static void inv_publish_within_lease(struct ctx *c)
         const char *id = ev_str(ev, K_MSGID);
         const char *token = ev_str(ev, K_TOKEN);
         double at;
-        if (id == NULL || token == NULL ||
-            !(ev_num(ev, (const char *const[]){ "stored_us", NULL }, &at) ||
-              ev_num(ev, (const char *const[]){ "ts_us", NULL }, &at)))
+        /* The fake broker writes stored_us, the instant it checked the
+         * lease; the RabbitMQ bridge cannot know it and writes none: its
+         * line's own ts_us, when the trace reached it, is an upper bound
+         * (rabbitbridge_main.c).  Two clocks, not two names of one. */
+        if (token == NULL)
             continue;
+        if (!ev_num(ev, "stored_us", &at))
+            at = (double)ev_ts(ev);
         inv->checked++;
         const struct claim_rec *hit = find_claim(c, id, token);
-        const char *client = ev_str(ev, (const char *const[]){ "client", NULL });
+        const char *client = ev_str(ev, "client");
         if (hit == NULL)
             violation(inv, "message %s was stored (from %s) under claim token %s, which no "
                       "committed claim of that row holds: a publish under no lease", id,
@@ -1786,6 +1746,122 @@ static void inv_publish_within_lease(struct ctx *c)
                       "worker's", id, client ? client : "an unnamed client",
                       ((long long)at - hit->until_us) / 1000.0, token);
     }
+}
+
+/* ---- the fields the checker reads ----------------------------------------
+ *
+ * Each under the one name its writer gives it: relay_loop.c for the relays,
+ * fakebroker_server.c and rabbitbridge_main.c for the broker, cwlog.c for
+ * the header every line has. */
+
+static int has_string(const cJSON *ev, const char *k)
+{
+    return ev_str(ev, k) != NULL;
+}
+
+static int has_number(const cJSON *ev, const char *k)
+{
+    double v;
+    return ev_num(ev, k, &v);
+}
+
+static int has_time(const cJSON *ev, const char *k)
+{
+    int64_t us;
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(ev, k);
+    return cJSON_IsString(it) && iso_to_us(it->valuestring, &us);
+}
+
+/* An array of n items of the given cJSON type test, n < 0: any length. */
+static int has_array(const cJSON *ev, const char *k, cJSON_bool (*is)(const cJSON *), int n)
+{
+    const cJSON *a = ev_arr(ev, k), *it;
+    if (a == NULL || (n >= 0 && cJSON_GetArraySize(a) != n))
+        return 0;
+    cJSON_ArrayForEach(it, a) {
+        if (!is(it))
+            return 0;
+    }
+    return 1;
+}
+
+const char *checker_event_lacks(enum chk_source src, const cJSON *ev)
+{
+    if (!has_number(ev, "ts_us"))
+        return "ts_us";
+    if (!has_number(ev, "pid"))
+        return "pid";
+    if (!has_string(ev, "event"))
+        return "event";
+    const char *name = ev_name(ev);
+    if (src == CHK_SRC_RELAY) {
+        if (strcmp(name, "claim") == 0) {
+            if (!has_array(ev, "ids", cJSON_IsString, -1))
+                return "ids";
+            int n = cJSON_GetArraySize(ev_arr(ev, "ids"));
+            if (!has_array(ev, "attempts", cJSON_IsNumber, n))
+                return "attempts";
+            if (!has_array(ev, "previous_lease", cJSON_IsString, n))
+                return "previous_lease";
+            if (!has_time(ev, "lease_until"))
+                return "lease_until";
+            if (!has_string(ev, "worker"))
+                return "worker";
+        } else if (strcmp(name, "mark") == 0) {
+            if (!has_array(ev, "ids", cJSON_IsString, -1))
+                return "ids";
+            if (!has_number(ev, "n"))
+                return "n";
+        } else if (strcmp(name, "retry") == 0) {
+            if (!has_string(ev, "id"))
+                return "id";
+            if (!has_time(ev, "next_attempt_at"))
+                return "next_attempt_at";
+        } else if (strcmp(name, "dead_letter") == 0 || strcmp(name, "lease_lost") == 0) {
+            if (!has_string(ev, "id"))
+                return "id";
+        }
+    } else if (src == CHK_SRC_BROKER) {
+        if (strcmp(name, "publish") == 0) {
+            if (!has_string(ev, K_MSGID))
+                return K_MSGID;
+            if (!has_string(ev, K_STATUS))
+                return K_STATUS;
+            if (!has_string(ev, K_SHA))
+                return K_SHA;
+        } else if (strcmp(name, "deliver") == 0) {
+            if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(ev, "redelivered")))
+                return "redelivered";
+        }
+    }
+    return NULL;
+}
+
+/* The same test over the checker's whole input, for a caller that did not
+ * read it through history_read: 0, or -1 with res->error naming the
+ * process, the event's position in its log and the field. */
+static int input_lacks(const struct chk_input *in, struct chk_result *res)
+{
+    for (int p = 0; p <= in->sc->nprocs; p++) {
+        const cJSON *arr = p < in->sc->nprocs ? in->proc_events[p] : in->broker_events;
+        enum chk_source src = p == in->sc->nprocs ? CHK_SRC_BROKER
+                              : in->sc->procs[p].kind == SC_RELAY ? CHK_SRC_RELAY
+                                                                  : CHK_SRC_OTHER;
+        const cJSON *ev;
+        int i = 0;
+        cJSON_ArrayForEach(ev, arr) {
+            i++;
+            const char *f = checker_event_lacks(src, ev);
+            if (f != NULL) {
+                snprintf(res->error, sizeof(res->error),
+                         "%s's event %d (%s) lacks field \"%s\", which the checker reads",
+                         p < in->sc->nprocs ? in->sc->procs[p].name : "broker", i,
+                         ev_name(ev)[0] ? ev_name(ev) : "unnamed", f);
+                return -1;
+            }
+        }
+    }
+    return 0;
 }
 
 /* ---- driver ------------------------------------------------------------- */
@@ -1807,6 +1883,11 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
             dup |= strcmp(c.consumers[k], in->sc->procs[p].consumer_name) == 0;
         if (!dup)
             c.consumers[c.nconsumers++] = in->sc->procs[p].consumer_name;
+    }
+    if (input_lacks(in, res) < 0) {
+        for (int i = 0; i < INV_COUNT; i++)
+            res->inv[i].pass = 0;
+        return -1;
     }
     if (load_outbox(&c) == 0 && load_requeues(&c) == 0 && load_claim_history(&c) == 0) {
         struct leases ls = { NULL, 0, 0 };
