@@ -618,8 +618,15 @@ static void inv_effect_once(struct ctx *c)
     inv->ran = 1;
     for (int k = 0; k < c->nconsumers; k++) {
         const char *p[1] = { c->consumers[k] };
+        /* A marker the runbook removed (inbox_removed) excuses no second
+         * effect: the witness says so, since that is how one came about. */
         PGresult *r = qf(c, 1, p,
-            "SELECT e.message_id::text, count(*), string_agg(e.tbl || ' row ' || e.id, ', ' ORDER BY e.id)"
+            "SELECT e.message_id::text, count(*), string_agg(e.tbl || ' row ' || e.id, ', ' ORDER BY e.id),"
+            "       coalesce((SELECT ' (its inbox marker was removed by ' || x.removed_by || ' at '"
+            "                        || x.removed_at::text || ')'"
+            "                   FROM inbox_removed x"
+            "                  WHERE x.consumer_name = $1 AND x.message_id = e.message_id"
+            "                  ORDER BY x.id LIMIT 1), '')"
             "  FROM %s e GROUP BY e.message_id ORDER BY min(e.id)", effects_sql());
         if (r == NULL)
             return;
@@ -627,19 +634,24 @@ static void inv_effect_once(struct ctx *c)
             inv->checked++;
             long n = atol(PQgetvalue(r, i, 1));
             if (n > 1)
-                violation(inv, "event %s was applied %ld times by %s: %s", PQgetvalue(r, i, 0),
-                          n, c->consumers[k], PQgetvalue(r, i, 2));
+                violation(inv, "event %s was applied %ld times by %s: %s%s", PQgetvalue(r, i, 0),
+                          n, c->consumers[k], PQgetvalue(r, i, 2), PQgetvalue(r, i, 3));
             if (find_row(c, PQgetvalue(r, i, 0)) == NULL)
                 violation(inv, "%s applied event %s (%s), which is not in the outbox "
                           "(an effect without a committed event)",
                           c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
         }
         PQclear(r);
+        /* An effect whose marker the runbook removed (outboxctl
+         * cleanup-inbox records each in inbox_removed) is history, not a
+         * marker that never committed. */
         r = qf(c, 1, p,
             "SELECT e.message_id::text, e.tbl || ' row ' || e.id"
             "  FROM %s e"
             " WHERE NOT EXISTS (SELECT 1 FROM inbox_messages i"
             "                    WHERE i.consumer_name = $1 AND i.message_id = e.message_id)"
+            "   AND NOT EXISTS (SELECT 1 FROM inbox_removed x"
+            "                    WHERE x.consumer_name = $1 AND x.message_id = e.message_id)"
             " ORDER BY e.id", effects_sql());
         if (r == NULL)
             return;
@@ -1595,6 +1607,7 @@ static void counts(struct ctx *c)
     res->effects = q_long(c, sqlset.effects_total, 0, NULL);
     res->requeues = q_long(c, "SELECT count(*) FROM outbox_requeues", 0, NULL);
     res->removed = q_long(c, "SELECT count(*) FROM outbox_removed", 0, NULL);
+    res->inbox_removed = q_long(c, "SELECT count(*) FROM inbox_removed", 0, NULL);
 }
 
 /* Is an earlier version of o's payment dead-lettered by the relay? */
@@ -1988,6 +2001,7 @@ cJSON *checker_counts_json(const struct chk_result *res)
     cJSON_AddNumberToObject(o, "publishes_refused", (double)res->publishes_refused);
     cJSON_AddNumberToObject(o, "requeues", (double)res->requeues);
     cJSON_AddNumberToObject(o, "removed", (double)res->removed);
+    cJSON_AddNumberToObject(o, "inbox_removed", (double)res->inbox_removed);
     cJSON_AddNumberToObject(o, "gaps_detected", (double)res->gaps_detected);
     cJSON_AddNumberToObject(o, "max_attempts", (double)res->max_attempts);
     return o;
@@ -2020,7 +2034,7 @@ static int metric(const struct chk_result *r, const char *name, long *v)
         { "recovered", r->recovered }, { "parked", r->parked },
         { "republished_same_id", r->republished_same_id },
         { "publishes_refused", r->publishes_refused }, { "requeues", r->requeues },
-        { "removed", r->removed },
+        { "removed", r->removed }, { "inbox_removed", r->inbox_removed },
         { "gaps_detected", r->gaps_detected }, { "max_attempts", r->max_attempts },
     };
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {

@@ -73,6 +73,7 @@ struct chk_result {
     /* further figures for "expect" */
     long republished_same_id, publishes_refused, requeues, gaps_detected, max_attempts;
     long removed;           /* outbox rows the runbook removed (outboxctl cleanup) */
+    long inbox_removed;     /* inbox markers it removed (outboxctl cleanup-inbox) */
     char error[512];        /* the checker itself could not run (SQL failed) */
 };
 

@@ -371,7 +371,7 @@ def test_migrate_upgrades_a_version_1_database(db):
         conn.execute("INSERT INTO schema_migrations (version) VALUES (1)")
     pending = row(db)
     out = ctl(db, "migrate")
-    assert out.returncode == 0 and out.stdout == "schema version 5 applied\n", out
+    assert out.returncode == 0 and out.stdout == "schema version 6 applied\n", out
     assert out.stderr == "", "no notices about what already exists"
     defs = dict(query(db, "SELECT indexname, indexdef FROM pg_indexes"
                           " WHERE indexname IN ('ix_outbox_claim_order', 'ix_outbox_retry_order')"))
@@ -380,4 +380,4 @@ def test_migrate_upgrades_a_version_1_database(db):
     assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE id = %s", (pending,)) == 1
     assert scalar(db, "SELECT count(*) FROM information_schema.columns"
                       " WHERE table_name = 'outbox_messages' AND column_name = 'locked_by'") == 1
-    assert ctl(db, "migrate").stdout == "schema already at version 5\n"
+    assert ctl(db, "migrate").stdout == "schema already at version 6\n"
