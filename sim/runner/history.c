@@ -452,6 +452,10 @@ static int compare_verdicts(const char *label, const cJSON *live, const cJSON *i
         if (was == NULL || strcmp(was, now) != 0) {
             printf("    %s: invariant %s was %s, is %s\n", label, name, was ? was : "absent",
                    now);
+            /* Why it fails now, in the checker's own words. */
+            const cJSON *w = cJSON_GetArrayItem(rd_get(it, "witnesses"), 0);
+            if (strcmp(now, "fail") == 0 && cJSON_IsString(w))
+                printf("      e.g. %s\n", w->valuestring);
             diffs++;
         }
     }
