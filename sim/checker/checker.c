@@ -6,9 +6,13 @@
  *   - the broker's log: what really crossed the wire (every publish with the
  *     SHA-256 of its payload, every delivery), written by a process the
  *     system under test cannot influence;
+ *   - the claim history (claim_history.h): every claim and release of an
+ *     outbox row, recorded by a trigger the runner installs, in the
+ *     database's own times -- the lease and backoff invariants read it;
  *   - the processes' events: what a relay believed it held (claims with
- *     their lease end, marks, retries with next_attempt_at), needed for the
- *     lease and backoff invariants that no table records.
+ *     their lease end, marks, retries), read only where no table records
+ *     the fact (a stale worker's mark, the claim at a relay's own limit)
+ *     and for a run directory older than the claim history.
  * Statements are constant SQL with bind parameters; the outbox is loaded
  * once into a sorted array so the log-driven checks are lookups, not
  * queries per message. */
@@ -71,6 +75,18 @@ struct claim_rec {
     long long claimed_us; /* the claiming transaction's now() */
     long long released_us;/* when a settle of this claim released the lease
                            * (its transaction's now()), or LLONG_MAX */
+    long long seq;        /* the history's order of recording */
+    int attempts;         /* the row's attempts the claim committed */
+};
+
+/* One release of a lease by a retry, from the claim history: the row stayed
+ * unpublished and next_attempt_at is what the row held after it. */
+struct retry_rec {
+    char id[40];
+    char token[40];       /* the lease the retry ended */
+    long long seq;
+    long long at_us;      /* the retrying transaction's now() */
+    long long next_us;    /* the persisted next_attempt_at, or LLONG_MIN when NULL */
 };
 
 struct ctx {
@@ -84,6 +100,9 @@ struct ctx {
     int nconsumers;
     struct claim_rec *claims;   /* the claim history, by (row, token) */
     int nclaims;
+    struct claim_rec *claims_seq; /* the same claims, by (row, seq) */
+    struct retry_rec *retries;  /* its retry releases, by (row, seq) */
+    int nretries;
     int has_claim_history;      /* the database holds one (claim_history.h) */
     int db_failed;
 };
@@ -133,7 +152,23 @@ static int cmp_claim_rec(const void *a, const void *b)
     return c != 0 ? c : strcmp(x->token, y->token);
 }
 
-/* Loads crashwindow_claims (claim_history.h) when the database has it. */
+static int cmp_claim_seq(const void *a, const void *b)
+{
+    const struct claim_rec *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+    return c != 0 ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int cmp_retry_seq(const void *a, const void *b)
+{
+    const struct retry_rec *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+    return c != 0 ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Loads crashwindow_claims (claim_history.h) when the database has it: the
+ * committed claims, each with the moment a settle released it, and the
+ * retries with the next_attempt_at they persisted. */
 static int load_claim_history(struct ctx *c)
 {
     if (q_long(c, "SELECT count(*) FROM pg_class WHERE relname = 'crashwindow_claims'", 0,
@@ -146,7 +181,8 @@ static int load_claim_history(struct ctx *c)
         "       (SELECT (extract(epoch FROM min(r.claimed_at)) * 1000000)::bigint"
         "          FROM crashwindow_claims r"
         "         WHERE r.kind = 'release' AND r.message_id = c.message_id"
-        "           AND r.lock_id = c.lock_id)"
+        "           AND r.lock_id = c.lock_id),"
+        "       c.seq, c.attempts"
         "  FROM crashwindow_claims c"
         " WHERE c.kind = 'claim' AND c.lock_id IS NOT NULL AND c.locked_until IS NOT NULL",
         0, NULL);
@@ -154,7 +190,8 @@ static int load_claim_history(struct ctx *c)
         return -1;
     c->nclaims = PQntuples(r);
     c->claims = calloc((size_t)c->nclaims + 1, sizeof(*c->claims));
-    if (c->claims == NULL) {
+    c->claims_seq = calloc((size_t)c->nclaims + 1, sizeof(*c->claims_seq));
+    if (c->claims == NULL || c->claims_seq == NULL) {
         PQclear(r);
         return -1;
     }
@@ -165,9 +202,37 @@ static int load_claim_history(struct ctx *c)
         v->until_us = atoll(PQgetvalue(r, i, 2));
         v->claimed_us = atoll(PQgetvalue(r, i, 3));
         v->released_us = PQgetisnull(r, i, 4) ? LLONG_MAX : atoll(PQgetvalue(r, i, 4));
+        v->seq = atoll(PQgetvalue(r, i, 5));
+        v->attempts = atoi(PQgetvalue(r, i, 6));
     }
     PQclear(r);
+    memcpy(c->claims_seq, c->claims, (size_t)c->nclaims * sizeof(*c->claims));
     qsort(c->claims, (size_t)c->nclaims, sizeof(*c->claims), cmp_claim_rec);
+    qsort(c->claims_seq, (size_t)c->nclaims, sizeof(*c->claims_seq), cmp_claim_seq);
+    r = q(c,
+        "SELECT lower(message_id::text), lower(coalesce(lock_id::text, '')), seq,"
+        "       (extract(epoch FROM claimed_at) * 1000000)::bigint,"
+        "       (extract(epoch FROM next_attempt_at) * 1000000)::bigint"
+        "  FROM crashwindow_claims"
+        " WHERE kind = 'release' AND release_kind = 'retry'", 0, NULL);
+    if (r == NULL)
+        return -1;
+    c->nretries = PQntuples(r);
+    c->retries = calloc((size_t)c->nretries + 1, sizeof(*c->retries));
+    if (c->retries == NULL) {
+        PQclear(r);
+        return -1;
+    }
+    for (int i = 0; i < c->nretries; i++) {
+        struct retry_rec *v = &c->retries[i];
+        snprintf(v->id, sizeof(v->id), "%s", PQgetvalue(r, i, 0));
+        snprintf(v->token, sizeof(v->token), "%s", PQgetvalue(r, i, 1));
+        v->seq = atoll(PQgetvalue(r, i, 2));
+        v->at_us = atoll(PQgetvalue(r, i, 3));
+        v->next_us = PQgetisnull(r, i, 4) ? LLONG_MIN : atoll(PQgetvalue(r, i, 4));
+    }
+    PQclear(r);
+    qsort(c->retries, (size_t)c->nretries, sizeof(*c->retries), cmp_retry_seq);
     c->has_claim_history = 1;
     return 0;
 }
@@ -374,10 +439,12 @@ static PGresult *qf(struct ctx *c, int n, const char *const *params, const char 
 
 /* ---- broker log helpers ------------------------------------------------- */
 
-static const char *const K_MSGID[] = { "message_id", "id", NULL };
-static const char *const K_STATUS[] = { "status", NULL };
-static const char *const K_SHA[] = { "payload_sha256", "sha256", NULL };
-static const char *const K_TOKEN[] = { "claim_token", NULL };
+/* The broker log's field names, as the fake broker (fakebroker_server.c)
+ * and the RabbitMQ bridge write them: one name each. */
+#define K_MSGID "message_id"
+#define K_STATUS "status"
+#define K_SHA "payload_sha256"
+#define K_TOKEN "claim_token"  /* optional: a publish may carry none */
 
 static int is_publish(const cJSON *ev)
 {
@@ -387,7 +454,7 @@ static int is_publish(const cJSON *ev)
 static int publish_stored(const cJSON *ev)
 {
     const char *st = ev_str(ev, K_STATUS);
-    return st == NULL || strcmp(st, "stored") == 0;
+    return st != NULL && strcmp(st, "stored") == 0;
 }
 
 /* ---- 1. payment_one_creation_event -------------------------------------- */
@@ -551,8 +618,15 @@ static void inv_effect_once(struct ctx *c)
     inv->ran = 1;
     for (int k = 0; k < c->nconsumers; k++) {
         const char *p[1] = { c->consumers[k] };
+        /* A marker the runbook removed (inbox_removed) excuses no second
+         * effect: the witness says so, since that is how one came about. */
         PGresult *r = qf(c, 1, p,
-            "SELECT e.message_id::text, count(*), string_agg(e.tbl || ' row ' || e.id, ', ' ORDER BY e.id)"
+            "SELECT e.message_id::text, count(*), string_agg(e.tbl || ' row ' || e.id, ', ' ORDER BY e.id),"
+            "       coalesce((SELECT ' (its inbox marker was removed by ' || x.removed_by || ' at '"
+            "                        || x.removed_at::text || ')'"
+            "                   FROM inbox_removed x"
+            "                  WHERE x.consumer_name = $1 AND x.message_id = e.message_id"
+            "                  ORDER BY x.id LIMIT 1), '')"
             "  FROM %s e GROUP BY e.message_id ORDER BY min(e.id)", effects_sql());
         if (r == NULL)
             return;
@@ -560,19 +634,24 @@ static void inv_effect_once(struct ctx *c)
             inv->checked++;
             long n = atol(PQgetvalue(r, i, 1));
             if (n > 1)
-                violation(inv, "event %s was applied %ld times by %s: %s", PQgetvalue(r, i, 0),
-                          n, c->consumers[k], PQgetvalue(r, i, 2));
+                violation(inv, "event %s was applied %ld times by %s: %s%s", PQgetvalue(r, i, 0),
+                          n, c->consumers[k], PQgetvalue(r, i, 2), PQgetvalue(r, i, 3));
             if (find_row(c, PQgetvalue(r, i, 0)) == NULL)
                 violation(inv, "%s applied event %s (%s), which is not in the outbox "
                           "(an effect without a committed event)",
                           c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
         }
         PQclear(r);
+        /* An effect whose marker the runbook removed (outboxctl
+         * cleanup-inbox records each in inbox_removed) is history, not a
+         * marker that never committed. */
         r = qf(c, 1, p,
             "SELECT e.message_id::text, e.tbl || ' row ' || e.id"
             "  FROM %s e"
             " WHERE NOT EXISTS (SELECT 1 FROM inbox_messages i"
             "                    WHERE i.consumer_name = $1 AND i.message_id = e.message_id)"
+            "   AND NOT EXISTS (SELECT 1 FROM inbox_removed x"
+            "                    WHERE x.consumer_name = $1 AND x.message_id = e.message_id)"
             " ORDER BY e.id", effects_sql());
         if (r == NULL)
             return;
@@ -626,7 +705,7 @@ static void inv_broker_log_matches_outbox(struct ctx *c)
         inv->checked++;
         struct orow *o = find_row(c, id);
         if (o == NULL) {
-            const char *client = ev_str(ev, (const char *const[]){ "client", NULL });
+            const char *client = ev_str(ev, "client");
             violation(inv, "the broker stored message %s (from %s), which is not an outbox row "
                       "(a ghost, or a fresh id per attempt)", id ? id : "(no id)",
                       client ? client : "an unnamed client");
@@ -693,14 +772,6 @@ static void inv_republish_same_payload(struct ctx *c)
 
 /* ---- relay events: claims and releases ---------------------------------- */
 
-static const char *const K_IDS[] = { "ids", "message_ids", "messages", NULL };
-static const char *const K_ONE_ID[] = { "id", "message_id", NULL };
-static const char *const K_LEASE[] = { "lease_until", "locked_until", "lease_until_us",
-                                       "locked_until_us", NULL };
-static const char *const K_NEXT[] = { "next_attempt_at", "next_attempt_at_us", NULL };
-static const char *const K_ATTEMPT[] = { "attempt", "attempts", NULL };
-static const char *const K_WORKER[] = { "lock_id", "worker", NULL };
-
 struct lease {
     int proc;            /* scenario process index */
     int pid;
@@ -749,25 +820,42 @@ static int cmp_lease(const void *a, const void *b)
     return x->order_us < y->order_us ? -1 : x->order_us > y->order_us;
 }
 
-/* Fills id (lowercased) from an array item that is a string or an object
- * with an id field. */
+/* Fills id (lowercased) from a string item (the relays write ids as
+ * strings). */
 static int item_id(const cJSON *it, char *id, size_t idlen)
 {
-    const char *s = NULL;
-    if (cJSON_IsString(it))
-        s = it->valuestring;
-    else if (cJSON_IsObject(it))
-        s = ev_str(it, K_ONE_ID);
-    if (s == NULL)
+    if (!cJSON_IsString(it))
         return 0;
-    snprintf(id, idlen, "%s", s);
+    snprintf(id, idlen, "%s", it->valuestring);
     for (char *p = id; *p; p++)
         *p = (char)tolower((unsigned char)*p);
     return 1;
 }
 
+/* Ends the latest claim of id by process incarnation pid (leases from
+ * first on), unless something ended it already. */
+static void release_lease(struct leases *out, int first, int pid, const cJSON *idv,
+                          int64_t at, const char *by)
+{
+    char id[40];
+    if (!item_id(idv, id, sizeof(id)))
+        return;
+    for (int k = out->n - 1; k >= first; k--) {
+        struct lease *l = &out->v[k];
+        if (l->pid == pid && strcmp(l->id, id) == 0) {
+            if (l->released_us == INT64_MAX) {
+                l->released_us = at;
+                snprintf(l->released_by, sizeof(l->released_by), "%s", by);
+            }
+            return;
+        }
+    }
+}
+
 /* Collects every (claim, id) of every relay, with its lease end and the
- * moment the same claim released the row (mark, retry, dead letter). */
+ * moment the same claim released the row (mark, retry, dead letter, lease
+ * lost).  Field names are the relay's own (relay_loop.c); history_read
+ * refused a line that lacks one (checker_event_lacks). */
 static void collect_leases(struct ctx *c, struct leases *out)
 {
     const struct scenario *sc = c->in->sc;
@@ -780,7 +868,7 @@ static void collect_leases(struct ctx *c, struct leases *out)
             const char *name = ev_name(ev);
             int64_t ts = ev_ts(ev);
             double pidd = 0;
-            ev_num(ev, (const char *const[]){ "pid", NULL }, &pidd);
+            ev_num(ev, "pid", &pidd);
             if (strcmp(name, "claim") == 0) {
                 struct lease l;
                 memset(&l, 0, sizeof(l));
@@ -788,90 +876,47 @@ static void collect_leases(struct ctx *c, struct leases *out)
                 l.pid = (int)pidd;
                 l.claimed_us = ts;
                 l.released_us = INT64_MAX;
-                const char *w = ev_str(ev, K_WORKER);
+                const char *w = ev_str(ev, "worker");
                 snprintf(l.worker, sizeof(l.worker), "%s:%d:%s", sc->procs[p].name, l.pid,
                          w ? w : "");
                 int64_t until;
-                const cJSON *lu = NULL;
-                for (const char *const *k = K_LEASE; *k && lu == NULL; k++)
-                    lu = cJSON_GetObjectItemCaseSensitive(ev, *k);
                 l.order_us = ts;
-                if (lu == NULL || !ev_time_us(lu, &until))
+                if (!ev_time_us(cJSON_GetObjectItemCaseSensitive(ev, "lease_until"), &until))
                     until = ts + (int64_t)sc->procs[p].lease_ms * 1000;
                 else
                     l.order_us = until - (int64_t)sc->procs[p].lease_ms * 1000;
                 l.until_us = until;
-                double att = -1;
-                const cJSON *atts = ev_arr(ev, (const char *const[]){ "attempts", NULL });
-                if (atts == NULL)
-                    ev_num(ev, K_ATTEMPT, &att);
-                const cJSON *ids = ev_arr(ev, K_IDS);
+                const cJSON *atts = ev_arr(ev, "attempts");
+                const cJSON *prevs = ev_arr(ev, "previous_lease");
                 const cJSON *it;
                 int idx = 0;
-                cJSON_ArrayForEach(it, ids) {
+                cJSON_ArrayForEach(it, ev_arr(ev, "ids")) {
+                    const cJSON *a = cJSON_GetArrayItem(atts, idx);
+                    const cJSON *pv = cJSON_GetArrayItem(prevs, idx);
+                    idx++;
                     if (!item_id(it, l.id, sizeof(l.id)))
                         continue;
-                    double a = att;
-                    if (cJSON_IsObject(it))
-                        ev_num(it, K_ATTEMPT, &a);
-                    else if (atts != NULL && cJSON_IsNumber(cJSON_GetArrayItem(atts, idx)))
-                        a = cJSON_GetArrayItem(atts, idx)->valuedouble;
-                    l.attempt = (long)a;
-                    const cJSON *pv = cJSON_GetArrayItem(
-                        ev_arr(ev, (const char *const[]){ "previous_lease", NULL }), idx);
+                    l.attempt = cJSON_IsNumber(a) ? (long)a->valuedouble : -1;
                     snprintf(l.prev, sizeof(l.prev), "%s",
                              cJSON_IsString(pv) ? pv->valuestring : "");
                     lease_add(out, &l);
-                    idx++;
                 }
-                if (ids == NULL && item_id(cJSON_GetObjectItemCaseSensitive(ev, "id"), l.id,
-                                           sizeof(l.id))) {
-                    l.attempt = (long)att;
-                    lease_add(out, &l);
-                }
-            } else if (strcmp(name, "mark") == 0 || strcmp(name, "retry") == 0 ||
-                       strcmp(name, "dead_letter") == 0 || strcmp(name, "lease_lost") == 0 ||
-                       strcmp(name, "release") == 0) {
-                /* Releases end the latest claim of this process incarnation
-                 * for each id they name.  A retry's next_attempt_at bounds
-                 * how early anyone may claim again, so it is the release
-                 * moment when it comes before the log line. */
-                int64_t rel = ts;
-                if (strcmp(name, "retry") == 0) {
-                    const cJSON *na = NULL;
-                    int64_t t;
-                    for (const char *const *k = K_NEXT; *k && na == NULL; k++)
-                        na = cJSON_GetObjectItemCaseSensitive(ev, *k);
-                    if (na != NULL && ev_time_us(na, &t) && t < rel)
-                        rel = t;
-                }
-                char ids_buf[64][40];
-                int nid = 0;
-                const cJSON *ids = ev_arr(ev, K_IDS);
+            } else if (strcmp(name, "mark") == 0) {
                 const cJSON *it;
-                cJSON_ArrayForEach(it, ids) {
-                    if (nid < 64 && item_id(it, ids_buf[nid], sizeof(ids_buf[0])))
-                        nid++;
-                }
-                if (ids == NULL && item_id(cJSON_GetObjectItemCaseSensitive(ev, "id"), ids_buf[0],
-                                           sizeof(ids_buf[0])))
-                    nid = 1;
-                if (ids == NULL && nid == 0 &&
-                    item_id(cJSON_GetObjectItemCaseSensitive(ev, "message_id"), ids_buf[0],
-                            sizeof(ids_buf[0])))
-                    nid = 1;
-                for (int j = 0; j < nid; j++) {
-                    for (int k = out->n - 1; k >= first_lease; k--) {
-                        struct lease *l = &out->v[k];
-                        if (l->pid == (int)pidd && strcmp(l->id, ids_buf[j]) == 0) {
-                            if (l->released_us == INT64_MAX) {
-                                l->released_us = rel;
-                                snprintf(l->released_by, sizeof(l->released_by), "%s", name);
-                            }
-                            break;
-                        }
-                    }
-                }
+                cJSON_ArrayForEach(it, ev_arr(ev, "ids"))
+                    release_lease(out, first_lease, (int)pidd, it, ts, name);
+            } else if (strcmp(name, "retry") == 0 || strcmp(name, "dead_letter") == 0 ||
+                       strcmp(name, "lease_lost") == 0) {
+                /* A retry's next_attempt_at bounds how early anyone may
+                 * claim again, so it is the release moment when it comes
+                 * before the log line. */
+                int64_t rel = ts, t;
+                if (strcmp(name, "retry") == 0 &&
+                    ev_time_us(cJSON_GetObjectItemCaseSensitive(ev, "next_attempt_at"), &t) &&
+                    t < rel)
+                    rel = t;
+                release_lease(out, first_lease, (int)pidd,
+                              cJSON_GetObjectItemCaseSensitive(ev, "id"), rel, name);
             }
         }
     }
@@ -981,26 +1026,15 @@ static void inv_no_two_live_leases(struct ctx *c, const struct leases *ls)
         cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
             if (strcmp(ev_name(ev), "mark") != 0)
                 continue;
-            double upd = 1;
-            if (ev_num(ev, (const char *const[]){ "updated", "rows", "marked", NULL }, &upd) &&
-                upd <= 0)
+            double marked = 0;
+            if (!ev_num(ev, "n", &marked) || marked <= 0)
                 continue;
             double pidd = 0;
-            ev_num(ev, (const char *const[]){ "pid", NULL }, &pidd);
+            ev_num(ev, "pid", &pidd);
             int64_t ts = ev_ts(ev);
             char idb[40];
-            const cJSON *ids = ev_arr(ev, K_IDS);
             const cJSON *it;
-            cJSON *one = NULL;
-            if (ids == NULL) {
-                const char *s = ev_str(ev, K_ONE_ID);
-                if (s == NULL)
-                    continue;
-                one = cJSON_CreateArray();
-                cJSON_AddItemToArray(one, cJSON_CreateString(s));
-                ids = one;
-            }
-            cJSON_ArrayForEach(it, ids) {
+            cJSON_ArrayForEach(it, ev_arr(ev, "ids")) {
                 if (!item_id(it, idb, sizeof(idb)))
                     continue;
                 /* The marking worker's latest claim of idb before ts. */
@@ -1028,88 +1062,136 @@ static void inv_no_two_live_leases(struct ctx *c, const struct leases *ls)
                     }
                 }
             }
-            cJSON_Delete(one);
         }
     }
 }
 
-/* ---- 7. retry_respects_backoff ------------------------------------------ */
+/* ---- 7. retry_respects_backoff ------------------------------------------
+ *
+ * From the claim history and the broker's log alone; nothing a relay logged
+ * enters.  The items examined, each counted once:
+ *   - every retry the database recorded: it persisted a next_attempt_at
+ *     after its own moment (a backoff is never empty: cw_backoff_delay_ms
+ *     is at least a millisecond), and no claim of the row recorded after it
+ *     was taken before that next_attempt_at;
+ *   - every publish at the broker whose token names a committed claim: that
+ *     claim was not taken inside the backoff of an earlier retry of the row
+ *     (a publish under a claim taken before the retry is an earlier attempt
+ *     delayed on the wire, not a new one: the broker's fence judges it);
+ *   - every claim after the first of a row: its attempts exceed the previous
+ *     claim's, and every last claim: the row holds at least its attempts;
+ *   - every row that reached the broker: no more often than its claims.
+ * An operator requeue (outbox_requeues) legitimately restarts a row: it
+ * ends a backoff and resets attempts to 0.  A run without a claim history
+ * has nothing to be judged by here: the invariant then checks nothing. */
 
-static void inv_retry_respects_backoff(struct ctx *c, const struct leases *ls)
+/* Index of the first element of a (row, seq)-sorted array whose id is id. */
+#define FIRST_OF(arr, n, idv, out)                                               \
+    do {                                                                         \
+        int lo_ = 0, hi_ = (n);                                                  \
+        while (lo_ < hi_) {                                                      \
+            int mid_ = (lo_ + hi_) / 2;                                          \
+            if (strcmp((arr)[mid_].id, (idv)) < 0)                               \
+                lo_ = mid_ + 1;                                                  \
+            else                                                                 \
+                hi_ = mid_;                                                      \
+        }                                                                        \
+        (out) = lo_;                                                             \
+    } while (0)
+
+/* The retry of row c_->id whose backoff claim c_ was taken inside, or NULL. */
+static const struct retry_rec *claimed_in_backoff(const struct ctx *c,
+                                                  const struct claim_rec *cl)
+{
+    int i;
+    FIRST_OF(c->retries, c->nretries, cl->id, i);
+    for (; i < c->nretries && strcmp(c->retries[i].id, cl->id) == 0; i++) {
+        const struct retry_rec *r = &c->retries[i];
+        if (r->seq < cl->seq && cl->claimed_us < r->next_us &&
+            !requeued_between(c, cl->id, r->at_us, cl->claimed_us))
+            return r;
+    }
+    return NULL;
+}
+
+static void inv_retry_respects_backoff(struct ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_RETRY_RESPECTS_BACKOFF];
-    const struct scenario *sc = c->in->sc;
     inv->ran = 1;
-    const cJSON *ev;
-    for (int p = 0; p < sc->nprocs; p++) {
-        if (sc->procs[p].kind != SC_RELAY || c->in->proc_events[p] == NULL)
+    if (!c->has_claim_history)
+        return;
+    char t1[32], t2[32], t3[32];
+    for (int i = 0; i < c->nretries; i++) {
+        const struct retry_rec *r = &c->retries[i];
+        inv->checked++;
+        fmt_time(r->at_us, t1, sizeof(t1));
+        if (r->next_us <= r->at_us) {
+            if (r->next_us == LLONG_MIN)
+                snprintf(t2, sizeof(t2), "none");
+            else
+                fmt_time(r->next_us, t2, sizeof(t2));
+            violation(inv, "message %s was retried at %s (ending claim %s) without a backoff: "
+                      "the row holds next_attempt_at %s, not a moment after the retry "
+                      "(claim history)", r->id, t1, r->token, t2);
             continue;
-        cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
-            if (strcmp(ev_name(ev), "retry") != 0)
+        }
+        int k;
+        FIRST_OF(c->claims_seq, c->nclaims, r->id, k);
+        for (; k < c->nclaims && strcmp(c->claims_seq[k].id, r->id) == 0; k++) {
+            const struct claim_rec *cl = &c->claims_seq[k];
+            if (cl->seq < r->seq || cl->claimed_us >= r->next_us ||
+                requeued_between(c, r->id, r->at_us, cl->claimed_us))
                 continue;
-            const cJSON *na = NULL;
-            for (const char *const *k = K_NEXT; *k && na == NULL; k++)
-                na = cJSON_GetObjectItemCaseSensitive(ev, *k);
-            int64_t next;
-            char id[40];
-            if (na == NULL || !ev_time_us(na, &next) ||
-                !item_id(cJSON_GetObjectItemCaseSensitive(ev, "id"), id, sizeof(id))) {
-                if (!item_id(cJSON_GetObjectItemCaseSensitive(ev, "message_id"), id, sizeof(id)) ||
-                    na == NULL || !ev_time_us(na, &next))
-                    continue;
-            }
-            int64_t ts = ev_ts(ev);
-            inv->checked++;
-            /* Nobody may publish it between this retry and its next_attempt_at. */
-            const cJSON *b;
-            cJSON_ArrayForEach(b, c->in->broker_events) {
-                if (!is_publish(b))
-                    continue;
-                const char *mid = ev_str(b, K_MSGID);
-                int64_t bt = ev_ts(b);
-                if (mid == NULL || strcasecmp(mid, id) != 0 || bt <= ts || bt >= next ||
-                    requeued_between(c, id, ts, bt))
-                    continue;
-                /* A publish that arrived in the window but was made under a
-                 * claim committed before the retry is an earlier attempt
-                 * delayed on the wire, not a new one (the broker's fence
-                 * decides whether it may land). */
-                const struct claim_rec *made = find_claim(c, mid, ev_str(b, K_TOKEN));
-                if (made != NULL && made->claimed_us <= ts)
-                    continue;
-                char t1[32], t2[32];
-                fmt_time(bt, t1, sizeof(t1));
-                fmt_time(next, t2, sizeof(t2));
-                violation(inv, "message %s was published at %s, before the next_attempt_at %s "
-                          "that %s persisted for it", id, t1, t2, sc->procs[p].name);
-                break;
-            }
-            /* Nor claim it. */
-            for (int i = 0; i < ls->n; i++) {
-                const struct lease *l = &ls->v[i];
-                if (strcmp(l->id, id) != 0 || l->claimed_us <= ts || l->claimed_us >= next ||
-                    requeued_between(c, id, ts, l->claimed_us))
-                    continue;
-                char t1[32], t2[32];
-                fmt_time(l->claimed_us, t1, sizeof(t1));
-                fmt_time(next, t2, sizeof(t2));
-                violation(inv, "message %s was claimed by %s at %s, before its next_attempt_at %s",
-                          id, sc->procs[l->proc].name, t1, t2);
-                break;
-            }
+            fmt_time(cl->claimed_us, t2, sizeof(t2));
+            fmt_time(r->next_us, t3, sizeof(t3));
+            violation(inv, "message %s was claimed at %s (claim %s), before the next_attempt_at "
+                      "%s that its retry at %s persisted (claim history)", r->id, t2,
+                      cl->token, t3, t1);
+            break;
         }
     }
-    /* Attempts never decrease: per message, successive claims carry growing
-     * attempt numbers, and the row holds at least the last one. */
-    for (int i = 1; i < ls->n; i++) {
-        const struct lease *a = &ls->v[i - 1], *b = &ls->v[i];
-        if (strcmp(a->id, b->id) != 0 || a->attempt < 0 || b->attempt < 0 ||
-            requeued_between(c, a->id, a->claimed_us, b->claimed_us))
+    const cJSON *b;
+    cJSON_ArrayForEach(b, c->in->broker_events) {
+        if (!is_publish(b))
+            continue;
+        const struct claim_rec *made = find_claim(c, ev_str(b, K_MSGID), ev_str(b, K_TOKEN));
+        if (made == NULL)
+            continue; /* under no committed claim: publish_within_lease's business */
+        inv->checked++;
+        const struct retry_rec *r = claimed_in_backoff(c, made);
+        if (r == NULL)
+            continue;
+        fmt_time(ev_ts(b), t1, sizeof(t1));
+        fmt_time(made->claimed_us, t2, sizeof(t2));
+        fmt_time(r->next_us, t3, sizeof(t3));
+        violation(inv, "message %s reached the broker at %s under claim %s, taken at %s inside "
+                  "the backoff its earlier retry persisted (next_attempt_at %s)", made->id, t1,
+                  made->token, t2, t3);
+    }
+    /* Attempts never go backwards: successive claims of a row, in the
+     * order the history recorded them, carry growing attempts, and the row
+     * holds at least the last one. */
+    for (int i = 0; i < c->nclaims; i++) {
+        const struct claim_rec *bcl = &c->claims_seq[i];
+        int first = i == 0 || strcmp(c->claims_seq[i - 1].id, bcl->id) != 0;
+        int last = i + 1 == c->nclaims || strcmp(c->claims_seq[i + 1].id, bcl->id) != 0;
+        if (!first) {
+            const struct claim_rec *a = &c->claims_seq[i - 1];
+            inv->checked++;
+            if (bcl->attempts <= a->attempts &&
+                !requeued_between(c, bcl->id, a->claimed_us, bcl->claimed_us))
+                violation(inv, "message %s was claimed with attempts %d (claim %s) after "
+                          "attempts %d (claim %s): attempts went backwards", bcl->id,
+                          bcl->attempts, bcl->token, a->attempts, a->token);
+        }
+        const struct orow *o = last ? find_row(c, bcl->id) : NULL;
+        if (o == NULL)
             continue;
         inv->checked++;
-        if (b->attempt <= a->attempt)
-            violation(inv, "message %s was claimed with attempt %ld after attempt %ld: "
-                      "attempts went backwards", b->id, b->attempt, a->attempt);
+        if (o->attempts < bcl->attempts &&
+            !requeued_between(c, o->id, bcl->claimed_us, INT64_MAX))
+            violation(inv, "message %s holds attempts = %d although its last claim (%s) "
+                      "committed attempts %d", o->id, o->attempts, bcl->token, bcl->attempts);
     }
     /* Every publish follows a committed claim, and every claim counts an
      * attempt: a row that reached the broker more often than its attempts
@@ -1117,40 +1199,27 @@ static void inv_retry_respects_backoff(struct ctx *c, const struct leases *ls)
      * committed lease -- inside the claim's transaction, or retried behind
      * the outbox's back. */
     int *pubs = calloc((size_t)c->nrows + 1, sizeof(int));
-    if (pubs != NULL) {
-        const cJSON *b;
-        cJSON_ArrayForEach(b, c->in->broker_events) {
-            struct orow *o = is_publish(b) ? find_row(c, ev_str(b, K_MSGID)) : NULL;
-            if (o != NULL)
-                pubs[o - c->rows]++;
-        }
-        for (int i = 0; i < c->nrows; i++) {
-            if (pubs[i] == 0)
-                continue;
-            inv->checked++;
-            long allowed = c->rows[i].attempts;
-            for (int k = 0; k < c->nrequeues; k++)
-                if (strcasecmp(c->requeues[k].id, c->rows[i].id) == 0)
-                    allowed += c->requeues[k].attempts_before;
-            if (pubs[i] > allowed)
-                violation(inv, "message %s reached the broker %d times but only %ld claims "
-                          "were committed (attempts = %d): a publish without a committed lease",
-                          c->rows[i].id, pubs[i], allowed, c->rows[i].attempts);
-        }
-        free(pubs);
+    if (pubs == NULL)
+        return;
+    cJSON_ArrayForEach(b, c->in->broker_events) {
+        struct orow *o = is_publish(b) ? find_row(c, ev_str(b, K_MSGID)) : NULL;
+        if (o != NULL)
+            pubs[o - c->rows]++;
     }
-    for (int i = 0; i < ls->n; i++) {
-        const struct lease *l = &ls->v[i];
-        if (l->attempt < 0 || (i + 1 < ls->n && strcmp(ls->v[i + 1].id, l->id) == 0))
-            continue;
-        struct orow *o = find_row(c, l->id);
-        if (o == NULL)
+    for (int i = 0; i < c->nrows; i++) {
+        if (pubs[i] == 0)
             continue;
         inv->checked++;
-        if (o->attempts < l->attempt)
-            violation(inv, "message %s holds attempts = %d although it was claimed with "
-                      "attempt %ld", o->id, o->attempts, l->attempt);
+        long allowed = c->rows[i].attempts;
+        for (int k = 0; k < c->nrequeues; k++)
+            if (strcasecmp(c->requeues[k].id, c->rows[i].id) == 0)
+                allowed += c->requeues[k].attempts_before;
+        if (pubs[i] > allowed)
+            violation(inv, "message %s reached the broker %d times but only %ld claims "
+                      "were committed (attempts = %d): a publish without a committed lease",
+                      c->rows[i].id, pubs[i], allowed, c->rows[i].attempts);
     }
+    free(pubs);
 }
 
 /* ---- 8. dead_letter_at_limit -------------------------------------------- */
@@ -1522,7 +1591,7 @@ static void counts(struct ctx *c)
             continue;
         cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
             const char *n = ev_name(ev);
-            if (strcmp(n, "inbox_dup") == 0 || strcmp(n, "duplicate") == 0)
+            if (strcmp(n, "inbox_dup") == 0)
                 dup_events++;
             if (strcmp(n, "gap") == 0)
                 gap_events++;
@@ -1538,6 +1607,7 @@ static void counts(struct ctx *c)
     res->effects = q_long(c, sqlset.effects_total, 0, NULL);
     res->requeues = q_long(c, "SELECT count(*) FROM outbox_requeues", 0, NULL);
     res->removed = q_long(c, "SELECT count(*) FROM outbox_removed", 0, NULL);
+    res->inbox_removed = q_long(c, "SELECT count(*) FROM inbox_removed", 0, NULL);
 }
 
 /* Is an earlier version of o's payment dead-lettered by the relay? */
@@ -1668,13 +1738,17 @@ static void inv_publish_within_lease(struct ctx *c)
         const char *id = ev_str(ev, K_MSGID);
         const char *token = ev_str(ev, K_TOKEN);
         double at;
-        if (id == NULL || token == NULL ||
-            !(ev_num(ev, (const char *const[]){ "stored_us", NULL }, &at) ||
-              ev_num(ev, (const char *const[]){ "ts_us", NULL }, &at)))
+        /* The fake broker writes stored_us, the instant it checked the
+         * lease; the RabbitMQ bridge cannot know it and writes none: its
+         * line's own ts_us, when the trace reached it, is an upper bound
+         * (rabbitbridge_main.c).  Two clocks, not two names of one. */
+        if (token == NULL)
             continue;
+        if (!ev_num(ev, "stored_us", &at))
+            at = (double)ev_ts(ev);
         inv->checked++;
         const struct claim_rec *hit = find_claim(c, id, token);
-        const char *client = ev_str(ev, (const char *const[]){ "client", NULL });
+        const char *client = ev_str(ev, "client");
         if (hit == NULL)
             violation(inv, "message %s was stored (from %s) under claim token %s, which no "
                       "committed claim of that row holds: a publish under no lease", id,
@@ -1734,10 +1808,9 @@ static void inv_idle_transactions_bounded(struct ctx *c)
         int64_t ts = ev_ts(sample);
         const cJSON *se;
         cJSON_ArrayForEach(se, sessions) {
-            const char *app = ev_str(se, (const char *const[]){ "app", NULL });
+            const char *app = ev_str(se, "app");
             double pid, idle;
-            if (app == NULL || !ev_num(se, (const char *const[]){ "pid", NULL }, &pid) ||
-                !ev_num(se, (const char *const[]){ "idle_ms", NULL }, &idle))
+            if (app == NULL || !ev_num(se, "pid", &pid) || !ev_num(se, "idle_ms", &idle))
                 continue;
             int bound = proc_bound_ms(c->in->sc, app);
             if (bound < 0)
@@ -1790,6 +1863,122 @@ static void inv_idle_transactions_bounded(struct ctx *c)
     free(eps);
 }
 
+/* ---- the fields the checker reads ----------------------------------------
+ *
+ * Each under the one name its writer gives it: relay_loop.c for the relays,
+ * fakebroker_server.c and rabbitbridge_main.c for the broker, cwlog.c for
+ * the header every line has. */
+
+static int has_string(const cJSON *ev, const char *k)
+{
+    return ev_str(ev, k) != NULL;
+}
+
+static int has_number(const cJSON *ev, const char *k)
+{
+    double v;
+    return ev_num(ev, k, &v);
+}
+
+static int has_time(const cJSON *ev, const char *k)
+{
+    int64_t us;
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(ev, k);
+    return cJSON_IsString(it) && iso_to_us(it->valuestring, &us);
+}
+
+/* An array of n items of the given cJSON type test, n < 0: any length. */
+static int has_array(const cJSON *ev, const char *k, cJSON_bool (*is)(const cJSON *), int n)
+{
+    const cJSON *a = ev_arr(ev, k), *it;
+    if (a == NULL || (n >= 0 && cJSON_GetArraySize(a) != n))
+        return 0;
+    cJSON_ArrayForEach(it, a) {
+        if (!is(it))
+            return 0;
+    }
+    return 1;
+}
+
+const char *checker_event_lacks(enum chk_source src, const cJSON *ev)
+{
+    if (!has_number(ev, "ts_us"))
+        return "ts_us";
+    if (!has_number(ev, "pid"))
+        return "pid";
+    if (!has_string(ev, "event"))
+        return "event";
+    const char *name = ev_name(ev);
+    if (src == CHK_SRC_RELAY) {
+        if (strcmp(name, "claim") == 0) {
+            if (!has_array(ev, "ids", cJSON_IsString, -1))
+                return "ids";
+            int n = cJSON_GetArraySize(ev_arr(ev, "ids"));
+            if (!has_array(ev, "attempts", cJSON_IsNumber, n))
+                return "attempts";
+            if (!has_array(ev, "previous_lease", cJSON_IsString, n))
+                return "previous_lease";
+            if (!has_time(ev, "lease_until"))
+                return "lease_until";
+            if (!has_string(ev, "worker"))
+                return "worker";
+        } else if (strcmp(name, "mark") == 0) {
+            if (!has_array(ev, "ids", cJSON_IsString, -1))
+                return "ids";
+            if (!has_number(ev, "n"))
+                return "n";
+        } else if (strcmp(name, "retry") == 0) {
+            if (!has_string(ev, "id"))
+                return "id";
+            if (!has_time(ev, "next_attempt_at"))
+                return "next_attempt_at";
+        } else if (strcmp(name, "dead_letter") == 0 || strcmp(name, "lease_lost") == 0) {
+            if (!has_string(ev, "id"))
+                return "id";
+        }
+    } else if (src == CHK_SRC_BROKER) {
+        if (strcmp(name, "publish") == 0) {
+            if (!has_string(ev, K_MSGID))
+                return K_MSGID;
+            if (!has_string(ev, K_STATUS))
+                return K_STATUS;
+            if (!has_string(ev, K_SHA))
+                return K_SHA;
+        } else if (strcmp(name, "deliver") == 0) {
+            if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(ev, "redelivered")))
+                return "redelivered";
+        }
+    }
+    return NULL;
+}
+
+/* The same test over the checker's whole input, for a caller that did not
+ * read it through history_read: 0, or -1 with res->error naming the
+ * process, the event's position in its log and the field. */
+static int input_lacks(const struct chk_input *in, struct chk_result *res)
+{
+    for (int p = 0; p <= in->sc->nprocs; p++) {
+        const cJSON *arr = p < in->sc->nprocs ? in->proc_events[p] : in->broker_events;
+        enum chk_source src = p == in->sc->nprocs ? CHK_SRC_BROKER
+                              : in->sc->procs[p].kind == SC_RELAY ? CHK_SRC_RELAY
+                                                                  : CHK_SRC_OTHER;
+        const cJSON *ev;
+        int i = 0;
+        cJSON_ArrayForEach(ev, arr) {
+            i++;
+            const char *f = checker_event_lacks(src, ev);
+            if (f != NULL) {
+                snprintf(res->error, sizeof(res->error),
+                         "%s's event %d (%s) lacks field \"%s\", which the checker reads",
+                         p < in->sc->nprocs ? in->sc->procs[p].name : "broker", i,
+                         ev_name(ev)[0] ? ev_name(ev) : "unnamed", f);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* ---- driver ------------------------------------------------------------- */
 
 int checker_run(const struct chk_input *in, struct chk_result *res)
@@ -1810,6 +1999,11 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
         if (!dup)
             c.consumers[c.nconsumers++] = in->sc->procs[p].consumer_name;
     }
+    if (input_lacks(in, res) < 0) {
+        for (int i = 0; i < INV_COUNT; i++)
+            res->inv[i].pass = 0;
+        return -1;
+    }
     if (load_outbox(&c) == 0 && load_requeues(&c) == 0 && load_claim_history(&c) == 0) {
         struct leases ls = { NULL, 0, 0 };
         collect_leases(&c, &ls);
@@ -1819,7 +2013,7 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
         inv_broker_log_matches_outbox(&c);
         inv_republish_same_payload(&c);
         inv_no_two_live_leases(&c, &ls);
-        inv_retry_respects_backoff(&c, &ls);
+        inv_retry_respects_backoff(&c);
         inv_dead_letter_at_limit(&c, &ls);
         inv_versions_in_order(&c);
         inv_one_payment_per_key(&c);
@@ -1832,6 +2026,8 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
     free(c.rows);
     free(c.requeues);
     free(c.claims);
+    free(c.claims_seq);
+    free(c.retries);
     for (int i = 0; i < INV_COUNT; i++)
         res->inv[i].pass = res->inv[i].ran && res->inv[i].violations == 0 && !c.db_failed;
     return c.db_failed ? -1 : 0;
@@ -1908,6 +2104,7 @@ cJSON *checker_counts_json(const struct chk_result *res)
     cJSON_AddNumberToObject(o, "publishes_refused", (double)res->publishes_refused);
     cJSON_AddNumberToObject(o, "requeues", (double)res->requeues);
     cJSON_AddNumberToObject(o, "removed", (double)res->removed);
+    cJSON_AddNumberToObject(o, "inbox_removed", (double)res->inbox_removed);
     cJSON_AddNumberToObject(o, "gaps_detected", (double)res->gaps_detected);
     cJSON_AddNumberToObject(o, "max_attempts", (double)res->max_attempts);
     return o;
@@ -1940,7 +2137,7 @@ static int metric(const struct chk_result *r, const char *name, long *v)
         { "recovered", r->recovered }, { "parked", r->parked },
         { "republished_same_id", r->republished_same_id },
         { "publishes_refused", r->publishes_refused }, { "requeues", r->requeues },
-        { "removed", r->removed },
+        { "removed", r->removed }, { "inbox_removed", r->inbox_removed },
         { "gaps_detected", r->gaps_detected }, { "max_attempts", r->max_attempts },
     };
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {

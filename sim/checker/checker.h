@@ -73,6 +73,7 @@ struct chk_result {
     /* further figures for "expect" */
     long republished_same_id, publishes_refused, requeues, gaps_detected, max_attempts;
     long removed;           /* outbox rows the runbook removed (outboxctl cleanup) */
+    long inbox_removed;     /* inbox markers it removed (outboxctl cleanup-inbox) */
     char error[512];        /* the checker itself could not run (SQL failed) */
 };
 
@@ -86,9 +87,20 @@ struct chk_input {
     const cJSON *samples;                    /* the runner's database samples, or NULL */
 };
 
+/* Where an event log comes from, for the fields the checker reads in it. */
+enum chk_source { CHK_SRC_RELAY, CHK_SRC_BROKER, CHK_SRC_OTHER };
+
+/* NULL when ev carries every field the checker reads in an event of its
+ * name from src, each under the one name its writer gives it and of the
+ * writer's type; else the name of the first field it lacks.  A line that
+ * lacks one is an error of the history (history_read names the file and
+ * line), never skipped: evidence the checker cannot read proves nothing. */
+const char *checker_event_lacks(enum chk_source src, const cJSON *ev);
+
 /* Runs every invariant and fills res.  Returns 0, or -1 when the database
- * could not be read (res->error says why; the invariants that could not run
- * are marked failed). */
+ * could not be read or an event lacks a field checker_event_lacks names
+ * (res->error says why; the invariants that could not run are marked
+ * failed). */
 int checker_run(const struct chk_input *in, struct chk_result *res);
 void checker_free(struct chk_result *res);
 

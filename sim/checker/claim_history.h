@@ -9,7 +9,11 @@
  * attempts -- to crashwindow_claims, in the claiming transaction: a claim
  * rolled back leaves no record, a committed one always does.  A settle that
  * releases a lease (mark, retry, dead letter: locked_until set to NULL) is
- * recorded too, as kind 'release' with the token of the lease it ended.
+ * recorded too, as kind 'release' with the token of the lease it ended,
+ * what the settle made of the row (release_kind: 'mark' when published_at
+ * is set, 'dead_letter' when dead_lettered_at is, else 'retry': still
+ * unpublished) and, for a retry, the next_attempt_at the row holds after
+ * it -- the backoff the retry really persisted, not the one it announced.
  * Nothing the relay says about itself goes into it. */
 #ifndef CW_CLAIM_HISTORY_H
 #define CW_CLAIM_HISTORY_H
@@ -17,10 +21,10 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-/* The DDL: table crashwindow_claims (kind 'claim' or 'release',
+/* The DDL: table crashwindow_claims (seq, kind 'claim' or 'release',
  * message_id, lock_id, locked_by, attempts, locked_until, claimed_at = the
- * recording transaction's now()) and its trigger on outbox_messages.
- * Idempotent. */
+ * recording transaction's now(); for a release also release_kind and
+ * next_attempt_at) and its trigger on outbox_messages.  Idempotent. */
 extern const char claim_history_sql[];
 
 /* Installs it in the database conn is connected to.  0, or -1 with a

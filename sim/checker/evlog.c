@@ -56,6 +56,55 @@ cJSON *evlog_read(const char *path, int *bad)
     return arr;
 }
 
+cJSON *evlog_read_strict(const char *path, evlog_check_fn check, void *arg, char *err,
+                         size_t errlen)
+{
+    cJSON *arr = cJSON_CreateArray();
+    if (arr == NULL) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return arr;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int lineno = 0, failed = 0;
+    while (!failed && (n = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0)
+            continue;
+        cJSON *obj = cJSON_ParseWithLength(line, (size_t)n);
+        if (obj == NULL || !cJSON_IsObject(obj)) {
+            cJSON_Delete(obj);
+            snprintf(err, errlen, "%s:%d: the line is not a JSON object: the checker cannot "
+                     "read its evidence", path, lineno);
+            failed = 1;
+            break;
+        }
+        const char *lacks = check != NULL ? check(obj, arg) : NULL;
+        if (lacks != NULL) {
+            snprintf(err, errlen, "%s:%d: the %s event lacks field \"%s\" (missing, or not of "
+                     "the type its writer gives it), which the checker reads", path, lineno,
+                     ev_name(obj)[0] ? ev_name(obj) : "unnamed", lacks);
+            cJSON_Delete(obj);
+            failed = 1;
+            break;
+        }
+        cJSON_AddItemToArray(arr, obj);
+    }
+    free(line);
+    fclose(f);
+    if (failed) {
+        cJSON_Delete(arr);
+        return NULL;
+    }
+    return arr;
+}
+
 struct count_ctx {
     const char *event, *key, *value;
     int n;
@@ -104,44 +153,25 @@ const char *ev_name(const cJSON *ev)
     return cJSON_IsString(e) ? e->valuestring : "";
 }
 
-const char *ev_str(const cJSON *ev, const char *const *names)
+const char *ev_str(const cJSON *ev, const char *name)
 {
-    for (; *names != NULL; names++) {
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(ev, *names);
-        if (cJSON_IsString(it))
-            return it->valuestring;
-    }
-    return NULL;
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(ev, name);
+    return cJSON_IsString(it) ? it->valuestring : NULL;
 }
 
-int ev_num(const cJSON *ev, const char *const *names, double *out)
+int ev_num(const cJSON *ev, const char *name, double *out)
 {
-    for (; *names != NULL; names++) {
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(ev, *names);
-        if (cJSON_IsNumber(it)) {
-            *out = it->valuedouble;
-            return 1;
-        }
-        if (cJSON_IsString(it) && it->valuestring[0] != '\0') {
-            char *end;
-            double v = strtod(it->valuestring, &end);
-            if (*end == '\0') {
-                *out = v;
-                return 1;
-            }
-        }
-    }
-    return 0;
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(ev, name);
+    if (!cJSON_IsNumber(it))
+        return 0;
+    *out = it->valuedouble;
+    return 1;
 }
 
-const cJSON *ev_arr(const cJSON *ev, const char *const *names)
+const cJSON *ev_arr(const cJSON *ev, const char *name)
 {
-    for (; *names != NULL; names++) {
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(ev, *names);
-        if (cJSON_IsArray(it))
-            return it;
-    }
-    return NULL;
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(ev, name);
+    return cJSON_IsArray(it) ? it : NULL;
 }
 
 /* Reads exactly n digits at *p into *v. */

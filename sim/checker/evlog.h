@@ -9,9 +9,9 @@
  * caller treats any such line as an error, since evidence it cannot read
  * proves nothing.
  *
- * The components name some fields differently (a claim's ids may be "ids"
- * or "message_ids"); the accessors take a NULL-terminated list of candidate
- * names so the checker stays tolerant of such spelling without guessing. */
+ * A field has one name, the one its writer gives it: the accessors take a
+ * single name, so a renamed field is missed loudly (evlog_read_strict and
+ * checker_event_lacks), never found under an alias. */
 #ifndef CW_EVLOG_H
 #define CW_EVLOG_H
 
@@ -23,6 +23,17 @@
  * with cJSON_Delete).  A missing file gives an empty array.  *bad (may be
  * NULL) receives the number of lines skipped.  NULL only on out of memory. */
 cJSON *evlog_read(const char *path, int *bad);
+
+/* What evlog_read_strict asks of each line: NULL when the event is usable,
+ * else the name of the field it lacks. */
+typedef const char *(*evlog_check_fn)(const cJSON *ev, void *arg);
+
+/* Reads path as evidence: every line must be a JSON object that check
+ * (may be NULL) accepts.  Returns a new array (a missing file gives an
+ * empty one), or NULL with "PATH:LINE: why" in err for the first line that
+ * is not an object or lacks a field, or on out of memory. */
+cJSON *evlog_read_strict(const char *path, evlog_check_fn check, void *arg, char *err,
+                         size_t errlen);
 
 /* Counts the events named event (NULL: all) in path, optionally only those
  * whose string or number field key equals value (key NULL: no filter).
@@ -40,14 +51,12 @@ int64_t ev_ts(const cJSON *ev);
 /* The event name, or "" when missing. */
 const char *ev_name(const cJSON *ev);
 
-/* The first of the candidate fields (NULL-terminated list) that is a
- * string; NULL when none is. */
-const char *ev_str(const cJSON *ev, const char *const *names);
-/* The first candidate that is a number (or a string holding an integer);
- * returns 1 with *out set, 0 when none. */
-int ev_num(const cJSON *ev, const char *const *names, double *out);
-/* The first candidate that is an array, or NULL. */
-const cJSON *ev_arr(const cJSON *ev, const char *const *names);
+/* Field name of ev when it is a string; NULL otherwise. */
+const char *ev_str(const cJSON *ev, const char *name);
+/* Field name of ev when it is a number: 1 with *out set, else 0. */
+int ev_num(const cJSON *ev, const char *name, double *out);
+/* Field name of ev when it is an array, or NULL. */
+const cJSON *ev_arr(const cJSON *ev, const char *name);
 
 /* A point in time given as a number (microseconds when >= 1e14, else
  * milliseconds since the epoch) or as ISO 8601 text

@@ -316,21 +316,52 @@ void history_free(struct history *h)
     memset(h, 0, sizeof(*h));
 }
 
-static cJSON *read_events(const char *path, char *err, size_t errlen)
+static const char *lacks_relay(const cJSON *ev, void *arg)
 {
-    int bad = 0;
-    cJSON *evs = evlog_read(path, &bad);
-    if (evs == NULL) {
-        snprintf(err, errlen, "%s: out of memory", path);
-        return NULL;
+    (void)arg;
+    return checker_event_lacks(CHK_SRC_RELAY, ev);
+}
+
+static const char *lacks_broker(const cJSON *ev, void *arg)
+{
+    (void)arg;
+    return checker_event_lacks(CHK_SRC_BROKER, ev);
+}
+
+static const char *lacks_other(const cJSON *ev, void *arg)
+{
+    (void)arg;
+    return checker_event_lacks(CHK_SRC_OTHER, ev);
+}
+
+/* A sample of the runner's sampler: its time, and each session it saw idle
+ * inside a transaction with the three fields idle_transactions_bounded reads. */
+static const char *lacks_sample(const cJSON *ev, void *arg)
+{
+    (void)arg;
+    double v;
+    if (!ev_num(ev, "ts_us", &v))
+        return "ts_us";
+    const cJSON *sessions = cJSON_GetObjectItemCaseSensitive(ev, "idle_in_transaction"), *se;
+    if (!cJSON_IsArray(sessions))
+        return "idle_in_transaction";
+    cJSON_ArrayForEach(se, sessions) {
+        if (ev_str(se, "app") == NULL)
+            return "idle_in_transaction[].app";
+        if (!ev_num(se, "pid", &v))
+            return "idle_in_transaction[].pid";
+        if (!ev_num(se, "idle_ms", &v))
+            return "idle_in_transaction[].idle_ms";
     }
-    if (bad > 0) {
-        snprintf(err, errlen, "%s: %d line%s that %s not a JSON object: the checker cannot "
-                 "read its evidence", path, bad, bad == 1 ? "" : "s", bad == 1 ? "is" : "are");
-        cJSON_Delete(evs);
-        return NULL;
-    }
-    return evs;
+    return NULL;
+}
+
+/* A process's or the broker's events, each line checked for the fields the
+ * checker reads: the first that is not a JSON object or lacks one is an
+ * error naming the file and the line. */
+static cJSON *read_events(const char *path, evlog_check_fn check, char *err, size_t errlen)
+{
+    return evlog_read_strict(path, check, NULL, err, errlen);
 }
 
 int history_read(const struct scenario *sc, const char *dir, struct history *h,
@@ -340,18 +371,19 @@ int history_read(const struct scenario *sc, const char *dir, struct history *h,
     char path[PATH_MAX];
     for (int i = 0; i < sc->nprocs; i++) {
         fmt(path, sizeof(path), "%s/%s.events.jsonl", dir, sc->procs[i].name);
-        if ((h->proc_events[i] = read_events(path, err, errlen)) == NULL)
+        evlog_check_fn check = sc->procs[i].kind == SC_RELAY ? lacks_relay : lacks_other;
+        if ((h->proc_events[i] = read_events(path, check, err, errlen)) == NULL)
             goto fail;
     }
     fmt(path, sizeof(path), "%s/broker.events.jsonl", dir);
-    if ((h->broker_events = read_events(path, err, errlen)) == NULL)
+    if ((h->broker_events = read_events(path, lacks_broker, err, errlen)) == NULL)
         goto fail;
     fmt(path, sizeof(path), "%s/history/http.jsonl", dir);
     if (access(path, R_OK) != 0) {
         snprintf(err, errlen, "%s: missing from the stored history", path);
         goto fail;
     }
-    cJSON *recs = read_events(path, err, errlen);
+    cJSON *recs = read_events(path, NULL, err, errlen);
     if (recs == NULL)
         goto fail;
     int n = cJSON_GetArraySize(recs);
@@ -376,7 +408,7 @@ int history_read(const struct scenario *sc, const char *dir, struct history *h,
      * whose database never came up, has none, and the invariant that reads
      * it is then vacuous. */
     fmt(path, sizeof(path), "%s/metrics.jsonl", dir);
-    if (access(path, R_OK) == 0 && (h->samples = read_events(path, err, errlen)) == NULL)
+    if (access(path, R_OK) == 0 && (h->samples = read_events(path, lacks_sample, err, errlen)) == NULL)
         goto fail;
     return 0;
 fail:
@@ -450,6 +482,10 @@ static int compare_verdicts(const char *label, const cJSON *live, const cJSON *i
         if (was == NULL || strcmp(was, now) != 0) {
             printf("    %s: invariant %s was %s, is %s\n", label, name, was ? was : "absent",
                    now);
+            /* Why it fails now, in the checker's own words. */
+            const cJSON *w = cJSON_GetArrayItem(rd_get(it, "witnesses"), 0);
+            if (strcmp(now, "fail") == 0 && cJSON_IsString(w))
+                printf("      e.g. %s\n", w->valuestring);
             diffs++;
         }
     }

@@ -50,8 +50,10 @@ int history_save(PGconn *conn, const char *dir, const struct http_rec *http, int
 int history_load_tables(PGconn *conn, const char *dir, char *err, size_t errlen);
 
 /* Reads the event logs and the stored HTTP log of sc's run in dir.  A line
- * that does not parse is an error: evidence the checker cannot read proves
- * nothing.  0, or -1 with a message in err (h is then freed). */
+ * that does not parse, or lacks a field the checker reads in it
+ * (checker_event_lacks), is an error naming the file and the line: evidence
+ * the checker cannot read proves nothing.  0, or -1 with a message in err
+ * (h is then freed). */
 int history_read(const struct scenario *sc, const char *dir, struct history *h,
                  char *err, size_t errlen);
 void history_free(struct history *h);

@@ -355,8 +355,8 @@ static void arm_env_faults(struct sctx *s, int idx, int pid, const char *spec)
     }
 }
 
-/* The API's bound port: from its "listening" event (port or host:port),
- * falling back to "127.0.0.1:PORT" in its output since start_off. */
+/* The API's bound port: from its "listening" event (its "port"), falling
+ * back to "127.0.0.1:PORT" in its output since start_off. */
 static int api_port(struct sctx *s, int idx, long start_off)
 {
     const struct proc *p = &s->procs[idx];
@@ -365,23 +365,11 @@ static int api_port(struct sctx *s, int idx, long start_off)
     const cJSON *ev;
     cJSON_ArrayForEach(ev, evs) {
         double pid = 0, v = 0;
-        ev_num(ev, (const char *const[]){ "pid", NULL }, &pid);
-        if ((int)pid != p->pid)
+        ev_num(ev, "pid", &pid);
+        if ((int)pid != p->pid || strcmp(ev_name(ev), "listening") != 0)
             continue;
-        const char *name = ev_name(ev);
-        if (strcmp(name, "listening") != 0 && strcmp(name, "listen") != 0 &&
-            strcmp(name, "ready") != 0 && strcmp(name, "started") != 0 &&
-            strcmp(name, "start") != 0)
-            continue;
-        if (ev_num(ev, (const char *const[]){ "port", NULL }, &v) && v > 0 && v < 65536) {
+        if (ev_num(ev, "port", &v) && v > 0 && v < 65536) {
             port = (int)v;
-            break;
-        }
-        const char *addr = ev_str(ev, (const char *const[]){ "listen", "addr", "address",
-                                                               "url", "bound", NULL });
-        const char *colon = addr ? strrchr(addr, ':') : NULL;
-        if (colon != NULL && atoi(colon + 1) > 0) {
-            port = atoi(colon + 1);
             break;
         }
     }
@@ -811,8 +799,8 @@ static void fault_report(struct sctx *s, const cJSON *const *proc_events, cJSON 
             if (strcmp(ev_name(ev), "fault_hit") != 0)
                 continue;
             cJSON *o = cJSON_CreateObject();
-            const char *pt = ev_str(ev, (const char *const[]){ "point", NULL });
-            const char *ac = ev_str(ev, (const char *const[]){ "action", NULL });
+            const char *pt = ev_str(ev, "point");
+            const char *ac = ev_str(ev, "action");
             cJSON_AddStringToObject(o, "point", pt ? pt : "");
             cJSON_AddStringToObject(o, "proc", s->procs[i].name);
             cJSON_AddStringToObject(o, "action", ac ? ac : "");
@@ -826,8 +814,8 @@ static void fault_report(struct sctx *s, const cJSON *const *proc_events, cJSON 
         const cJSON *ev;
         cJSON_ArrayForEach(ev, proc_events[a->proc]) {
             double pid = 0;
-            ev_num(ev, (const char *const[]){ "pid", NULL }, &pid);
-            const char *pt = ev_str(ev, (const char *const[]){ "point", NULL });
+            ev_num(ev, "pid", &pid);
+            const char *pt = ev_str(ev, "point");
             if ((int)pid == a->pid && strcmp(ev_name(ev), "fault_hit") == 0 && pt != NULL &&
                 strcmp(pt, a->point) == 0)
                 hit = 1;

@@ -305,7 +305,7 @@ cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events)
         /* The first apply after the fault ended, timed from when it began. */
         int64_t t = ev_ts(f);
         double started = (double)t;
-        ev_num(f, (const char *const[]){ "started_us", NULL }, &started);
+        ev_num(f, "started_us", &started);
         int64_t first = -1;
         for (int i = 0; i < s->sc->nprocs; i++) {
             const cJSON *e;

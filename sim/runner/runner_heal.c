@@ -84,9 +84,9 @@ int runner_pipeline_quiet(struct sctx *s, char *why, size_t whylen)
     int quiet = 1;
     cJSON_ArrayForEach(g, groups) {
         double unacked = 0, ready = 0, delayed = 0;
-        ev_num(g, (const char *const[]){ "unacked", NULL }, &unacked);
-        ev_num(g, (const char *const[]){ "ready", NULL }, &ready);
-        ev_num(g, (const char *const[]){ "delayed", NULL }, &delayed);
+        ev_num(g, "unacked", &unacked);
+        ev_num(g, "ready", &ready);
+        ev_num(g, "delayed", &delayed);
         if (unacked + ready + delayed > 0) {
             snprintf(why, whylen, "broker group %s: %.0f unacked, %.0f ready, %.0f delayed",
                      g->string, unacked, ready, delayed);

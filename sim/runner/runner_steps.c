@@ -244,10 +244,10 @@ static void last_fault_hit(const char *path, int pid, char *point, size_t len)
     const cJSON *ev;
     cJSON_ArrayForEach(ev, evs) {
         double p = 0;
-        ev_num(ev, (const char *const[]){ "pid", NULL }, &p);
+        ev_num(ev, "pid", &p);
         if ((int)p != pid || strcmp(ev_name(ev), "fault_hit") != 0)
             continue;
-        const char *pt = ev_str(ev, (const char *const[]){ "point", NULL });
+        const char *pt = ev_str(ev, "point");
         snprintf(point, len, "%s", pt ? pt : "");
     }
     cJSON_Delete(evs);

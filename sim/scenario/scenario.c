@@ -64,7 +64,8 @@ static const char *const expect_checks[] = {
     "payments", "outbox_rows", "published", "dead_lettered", "publishes",
     "deliveries", "redeliveries", "duplicates_absorbed", "effects",
     "ok", "lost", "duplicated", "unexpected", "recovered", "parked",
-    "republished_same_id", "publishes_refused", "requeues", "removed", "gaps_detected",
+    "republished_same_id", "publishes_refused", "requeues", "removed", "inbox_removed",
+    "gaps_detected",
     "max_attempts", "events", "faults_fired", "sql", "http_status", NULL
 };
 

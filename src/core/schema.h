@@ -5,7 +5,7 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION 6
 
 /* The text of schema.sql. */
 extern const char schema_sql[];

@@ -1,11 +1,13 @@
--- crashwindow schema, version 5.
+-- crashwindow schema, version 6.
 --
 -- Applied by `outboxctl migrate` in one transaction under an advisory lock;
--- a database already at version 5 is left untouched, an older one gets the
+-- a database already at version 6 is left untouched, an older one gets the
 -- upgrade steps in schema.c first (version 3 narrowed ix_outbox_claim_order
 -- to fresh rows and added ix_outbox_retry_order; version 4 added
 -- outbox_messages.locked_by; version 5 added outbox_removed and
--- consumer_replays, the runbook's records, which need no upgrade step).
+-- consumer_replays, the runbook's records, which need no upgrade step;
+-- version 6 added inbox_removed, the record of cleanup-inbox, which needs
+-- none either).
 -- outbox_messages, ix_outbox_ready and
 -- inbox_messages are the article's, exactly as written.
 
@@ -211,6 +213,25 @@ CREATE TABLE IF NOT EXISTS outbox_removed (
     removed_at timestamptz NOT NULL DEFAULT now(),
     removed_by text NOT NULL             -- the runbook operation: 'cleanup'
 );
+
+-- What the runbook removed from the inbox: one row per marker
+-- `outboxctl cleanup-inbox` deleted, written in the deleting statement.  A
+-- marker is a consumer's memory of an event it processed; once it is gone,
+-- an audit -- the harness's checker among them -- still knows that the
+-- event was processed and that its marker was removed legitimately, and
+-- when.
+-- Every removal is kept: a marker written again (a replay) and removed
+-- again has two rows.
+CREATE TABLE IF NOT EXISTS inbox_removed (
+    id bigserial PRIMARY KEY,
+    consumer_name text NOT NULL,
+    message_id uuid NOT NULL,
+    processed_at timestamptz NOT NULL,
+    removed_at timestamptz NOT NULL DEFAULT now(),
+    removed_by text NOT NULL             -- the runbook operation: 'cleanup-inbox'
+);
+CREATE INDEX IF NOT EXISTS ix_inbox_removed_message
+    ON inbox_removed (consumer_name, message_id);
 
 -- Monotonic counters that outlive processes (expired leases recovered, ...).
 CREATE TABLE IF NOT EXISTS pipeline_counters (

@@ -8,8 +8,9 @@
  * long run does not chase a moving target.  Each batch also adds what it
  * deleted to pipeline_counters in the same statement, which keeps
  * outbox_published_total monotonic across cleanups, and records each
- * deleted row in outbox_removed (ids, version, payload digest): the
- * runbook's removals are part of the history an audit reads.
+ * deleted row in outbox_removed (ids, version, payload digest), and each
+ * deleted inbox marker in inbox_removed: the runbook's removals are part of
+ * the history an audit reads.
  *
  * Inbox markers are the consumers' memory of what they processed; deleting
  * one whose message can still arrive again turns a harmless duplicate into a
@@ -73,7 +74,10 @@ static const char sql_inbox_batch[] =
     "del AS (\n"
     "    DELETE FROM inbox_messages AS d USING batch AS b\n"
     "    WHERE d.consumer_name = b.consumer_name AND d.message_id = b.message_id\n"
-    "    RETURNING 1),\n"
+    "    RETURNING d.consumer_name, d.message_id, d.processed_at),\n"
+    "recorded AS (\n"
+    "    INSERT INTO inbox_removed (consumer_name, message_id, processed_at, removed_by)\n"
+    "    SELECT consumer_name, message_id, processed_at, 'cleanup-inbox' FROM del),\n"
     "counted AS (\n"
     "    INSERT INTO pipeline_counters (counter, value)\n"
     "    SELECT 'inbox_markers_deleted', count(*) FROM del HAVING count(*) > 0\n"

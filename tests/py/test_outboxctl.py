@@ -11,6 +11,7 @@ import psycopg
 
 import promparse
 from conftest import binary, query, scalar, wait_for
+from test_consumer import assert_once_each, start_consumer, wait_value
 from test_relay import broker_connect, insert_rows, start_relay, stored, wait_published
 
 
@@ -359,6 +360,51 @@ def test_parked_events_are_listed_shown_redacted_and_replayed(db):
     assert ctl(db, "parked", "replay", "accounting", pub).returncode == 1
 
 
+def test_parked_replay_on_a_live_pipeline_applies_the_event_once(db, broker, procs):
+    """A running relay and consumer: the ledger refuses an event (a rule it
+    enforces that the event breaks), the consumer parks it after its
+    deliveries; the operator lifts the rule and replays it with outboxctl.
+    The relay publishes the same outbox row again under its id, and the
+    consumer applies it exactly once, as it does the event beside it."""
+    _, sock = broker
+    query(db, "ALTER TABLE ledger_entries ADD CONSTRAINT no_xts CHECK (currency <> 'XTS')")
+
+    def creation_event(currency):
+        eid, pid = str(uuid.uuid4()), str(uuid.uuid4())
+        body = {"EventId": eid, "PaymentId": pid, "Amount": "7.00", "Currency": currency,
+                "AggregateVersion": 1, "OccurredAtUtc": "2026-11-29T21:00:00.000000Z"}
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("INSERT INTO outbox_messages (id, aggregate_type, aggregate_id,"
+                         " aggregate_version, event_type, schema_version, payload, occurred_at)"
+                         " VALUES (%s, 'payment', %s, 1, 'PaymentCreated', 1, %s::jsonb, now())",
+                         (eid, pid, json.dumps(body)))
+        return eid
+
+    eid = creation_event("XTS")
+    beside = [creation_event("EUR")]
+    relay = start_relay(procs, db, sock)
+    start_consumer(procs, db, sock, args=("--poison-max-deliveries", "2"))
+    wait_value(lambda: query(db, "SELECT message_id FROM consumer_dead_letters"), [(eid,)], 20,
+               "the refused event to be parked")
+    assert scalar(db, "SELECT count(*) FROM ledger_entries WHERE message_id = %s", (eid,)) == 0
+
+    query(db, "ALTER TABLE ledger_entries DROP CONSTRAINT no_xts")
+    r = ctl(db, "parked", "replay", "accounting", eid)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"replayed {eid} to accounting" in r.stdout
+    wait_value(lambda: scalar(db, "SELECT count(*) FROM ledger_entries WHERE message_id = %s",
+                              (eid,)), 1, 20, "the replayed event to be applied")
+    wait_published(db, [eid])
+    assert relay.stop() == 0
+    assert_once_each(db, [eid] + beside)
+    assert [e["message_id"] for e in stored(sock, [eid])] == [eid, eid], \
+        "published again under its own id, once"
+    assert query(db, "SELECT count(*) FROM consumer_dead_letters") == [(0,)]
+    replays = query(db, "SELECT consumer_name, message_id::text, deliveries_before"
+                        " FROM consumer_replays")
+    assert replays == [("accounting", eid, 2)]
+
+
 def test_migrate_upgrades_a_version_1_database(db):
     # Version 1's claim index held every pending row, rows in backoff too.
     with psycopg.connect(db, autocommit=True) as conn:
@@ -371,7 +417,7 @@ def test_migrate_upgrades_a_version_1_database(db):
         conn.execute("INSERT INTO schema_migrations (version) VALUES (1)")
     pending = row(db)
     out = ctl(db, "migrate")
-    assert out.returncode == 0 and out.stdout == "schema version 5 applied\n", out
+    assert out.returncode == 0 and out.stdout == "schema version 6 applied\n", out
     assert out.stderr == "", "no notices about what already exists"
     defs = dict(query(db, "SELECT indexname, indexdef FROM pg_indexes"
                           " WHERE indexname IN ('ix_outbox_claim_order', 'ix_outbox_retry_order')"))
@@ -380,4 +426,4 @@ def test_migrate_upgrades_a_version_1_database(db):
     assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE id = %s", (pending,)) == 1
     assert scalar(db, "SELECT count(*) FROM information_schema.columns"
                       " WHERE table_name = 'outbox_messages' AND column_name = 'locked_by'") == 1
-    assert ctl(db, "migrate").stdout == "schema already at version 5\n"
+    assert ctl(db, "migrate").stdout == "schema already at version 6\n"

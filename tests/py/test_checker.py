@@ -1,0 +1,167 @@
+"""The checker can fail, and refuses evidence it cannot read.
+
+Each test runs real scenarios through `crashwindow run`, then judges the
+run's result.json, or doctors the stored history of a passing run and has
+`crashwindow check` judge it again:
+  - an event line that does not parse, or lacks a field the checker reads,
+    is an error naming the file and the line (and the field), not a skip;
+  - a 5xx answer to a creation whose payment was stored anyway fails
+    one_payment_per_key;
+  - a parked event passes nothing_lost only when the scenario names it as
+    planted poison ("poison_events");
+  - inbox markers the runbook removed (outboxctl cleanup-inbox) are recorded
+    in inbox_removed and are history to effect_once, not a lost marker.
+
+Scenarios here are written into tmp_path: they test the checker, they are
+not part of the suite in scenarios/.
+"""
+import json
+import os
+import shutil
+
+from conftest import crashwindow, inv, read_events, scenario
+
+
+def load_result(out):
+    with open(os.path.join(out, "result.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def by_name(result):
+    return {s["name"]: s for s in result["scenarios"]}
+
+
+def rewrite_lines(path, edit):
+    """Rewrites a JSON-lines file through edit(list of lines) -> lines."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(edit(lines)) + "\n")
+
+
+def check(out, pg):
+    return crashwindow("check", str(out), "--pg", pg, timeout=120)
+
+
+# A planted poison: a payment and its creation event under fixed ids, with a
+# payload that is no event the consumer can read, so it parks it.
+POISON_EVENT = "00000000-0000-4000-8000-0000000c0e01"
+POISON_SQL = (
+    "WITH p AS (INSERT INTO payments (id, client_id, amount, currency, status, version)"
+    " VALUES ('00000000-0000-4000-8000-0000000c0a01', 'runner', 9.99, 'EUR', 'created', 1)"
+    " RETURNING id),"
+    " i AS (INSERT INTO idempotency_records (client_id, idempotency_key, request_hash,"
+    " payment_id, status_code, response_body) SELECT 'runner', 'k-poison', repeat('0', 64), id,"
+    " 201, '{}' FROM p)"
+    " INSERT INTO outbox_messages (id, aggregate_type, aggregate_id, aggregate_version,"
+    " event_type, schema_version, payload, occurred_at)"
+    f" SELECT '{POISON_EVENT}', 'payment', id, 1, 'PaymentCreated', 1,"
+    " jsonb_build_object('Memo', 'no event at all'), now() FROM p")
+
+
+def test_history_checks_and_what_the_checker_refuses(tmp_path, pg_cluster):
+    body = {"amount": "12.00", "currency": "EUR"}
+    plain = scenario(tmp_path, "plain", [
+        {"do": "http", "name": "create", "key": "k-plain", "body": body, "expect_status": 201},
+        {"do": "payments", "count": 2, "key_prefix": "k-more"},
+        {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 10000},
+    ], invariants=["one_payment_per_key", "nothing_lost", "retry_respects_backoff"])
+    poison_steps = [
+        {"do": "payments", "count": 1, "key_prefix": "k-beside"},
+        {"do": "sql", "sql": POISON_SQL, "expect_rows": 1},
+        {"do": "wait", "until": "event", "proc": "accounting", "event": "park",
+         "timeout_ms": 15000, "why": "the consumer parks what it cannot read"},
+    ]
+    named = scenario(tmp_path, "poison-named", poison_steps, invariants=["nothing_lost"],
+                     poison_events=[POISON_EVENT])
+    unnamed = scenario(tmp_path, "poison-unnamed", poison_steps, invariants=["nothing_lost"])
+    cleaned = scenario(tmp_path, "inbox-cleaned", [
+        {"do": "payments", "count": 3, "key_prefix": "k-clean"},
+        {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 10000},
+        {"do": "outboxctl", "expect_exit": 0, "expect_output": "deleted 3 inbox markers",
+         "args": ["cleanup-inbox", "--older-than", "1ms", "--horizon", "1ms"]},
+    ], invariants=["effect_once", "nothing_lost"],
+        expect=[{"check": "inbox_removed", "equals": 3}, {"check": "effects", "equals": 3},
+                {"check": "sql", "sql": "SELECT count(*) FROM inbox_messages", "equals": 0}])
+    out = tmp_path / "out"
+    r = crashwindow("run", plain, named, unnamed, cleaned, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr  # poison-unnamed fails, on purpose
+    res = load_result(out)
+    scs = by_name(res)
+
+    p = scs["plain"]
+    assert p["verdict"] == "pass", p
+    assert inv(p, "retry_respects_backoff")["checked"] > 0
+
+    # poison_events: the named event may stay parked; the same run without
+    # the name fails nothing_lost on it.
+    n = scs["poison-named"]
+    assert n["verdict"] == "pass" and inv(n, "nothing_lost")["verdict"] == "pass", n
+    u = scs["poison-unnamed"]
+    nl = inv(u, "nothing_lost")
+    assert u["verdict"] == "fail" and nl["verdict"] == "fail"
+    assert any(POISON_EVENT in w and "parked-and-unresolved" in w for w in nl["witnesses"]), \
+        nl["witnesses"]
+
+    # Markers the runbook removed are recorded, and effect_once examined
+    # the effects whose markers are gone without calling them unmarked.
+    c = scs["inbox-cleaned"]
+    assert c["verdict"] == "pass", c
+    assert c["counts"]["inbox_removed"] == 3
+    assert inv(c, "effect_once")["checked"] >= 3
+
+    # The stored histories give the same verdicts...
+    same = check(out, pg_cluster)
+    assert same.returncode == 0 and "4 scenarios with the same verdicts, 0 different" in \
+        same.stdout, same.stdout + same.stderr
+
+    # ...and the checker judges what is stored: a creation answered 500 whose
+    # payment was stored by that very request fails one_payment_per_key.
+    run = out / p["dir"]
+    doctored = tmp_path / "doctored"
+    shutil.copytree(out, doctored)
+
+    def answered_500(lines):
+        recs = [json.loads(x) for x in lines]
+        hit = [x for x in recs if x["key"] == "k-plain"]
+        assert len(hit) == 1 and hit[0]["status"] == 201
+        hit[0].update(status=500, problem="internal", payment_id="")
+        return [json.dumps(x) for x in recs]
+
+    rewrite_lines(doctored / p["dir"] / "history" / "http.jsonl", answered_500)
+    got = check(doctored, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "plain: invariant one_payment_per_key was pass, is fail" in got.stdout, got.stdout
+    assert "key k-plain of client crashwindow was answered HTTP 500 (nothing stored)" in \
+        got.stdout, got.stdout
+
+    # A relay line that does not parse is an error naming its file and line.
+    broken = tmp_path / "broken"
+    shutil.copytree(out, broken)
+    relay_log = broken / p["dir"] / "relay-1.events.jsonl"
+    nlines = len(read_events(str(run / "relay-1.events.jsonl")))
+    rewrite_lines(relay_log, lambda lines: lines + ['{"ts_us": 1, "event": "cla'])
+    got = check(broken, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert f"{relay_log}:{nlines + 1}: the line is not a JSON object" in got.stdout, got.stdout
+
+    # A claim that names its lease end otherwise than the relay does is no
+    # claim the checker may skip: an error naming file, line and field.
+    renamed = tmp_path / "renamed"
+    shutil.copytree(out, renamed)
+    relay_log = renamed / p["dir"] / "relay-1.events.jsonl"
+    at = []
+
+    def rename_lease(lines):
+        recs = [json.loads(x) for x in lines]
+        for i, x in enumerate(recs):
+            if x.get("event") == "claim" and not at:
+                x["locked_until"] = x.pop("lease_until")
+                at.append(i + 1)
+        return [json.dumps(x) for x in recs]
+
+    rewrite_lines(relay_log, rename_lease)
+    got = check(renamed, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert f'{relay_log}:{at[0]}: the claim event lacks field "lease_until"' in got.stdout, \
+        got.stdout
