@@ -39,13 +39,21 @@ const char claim_history_sql[] =
     "                     ELSE 'retry' END,\n"
     "                CASE WHEN NEW.published_at IS NULL AND NEW.dead_lettered_at IS NULL\n"
     "                     THEN NEW.next_attempt_at END);\n"
+    "    ELSIF OLD.published_at IS NOT NULL AND NEW.published_at IS NOT NULL\n"
+    "          AND NEW.published_at <> OLD.published_at THEN\n"
+    "        INSERT INTO crashwindow_claims\n"
+    "            (kind, message_id, lock_id, locked_by, attempts, locked_until, claimed_at)\n"
+    "        VALUES ('remark', NEW.id, OLD.lock_id, OLD.locked_by, NEW.attempts,\n"
+    "                OLD.locked_until, now());\n"
     "    END IF;\n"
     "    RETURN NULL;\n"
     "END\n"
     "$$;\n"
     "CREATE OR REPLACE TRIGGER crashwindow_claims AFTER UPDATE ON outbox_messages\n"
     "    FOR EACH ROW WHEN (NEW.attempts > OLD.attempts\n"
-    "                       OR (OLD.locked_until IS NOT NULL AND NEW.locked_until IS NULL))\n"
+    "                       OR (OLD.locked_until IS NOT NULL AND NEW.locked_until IS NULL)\n"
+    "                       OR (OLD.published_at IS NOT NULL AND NEW.published_at IS NOT NULL\n"
+    "                           AND NEW.published_at <> OLD.published_at))\n"
     "    EXECUTE FUNCTION crashwindow_record_claim();\n";
 
 int claim_history_install(PGconn *conn, char *err, size_t errlen)

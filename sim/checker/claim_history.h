@@ -14,6 +14,10 @@
  * is set, 'dead_letter' when dead_lettered_at is, else 'retry': still
  * unpublished) and, for a retry, the next_attempt_at the row holds after
  * it -- the backoff the retry really persisted, not the one it announced.
+ * A row already published whose published_at is set again is recorded as
+ * kind 'remark': the fenced mark requires published_at IS NULL, so only a
+ * settle by a claim that no longer held the row does that.  (An operator
+ * replay sets published_at to NULL first: not a remark.)
  * Nothing the relay says about itself goes into it. */
 #ifndef CW_CLAIM_HISTORY_H
 #define CW_CLAIM_HISTORY_H
@@ -21,7 +25,7 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-/* The DDL: table crashwindow_claims (seq, kind 'claim' or 'release',
+/* The DDL: table crashwindow_claims (seq, kind 'claim', 'release' or 'remark',
  * message_id, lock_id, locked_by, attempts, locked_until, claimed_at = the
  * recording transaction's now(); for a release also release_kind and
  * next_attempt_at) and its trigger on outbox_messages.  Idempotent. */
