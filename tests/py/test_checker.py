@@ -165,3 +165,28 @@ def test_history_checks_and_what_the_checker_refuses(tmp_path, pg_cluster):
     assert got.returncode == 1, got.stdout + got.stderr
     assert f'{relay_log}:{at[0]}: the claim event lacks field "lease_until"' in got.stdout, \
         got.stdout
+
+    # The claim history is the evidence for the lease invariants: a row
+    # marked published a second time (only a stale worker's settle does
+    # that), and a retry recorded at the relays' attempt limit (12 here),
+    # each fail on re-check, with no relay line involved.
+    settled = tmp_path / "settled"
+    shutil.copytree(out, settled)
+
+    def stale_mark_and_late_retry(lines):
+        recs = [json.loads(x) for x in lines]
+        claim = next(x for x in recs if x["kind"] == "claim")
+        seq = max(x["seq"] for x in recs)
+        remark = dict(claim, seq=seq + 1, kind="remark")
+        retry = dict(claim, seq=seq + 2, kind="release", release_kind="retry", attempts=12,
+                     next_attempt_at=claim["locked_until"])
+        return lines + [json.dumps(remark), json.dumps(retry)]
+
+    rewrite_lines(settled / p["dir"] / "history" / "crashwindow_claims.jsonl",
+                  stale_mark_and_late_retry)
+    got = check(settled, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "plain: invariant no_two_live_leases was pass, is fail" in got.stdout, got.stdout
+    assert "already published, was marked published again" in got.stdout, got.stdout
+    assert "plain: invariant dead_letter_at_limit was pass, is fail" in got.stdout, got.stdout
+    assert "at attempt 12 although the relays' attempt limit is 12" in got.stdout, got.stdout
