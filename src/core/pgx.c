@@ -262,6 +262,79 @@ PGresult *pgx_get_result(PGconn *conn, char *sqlstate, char *err, size_t errlen)
     return first;
 }
 
+/* Notes r's error (the first one only) into sqlstate and err. */
+static void note_error(PGconn *conn, const PGresult *r, int *failed, char *sqlstate,
+                       char *err, size_t errlen)
+{
+    if (*failed)
+        return;
+    const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+    if (sqlstate != NULL)
+        snprintf(sqlstate, 6, "%s", s && s[0] ? s : "08006");
+    copy_msg(err, errlen, "", m ? m : PQerrorMessage(conn));
+    *failed = 1;
+}
+
+PGresult *pgx_begin_exec(PGconn *conn, const char *sql, int nparams,
+                         const char *const *params, char *sqlstate, char *err, size_t errlen)
+{
+    if (sqlstate != NULL)
+        sqlstate[0] = '\0';
+    if (!PQenterPipelineMode(conn) ||
+        !PQsendQueryParams(conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) ||
+        !PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0) ||
+        !PQpipelineSync(conn)) {
+        /* Only a broken connection (or no memory) gets here; a pipeline half
+         * queued cannot be taken back, and the caller drops the connection. */
+        copy_msg(err, errlen, "", PQerrorMessage(conn));
+        if (sqlstate != NULL)
+            snprintf(sqlstate, 6, "08006");
+        PQexitPipelineMode(conn);
+        return NULL;
+    }
+    /* BEGIN's result and NULL, the statement's and NULL, then the Sync.  The
+     * Sync commits nothing here: the transaction block stays open. */
+    PGresult *res[2] = { NULL, NULL }, *r;
+    int failed = 0, synced = 0;
+    for (int step = 0; step < 2 && PQstatus(conn) == CONNECTION_OK; step++) {
+        while ((r = pgx_next_result(conn)) != NULL) {
+            ExecStatusType st = PQresultStatus(r);
+            if ((st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) && res[step] == NULL) {
+                res[step] = r;
+                continue;
+            }
+            if (st != PGRES_PIPELINE_ABORTED)
+                note_error(conn, r, &failed, sqlstate, err, errlen);
+            PQclear(r);
+            if (PQstatus(conn) != CONNECTION_OK)
+                break;
+        }
+    }
+    while (PQstatus(conn) == CONNECTION_OK && (r = pgx_next_result(conn)) != NULL) {
+        ExecStatusType st = PQresultStatus(r);
+        PQclear(r);
+        if (st == PGRES_PIPELINE_SYNC) {
+            synced = 1;
+            break;
+        }
+    }
+    if (!PQexitPipelineMode(conn) || !synced || res[0] == NULL || res[1] == NULL) {
+        if (!failed) {
+            copy_msg(err, errlen, "", PQerrorMessage(conn));
+            if (sqlstate != NULL)
+                snprintf(sqlstate, 6, "08006");
+        }
+        failed = 1;
+    }
+    PQclear(res[0]);
+    if (failed) {
+        PQclear(res[1]);
+        return NULL;
+    }
+    return res[1];
+}
+
 void pgx_rollback(PGconn *conn)
 {
     pgx_cmd(conn, "ROLLBACK", 0, NULL, NULL, NULL, 0);

@@ -68,6 +68,15 @@ int pgx_cmd(PGconn *conn, const char *sql, int nparams,
  * short message, as pgx_exec.  sqlstate and err may be NULL. */
 PGresult *pgx_get_result(PGconn *conn, char *sqlstate, char *err, size_t errlen);
 
+/* BEGIN, then sql, in one round trip (a pipeline of the two and one Sync,
+ * which commits nothing: the transaction stays open for the caller's next
+ * statement or COMMIT).  Returns sql's result, as pgx_exec does; NULL with
+ * the SQLSTATE and a message when BEGIN or sql failed (the transaction is
+ * then aborted, or the connection lost: 08006).  The connection leaves
+ * pipeline mode either way. */
+PGresult *pgx_begin_exec(PGconn *conn, const char *sql, int nparams,
+                         const char *const *params, char *sqlstate, char *err, size_t errlen);
+
 /* Rolls back the open transaction, ignoring a failure: on a dead connection
  * there is nothing left to undo, and the caller learns of the loss from its
  * own failed statement (or from PQtransactionStatus). */
