@@ -5,7 +5,7 @@
  *                [--name NAME] [--threads N] [--lock-timeout-ms MS]
  *                [--statement-timeout-ms MS] [--drain-ms MS] [--broker SOCKET]
  *                [--request-timeout-ms MS] [--max-connections N]
- *                [--max-conns-per-client N]
+ *                [--max-conns-per-client N] [--db-wait-ms MS]
  *
  * --listen takes an IPv4 address and a port; port 0 binds a free port.  The
  * bound address is printed on stdout as "listening 127.0.0.1:PORT" and
@@ -25,6 +25,7 @@
 #include "api_metrics.h"
 #include "api_pool.h"
 #include "api_store.h"
+#include "backoff.h"
 #include "cliutil.h"
 #include "cwlog.h"
 #include "fault.h"
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct options {
     const char *db;
@@ -47,6 +49,7 @@ struct options {
     int lock_timeout_ms;
     int statement_timeout_ms;
     int drain_ms;
+    int db_wait_ms;
     int request_timeout_ms;
     int max_connections;
     int max_per_client;
@@ -60,6 +63,7 @@ static void usage(FILE *f)
             "                    [--statement-timeout-ms MS] [--drain-ms MS]\n"
             "                    [--broker SOCKET] [--request-timeout-ms MS]\n"
             "                    [--max-connections N] [--max-conns-per-client N]\n"
+            "                    [--db-wait-ms MS]\n"
             "  --listen ADDR:PORT        IPv4 address and port (default 127.0.0.1:8080;\n"
             "                            port 0 picks a free one, printed on stdout)\n"
             "  --threads N               HTTP worker threads = database connections (4)\n"
@@ -71,6 +75,8 @@ static void usage(FILE *f)
             "                            it trickles in; then the connection closes (10000)\n"
             "  --max-connections N       connections at once (1024)\n"
             "  --max-conns-per-client N  connections at once from one address (64)\n"
+            "  --db-wait-ms MS           at start, retry an unreachable database for up\n"
+            "                            to MS before giving up with exit 1 (30000)\n"
             "  --metrics-listen HOST:PORT serve Prometheus metrics at /metrics there\n"
             "CW_DB may hold the connection string instead of --db.\n");
 }
@@ -129,6 +135,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             bad = cw_parse_int(a, v, 1, 3600000, &o->statement_timeout_ms, err, sizeof(err));
         else if (strcmp(a, "--drain-ms") == 0)
             bad = cw_parse_int(a, v, 0, 3600000, &o->drain_ms, err, sizeof(err));
+        else if (strcmp(a, "--db-wait-ms") == 0)
+            bad = cw_parse_int(a, v, 0, 3600000, &o->db_wait_ms, err, sizeof(err));
         else if (strcmp(a, "--request-timeout-ms") == 0)
             bad = cw_parse_int(a, v, 100, 600000, &o->request_timeout_ms, err, sizeof(err));
         else if (strcmp(a, "--max-connections") == 0)
@@ -189,6 +197,7 @@ int main(int argc, char **argv)
         .lock_timeout_ms = 50,
         .statement_timeout_ms = 10000,
         .drain_ms = 10000,
+        .db_wait_ms = 30000,
         .request_timeout_ms = 10000,
         .max_connections = 1024,
         .max_per_client = 64,
@@ -244,7 +253,26 @@ int main(int argc, char **argv)
         .statement_timeout_ms = o.statement_timeout_ms,
         .connect_timeout_s = 5,
     };
-    api_pool *pool = api_pool_new(&pcfg, err, sizeof(err));
+    /* A database still starting, failing over or behind a silent link is
+     * waited for, as the relay and the consumers wait for theirs: up to
+     * --db-wait-ms, retrying with capped backoff; then the last error. */
+    int64_t wait_until = cw_mono_ms() + o.db_wait_ms;
+    api_pool *pool = NULL;
+    for (int attempt = 1;; attempt++) {
+        pool = api_pool_new(&pcfg, err, sizeof(err));
+        if (pool != NULL || cw_mono_ms() >= wait_until)
+            break;
+        int64_t pause = cw_backoff_ceiling_ms(attempt, 100, 2000);
+        if (pause > wait_until - cw_mono_ms())
+            pause = wait_until - cw_mono_ms();
+        cwlog_simple("db_wait", "error", err);
+        /* The pause is a wait for the stop signals: a stop ends it at once. */
+        struct timespec ts = { (time_t)(pause / 1000), (long)(pause % 1000) * 1000000L };
+        if (sigtimedwait(&stop, NULL, &ts) > 0) {
+            cwlog_simple("exit", "reason", "stopped while waiting for the database");
+            return 0;
+        }
+    }
     if (pool == NULL) {
         fprintf(stderr, "payments-api: %s\n", err);
         cwlog_simple("exit", "error", err);

@@ -7,6 +7,7 @@ import re
 import signal
 import socket
 import threading
+import time
 
 import pytest
 
@@ -340,3 +341,82 @@ def test_bad_command_line_exits_2(procs, db):
     assert p.wait_exit(10) == 2
     assert "CW_FAULTS" in p.stderr_text()
     assert proc_state(p.pid) is None
+
+
+def _db_behind(db, port):
+    """db's connection string, reached over loopback TCP at port instead."""
+    kv = dict(x.split("=", 1) for x in db.split())
+    kv.update(host="'127.0.0.1'", port=f"'{port}'", sslmode="'disable'")
+    return " ".join(f"{k}={v}" for k, v in kv.items())
+
+
+def _pg_socket(db):
+    kv = {k: v.strip("'") for k, v in (x.split("=", 1) for x in db.split())}
+    return f"{kv['host']}/.s.PGSQL.{kv['port']}"
+
+
+def test_start_waits_for_an_unreachable_database(procs, db):
+    """At start the API retries a database it cannot reach (still starting,
+    failing over, behind a silent link) for up to --db-wait-ms, as the relay
+    and the consumers do; a database that appears meanwhile is used, one that
+    never does ends in exit 1 with the error; a stop ends the wait at once."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there: connections are refused
+
+    never = procs.start("api-never", [binary("payments-api"), "--db", _db_behind(db, port),
+                                      "--listen", "127.0.0.1:0", "--db-wait-ms", "1500"])
+    assert never.wait_exit(15) == 1
+    assert len(never.events("db_wait")) >= 2, never.events("db_wait")
+    assert "could not connect" in never.stderr_text()
+
+    stopped = procs.start("api-stopped", [binary("payments-api"), "--db",
+                                          _db_behind(db, port), "--listen", "127.0.0.1:0"])
+    wait_for(lambda: stopped.events("db_wait"), 10, "the API to wait for its database")
+    stopped.signal(signal.SIGTERM)
+    assert stopped.wait_exit(5) == 0
+
+    # The database appears 1.5 s after the API started: a forwarder opens
+    # the port then, to the cluster's socket.
+    def forward():
+        time.sleep(1.5)
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", port))
+        ls.listen(16)
+        ls.settimeout(20)
+        try:
+            while True:
+                c, _ = ls.accept()
+                u = socket.socket(socket.AF_UNIX)
+                u.connect(_pg_socket(db))
+                for a, b in ((c, u), (u, c)):
+                    threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+        except OSError:
+            pass
+        finally:
+            ls.close()
+
+    threading.Thread(target=forward, daemon=True).start()
+    late = start_api(procs, _db_behind(db, port))
+    assert late.proc.events("db_wait"), "the API should have waited"
+    assert late.post_payment("after-wait").status == 201
+    assert counts(db) == ONE
+
+
+def _pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
