@@ -83,6 +83,21 @@ int runner_all_scenarios(char ***files);
 char **runner_load_points(void);
 void runner_free_points(char **points);
 
+/* What a real broker cannot do (`run --broker rabbitmq` skips the scenario,
+ * `sim --broker rabbitmq` leaves the part out): the fake broker's switches,
+ * its visibility timeout, fault-proxy links that speak its protocol, and
+ * the loss of its in-memory store.  Each returns the reason (written into
+ * why) or NULL when a real broker can take it:
+ *   runner_rabbit_setup_skip  the scenario's "broker" settings;
+ *   runner_rabbit_step_skip   one of its steps;
+ *   runner_rabbit_skip        the whole scenario (settings, then steps). */
+struct scenario;
+struct sc_step;
+const char *runner_rabbit_setup_skip(const struct scenario *sc, char *why, size_t whylen);
+const char *runner_rabbit_step_skip(const struct scenario *sc, const struct sc_step *st,
+                                    char *why, size_t whylen);
+const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whylen);
+
 /* Set by SIGINT/SIGTERM: every wait gives up, the scenario is torn down. */
 int runner_interrupted(void);
 void runner_install_signals(void);

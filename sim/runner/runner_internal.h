@@ -263,9 +263,6 @@ cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events);
 /* 1 when the run is against RabbitMQ (--broker rabbitmq). */
 int runner_rabbit(const struct runner *r);
 
-/* Why sc cannot run against a real broker (into why), or NULL when it can. */
-const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whylen);
-
 /* The run's node: started (URL in r->rabbit_url), 0 or -1 with a message
  * on stderr; stopped and removed (unless --keep). */
 int runner_rabbit_start(struct runner *r);

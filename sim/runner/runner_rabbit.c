@@ -30,29 +30,14 @@ int runner_rabbit(const struct runner *r)
     return r->o->broker != NULL && strcmp(r->o->broker, "rabbitmq") == 0;
 }
 
-/* A scenario step list that sets a fake broker switch, or NULL. */
-static const char *switch_step(const struct scenario *sc)
+const char *runner_rabbit_setup_skip(const struct scenario *sc, char *why, size_t whylen)
 {
-    for (int i = 0; i < sc->nsteps; i++) {
-        if (sc->steps[i].verb == V_BROKER)
-            return "a broker step sets a fake-broker switch";
-        if (sc->steps[i].verb == V_NET && sc->steps[i].net_peer == NP_BROKER)
-            return "a net step on a broker link (the fault proxy speaks the fake broker's "
-                   "protocol)";
-    }
-    return NULL;
-}
-
-const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whylen)
-{
-    const cJSON *sw = sc->broker_control;
-    if (sw != NULL && sw->child != NULL) {
-        snprintf(why, whylen, "needs the fake broker's '%s' switch", sw->child->string);
-        return why;
-    }
-    const char *step = switch_step(sc);
-    if (step != NULL) {
-        snprintf(why, whylen, "%s", step);
+    const cJSON *sw = NULL;
+    if (sc->broker_control != NULL)
+        for (sw = sc->broker_control->child; sw != NULL && sc_broker_is_setting(sw->string);)
+            sw = sw->next;
+    if (sw != NULL) {
+        snprintf(why, whylen, "needs the fake broker's '%s' switch", sw->string);
         return why;
     }
     if (sc->visibility_timeout_ms > 0 && !sc->broker_durable) {
@@ -60,13 +45,36 @@ const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whyl
                  "redelivers on connection loss only)");
         return why;
     }
-    for (int i = 0; i < sc->nsteps; i++) {
-        if (sc->steps[i].verb == V_BROKER_CRASH && !sc->broker_durable) {
-            snprintf(why, whylen, "proves the loss of an in-memory broker store; RabbitMQ's "
-                     "quorum queues are durable");
-            return why;
-        }
+    return NULL;
+}
+
+const char *runner_rabbit_step_skip(const struct scenario *sc, const struct sc_step *st,
+                                    char *why, size_t whylen)
+{
+    if (st->verb == V_BROKER) {
+        snprintf(why, whylen, "a broker step sets a fake-broker switch");
+        return why;
     }
+    if (st->verb == V_NET && st->net_peer == NP_BROKER) {
+        snprintf(why, whylen, "a net step on a broker link (the fault proxy speaks the fake "
+                 "broker's protocol)");
+        return why;
+    }
+    if (st->verb == V_BROKER_CRASH && !sc->broker_durable) {
+        snprintf(why, whylen, "proves the loss of an in-memory broker store; RabbitMQ's "
+                 "quorum queues are durable");
+        return why;
+    }
+    return NULL;
+}
+
+const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whylen)
+{
+    if (runner_rabbit_setup_skip(sc, why, whylen) != NULL)
+        return why;
+    for (int i = 0; i < sc->nsteps; i++)
+        if (runner_rabbit_step_skip(sc, &sc->steps[i], why, whylen) != NULL)
+            return why;
     return NULL;
 }
 

@@ -75,6 +75,10 @@ static const char *const broker_switches[] = {
     "visibility_timeout_ms", "max_payload_bytes", "reset", "refuse_error", NULL
 };
 
+/* The "broker" members that configure the broker at its start; every other
+ * member is a switch applied once it runs (broker_control). */
+static const char *const broker_settings[] = { "visibility_timeout_ms", "durable", NULL };
+
 cJSON *sc_control_for_display(const cJSON *control)
 {
     cJSON *c = cJSON_Duplicate(control, 1);
@@ -107,6 +111,11 @@ static int in_list(const char *s, const char *const *list)
         if (strcmp(*list, s) == 0)
             return 1;
     return 0;
+}
+
+int sc_broker_is_setting(const char *field)
+{
+    return field != NULL && in_list(field, broker_settings);
 }
 
 /* Every key of obj must be in allowed. */
@@ -458,10 +467,9 @@ static int parse_broker(struct vctx *v, struct scenario *sc, const cJSON *b)
         return 0;
     if (!cJSON_IsObject(b))
         return verr(v, "broker", "must be an object");
-    static const char *const settings[] = { "visibility_timeout_ms", "durable", NULL };
     const cJSON *it;
     cJSON_ArrayForEach(it, b) {
-        if (!in_list(it->string, broker_switches) && !in_list(it->string, settings))
+        if (!in_list(it->string, broker_switches) && !in_list(it->string, broker_settings))
             return verr(v, "broker", "unknown field '%s'", it->string);
     }
     if (opt_int(v, b, "visibility_timeout_ms", "broker", 1, 86400000,
@@ -470,7 +478,7 @@ static int parse_broker(struct vctx *v, struct scenario *sc, const cJSON *b)
         return -1;
     int others = 0;
     cJSON_ArrayForEach(it, b) {
-        if (!in_list(it->string, settings))
+        if (!in_list(it->string, broker_settings))
             others++;
     }
     if (others > 0)

@@ -256,6 +256,10 @@ const char *sc_invariant_name(enum sc_invariant i);
 /* -1 when name is not an invariant. */
 int sc_invariant_from_name(const char *name);
 
+/* 1 when field of a scenario's "broker" object is a setting of the broker
+ * at its start (visibility_timeout_ms, durable), 0 when it is a switch. */
+int sc_broker_is_setting(const char *field);
+
 /* A copy of broker switches fit to show (caller deletes): a refuse_error's
  * text, which may be a planted secret, is replaced by its length. */
 cJSON *sc_control_for_display(const cJSON *control);

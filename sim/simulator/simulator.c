@@ -24,7 +24,16 @@
  *
  * --shard K/N runs a contiguous share of runs 1..R of the seed (shard.h);
  * result.json's "shard" says which, so that `crashwindow merge` can check
- * the shards of one simulation fit. */
+ * the shards of one simulation fit.
+ *
+ * --broker rabbitmq runs every run against a real RabbitMQ node (the
+ * runner's, one per batch).  Generation stays the same, so S:I names one
+ * schedule on both brokers; what of it a real broker cannot take is left
+ * out of the rendered scenario, step by step, by the runner's own rule
+ * (runner_rabbit_setup_skip, runner_rabbit_step_skip in runner.h): where
+ * `run --broker rabbitmq` skips a whole hand-written scenario, a generated
+ * one keeps the rest of its schedule.  A run's printed line counts what
+ * was left out, and sim.events.jsonl says what and why. */
 #include "simulator.h"
 #include "fstree.h"
 #include "cwlog.h"
@@ -69,6 +78,7 @@ struct sim_opts {
     long max_failures;       /* stop after this many failing runs; 0: never */
     struct shard shard;      /* --shard, or 0/0 */
     const char *junit;       /* --junit, or NULL */
+    int rabbit;              /* --broker rabbitmq */
 };
 
 /* What one run came to. */
@@ -174,12 +184,123 @@ static cJSON *u64_json(uint64_t v)
 static void replay_cmd(const struct sim *s, uint64_t seed, uint64_t run, char *out,
                        size_t outlen)
 {
+    const char *broker = s->o.rabbit ? " --broker rabbitmq" : "";
     if (s->o.bin != NULL)
-        fmt(out, outlen, "crashwindow sim --replay %llu:%llu --bin %s",
-            (unsigned long long)seed, (unsigned long long)run, s->o.bin);
+        fmt(out, outlen, "crashwindow sim --replay %llu:%llu%s --bin %s",
+            (unsigned long long)seed, (unsigned long long)run, broker, s->o.bin);
     else
-        fmt(out, outlen, "crashwindow sim --replay %llu:%llu", (unsigned long long)seed,
-            (unsigned long long)run);
+        fmt(out, outlen, "crashwindow sim --replay %llu:%llu%s", (unsigned long long)seed,
+            (unsigned long long)run, broker);
+}
+
+/* ---- a real broker -------------------------------------------------------- */
+
+/* Parses the scenario object sc as the runner will.  NULL with err. */
+static struct scenario *parse_rendered(const cJSON *sc, const char *name, char *err,
+                                       size_t errlen)
+{
+    char *text = cJSON_PrintUnformatted(sc);
+    if (text == NULL) {
+        fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    struct scenario *parsed = scenario_parse(text, name, NULL, err, errlen);
+    cJSON_free(text);
+    return parsed;
+}
+
+static void log_left_out(const char *name, const char *what, const char *why)
+{
+    cJSON *ev = cwlog_begin("rabbitmq_left_out");
+    cJSON_AddStringToObject(ev, "scenario", name);
+    cJSON_AddStringToObject(ev, "what", what);
+    cJSON_AddStringToObject(ev, "reason", why);
+    cwlog_emit(ev);
+}
+
+/* Takes out of the rendered scenario sc what a real broker cannot take, as
+ * the runner's rule judges it: each step it refuses, then, while it
+ * refuses the "broker" settings, the fake broker's switches and then its
+ * visibility timeout ("durable" is RabbitMQ's own nature and stays).
+ * Returns how many parts went, or -1 with err when the scenario cannot be
+ * parsed or the rule still refuses what is left. */
+static int fit_rabbit(cJSON *sc, const char *name, int quiet, char *err, size_t errlen)
+{
+    char why[256];
+    int left = 0;
+    struct scenario *parsed = parse_rendered(sc, name, err, errlen);
+    if (parsed == NULL)
+        return -1;
+    cJSON *steps = cJSON_GetObjectItemCaseSensitive(sc, "steps");
+    for (int i = parsed->nsteps - 1; i >= 0; i--) {
+        if (runner_rabbit_step_skip(parsed, &parsed->steps[i], why, sizeof(why)) == NULL)
+            continue;
+        char what[32];
+        fmt(what, sizeof(what), "step %d", i + 1);
+        if (!quiet)
+            log_left_out(name, what, why);
+        cJSON_DeleteItemFromArray(steps, i);
+        left++;
+    }
+    if (left > 0) {
+        scenario_free(parsed);
+        parsed = parse_rendered(sc, name, err, errlen);
+        if (parsed == NULL)
+            return -1;
+    }
+    /* The "broker" object: settings and switches (sc_broker_is_setting). */
+    cJSON *broker = cJSON_GetObjectItemCaseSensitive(sc, "broker");
+    while (broker != NULL && runner_rabbit_setup_skip(parsed, why, sizeof(why)) != NULL) {
+        int switches = parsed->broker_control != NULL && parsed->broker_control->child != NULL;
+        if (!switches && !cJSON_HasObjectItem(broker, "visibility_timeout_ms"))
+            break;
+        if (!quiet)
+            log_left_out(name, switches ? "broker switches" : "visibility timeout", why);
+        cJSON *item = broker->child;
+        while (item != NULL) {
+            cJSON *next = item->next;
+            int setting = sc_broker_is_setting(item->string);
+            if (switches ? !setting : strcmp(item->string, "visibility_timeout_ms") == 0)
+                cJSON_DeleteItemFromObjectCaseSensitive(broker, item->string);
+            item = next;
+        }
+        left++;
+        scenario_free(parsed);
+        parsed = parse_rendered(sc, name, err, errlen);
+        if (parsed == NULL)
+            return -1;
+    }
+    int rc = left;
+    if (runner_rabbit_skip(parsed, why, sizeof(why)) != NULL) {
+        fmt(err, errlen, "%s still needs the fake broker: %s", name, why);
+        rc = -1;
+    }
+    scenario_free(parsed);
+    return rc;
+}
+
+/* The scenario of plan as this simulation runs it: sim_render, fitted to a
+ * real broker with --broker rabbitmq.  *left_out (may be NULL) receives how
+ * many parts were left out, which are logged unless left_out is given.
+ * NULL (message printed) when it cannot be. */
+static cJSON *render_run(const struct sim *s, const struct sim_plan *plan, const char *name,
+                         const char *title, int *left_out)
+{
+    if (left_out != NULL)
+        *left_out = 0;
+    cJSON *sc = sim_render(plan, name, title);
+    if (sc == NULL || !s->o.rabbit)
+        return sc;
+    char err[512];
+    int n = fit_rabbit(sc, name, left_out != NULL, err, sizeof(err));
+    if (n < 0) {
+        fprintf(stderr, "crashwindow sim: %s\n", err);
+        cJSON_Delete(sc);
+        return NULL;
+    }
+    if (left_out != NULL)
+        *left_out = n;
+    return sc;
 }
 
 /* ---- one run ------------------------------------------------------------- */
@@ -274,7 +395,7 @@ static int run_batch(struct sim *s, const struct sim_plan *plans, const char *co
     }
     int written = 0;
     for (; written < n; written++) {
-        cJSON *sc = sim_render(&plans[written], names[written], NULL);
+        cJSON *sc = render_run(s, &plans[written], names[written], NULL, NULL);
         char *text = sc ? cJSON_PrintUnformatted(sc) : NULL;
         cJSON_Delete(sc);
         int ok = text != NULL && write_text(paths[written], text) == 0;
@@ -296,6 +417,7 @@ static int run_batch(struct sim *s, const struct sim_plan *plans, const char *co
     ro.bin_fallback = s->o.bin != NULL ? s->own_build : NULL;
     ro.repeat = 1;
     ro.brief = 1;
+    ro.broker = s->o.rabbit ? "rabbitmq" : NULL;
 
     /* The runner's progress lines go to a log: a long simulation would
      * otherwise bury its own verdicts. */
@@ -577,6 +699,15 @@ static int run_runs(struct sim *s, uint64_t seed, uint64_t first, int n, long in
         sim_scenario_name(seed, first + (uint64_t)i, namebuf[i], sizeof(namebuf[i]));
         names[i] = namebuf[i];
         sim_describe(&plans[i], desc, sizeof(desc));
+        if (s->o.rabbit) {
+            /* Rendered once more here only to say what RabbitMQ leaves out. */
+            int left = 0;
+            cJSON_Delete(render_run(s, &plans[i], names[i], NULL, &left));
+            size_t dl = strlen(desc);
+            if (left > 0 && dl < sizeof(desc))
+                snprintf(desc + dl, sizeof(desc) - dl, " | rabbitmq: %d part%s left out", left,
+                         left == 1 ? "" : "s");
+        }
         if (total > 0)
             printf("[%ld/%ld] run %llu:%llu  %s\n", index + i, total, (unsigned long long)seed,
                    (unsigned long long)(first + (uint64_t)i), desc);
@@ -649,7 +780,7 @@ static cJSON *shrunk_scenario(const struct sim *s, const struct sim_plan *orig,
     fmt(title, sizeof(title), "Shrunk from randomized run %llu of seed %llu: %s fails "
         "(size %ld, from %ld)", (unsigned long long)orig->run,
         (unsigned long long)orig->seed, fail->sig, t->size1, t->size0);
-    cJSON *sc = sim_render(best, name, title);
+    cJSON *sc = render_run(s, best, name, title, NULL);
     if (sc == NULL)
         return NULL;
     char desc[1024], replay[PATH_MAX + 96];
@@ -769,6 +900,7 @@ static void usage(FILE *f)
         "                       [--replay S:I] [--shrink] [--shrink-budget SECONDS]\n"
         "                       [--bin DIR] [--pg CONNINFO] [--max-failures N] [--dry-run]\n"
         "                       [--keep-passing] [--shard K/N|env] [--junit FILE]\n"
+        "                       [--broker fake|rabbitmq]\n"
         "  --seed S            runs S:1, S:2, ... (default: a seed from the clock, printed)\n"
         "  --runs N            how many runs (default %d)\n"
         "  --time-budget SEC   start no run after this many seconds (default %d)\n"
@@ -788,6 +920,9 @@ static void usage(FILE *f)
         "  --shard K/N         runs (K-1)*R/N+1 .. K*R/N of the seed's R runs (needs --seed;\n"
         "                      'env' as in crashwindow run --help); crashwindow merge joins them\n"
         "  --junit FILE        write JUnit XML (one test case per run) to FILE\n"
+        "  --broker B          fake (default) or rabbitmq: a throwaway RabbitMQ node, and\n"
+        "                      each schedule without what a real broker cannot take\n"
+        "                      (crashwindow run --help: the same rule skips a scenario)\n"
         "exit status: 0 every run passed, 1 a run failed, 2 bad usage\n",
         DEFAULT_RUNS, DEFAULT_BUDGET_S, DEFAULT_SHRINK_BUDGET_S);
 }
@@ -871,6 +1006,13 @@ static int parse_args(struct sim_opts *o, int argc, char **argv)
         } else if (strcmp(a, "--junit") == 0) {
             o->junit = v;
             i++;
+        } else if (strcmp(a, "--broker") == 0) {
+            if (strcmp(v, "fake") != 0 && strcmp(v, "rabbitmq") != 0) {
+                fprintf(stderr, "crashwindow sim: --broker takes fake or rabbitmq, not '%s'\n", v);
+                return -1;
+            }
+            o->rabbit = strcmp(v, "rabbitmq") == 0;
+            i++;
         } else if (strcmp(a, "--shard") == 0) {
             char err[512];
             if (shard_arg(v, &o->shard, err, sizeof(err)) < 0) {
@@ -917,7 +1059,8 @@ static int dry_run(struct sim *s)
         char name[64];
         sim_generate(&s->cat, seed, i, &p);
         sim_scenario_name(seed, i, name, sizeof(name));
-        cJSON *sc = sim_render(&p, name, NULL);
+        int left_out;
+        cJSON *sc = render_run(s, &p, name, NULL, &left_out);
         char *text = sc ? cJSON_Print(sc) : NULL;
         if (text == NULL) {
             cJSON_Delete(sc);

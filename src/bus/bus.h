@@ -99,7 +99,10 @@ int bus_fd(bus_conn *c);
 int bus_publish(bus_conn *c, const struct bus_message *m, char *err, size_t errlen);
 
 /* Pipelining: send several publishes, then read their confirms in the same
- * order with bus_publish_confirm (one call per send). */
+ * order with bus_publish_confirm (one call per send).  Sends may be held in
+ * the connection until the next call that waits on the broker (RabbitMQ:
+ * written as full segments), so wait for confirms with bus_publish_confirm,
+ * never by polling bus_fd. */
 int bus_publish_send(bus_conn *c, const struct bus_message *m, char *err, size_t errlen);
 int bus_publish_confirm(bus_conn *c, char *err, size_t errlen);
 
