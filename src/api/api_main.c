@@ -266,6 +266,9 @@ int main(int argc, char **argv)
         if (pause > wait_until - cw_mono_ms())
             pause = wait_until - cw_mono_ms();
         cwlog_simple("db_wait", "error", err);
+        if (attempt == 1)
+            fprintf(stderr, "payments-api: waiting up to %d ms for the database: %s\n",
+                    o.db_wait_ms, err);
         /* The pause is a wait for the stop signals: a stop ends it at once. */
         struct timespec ts = { (time_t)(pause / 1000), (long)(pause % 1000) * 1000000L };
         if (sigtimedwait(&stop, NULL, &ts) > 0) {

@@ -223,7 +223,8 @@ def test_secrets_in_connection_strings_survive_nowhere(procs, broker, tmp_path):
             for prog in ("outboxctl", "payments-api"):
                 args = [binary(prog), "--db", conninfo]
                 args += ["status"] if prog == "outboxctl" else \
-                    ["--listen", "127.0.0.1:0", "--events", str(tmp_path / f"api-{i}.jsonl")]
+                    ["--listen", "127.0.0.1:0", "--events", str(tmp_path / f"api-{i}.jsonl"),
+                     "--db-wait-ms", "150"]  # its db_wait events are a surface too
                 r = subprocess.run(args, capture_output=True, text=True, timeout=30)
                 assert r.returncode != 0
                 seen.append((f"{prog} ({f['name']}, {variant})", r.stdout + r.stderr))
