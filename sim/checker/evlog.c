@@ -12,97 +12,102 @@
 #include <string.h>
 #include <time.h>
 
-/* Calls fn for each parsed object line of path; returns lines skipped. */
-static int each_line(const char *path, void (*fn)(void *arg, cJSON *obj), void *arg)
+/* Calls fn for each line of path that is not blank, with its number and the
+ * object it holds (NULL when it is not a JSON object: fn then decides), until
+ * fn returns nonzero.  Returns that value, or 0 at the end of the file. */
+static int each_line(const char *path, int (*fn)(void *arg, cJSON *obj, int lineno), void *arg)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return 0;
-    int bad = 0;
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = '\0';
-        if (n == 0)
-            continue;
-        cJSON *obj = cJSON_ParseWithLength(line, (size_t)n);
-        if (obj == NULL || !cJSON_IsObject(obj)) {
-            cJSON_Delete(obj);
-            bad++;
-            continue;
-        }
-        fn(arg, obj);
-    }
-    free(line);
-    fclose(f);
-    return bad;
-}
-
-static void add_to_array(void *arg, cJSON *obj)
-{
-    cJSON_AddItemToArray((cJSON *)arg, obj);
-}
-
-cJSON *evlog_read(const char *path, int *bad)
-{
-    cJSON *arr = cJSON_CreateArray();
-    if (arr == NULL)
-        return NULL;
-    int b = each_line(path, add_to_array, arr);
-    if (bad != NULL)
-        *bad = b;
-    return arr;
-}
-
-cJSON *evlog_read_strict(const char *path, evlog_check_fn check, void *arg, char *err,
-                         size_t errlen)
-{
-    cJSON *arr = cJSON_CreateArray();
-    if (arr == NULL) {
-        snprintf(err, errlen, "%s: out of memory", path);
-        return NULL;
-    }
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return arr;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int lineno = 0, failed = 0;
-    while (!failed && (n = getline(&line, &cap, f)) > 0) {
+    int lineno = 0, stop = 0;
+    while (!stop && (n = getline(&line, &cap, f)) > 0) {
         lineno++;
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = '\0';
         if (n == 0)
             continue;
         cJSON *obj = cJSON_ParseWithLength(line, (size_t)n);
-        if (obj == NULL || !cJSON_IsObject(obj)) {
+        if (obj != NULL && !cJSON_IsObject(obj)) {
             cJSON_Delete(obj);
-            snprintf(err, errlen, "%s:%d: the line is not a JSON object: the checker cannot "
-                     "read its evidence", path, lineno);
-            failed = 1;
-            break;
+            obj = NULL;
         }
-        const char *lacks = check != NULL ? check(obj, arg) : NULL;
-        if (lacks != NULL) {
-            snprintf(err, errlen, "%s:%d: the %s event lacks field \"%s\" (missing, or not of "
-                     "the type its writer gives it), which the checker reads", path, lineno,
-                     ev_name(obj)[0] ? ev_name(obj) : "unnamed", lacks);
-            cJSON_Delete(obj);
-            failed = 1;
-            break;
-        }
-        cJSON_AddItemToArray(arr, obj);
+        stop = fn(arg, obj, lineno);
     }
     free(line);
     fclose(f);
-    if (failed) {
-        cJSON_Delete(arr);
+    return stop;
+}
+
+struct read_ctx {
+    cJSON *arr;
+    int bad;                 /* lenient: lines skipped */
+    const char *path;        /* strict: a bad line ends the read, said in err */
+    evlog_check_fn check;
+    void *check_arg;
+    char *err;
+    size_t errlen;
+};
+
+static int add_lenient(void *arg, cJSON *obj, int lineno)
+{
+    struct read_ctx *r = arg;
+    (void)lineno;
+    if (obj == NULL)
+        r->bad++;
+    else
+        cJSON_AddItemToArray(r->arr, obj);
+    return 0;
+}
+
+cJSON *evlog_read(const char *path, int *bad)
+{
+    struct read_ctx r = { .arr = cJSON_CreateArray() };
+    if (r.arr == NULL)
+        return NULL;
+    each_line(path, add_lenient, &r);
+    if (bad != NULL)
+        *bad = r.bad;
+    return r.arr;
+}
+
+static int add_strict(void *arg, cJSON *obj, int lineno)
+{
+    struct read_ctx *r = arg;
+    if (obj == NULL) {
+        snprintf(r->err, r->errlen, "%s:%d: the line is not a JSON object: the checker "
+                 "cannot read its evidence", r->path, lineno);
+        return -1;
+    }
+    const char *lacks = r->check != NULL ? r->check(obj, r->check_arg) : NULL;
+    if (lacks != NULL) {
+        snprintf(r->err, r->errlen, "%s:%d: the %s event lacks field \"%s\" (missing, or not "
+                 "of the type its writer gives it), which the checker reads", r->path, lineno,
+                 ev_name(obj)[0] ? ev_name(obj) : "unnamed", lacks);
+        cJSON_Delete(obj);
+        return -1;
+    }
+    cJSON_AddItemToArray(r->arr, obj);
+    return 0;
+}
+
+cJSON *evlog_read_strict(const char *path, evlog_check_fn check, void *arg, char *err,
+                         size_t errlen)
+{
+    struct read_ctx r = { .arr = cJSON_CreateArray(), .path = path, .check = check,
+                          .check_arg = arg, .err = err, .errlen = errlen };
+    if (r.arr == NULL) {
+        snprintf(err, errlen, "%s: out of memory", path);
         return NULL;
     }
-    return arr;
+    if (each_line(path, add_strict, &r) != 0) {
+        cJSON_Delete(r.arr);
+        return NULL;
+    }
+    return r.arr;
 }
 
 struct count_ctx {
@@ -125,13 +130,15 @@ int ev_field_equals(const cJSON *obj, const char *key, const char *value)
     return 0;
 }
 
-static void count_one(void *arg, cJSON *obj)
+static int count_one(void *arg, cJSON *obj, int lineno)
 {
     struct count_ctx *c = arg;
-    if ((c->event == NULL || strcmp(ev_name(obj), c->event) == 0) &&
+    (void)lineno;
+    if (obj != NULL && (c->event == NULL || strcmp(ev_name(obj), c->event) == 0) &&
         (c->key == NULL || ev_field_equals(obj, c->key, c->value)))
         c->n++;
     cJSON_Delete(obj);
+    return 0;
 }
 
 int evlog_count(const char *path, const char *event, const char *key, const char *value)
