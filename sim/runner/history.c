@@ -77,13 +77,8 @@ static cJSON *http_json(const struct http_rec *h)
     cJSON_AddStringToObject(o, "body_sha256", h->body_sha256);
     cJSON_AddStringToObject(o, "body_shown", h->body_shown);
     cJSON_AddStringToObject(o, "problem", h->problem);
-    /* Integers as text: a double holds microseconds since the epoch
-     * exactly, but cJSON would print them in exponent form. */
-    char t[32];
-    snprintf(t, sizeof(t), "%lld", (long long)h->t0_us);
-    cJSON_AddRawToObject(o, "t0_us", t);
-    snprintf(t, sizeof(t), "%lld", (long long)h->t1_us);
-    cJSON_AddRawToObject(o, "t1_us", t);
+    cwlog_add_int64(o, "t0_us", h->t0_us);
+    cwlog_add_int64(o, "t1_us", h->t1_us);
     return o;
 }
 

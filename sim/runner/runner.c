@@ -206,7 +206,7 @@ void runner_free_points(char **points)
 cJSON *runner_rev_begin(struct sctx *s, const char *event)
 {
     cJSON *ev = cJSON_CreateObject();
-    cJSON_AddNumberToObject(ev, "ts_us", (double)cw_now_us());
+    cwlog_add_int64(ev, "ts_us", cw_now_us());
     cJSON_AddStringToObject(ev, "proc", "runner");
     cJSON_AddNumberToObject(ev, "pid", (double)getpid());
     cJSON_AddStringToObject(ev, "event", event);
@@ -710,6 +710,28 @@ static void teardown(struct sctx *s)
     runner_stop_netproxy(s);
 }
 
+/* A parsed line holds its numbers as doubles, and cJSON would print some
+ * microsecond values in exponent form; the timeline keeps the digits the
+ * process wrote.  Done last, just before printing: a raw item is no longer
+ * a number to the readers of the event. */
+static void us_fields_as_integers(cJSON *ev)
+{
+    cJSON *it = ev->child;
+    while (it != NULL) {
+        cJSON *next = it->next;
+        size_t n = it->string ? strlen(it->string) : 0;
+        if (cJSON_IsNumber(it) && n > 3 && strcmp(it->string + n - 3, "_us") == 0 &&
+            it->valuedouble >= -9e18 && it->valuedouble <= 9e18) {
+            char text[24];
+            snprintf(text, sizeof(text), "%lld", (long long)it->valuedouble);
+            cJSON *raw = cJSON_CreateRaw(text);
+            if (raw != NULL)
+                cJSON_ReplaceItemInObjectCaseSensitive(ev, it->string, raw);
+        }
+        it = next;
+    }
+}
+
 struct tl_item {
     cJSON *ev;
     int64_t ts;
@@ -774,6 +796,7 @@ static long write_timeline(struct sctx *s)
     snprintf(path, sizeof(path), "%s/timeline.jsonl", s->dir);
     FILE *f = fopen(path, "w");
     for (long i = 0; f != NULL && i < count; i++) {
+        us_fields_as_integers(items[i].ev);
         char *text = cJSON_PrintUnformatted(items[i].ev);
         if (text != NULL) {
             fprintf(f, "%s\n", text);
@@ -804,7 +827,7 @@ static void fault_report(struct sctx *s, const cJSON *const *proc_events, cJSON 
             cJSON_AddStringToObject(o, "point", pt ? pt : "");
             cJSON_AddStringToObject(o, "proc", s->procs[i].name);
             cJSON_AddStringToObject(o, "action", ac ? ac : "");
-            cJSON_AddNumberToObject(o, "ts_us", (double)ev_ts(ev));
+            cwlog_add_int64(o, "ts_us", (int64_t)ev_ts(ev));
             cJSON_AddItemToArray(fired, o);
         }
     }

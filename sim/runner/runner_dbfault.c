@@ -131,7 +131,7 @@ void runner_close_own_cluster(struct sctx *s)
 static void fault_event(struct sctx *s, const char *target, const char *action, const char *detail)
 {
     cJSON *ev = runner_rev_begin(s, "db_fault");
-    cJSON_AddNumberToObject(ev, "started_us", (double)s->fault_started_us);
+    cwlog_add_int64(ev, "started_us", s->fault_started_us);
     cJSON_AddStringToObject(ev, "target", target);
     cJSON_AddStringToObject(ev, "action", action);
     if (detail != NULL)

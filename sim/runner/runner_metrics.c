@@ -89,7 +89,7 @@ static void sample(struct metrics *m, PGconn **conn)
         return;
     }
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "ts_us", (double)cw_now_us());
+    cwlog_add_int64(o, "ts_us", cw_now_us());
     add_num_or_null(o, "pending", r, 0);
     add_num_or_null(o, "oldest_pending_age_ms", r, 1);
     add_num_or_null(o, "attempts_total", r, 2);

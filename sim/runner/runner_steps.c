@@ -127,7 +127,7 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
         cJSON_AddStringToObject(ev, "error", h.error);
     if (h.payment_id[0])
         cJSON_AddStringToObject(ev, "payment_id", h.payment_id);
-    cJSON_AddNumberToObject(ev, "duration_us", (double)(h.t1_us - h.t0_us));
+    cwlog_add_int64(ev, "duration_us", h.t1_us - h.t0_us);
     runner_rev_emit(s, ev);
     if (out != NULL) {
         *out = h;

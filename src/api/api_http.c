@@ -193,7 +193,7 @@ static void log_request(const char *method, const char *url, const struct req *q
     cJSON_AddStringToObject(ev, "method", method);
     cJSON_AddStringToObject(ev, "path", safe);
     cJSON_AddNumberToObject(ev, "status", r->status);
-    cJSON_AddNumberToObject(ev, "duration_us", (double)(cw_mono_us() - q->start_us));
+    cwlog_add_int64(ev, "duration_us", cw_mono_us() - q->start_us);
     if (q->client[0] != '\0')
         cJSON_AddStringToObject(ev, "client", q->client);
     else

@@ -54,16 +54,23 @@ int64_t cw_mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* As raw integer text: cJSON prints a double of 16 digits whose last digit
+ * is 0 in exponent form (1.76445000012346e+15), and a reader that keeps
+ * integers as integers would then see a float. */
+void cwlog_add_int64(cJSON *obj, const char *key, int64_t v)
+{
+    char text[24];
+    snprintf(text, sizeof(text), "%lld", (long long)v);
+    if (cJSON_AddRawToObject(obj, key, text) == NULL)
+        abort();
+}
+
 cJSON *cwlog_begin(const char *event)
 {
     cJSON *ev = cJSON_CreateObject();
     if (ev == NULL)
         abort();
-    /* As raw integer text: cJSON prints large doubles in exponent form
-     * (1.79598759655426e+15), which readers would parse as a float. */
-    char ts[24];
-    snprintf(ts, sizeof(ts), "%lld", (long long)cw_now_us());
-    cJSON_AddRawToObject(ev, "ts_us", ts);
+    cwlog_add_int64(ev, "ts_us", cw_now_us());
     cJSON_AddStringToObject(ev, "proc", log_proc);
     cJSON_AddNumberToObject(ev, "pid", (double)getpid()); /* < 2^22: exact */
     cJSON_AddStringToObject(ev, "event", event);

@@ -27,6 +27,10 @@ int cwlog_open(const char *path, const char *proc);
 cJSON *cwlog_begin(const char *event);
 void cwlog_emit(cJSON *ev);
 
+/* Adds an integer that may exceed 2^53 or print in exponent form as a
+ * double (timestamps and durations in microseconds) as exact digits. */
+void cwlog_add_int64(cJSON *obj, const char *key, int64_t v);
+
 /* Shorthand for an event with one string field (either may be NULL). */
 void cwlog_simple(const char *event, const char *key, const char *value);
 

@@ -9,6 +9,7 @@ part of the suite in scenarios/.
 """
 import json
 import os
+import re
 import signal
 import urllib.request
 
@@ -522,6 +523,28 @@ def test_repeat_and_result_shape(tmp_path, pg_cluster):
                 "processing_latency_p99_ms"):
         assert key in metrics[-1], key
     assert metrics[-1]["consumed"] == {"accounting": 3}
+    for rep in res["scenarios"]:
+        assert_microseconds_are_digits(out / rep["dir"])
+
+
+US_FIELD = re.compile(r'"([a-z0-9_]*_us)":(-?[0-9.eE+]+)')
+
+
+def assert_microseconds_are_digits(scenario_dir):
+    """Every *_us field of the merged timeline, the metrics and each process's
+    events is written as integer digits: a reader that keeps integers as
+    integers must never meet 1.76445000012346e+15.  About one timestamp in
+    ten ends in 0 and would print in exponent form as a double."""
+    seen = 0
+    for name in sorted(os.listdir(scenario_dir)):
+        if not name.endswith(".jsonl"):
+            continue
+        with open(os.path.join(scenario_dir, name), encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                for field, value in US_FIELD.findall(line):
+                    assert re.fullmatch(r"-?[0-9]+", value), f"{name}:{n}: {field}={value}"
+                    seen += 1
+    assert seen > 100, seen
 
 
 def test_idle_transaction_past_its_bound_fails_on_the_runners_samples(tmp_path, pg_cluster):
