@@ -148,6 +148,13 @@
  *     included).  The confirm gets TEXT as it is; the broker's own log, and
  *     the switches it reports, only the sanitized form (sanitize.h), as for
  *     every refusal's "error" in the log.
+ *   - Heartbeats, for links that die without a word (a half-open peer, a
+ *     link that swallows bytes): subscribe takes "heartbeat_ms"
+ *     (100..600000).  A subscriber that has sent nothing for two intervals
+ *     is disconnected (reason "heartbeat") and what it held is redelivered.
+ *     Any client may send {"op":"ping"}; the broker answers {"op":"pong"},
+ *     so a subscriber that hears nothing for two intervals knows the link
+ *     is dead (bus_fakebroker.c pings after one quiet interval).
  *   - delay_ms holds back every message that becomes ready (stored, nacked,
  *     or requeued after a disconnect or a visibility timeout) for that long,
  *     on top of a nack's own delay_ms.
@@ -164,8 +171,8 @@
  *     "requeued"; a refused publish adds "error"; deliver adds
  *     "partition_key" and, for a copy, "duplicate"; disconnect adds "reason"
  *     (eof, bad_frame, frame_too_large, drop_before_confirm, write_error,
- *     shutdown) and "unread_bytes" when a partial frame was left.  More
- *     entries: "subscribe" (group, consumer, prefetch, ordered), "hello",
+ *     heartbeat, shutdown) and "unread_bytes" when a partial frame was left.  More
+ *     entries: "subscribe" (group, consumer, prefetch, ordered, heartbeat_ms), "hello",
  *     "bad_request" (request, tag, error, closed), "redeliver" reason
  *     "restart" (a --db broker found the delivery in flight when it
  *     started), "start", and "shutdown" (the stats at exit).  Numbers are
@@ -229,7 +236,8 @@ enum fb_op {
     FB_OP_NACK,
     FB_OP_CONTROL,
     FB_OP_STATS,
-    FB_OP_DUMP_LOG
+    FB_OP_DUMP_LOG,
+    FB_OP_PING
 };
 
 enum fb_outage { FB_OUTAGE_OFF = 0, FB_OUTAGE_REFUSE, FB_OUTAGE_HANG };
@@ -281,6 +289,7 @@ struct fb_frame {
     const char *group;
     int prefetch;
     int ordered;
+    int heartbeat_ms;            /* 0 when absent */
     /* ack, nack */
     uint64_t tag;
     int requeue;

@@ -20,6 +20,8 @@
 
 #define FB_MAX_NAME 255            /* topic, group, message_id, type, key, client */
 #define FB_MAX_PREFETCH 10000
+#define FB_MIN_HEARTBEAT_MS 100
+#define FB_MAX_HEARTBEAT_MS 600000
 #define FB_MAX_DELAY_MS 3600000
 #define FB_MAX_DROP 1000000
 #define FB_MAX_VISIBILITY_MS 86400000
@@ -211,13 +213,16 @@ static int parse_publish(struct fb_frame *f, char *err, size_t errlen)
 
 static int parse_subscribe(struct fb_frame *f, char *err, size_t errlen)
 {
-    long long prefetch;
+    long long prefetch, heartbeat;
     if (get_string(f->root, "topic", 0, FB_MAX_NAME, &f->topic, err, errlen) < 0 ||
         get_string(f->root, "group", 0, FB_MAX_NAME, &f->group, err, errlen) < 0 ||
         get_int(f->root, "prefetch", 1, 1, FB_MAX_PREFETCH, 1, &prefetch, err, errlen) < 0 ||
-        get_bool(f->root, "ordered", 1, &f->ordered, err, errlen) < 0)
+        get_bool(f->root, "ordered", 1, &f->ordered, err, errlen) < 0 ||
+        get_int(f->root, "heartbeat_ms", 1, FB_MIN_HEARTBEAT_MS, FB_MAX_HEARTBEAT_MS, 0,
+                &heartbeat, err, errlen) < 0)
         return -1;
     f->prefetch = (int)prefetch;
+    f->heartbeat_ms = (int)heartbeat;
     return 0;
 }
 
@@ -319,6 +324,7 @@ static const struct {
     {"subscribe", FB_OP_SUBSCRIBE}, {"ack", FB_OP_ACK},
     {"nack", FB_OP_NACK},           {"control", FB_OP_CONTROL},
     {"stats", FB_OP_STATS},         {"dump_log", FB_OP_DUMP_LOG},
+    {"ping", FB_OP_PING},
 };
 
 int fb_parse_frame(const char *line, size_t len, struct fb_frame *f, char *err, size_t errlen)
@@ -372,6 +378,7 @@ int fb_parse_frame(const char *line, size_t len, struct fb_frame *f, char *err, 
         break;
     case FB_OP_STATS:
     case FB_OP_DUMP_LOG:
+    case FB_OP_PING:
         break;
     default:
         snprintf(err, errlen, "unknown op %.64s", op->valuestring);

@@ -70,6 +70,8 @@ struct conn {
     int gidx;            /* subscription: group index, -1 for none */
     int prefetch;
     int inflight;
+    int heartbeat_ms;    /* subscription: 0 for none */
+    int64_t last_rx;     /* when the client last sent bytes */
     int dumping;
     int64_t dump_after;
     int64_t dump_until;
@@ -444,6 +446,7 @@ static void handle_subscribe(struct server *s, struct conn *c, const struct fb_f
     const struct fb_group *g = fb_store_group_at(s->st, gidx);
     c->gidx = gidx;
     c->prefetch = f->prefetch;
+    c->heartbeat_ms = f->heartbeat_ms;
     s->dirty[gidx] = 1;
 
     struct fb_buf *b = frame_begin(c, "subscribed");
@@ -460,6 +463,8 @@ static void handle_subscribe(struct server *s, struct conn *c, const struct fb_f
     fb_jw_str(b, "consumer", c->consumer);
     fb_jw_int(b, "prefetch", c->prefetch);
     fb_jw_bool(b, "ordered", g->ordered);
+    if (c->heartbeat_ms > 0)
+        fb_jw_int(b, "heartbeat_ms", c->heartbeat_ms);
     ev_emit(s);
 }
 
@@ -626,6 +631,10 @@ static void handle_line(struct server *s, struct conn *c, const char *line, size
         case FB_OP_NACK: handle_ack(s, c, &f); break;
         case FB_OP_CONTROL: handle_control(s, c, &f); break;
         case FB_OP_STATS: handle_stats(s, c); break;
+        case FB_OP_PING:
+            frame_begin(c, "pong");
+            frame_end(c);
+            break;
         case FB_OP_DUMP_LOG:
             c->dumping = 1;
             c->dump_after = 0;
@@ -660,6 +669,7 @@ static void conn_accept(struct server *s)
         c->fd = fd;
         c->id = ++s->next_conn;
         c->gidx = -1;
+        c->last_rx = s->now;
         snprintf(c->client, sizeof(c->client), "conn-%llu", (unsigned long long)c->id);
         snprintf(c->consumer, sizeof(c->consumer), "c%llu", (unsigned long long)c->id);
         fb_linebuf_init(&c->in);
@@ -688,6 +698,7 @@ static void conn_read(struct server *s, struct conn *c)
             break;
         }
         budget -= (size_t)n < budget ? (size_t)n : budget;
+        c->last_rx = s->now;
         if (fb_linebuf_append(&c->in, buf, (size_t)n) < 0)
             abort();
         const char *line;
@@ -989,6 +1000,25 @@ static int listen_on(const char *path)
     return fd;
 }
 
+/* A subscriber that asked for heartbeats and has sent nothing for two
+ * intervals is gone, whatever its socket says: a half-open link (a peer
+ * whose machine or network vanished) never reads as closed.  Dropping it
+ * redelivers what it held, as an AMQP broker does on a missed heartbeat. */
+static int64_t silent_until(const struct conn *c)
+{
+    return c->last_rx + 2 * (int64_t)c->heartbeat_ms;
+}
+
+static void drop_silent(struct server *s)
+{
+    for (struct conn *c = s->conns; c != NULL; c = c->next) {
+        if (!c->dead && c->heartbeat_ms > 0 && s->now >= silent_until(c)) {
+            c->dead = 1;
+            c->why = "heartbeat";
+        }
+    }
+}
+
 static int poll_timeout(struct server *s)
 {
     int64_t wait = MAX_WAIT_MS;
@@ -997,6 +1027,8 @@ static int poll_timeout(struct server *s)
             return 0;
         if (c->closing && c->close_by - s->now < wait)
             wait = c->close_by - s->now;
+        if (c->heartbeat_ms > 0 && silent_until(c) - s->now < wait)
+            wait = silent_until(c) - s->now;
     }
     if (s->next_due >= 0 && s->next_due - s->now < wait)
         wait = s->next_due - s->now;
@@ -1018,6 +1050,7 @@ static int round_once(struct server *s, struct pollfd *pfd, struct conn **who, i
     }
     if (pfd[0].revents & POLLIN)
         conn_accept(s);
+    drop_silent(s);
     struct release_ctx x = {s, "visibility_timeout"};
     if (fb_store_expire(s->st, s->now, ready_at(s, 0), on_release, &x) < 0)
         store_failed(s, "expire");

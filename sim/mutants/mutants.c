@@ -120,6 +120,8 @@ static const struct mutant MUTANTS[] = {
       { "26-consumer-pg-silent", "34-consumer-pg-partition", "16-postgres-crash-under-load" } },
     { "sessions_without_idle_timeout", "sessions have no idle-in-transaction bound: a vanished client's locks are held for hours",
       { "34-consumer-pg-partition", "35-api-commit-partition" } },
+    { "consumer_ignores_silent_broker", "a subscriber waits on a broker link that went silent, with no heartbeat",
+      { "36-consumer-broker-silent" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 

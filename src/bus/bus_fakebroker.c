@@ -18,6 +18,7 @@
  * caller reconnects (the broker redelivers what was not acknowledged). */
 #include "bus_internal.h"
 #include "cwlog.h"
+#include "mutant.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -34,6 +35,7 @@
 #define BUS_MAX_FRAME (8 * 1024 * 1024) /* a 1 MiB payload, escaped, fits */
 #define BUS_SEND_HIGH (64 * 1024)        /* flush buffered publishes above this */
 #define BUS_IN_CAP (64 * 1024 * 1024)    /* unread input we are willing to hold */
+#define BUS_HEARTBEAT_MIN_MS 100         /* the broker's lower bound */
 
 struct dq {
     struct bus_delivery *d;
@@ -58,6 +60,10 @@ struct fake_conn {
     long long next_seq;     /* seq of the next publish sent */
     long long confirm_seq;  /* seq of the next confirm expected */
     int pending;            /* publishes sent whose confirm was not read */
+    int heartbeat_ms;       /* subscribers: 0 before bus_subscribe */
+    int64_t last_rx_ms;     /* monotonic: when the broker last sent bytes */
+    int64_t last_tx_ms;     /* monotonic: when we last wrote bytes */
+    int pinged;             /* a ping went out since the last bytes came in */
 };
 
 /* Marks the connection unusable and returns status. */
@@ -129,6 +135,8 @@ static int read_some(struct fake_conn *c, char *err, size_t errlen)
                        strerror(errno));
     c->inlen += (size_t)n;
     c->in[c->inlen] = '\0';
+    c->last_rx_ms = cw_mono_ms();
+    c->pinged = 0;
     return (int)n;
 }
 
@@ -140,6 +148,7 @@ static int flush_out(struct fake_conn *c, int64_t deadline, char *err, size_t er
         ssize_t w = send(c->fd, c->out + off, c->outlen - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
             off += (size_t)w;
+            c->last_tx_ms = cw_mono_ms();
             continue;
         }
         if (w < 0 && errno == EINTR)
@@ -515,7 +524,7 @@ static int fake_publish_send(bus_conn *bc, const struct bus_message *m, char *er
     if (m->claim_token != NULL)
         cJSON_AddStringToObject(f, "claim_token", m->claim_token);
     if (m->not_after_us > 0)
-        cJSON_AddNumberToObject(f, "not_after_us", (double)m->not_after_us);
+        cwlog_add_int64(f, "not_after_us", m->not_after_us);
     cJSON *h = cJSON_AddObjectToObject(f, "headers");
     if (m->traceparent != NULL)
         cJSON_AddStringToObject(h, "traceparent", m->traceparent);
@@ -595,6 +604,14 @@ static int fake_subscribe(bus_conn *bc, const char *topic, const char *group, in
     cJSON_AddStringToObject(f, "topic", topic);
     cJSON_AddStringToObject(f, "group", group);
     cJSON_AddNumberToObject(f, "prefetch", prefetch);
+    /* Half the timeout, so that a broker gone silent (a half-open link
+     * swallows every byte and never resets) is given up on after two silent
+     * intervals, within the timeout, and the broker in turn drops a
+     * subscriber it has not heard from in two intervals. */
+    int hb = c->timeout_ms / 2;
+    hb = hb < BUS_HEARTBEAT_MIN_MS ? BUS_HEARTBEAT_MIN_MS : hb;
+    if (!CW_MUTANT(consumer_ignores_silent_broker))
+        cJSON_AddNumberToObject(f, "heartbeat_ms", hb);
     int64_t deadline = cw_mono_ms() + c->timeout_ms;
     rc = queue_frame(c, f, err, errlen);
     if (rc < 0)
@@ -605,7 +622,50 @@ static int fake_subscribe(bus_conn *bc, const char *topic, const char *group, in
     cJSON *reply;
     rc = wait_reply(c, "subscribed", "subscribe", deadline, &reply, err, errlen);
     cJSON_Delete(reply);
+    if (rc == BUS_OK && !CW_MUTANT(consumer_ignores_silent_broker)) {
+        c->heartbeat_ms = hb;
+        c->last_rx_ms = cw_mono_ms();
+        c->pinged = 0;
+    }
     return rc;
+}
+
+/* A subscriber may wait for deliveries for ever, so silence is its only
+ * sign of a dead link: a ping goes out when we have sent nothing for an
+ * interval, or heard nothing for one, and the connection is given up after
+ * two intervals without a byte from the broker (who answers a ping with a
+ * pong).  Returns BUS_OK, or BUS_TIMEOUT with the connection broken. */
+static int heartbeat(struct fake_conn *c, char *err, size_t errlen)
+{
+    int64_t now = cw_mono_ms();
+    if (now - c->last_rx_ms >= 2 * (int64_t)c->heartbeat_ms)
+        return bus_set_err(err, errlen, fail(c, BUS_TIMEOUT),
+                           "broker silent for %lld ms (heartbeat every %d ms)",
+                           (long long)(now - c->last_rx_ms), c->heartbeat_ms);
+    if (now - c->last_tx_ms < c->heartbeat_ms &&
+        (c->pinged || now - c->last_rx_ms < c->heartbeat_ms))
+        return BUS_OK;
+    cJSON *f = cJSON_CreateObject();
+    if (f == NULL)
+        abort();
+    cJSON_AddStringToObject(f, "op", "ping");
+    int rc = queue_frame(c, f, err, errlen);
+    if (rc == BUS_OK)
+        rc = flush_out(c, now + c->timeout_ms, err, errlen);
+    if (rc == BUS_OK)
+        c->pinged = 1;
+    return rc;
+}
+
+/* When heartbeat() next has something to do. */
+static int64_t heartbeat_due(const struct fake_conn *c)
+{
+    int64_t due = c->last_rx_ms + 2 * (int64_t)c->heartbeat_ms;
+    if (c->last_tx_ms + c->heartbeat_ms < due)
+        due = c->last_tx_ms + c->heartbeat_ms;
+    if (!c->pinged && c->last_rx_ms + c->heartbeat_ms < due)
+        due = c->last_rx_ms + c->heartbeat_ms;
+    return due;
 }
 
 static int fake_next_delivery(bus_conn *bc, int wait_ms, struct bus_delivery **out,
@@ -637,8 +697,18 @@ static int fake_next_delivery(bus_conn *bc, int wait_ms, struct bus_delivery **o
             return rc;
     }
     for (;;) {
+        int64_t until = deadline;
+        if (c->heartbeat_ms > 0) {
+            rc = heartbeat(c, err, errlen);
+            if (rc < 0)
+                return rc;
+            if (heartbeat_due(c) < until)
+                until = heartbeat_due(c);
+        }
         cJSON *f;
-        rc = read_frame(c, deadline, &f, err, errlen);
+        rc = read_frame(c, until, &f, err, errlen);
+        if (rc == BUS_NONE && cw_mono_ms() < deadline)
+            continue;
         if (rc == BUS_NONE)
             return bus_set_err(err, errlen, BUS_NONE, "no delivery within %d ms", wait_ms);
         if (rc < 0)

@@ -225,6 +225,110 @@ static void test_subscribe(void)
     bus_close(s);
 }
 
+/* A raw client socket with a receive timeout, for frames bus.h never sends. */
+static int raw_connect(void)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* Reads what arrives until a newline, EOF (returns 0) or the timeout (-1). */
+static ssize_t raw_line(int fd, char *buf, size_t n)
+{
+    size_t got = 0;
+    buf[0] = '\0';
+    while (got + 1 < n) {
+        ssize_t r = read(fd, buf + got, n - got - 1);
+        if (r <= 0)
+            return r == 0 && got == 0 ? 0 : (r < 0 ? -1 : (ssize_t)got);
+        got += (size_t)r;
+        buf[got] = '\0';
+        if (memchr(buf, '\n', got) != NULL)
+            return (ssize_t)got;
+    }
+    return (ssize_t)got;
+}
+
+static void raw_send(int fd, const char *line)
+{
+    CHECK(write(fd, line, strlen(line)) == (ssize_t)strlen(line));
+}
+
+/* Heartbeats, both ways: a link that goes silent without closing (a
+ * half-open peer) is noticed by the side that still lives. */
+static void test_heartbeat(void)
+{
+    char err[512], line[1024];
+
+    /* bad value: refused by name, the connection stays */
+    int fd = raw_connect();
+    CHECK(fd >= 0);
+    raw_send(fd, "{\"op\":\"subscribe\",\"topic\":\"payments\",\"group\":\"hb\","
+                 "\"heartbeat_ms\":50}\n");
+    CHECK(raw_line(fd, line, sizeof(line)) > 0);
+    CHECK(strstr(line, "\"error\"") != NULL && strstr(line, "heartbeat_ms") != NULL);
+
+    /* a subscriber that asked for 100 ms and then says nothing is dropped
+     * after two intervals; one that pings is answered */
+    raw_send(fd, "{\"op\":\"subscribe\",\"topic\":\"payments\",\"group\":\"hb\","
+                 "\"heartbeat_ms\":100}\n");
+    CHECK(raw_line(fd, line, sizeof(line)) > 0);
+    CHECK(strstr(line, "\"subscribed\"") != NULL);
+    raw_send(fd, "{\"op\":\"ping\"}\n");
+    int64_t t0 = cw_mono_ms();
+    ssize_t r;
+    int pong = 0;
+    while ((r = raw_line(fd, line, sizeof(line))) > 0)
+        pong |= strstr(line, "\"pong\"") != NULL;
+    int64_t took = cw_mono_ms() - t0;
+    CHECK(pong);
+    CHECK(r == 0);  /* EOF, not the 3 s receive timeout */
+    CHECK(took >= 150 && took < 2500);
+    close(fd);
+
+    /* the client side: a subscriber whose broker is alive waits its whole
+     * wait (its pings are answered) ... */
+    bus_conn *s = bus_connect(sock, "sub-hb", 400, err, sizeof(err));
+    CHECK(s != NULL);
+    if (s == NULL)
+        return;
+    CHECK(bus_subscribe(s, "payments", "hb-live", 1, err, sizeof(err)) == BUS_OK);
+    struct bus_delivery *d = NULL;
+    /* the group reads the topic from its start: drain it first */
+    while (bus_next_delivery(s, 300, &d, err, sizeof(err)) == BUS_OK) {
+        CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+        bus_delivery_free(d);
+        d = NULL;
+    }
+    t0 = cw_mono_ms();
+    CHECK(bus_next_delivery(s, 1200, &d, err, sizeof(err)) == BUS_NONE);
+    took = cw_mono_ms() - t0;
+    CHECK(took >= 1150 && took < 2500);
+
+    /* ... and one whose broker stops answering (stopped, its socket open,
+     * as behind a link that swallows bytes) gives up after two silent
+     * intervals (2 x 200 ms), not at the end of its wait */
+    kill(broker_pid, SIGSTOP);
+    t0 = cw_mono_ms();
+    int rc = bus_next_delivery(s, 5000, &d, err, sizeof(err));
+    took = cw_mono_ms() - t0;
+    kill(broker_pid, SIGCONT);
+    CHECK(rc == BUS_TIMEOUT);
+    CHECK(strstr(err, "heartbeat") != NULL);
+    CHECK(took < 1500);
+    CHECK(bus_next_delivery(s, 10, &d, err, sizeof(err)) == BUS_DISCONNECTED);
+    bus_close(s);
+}
+
 static void test_hang_and_disconnect(void)
 {
     char err[512], reply[512];
@@ -280,6 +384,7 @@ int main(void)
         bus_close(p);
     }
     test_subscribe();
+    test_heartbeat();
     test_hang_and_disconnect();
 
     /* a clean stop: exit 0 and the socket removed */
