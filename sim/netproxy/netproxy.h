@@ -38,7 +38,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum np_proto { NP_PG = 0, NP_BROKER };
+/* NP_BROKER speaks the fake broker's protocol (its cuts read its lines);
+ * NP_AMQP is a RabbitMQ link, forwarded but never parsed: every fault but
+ * the protocol-aware cuts. */
+enum np_proto { NP_PG = 0, NP_BROKER, NP_AMQP };
 
 enum np_kind {
     NP_LATENCY = 0, NP_BANDWIDTH, NP_BLACKHOLE, NP_SLICER, NP_LIMIT_DATA,

@@ -363,7 +363,7 @@ static int add_link(netproxy *np, const char *spec)
     char *c1 = eq ? strchr(eq + 1, ',') : NULL;
     char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
     if (c2 == NULL || nlinks == MAX_CLI_LINKS) {
-        fprintf(stderr, "netproxy: --link wants NAME=pg|broker,LISTEN,UPSTREAM: %s\n", spec);
+        fprintf(stderr, "netproxy: --link wants NAME=pg|broker|amqp,LISTEN,UPSTREAM: %s\n", spec);
         return -1;
     }
     *eq = *c1 = *c2 = '\0';
@@ -373,11 +373,13 @@ static int add_link(netproxy *np, const char *spec)
         return -1;
     }
     memcpy(l->name, copy, strlen(copy) + 1);
-    if (strcmp(eq + 1, "pg") != 0 && strcmp(eq + 1, "broker") != 0) {
-        fprintf(stderr, "netproxy: %s: protocol must be pg or broker\n", l->name);
+    if (strcmp(eq + 1, "pg") != 0 && strcmp(eq + 1, "broker") != 0 &&
+        strcmp(eq + 1, "amqp") != 0) {
+        fprintf(stderr, "netproxy: %s: protocol must be pg, broker or amqp\n", l->name);
         return -1;
     }
-    l->proto = strcmp(eq + 1, "pg") == 0 ? NP_PG : NP_BROKER;
+    l->proto = strcmp(eq + 1, "pg") == 0 ? NP_PG : strcmp(eq + 1, "amqp") == 0 ? NP_AMQP
+                                                                                : NP_BROKER;
     char err[256];
     if (netproxy_add_link(np, l->name, l->proto, c1 + 1, c2 + 1, l->bound, sizeof(l->bound),
                           err, sizeof(err)) < 0) {
@@ -434,7 +436,7 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: netproxy --control SOCK (--link NAME=pg|broker,LISTEN,"
+            fprintf(stderr, "usage: netproxy --control SOCK (--link NAME=pg|broker|amqp,LISTEN,"
                     "UPSTREAM ... | --send FRAME)\n");
             netproxy_free(np);
             return 2;

@@ -177,7 +177,7 @@ const char *np_kind_name(enum np_kind k)
 
 const char *np_proto_name(enum np_proto p)
 {
-    return p == NP_PG ? "pg" : "broker";
+    return p == NP_PG ? "pg" : p == NP_AMQP ? "amqp" : "broker";
 }
 
 /* The fields each kind takes besides fault, direction and ms. */
@@ -298,6 +298,11 @@ static int required(const cJSON *obj, enum np_proto proto, const struct np_fault
     if (f->kind != NP_CUT)
         return 0;
     int pg_cut = f->cut_after == NP_CUT_COMMIT;
+    if (proto == NP_AMQP) {
+        snprintf(err, errlen, "cut_after: an amqp link takes no protocol cut (the proxy does "
+                 "not parse AMQP frames)");
+        return -1;
+    }
     if (pg_cut != (proto == NP_PG)) {
         snprintf(err, errlen, "cut_after: %s is for %s links, not a %s link",
                  pg_cut ? "commit" : f->cut_after == NP_CUT_ACK ? "ack" : "confirm",

@@ -82,6 +82,41 @@ static char *link_conninfo(const char *conninfo, int port)
 }
 
 /* Reads the proxy's links and fills each process's addresses. */
+/* The "@HOST:PORT" of an amqp:// URL: *at is where it starts, *end where
+ * the path begins.  -1 when the URL has no explicit host and port. */
+static int amqp_hostport(const char *url, const char **at, const char **end)
+{
+    const char *h = strncmp(url, "amqp://", 7) == 0 ? url + 7 : NULL;
+    const char *e = h != NULL ? h + strcspn(h, "/?") : NULL;
+    const char *a = h != NULL ? memchr(h, '@', (size_t)(e - h)) : NULL;
+    a = a != NULL ? a + 1 : h;
+    if (a == NULL || memchr(a, ':', (size_t)(e - a)) == NULL)
+        return -1;
+    *at = a;
+    *end = e;
+    return 0;
+}
+
+/* Where an amqp link forwards to: "tcp:HOST:PORT" of the node's URL. */
+static int amqp_upstream(const char *url, char *out, size_t outlen)
+{
+    const char *a, *e;
+    if (amqp_hostport(url, &a, &e) < 0)
+        return -1;
+    fmt(out, outlen, "tcp:%.*s", (int)(e - a), a);
+    return 0;
+}
+
+/* The node's URL (credentials, vhost, exchange) aimed at the link's port. */
+static int amqp_with_port(const char *url, int port, char *out, size_t outlen)
+{
+    const char *a, *e;
+    if (port <= 0 || amqp_hostport(url, &a, &e) < 0)
+        return -1;
+    fmt(out, outlen, "%.*s127.0.0.1:%d%s", (int)(a - url), url, port, e);
+    return 0;
+}
+
 static int read_links(struct sctx *s, const cJSON *reply)
 {
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(reply, "links");
@@ -93,6 +128,12 @@ static int read_links(struct sctx *s, const cJSON *reply)
             continue;
         for (int i = 0; i < s->sc->nprocs; i++) {
             char want[SC_NAME_MAX + 16];
+            snprintf(want, sizeof(want), "%s->broker", s->procs[i].name);
+            if (strcmp(name, want) == 0 && strncmp(bound, "tcp:", 4) == 0 &&
+                amqp_with_port(s->broker_addr, atoi(strrchr(bound, ':') + 1),
+                               s->link_broker[i], sizeof(s->link_broker[i])) < 0)
+                return runner_fail(s, "netproxy: cannot build %s's broker URL",
+                                   s->procs[i].name);
             snprintf(want, sizeof(want), "%s->pg", s->procs[i].name);
             if (strcmp(name, want) == 0 && strncmp(bound, "tcp:", 4) == 0) {
                 char *ci = link_conninfo(s->conninfo, atoi(strrchr(bound, ':') + 1));
@@ -151,17 +192,24 @@ int runner_start_netproxy(struct sctx *s)
         argv[n++] = (char *)"--isolated-from";
         argv[n++] = host_netns;
     }
+    char amqp_up[300];
+    if (runner_rabbit(r) && amqp_upstream(s->broker_addr, amqp_up, sizeof(amqp_up)) < 0)
+        return runner_fail(s, "netproxy: no host:port in the broker URL");
     for (int i = 0; i < sc->nprocs; i++) {
-        /* Broker links speak the fake broker's protocol (its cuts read its
-         * frames); against RabbitMQ the processes reach the node directly. */
+        /* A fake-broker link is a Unix socket the proxy parses (its cuts
+         * read the broker's lines); a RabbitMQ link is loopback TCP, never
+         * parsed.  read_links makes the process's address of either. */
         if (!runner_rabbit(r)) {
             fmt(s->link_broker[i], sizeof(s->link_broker[i]), "%s/b%d-%d.sock", r->tmp, r->nsc,
                 i);
             fmt(specs[k], sizeof(specs[k]), "%s->broker=broker,unix:%s,unix:%s",
                 sc->procs[i].name, s->link_broker[i], s->broker_sock);
-            argv[n++] = (char *)"--link";
-            argv[n++] = specs[k++];
+        } else {
+            fmt(specs[k], sizeof(specs[k]), "%s->broker=amqp,tcp:127.0.0.1:0,%s",
+                sc->procs[i].name, amqp_up);
         }
+        argv[n++] = (char *)"--link";
+        argv[n++] = specs[k++];
         if (pg_up[0] != '\0') {
             fmt(specs[k], sizeof(specs[k]), "%s->pg=pg,tcp:127.0.0.1:0,%s",
                 sc->procs[i].name, pg_up);
@@ -210,7 +258,7 @@ void runner_stop_netproxy(struct sctx *s)
             proc_kill(&s->netproxy);
     }
     for (int i = 0; i < s->sc->nprocs; i++)
-        if (s->link_broker[i][0] != '\0')
+        if (s->link_broker[i][0] == '/')
             unlink(s->link_broker[i]);
 }
 

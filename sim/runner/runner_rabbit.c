@@ -40,7 +40,19 @@ const char *runner_rabbit_setup_skip(const struct scenario *sc, char *why, size_
         snprintf(why, whylen, "needs the fake broker's '%s' switch", sw->string);
         return why;
     }
-    if (sc->visibility_timeout_ms > 0 && !sc->broker_durable) {
+    for (int i = 0; i < sc->nexpect; i++) {
+        const struct sc_expect *x = &sc->expect[i];
+        if (strcmp(x->check, "publishes_refused") == 0 &&
+            ((x->has_min && x->min > 0) || (x->has_equals && x->equals > 0))) {
+            snprintf(why, whylen, "expects refused publishes (the fake broker's lease fence "
+                     "or outage); RabbitMQ refuses none");
+            return why;
+        }
+    }
+    /* A visibility timeout no shorter than the whole scenario never fires
+     * in it: redelivery on connection loss only, as RabbitMQ does. */
+    if (sc->visibility_timeout_ms > 0 && sc->visibility_timeout_ms < sc->timeout_ms &&
+        !sc->broker_durable) {
         snprintf(why, whylen, "needs the fake broker's visibility timeout (RabbitMQ "
                  "redelivers on connection loss only)");
         return why;
@@ -55,9 +67,9 @@ const char *runner_rabbit_step_skip(const struct scenario *sc, const struct sc_s
         snprintf(why, whylen, "a broker step sets a fake-broker switch");
         return why;
     }
-    if (st->verb == V_NET && st->net_peer == NP_BROKER) {
-        snprintf(why, whylen, "a net step on a broker link (the fault proxy speaks the fake "
-                 "broker's protocol)");
+    if (st->verb == V_NET && st->net_peer == NP_BROKER && st->net.kind == NP_CUT) {
+        snprintf(why, whylen, "a protocol cut on a broker link (the fault proxy reads the fake "
+                 "broker's lines, not AMQP frames)");
         return why;
     }
     if (st->verb == V_BROKER_CRASH && !sc->broker_durable) {

@@ -26,8 +26,8 @@ int bus_is_amqp_url(const char *addr)
     return addr != NULL && strncmp(addr, "amqp://", 7) == 0;
 }
 
-bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
-                      char *err, size_t errlen)
+static bus_conn *connect_as(const char *addr, const char *client_name, int timeout_ms,
+                            int subscriber, char *err, size_t errlen)
 {
     if (addr != NULL && strncmp(addr, "amqps://", 8) == 0) {
         bus_set_err(err, errlen, BUS_DISCONNECTED, "amqps:// (TLS) broker URLs are not supported; "
@@ -35,8 +35,21 @@ bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
         return NULL;
     }
     if (bus_is_amqp_url(addr))
-        return bus_rabbitmq_connect(addr, client_name, timeout_ms, err, errlen);
+        return bus_rabbitmq_connect(addr, client_name, timeout_ms, subscriber, err, errlen);
+    /* The fake broker's heartbeats are asked for at bus_subscribe. */
     return bus_fake_connect(addr, client_name, timeout_ms, err, errlen);
+}
+
+bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
+                      char *err, size_t errlen)
+{
+    return connect_as(addr, client_name, timeout_ms, 0, err, errlen);
+}
+
+bus_conn *bus_connect_subscriber(const char *addr, const char *client_name, int timeout_ms,
+                                 char *err, size_t errlen)
+{
+    return connect_as(addr, client_name, timeout_ms, 1, err, errlen);
 }
 
 int bus_declare_group(const char *addr, const char *topic, const char *group, int timeout_ms,

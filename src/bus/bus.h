@@ -6,7 +6,7 @@
  *   - a Unix socket path: bus_fakebroker.c speaks the fake broker's newline-
  *     delimited JSON protocol (sim/fakebroker/fakebroker.h documents every
  *     frame);
- *   - amqp://USER:PASS@HOST:PORT/VHOST[?exchange=NAME&declare=passive]:
+ *   - amqp://USER:PASS@HOST:PORT/VHOST[?exchange=NAME&declare=passive&heartbeat=S]:
  *     bus_rabbitmq.c speaks AMQP 0-9-1 to RabbitMQ (librabbitmq) with
  *     publisher confirms, persistent mandatory publishes to a durable topic
  *     exchange (default "crashwindow"), one durable quorum queue per
@@ -76,6 +76,19 @@ struct bus_delivery {
 bus_conn *bus_connect(const char *addr, const char *client_name, int timeout_ms,
                       char *err, size_t errlen);
 void bus_close(bus_conn *c);
+
+/* As bus_connect, for a connection that will subscribe.  A subscriber
+ * waits for deliveries with nothing to send, so a link that dies without a
+ * word (a half-open peer, a link that swallows bytes) would leave it
+ * waiting, and its unacked deliveries unseen, for ever.  Its connection
+ * therefore carries heartbeats, about every timeout_ms / 2, and is given up
+ * (BUS_TIMEOUT) after two silent intervals; the broker drops it likewise.
+ * RabbitMQ negotiates heartbeats at login in whole seconds (at least 1; a
+ * URL's heartbeat=S wins); the fake broker is asked at bus_subscribe.
+ * Publishers use bus_connect: heartbeats stay off unless the URL asks, so a
+ * relay busy with its database does not lose its broker connection. */
+bus_conn *bus_connect_subscriber(const char *addr, const char *client_name, int timeout_ms,
+                                 char *err, size_t errlen);
 
 /* 1 when addr is an amqp:// URL (a RabbitMQ broker), else 0. */
 int bus_is_amqp_url(const char *addr);

@@ -45,15 +45,17 @@ struct bus_rmq_url {
     char vhost[128];
     char exchange[128];
     int passive;             /* declare=passive: check, never declare */
+    int heartbeat_s;         /* heartbeat=S (0..3600); -1 when the URL has none */
 };
 
-/* Parses amqp://USER:PASS@HOST:PORT/VHOST[?exchange=NAME&declare=yes|passive]
+/* Parses amqp://USER:PASS@HOST:PORT/VHOST[?exchange=NAME&declare=yes|passive&heartbeat=S]
  * (librabbitmq's parser for the URL, ours for the parameters).  BUS_OK, or
  * BUS_PROTOCOL with a message that never repeats the password. */
 int bus_rmq_parse_url(const char *url, struct bus_rmq_url *u, char *err, size_t errlen);
 
+/* subscriber: heartbeats on unless the URL says otherwise (bus.h). */
 bus_conn *bus_rabbitmq_connect(const char *url, const char *client_name, int timeout_ms,
-                               char *err, size_t errlen);
+                               int subscriber, char *err, size_t errlen);
 int bus_rabbitmq_declare_group(const char *url, const char *topic, const char *group,
                                int timeout_ms, char *err, size_t errlen);
 

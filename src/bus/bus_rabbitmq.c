@@ -57,14 +57,18 @@
  * Deadlines: connect (amqp_socket_open_noblock), the login handshake and
  * every RPC (amqp_set_rpc_timeout), every write (SO_SNDTIMEO on the
  * socket) and every frame wait (amqp_simple_wait_frame_noblock) are
- * bounded by the connection's timeout.  Heartbeats stay off: a relay that
- * waits on its database for a while must not lose its broker connection
- * for it; a dead peer is noticed by the next call's deadline instead.  A
+ * bounded by the connection's timeout.  Heartbeats are on for subscribers
+ * only (bus_connect_subscriber; heartbeat=S in the URL for any
+ * connection): a relay that waits on its database for a while must not
+ * lose its broker connection for it, and its every call has a deadline
+ * anyway, while a subscriber waiting for deliveries would never learn that
+ * its link went silent.  A
  * closed channel or connection, a timeout or a frame we cannot read makes
  * the connection unusable; the caller reconnects and the broker redelivers
  * what was not acknowledged. */
 #include "bus_internal.h"
 #include "cwlog.h"
+#include "mutant.h"
 
 #include <amqp.h>
 #include <amqp_framing.h>
@@ -113,6 +117,7 @@ struct rmq_conn {
     struct bus_conn base;
     amqp_connection_state_t conn;
     int timeout_ms;
+    int subscriber;            /* heartbeats on (bus_connect_subscriber) */
     int broken;
     int corked;                /* TCP_CORK is on: publishes wait in the kernel */
     struct bus_rmq_url url;
@@ -238,9 +243,17 @@ static int parse_query(char *q, struct bus_rmq_url *u, char *err, size_t errlen)
             else
                 return bus_set_err(err, errlen, BUS_PROTOCOL,
                                "broker URL declare must be yes or passive");
+        } else if (strcmp(kv, "heartbeat") == 0) {
+            char *end = NULL;
+            long s = strtol(v, &end, 10);
+            if (v[0] < '0' || v[0] > '9' || *end != '\0' || s > 3600)
+                return bus_set_err(err, errlen, BUS_PROTOCOL,
+                               "broker URL heartbeat must be whole seconds in 0..3600");
+            u->heartbeat_s = (int)s;
         } else {
             return bus_set_err(err, errlen, BUS_PROTOCOL,
-                           "unknown broker URL parameter '%.40s' (known: exchange, declare)", kv);
+                           "unknown broker URL parameter '%.40s' (known: exchange, declare, "
+                           "heartbeat)", kv);
         }
     }
     return BUS_OK;
@@ -249,6 +262,7 @@ static int parse_query(char *q, struct bus_rmq_url *u, char *err, size_t errlen)
 int bus_rmq_parse_url(const char *url, struct bus_rmq_url *u, char *err, size_t errlen)
 {
     memset(u, 0, sizeof(*u));
+    u->heartbeat_s = -1;
     snprintf(u->exchange, sizeof(u->exchange), "%s", BUS_RMQ_DEFAULT_EXCHANGE);
     if (url == NULL || strncmp(url, "amqp://", 7) != 0)
         return bus_set_err(err, errlen, BUS_PROTOCOL, "broker URL must start with amqp://");
@@ -358,9 +372,16 @@ static int login(struct rmq_conn *c, char *err, size_t errlen)
     amqp_table_entry_t prop = { amqp_cstring_bytes("connection_name"),
                                 { AMQP_FIELD_KIND_UTF8, { .bytes = amqp_cstring_bytes(c->name) } } };
     amqp_table_t props = { c->name[0] ? 1 : 0, &prop };
-    amqp_rpc_reply_t r = amqp_login_with_properties(c->conn, c->url.vhost, 0, RMQ_FRAME_MAX, 0,
-                                                    &props, AMQP_SASL_METHOD_PLAIN, c->url.user,
-                                                    c->url.password);
+    /* librabbitmq sends and checks heartbeats inside its frame waits
+     * (amqp_simple_wait_frame_noblock), where a subscriber spends its idle
+     * time, and gives up after two silent intervals; RabbitMQ takes the
+     * smaller of its own and ours. */
+    int subscriber = c->subscriber && !CW_MUTANT(consumer_ignores_silent_broker);
+    int heartbeat = c->url.heartbeat_s >= 0 ? c->url.heartbeat_s
+                    : subscriber ? (c->timeout_ms / 2 + 999) / 1000 : 0;
+    amqp_rpc_reply_t r = amqp_login_with_properties(c->conn, c->url.vhost, 0, RMQ_FRAME_MAX,
+                                                    heartbeat, &props, AMQP_SASL_METHOD_PLAIN,
+                                                    c->url.user, c->url.password);
     if (r.reply_type == AMQP_RESPONSE_NORMAL)
         return BUS_OK;
     char what[768];
@@ -394,7 +415,7 @@ static int open_channel(struct rmq_conn *c, char *err, size_t errlen)
 }
 
 bus_conn *bus_rabbitmq_connect(const char *url, const char *client_name, int timeout_ms,
-                               char *err, size_t errlen)
+                               int subscriber, char *err, size_t errlen)
 {
     if (timeout_ms <= 0) {
         bus_set_err(err, errlen, BUS_DISCONNECTED, "broker timeout must be positive, got %d",
@@ -408,6 +429,7 @@ bus_conn *bus_rabbitmq_connect(const char *url, const char *client_name, int tim
     }
     c->base.ops = &rmq_ops;
     c->timeout_ms = timeout_ms;
+    c->subscriber = subscriber;
     c->next_seq = 1;
     snprintf(c->name, sizeof(c->name), "%s", client_name ? client_name : "");
     if (bus_rmq_parse_url(url, &c->url, err, errlen) < 0 || open_socket(c, err, errlen) < 0 ||
@@ -1024,7 +1046,7 @@ static int rmq_subscribe(bus_conn *bc, const char *topic, const char *group, int
 int bus_rabbitmq_declare_group(const char *url, const char *topic, const char *group,
                                int timeout_ms, char *err, size_t errlen)
 {
-    bus_conn *bc = bus_rabbitmq_connect(url, "topology", timeout_ms, err, errlen);
+    bus_conn *bc = bus_rabbitmq_connect(url, "topology", timeout_ms, 0, err, errlen);
     if (bc == NULL)
         return BUS_DISCONNECTED;
     struct rmq_conn *c = (struct rmq_conn *)bc;

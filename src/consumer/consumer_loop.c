@@ -225,7 +225,8 @@ static int db_open_once(struct consumer *c, char *err, size_t errlen)
 
 static int bus_open_once(struct consumer *c, char *err, size_t errlen)
 {
-    bus_conn *b = bus_connect(c->cfg->broker, c->cfg->proc, c->cfg->bus_timeout_ms, err, errlen);
+    bus_conn *b = bus_connect_subscriber(c->cfg->broker, c->cfg->proc, c->cfg->bus_timeout_ms,
+                                         err, errlen);
     if (b == NULL)
         return -1;
     if (bus_subscribe(b, c->cfg->topic, c->cfg->group, c->cfg->prefetch, err, errlen) != BUS_OK) {

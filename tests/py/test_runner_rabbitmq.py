@@ -61,3 +61,23 @@ def test_mutants_bad_broker_value_is_usage_error(tmp_path):
     r = crashwindow("mutants", "--broker", "kafka", "--out", str(tmp_path / "x"))
     assert r.returncode == 2
     assert "--broker takes fake or rabbitmq, not 'kafka'" in r.stderr
+
+
+def test_rabbitmq_subscriber_notices_a_silent_link(tmp_path, pg_cluster):
+    """Scenario 36 on RabbitMQ, through an amqp link of the fault proxy: the
+    consumer's link swallows every byte for 6 s while three payments are
+    delivered into it.  RabbitMQ holds an unacked delivery until the
+    connection dies (its consumer timeout is 30 minutes, as the scenario's
+    120 s visibility timeout: longer than the run), so the events arrive in
+    time only if heartbeats end the silent connection; judged on the
+    database and RabbitMQ's own log."""
+    out = tmp_path / "run"
+    r = crashwindow("run", scen("36-consumer-broker-silent.json"), "--broker", "rabbitmq",
+                    "--brief", "--out", str(out), *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((out / "result.json").read_text())
+    assert "skipped" not in res
+    sc = res["scenarios"][0]
+    assert sc["verdict"] == "pass" and sc["counts"]["effects"] == 4
+    events = read_events(str(out / "36-consumer-broker-silent" / "broker.events.jsonl"))
+    assert any(e["event"] == "deliver" and e.get("redelivered") for e in events)

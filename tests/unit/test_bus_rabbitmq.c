@@ -33,13 +33,20 @@ static void test_parse(void)
     CHECK(strcmp(u.user, "guest") == 0 && strcmp(u.password, "s3cret") == 0);
     CHECK(strcmp(u.vhost, "/") == 0);
     CHECK(strcmp(u.exchange, BUS_RMQ_DEFAULT_EXCHANGE) == 0 && u.passive == 0);
+    CHECK(u.heartbeat_s == -1);
     CHECK(bus_rmq_parse_url("amqp://u:p@h:1/v?exchange=ex.1&declare=passive", &u, err,
                             sizeof(err)) == BUS_OK);
     CHECK(strcmp(u.exchange, "ex.1") == 0 && u.passive == 1 && strcmp(u.vhost, "v") == 0);
+    CHECK(bus_rmq_parse_url("amqp://u:p@h:1/v?heartbeat=0", &u, err, sizeof(err)) == BUS_OK);
+    CHECK(u.heartbeat_s == 0);
+    CHECK(bus_rmq_parse_url("amqp://u:p@h:1/v?heartbeat=3600", &u, err, sizeof(err)) == BUS_OK);
+    CHECK(u.heartbeat_s == 3600);
 
     const char *bad[] = { "http://h/", "amqp://", "amqp://u:p@h:99999/", "amqp://u:p@h:1/?x=1",
                           "amqp://u:p@h:1/?exchange=amq.topic", "amqp://u:p@h:1/?exchange=a b",
-                          "amqp://u:p@h:1/?declare=maybe", "amqp://u:p@h:1/?exchange", NULL };
+                          "amqp://u:p@h:1/?declare=maybe", "amqp://u:p@h:1/?exchange",
+                          "amqp://u:p@h:1/?heartbeat=-1", "amqp://u:p@h:1/?heartbeat=3601",
+                          "amqp://u:p@h:1/?heartbeat=5s", "amqp://u:p@h:1/?heartbeat=", NULL };
     for (int i = 0; bad[i] != NULL; i++) {
         err[0] = '\0';
         CHECK(bus_rmq_parse_url(bad[i], &u, err, sizeof(err)) == BUS_PROTOCOL);
