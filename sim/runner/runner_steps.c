@@ -376,10 +376,20 @@ static int do_wait(struct sctx *s, const struct sc_step *st)
             runner_rev_emit(s, ev);
             return 0;
         }
-        if (r < 0)
-            return runner_fail(s, "%s: gave up: %s", what, last);
         if (runner_interrupted())
             return runner_fail(s, "%s: interrupted", what);
+        if ((r < 0 || cw_mono_ms() >= deadline) && st->wait_continue) {
+            /* An anchor, not a requirement: a schedule waits for a moment
+             * that may not come (a park a crash pre-empted) and goes on. */
+            cJSON *ev = runner_rev_begin(s, "wait_timeout");
+            cJSON_AddStringToObject(ev, "until", sc_until_name(st->until));
+            cJSON_AddNumberToObject(ev, "waited_ms", (double)(cw_mono_ms() - start));
+            cJSON_AddStringToObject(ev, "last", last);
+            runner_rev_emit(s, ev);
+            return 0;
+        }
+        if (r < 0)
+            return runner_fail(s, "%s: gave up: %s", what, last);
         if (cw_mono_ms() >= deadline)
             return runner_fail(s, "%s: timed out after %lld ms (last: %s)", what,
                                (long long)(cw_mono_ms() - start), last);

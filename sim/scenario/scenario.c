@@ -637,9 +637,19 @@ static int parse_wait(struct vctx *v, struct scenario *sc, const cJSON *s, const
 {
     static const char *const fields[] = { "do", "why", "until", "proc", "event", "count",
                                           "where", "consumer", "sql", "point", "timeout_ms",
-                                          NULL };
+                                          "on_timeout", NULL };
     if (only_fields(v, s, field, fields) < 0)
         return -1;
+    const char *on_timeout = NULL;
+    if (get_str(v, s, "on_timeout", field, 0, &on_timeout) < 0)
+        return -1;
+    if (on_timeout != NULL && strcmp(on_timeout, "fail") != 0 &&
+        strcmp(on_timeout, "continue") != 0) {
+        char f[160];
+        snprintf(f, sizeof(f), "%s.on_timeout", field);
+        return verr(v, f, "must be \"fail\" or \"continue\", not '%s'", on_timeout);
+    }
+    st->wait_continue = on_timeout != NULL && strcmp(on_timeout, "continue") == 0;
     const char *until = NULL;
     if (get_str(v, s, "until", field, 1, &until) < 0)
         return -1;
@@ -1631,7 +1641,8 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
             snprintf(what, sizeof(what), "sql value >= %d: %.120s", st->count, st->sql);
             break;
         }
-        snprintf(out, outlen, "wait until %s (%d ms)", what, st->timeout_ms);
+        snprintf(out, outlen, "wait until %s (%d ms%s)", what, st->timeout_ms,
+                 st->wait_continue ? ", then go on regardless" : "");
         break;
     }
     case V_DB:

@@ -35,6 +35,11 @@
  * "count" on a wait for a condition that counts nothing, "proc" on an
  * expectation about a counter, and so on.  A scenario that needs time to
  * pass says so with {"do": "sleep", "ms": N}; a wait is for a condition.
+ * A wait that fails its scenario when the condition does not hold in time
+ * may instead be an anchor, "on_timeout": "continue": it waits for a moment
+ * that may not come (the simulator waits for a park before the step that
+ * resumes it, so every replay takes the two in the same order) and goes on,
+ * logging wait_timeout.
  *
  * Every fault a scenario arms must fire: one that never does means the run
  * never reached the window the scenario is about, and the scenario fails.
@@ -111,6 +116,7 @@ struct sc_step {
     int proc;                 /* index into processes, -1 when none */
     const char *why;          /* free text shown by --dry-run */
     int timeout_ms;           /* wait/stop/http/outboxctl bound */
+    int wait_continue;        /* wait: "on_timeout":"continue" (default "fail") */
     /* start, restart */
     const char *faults;
     /* fault */

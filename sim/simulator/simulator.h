@@ -17,13 +17,17 @@
  *     only source of randomness of generation; never rand() or the clock;
  *   - a plan (struct sim_plan): processes, faults armed per incarnation,
  *     and a list of actions (payments, settle, kill, pause, resume, restart,
- *     broker switches).  Generation fills a plan; shrinking edits one;
+ *     broker switches, database, broker and network faults, the runbook's
+ *     retention cleanup).  Generation fills a plan; shrinking edits one;
  *   - rendering: plan -> scenario JSON.  Rendering tracks what each process
  *     may be doing at every step and leaves out an action the runner could
  *     not perform (kill of a process that may already have crashed, ...),
  *     so that every plan, shrunk ones included, renders to a scenario whose
  *     steps cannot fail for reasons of their own: a failing run is a broken
- *     invariant or a pipeline that does not converge, never a broken step;
+ *     invariant or a pipeline that does not converge, never a broken step.
+ *     The follow-up of a park (resume or kill) is rendered after a wait for
+ *     the park itself ("on_timeout": "continue": an anchor, not a demand),
+ *     so every replay takes the two in the same order;
  *   - shrinking: sim_shrink_variant() enumerates the one-edit-smaller
  *     variants of a plan; the driver keeps an edit only when the run still
  *     fails on the same invariant (greedy delta debugging). */
@@ -123,7 +127,9 @@ enum sim_act_kind {
     SIM_REUSE,     /* the first key of the latest batch again, another body: 422 */
     SIM_DB,        /* a fault of PostgreSQL itself: crash, restart, terminate, freeze */
     SIM_BROKER_CRASH, /* SIGKILL the broker, start it again on its durable store */
-    SIM_NET        /* a fault on one process's link to PostgreSQL or the broker */
+    SIM_NET,       /* a fault on one process's link to PostgreSQL or the broker */
+    SIM_CLEANUP    /* the runbook's retention: outboxctl cleanup of published rows
+                      older than ms, while the rest of the schedule goes on */
 };
 
 /* SIM_NET faults, as the runner's "net" step names them. */
@@ -153,6 +159,9 @@ struct sim_act {
      * slice size and delay; for a cut, net_a 1 means "then reset") */
     enum sim_net net;
     int net_broker, net_a, net_b;
+    /* resume, kill: the follow-up of a park fault, rendered after a wait
+     * for that park (an anchor: every replay takes the two in one order) */
+    int after_park;
 };
 
 struct sim_plan {

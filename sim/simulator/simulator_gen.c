@@ -473,7 +473,9 @@ static void gen_schedule(struct sim_rng *r, struct sim_plan *p, const struct sim
                 struct sim_act *s = add_act(p, SIM_SETTLE, -1);
                 if (s != NULL)
                     s->ms = sim_rng_range(r, 200, 600);
-                add_act(p, sim_rng_chance(r, 65) ? SIM_RESUME : SIM_KILL, f->proc);
+                s = add_act(p, sim_rng_chance(r, 65) ? SIM_RESUME : SIM_KILL, f->proc);
+                if (s != NULL)
+                    s->after_park = 1;
             }
         }
         int nn = sim_rng_range(r, 0, 2);
@@ -491,6 +493,18 @@ static void gen_schedule(struct sim_rng *r, struct sim_plan *p, const struct sim
         if (s != NULL)
             s->ms = sim_rng_range(r, 300, 800);
     }
+}
+
+/* Inserts a at index at (room checked by the caller); a fault armed for an
+ * incarnation at or after it moves with that incarnation's action. */
+static void insert_act(struct sim_plan *p, int at, const struct sim_act *a)
+{
+    memmove(&p->acts[at + 1], &p->acts[at], sizeof(p->acts[0]) * (size_t)(p->nacts - at));
+    p->acts[at] = *a;
+    p->nacts++;
+    for (int i = 0; i < p->nfaults; i++)
+        if (p->faults[i].incarnation >= at)
+            p->faults[i].incarnation++;
 }
 
 /* Database and broker faults, drawn from a stream of their own so that
@@ -522,12 +536,7 @@ static void gen_infra(uint64_t seed, uint64_t run, struct sim_plan *p,
         else if (a.db == SIM_DB_TERMINATE && sim_rng_chance(r, 60))
             a.proc = sim_rng_range(r, 1, p->nprocs - 1);
     }
-    memmove(&p->acts[at + 1], &p->acts[at], sizeof(p->acts[0]) * (size_t)(p->nacts - at));
-    p->acts[at] = a;
-    p->nacts++;
-    for (int i = 0; i < p->nfaults; i++)
-        if (p->faults[i].incarnation >= at)
-            p->faults[i].incarnation++;
+    insert_act(p, at, &a);
 }
 
 /* Network faults and clocks, from a stream of their own (as gen_infra's):
@@ -576,12 +585,23 @@ static void gen_net(uint64_t seed, uint64_t run, struct sim_plan *p)
     default:
         break;
     }
-    memmove(&p->acts[at + 1], &p->acts[at], sizeof(p->acts[0]) * (size_t)(p->nacts - at));
-    p->acts[at] = a;
-    p->nacts++;
-    for (int i = 0; i < p->nfaults; i++)
-        if (p->faults[i].incarnation >= at)
-            p->faults[i].incarnation++;
+    insert_act(p, at, &a);
+}
+
+/* The runbook's operations, from a stream of their own (as gen_infra's):
+ * sometimes the retention cleanup runs mid-schedule, with faults about, as
+ * an operator's cron would; the history records what it removed, and every
+ * invariant must still hold. */
+static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0x165667b19e3779f9ULL, run);
+    if (!sim_rng_chance(r, 25) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
+        return;
+    struct sim_act a;
+    act_init(&a, SIM_CLEANUP, -1);
+    a.ms = PICK(r, 1, 200, 1000);
+    insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
 }
 
 /* One PRNG drawn in a fixed order: layout, first faults, schedule.
@@ -599,6 +619,7 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_schedule(r, p, cat);
     gen_infra(seed, run, p, cat);
     gen_net(seed, run, p);
+    gen_ops(seed, run, p);
 }
 
 /* ---- rendering ----------------------------------------------------------- */
@@ -609,6 +630,10 @@ void sim_scenario_name(uint64_t seed, uint64_t run, char *out, size_t outlen)
 }
 
 static const char *const group_names[] = { "accounting", "notifications" };
+
+/* How long the follow-up of a park waits for it: long enough for a process
+ * that meets its window to get there, short since some never do. */
+#define SIM_PARK_ANCHOR_MS 3000
 
 /* "api", "relay-2", "acct-1", "notif-2": ordinal among the same kind/group. */
 static void proc_name(const struct sim_plan *p, int idx, char *out, size_t outlen)
@@ -635,8 +660,10 @@ static void proc_name(const struct sim_plan *p, int idx, char *out, size_t outle
  * Returns the number of faults; *crashy says whether one may kill it,
  * *parks how many may park it. */
 static int fault_spec(const struct sim_plan *p, int proc, int inc, char *out, size_t outlen,
-                      int *crashy, int *parks)
+                      int *crashy, int *parks, const char **park_point)
 {
+    if (park_point != NULL)
+        *park_point = NULL;
     size_t n = 0;
     int count = 0;
     out[0] = '\0';
@@ -658,6 +685,8 @@ static int fault_spec(const struct sim_plan *p, int proc, int inc, char *out, si
         count++;
         *crashy |= f->action == SIM_CRASH;
         *parks += f->action == SIM_PARK;
+        if (f->action == SIM_PARK && park_point != NULL)
+            *park_point = f->point;
     }
     return count;
 }
@@ -670,6 +699,7 @@ struct rstate {
     int paused;    /* stopped by us */
     int faulty;    /* (API) this incarnation has faults */
     int spent;     /* (API) a payments batch already met those faults */
+    const char *park_point; /* the point of its (last) park fault */
 };
 
 static cJSON *relay_args(const struct sim_proc *x)
@@ -811,12 +841,31 @@ static void render_settle(struct render_ctx *ctx, const struct sim_act *a)
     cJSON_AddStringToObject(o, "why", why);
 }
 
+/* Before the follow-up of a park: wait for the park itself, as an anchor.
+ * Without it the follow-up lands before or after the park as timing has
+ * it, and a replay of the seed may take the other order. */
+static void render_park_anchor(struct render_ctx *ctx, const struct sim_act *a,
+                               const struct rstate *s, const char *name)
+{
+    if (!a->after_park || s->paused || s->parks < 1 || s->park_point == NULL)
+        return;
+    cJSON *o = step(ctx->steps, "wait");
+    cJSON_AddStringToObject(o, "until", "parked");
+    cJSON_AddStringToObject(o, "proc", name);
+    cJSON_AddStringToObject(o, "point", s->park_point);
+    cJSON_AddNumberToObject(o, "timeout_ms", SIM_PARK_ANCHOR_MS);
+    cJSON_AddStringToObject(o, "on_timeout", "continue");
+    cJSON_AddStringToObject(o, "why", "the park first, then what follows it, in every replay");
+}
+
 /* The process verbs; s is the state of the process called name.  Kill,
  * pause and resume are left out when the runner's step could fail. */
-static void render_kill(struct render_ctx *ctx, struct rstate *s, const char *name)
+static void render_kill(struct render_ctx *ctx, const struct sim_act *a, struct rstate *s,
+                        const char *name)
 {
     if (!s->up || s->crashy)
         return;
+    render_park_anchor(ctx, a, s, name);
     cJSON *o = step(ctx->steps, "kill");
     cJSON_AddStringToObject(o, "proc", name);
     s->up = 0;
@@ -833,7 +882,8 @@ static void render_pause(struct render_ctx *ctx, const struct sim_act *a, struct
     s->paused = 1;
 }
 
-static void render_resume(struct render_ctx *ctx, struct rstate *s, const char *name)
+static void render_resume(struct render_ctx *ctx, const struct sim_act *a, struct rstate *s,
+                          const char *name)
 {
     /* The runner's resume waits until the process runs; one that stops
      * itself again at once (an unfired park fault) would make the step
@@ -841,6 +891,7 @@ static void render_resume(struct render_ctx *ctx, struct rstate *s, const char *
      * park only when it is the only one (spent once fired). */
     if (!s->up || s->crashy || !(s->paused ? s->parks == 0 : s->parks == 1))
         return;
+    render_park_anchor(ctx, a, s, name);
     cJSON *o = step(ctx->steps, "resume");
     cJSON_AddStringToObject(o, "proc", name);
     s->paused = 0;
@@ -852,7 +903,8 @@ static void render_restart(struct render_ctx *ctx, const struct sim_act *a, int 
 {
     char spec[1024];
     int crashy, parks;
-    int nf = fault_spec(ctx->p, a->proc, k, spec, sizeof(spec), &crashy, &parks);
+    const char *park_point;
+    int nf = fault_spec(ctx->p, a->proc, k, spec, sizeof(spec), &crashy, &parks, &park_point);
     cJSON *o = step(ctx->steps, "restart");
     cJSON_AddStringToObject(o, "proc", name);
     if (nf > 0)
@@ -861,6 +913,7 @@ static void render_restart(struct render_ctx *ctx, const struct sim_act *a, int 
     s->up = 1;
     s->crashy = crashy;
     s->parks = parks;
+    s->park_point = park_point;
     s->faulty = nf > 0;
 }
 
@@ -948,7 +1001,8 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
     for (int i = 0; i < p->nprocs; i++) {
         struct rstate *s = &ctx.st[i];
         s->up = p->procs[i].autostart;
-        s->faulty = fault_spec(p, i, -1, spec, sizeof(spec), &s->crashy, &s->parks) > 0;
+        s->faulty = fault_spec(p, i, -1, spec, sizeof(spec), &s->crashy, &s->parks,
+                               &s->park_point) > 0;
     }
     for (int k = 0; k < p->nacts; k++) {
         const struct sim_act *a = &p->acts[k];
@@ -966,13 +1020,13 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             render_settle(&ctx, a);
             break;
         case SIM_KILL:
-            render_kill(&ctx, s, name);
+            render_kill(&ctx, a, s, name);
             break;
         case SIM_PAUSE:
             render_pause(&ctx, a, s, name);
             break;
         case SIM_RESUME:
-            render_resume(&ctx, s, name);
+            render_resume(&ctx, a, s, name);
             break;
         case SIM_RESTART:
             render_restart(&ctx, a, k, s, name);
@@ -991,6 +1045,19 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
         case SIM_NET:
             render_net(&ctx, a, name);
             break;
+        case SIM_CLEANUP: {
+            /* No exit status asked: a database fault may be on; what the
+             * cleanup did is judged from the history it leaves. */
+            char older[32];
+            snprintf(older, sizeof(older), "%dms", a->ms);
+            cJSON *o = step(ctx.steps, "outboxctl");
+            cJSON *args = cJSON_AddArrayToObject(o, "args");
+            cJSON_AddItemToArray(args, cJSON_CreateString("cleanup"));
+            cJSON_AddItemToArray(args, cJSON_CreateString("--published-older-than"));
+            cJSON_AddItemToArray(args, cJSON_CreateString(older));
+            cJSON_AddStringToObject(o, "why", "the runbook's retention, mid-schedule");
+            break;
+        }
         }
     }
 }
@@ -1037,7 +1104,7 @@ cJSON *sim_render(const struct sim_plan *p, const char *name, const char *title)
         else if (x->kind == SIM_CONSUMER)
             cJSON_AddItemToObject(o, "args", consumer_args(x));
         int crashy, parks;
-        if (fault_spec(p, i, -1, buf, sizeof(buf), &crashy, &parks) > 0)
+        if (fault_spec(p, i, -1, buf, sizeof(buf), &crashy, &parks, NULL) > 0)
             cJSON_AddStringToObject(o, "faults", buf);
         if (!x->autostart)
             cJSON_AddBoolToObject(o, "autostart", 0);
@@ -1194,6 +1261,9 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             break;
         case SIM_BROKER_CRASH:
             sb_add(&b, " broker-crash(%d ms)", a->ms);
+            break;
+        case SIM_CLEANUP:
+            sb_add(&b, " cleanup(%d ms)", a->ms);
             break;
         case SIM_NET:
             sb_add(&b, " net(%s->%s,%s", name, a->net_broker ? "broker" : "pg",

@@ -55,6 +55,8 @@ def test_usage_errors_exit_2(tmp_path):
      "steps[0].faults: unknown fault point 'api/no_such_window'"),
     ([], {"invariants": ["everything_fine"]}, "invariants[0]: unknown invariant 'everything_fine'"),
     ([], {"expect": [{"check": "effects"}]}, "expect[0]: give min, max or equals"),
+    ([{"do": "wait", "until": "quiet", "timeout_ms": 100, "on_timeout": "ignore"}], {},
+     "steps[0].on_timeout: must be \"fail\" or \"continue\", not 'ignore'"),
 ])
 def test_bad_scenario_names_file_and_field(tmp_path, steps, extra, message):
     path = scenario(tmp_path, "bad", steps, **extra)
@@ -410,6 +412,32 @@ def test_unhit_fault_fails_the_scenario(tmp_path, pg_cluster):
     assert scs["never-hit-optional"]["verdict"] == "pass"
     assert scs["never-hit-optional"]["error"] is None
     assert "note: fault relay/before_mark armed in relay-1 was never hit" in r.stdout
+
+
+def test_an_anchor_wait_goes_on_where_a_plain_wait_fails(tmp_path, pg_cluster):
+    """A wait with "on_timeout": "continue" is an anchor: the park it waits
+    for never comes (no fault is armed), and the scenario goes on and passes,
+    the runner logging wait_timeout; the same wait without it fails."""
+    def steps(anchor):
+        wait = {"do": "wait", "until": "parked", "proc": "relay-1",
+                "point": "relay/after_publish", "timeout_ms": 300}
+        if anchor:
+            wait["on_timeout"] = "continue"
+        return [{"do": "payments", "count": 1, "key_prefix": "t-an"}, wait,
+                {"do": "wait", "until": "consumed", "count": 1, "timeout_ms": 10000}]
+    anchor = scenario(tmp_path, "anchor", steps(True))
+    plain = scenario(tmp_path, "plain", steps(False))
+    out = tmp_path / "out"
+    r = crashwindow("run", anchor, plain, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr
+    scs = by_name(load_result(out))
+    assert scs["anchor"]["verdict"] == "pass" and scs["anchor"]["error"] is None
+    runner = read_events(str(out / scs["anchor"]["dir"] / "runner.events.jsonl"))
+    waited = [e for e in runner if e["event"] == "wait_timeout"]
+    assert len(waited) == 1 and waited[0]["until"] == "parked"
+    assert waited[0]["waited_ms"] >= 300
+    assert scs["plain"]["verdict"] == "fail"
+    assert "timed out after" in scs["plain"]["error"], scs["plain"]["error"]
 
 
 def test_keep_leaves_it_running_and_cleans_dead_fifos(tmp_path, pg_cluster):
