@@ -272,11 +272,19 @@ static int add_fault(struct sim_rng *r, struct sim_plan *p, const struct sim_poi
     f->action = (enum sim_action)choices[sim_rng_below(r, n)];
     f->hit = sim_rng_range(r, 1, sp->kind == SIM_API ? 3 : 5);
     if (f->action == SIM_STALL) {
-        if (strcmp(pt->name, "relay/lease_stall") == 0)
+        if (strcmp(pt->name, "relay/lease_stall") == 0) {
             /* Long enough for the lease to run out: the interesting case. */
             f->stall_ms = sp->lease_ms + sim_rng_range(r, 100, 700);
-        else
+        } else {
             f->stall_ms = sim_rng_range(r, 20, sp->kind == SIM_API ? 300 : 500);
+            /* Between a confirm and its mark, the upper part of that range
+             * becomes a stall past the lease: the mark then lands when
+             * another relay may hold the row, the case its fence is for.
+             * Mapped from the same draw, so no later draw moves. */
+            if ((strcmp(pt->name, "relay/after_publish") == 0 ||
+                 strcmp(pt->name, "relay/before_mark") == 0) && f->stall_ms >= 300)
+                f->stall_ms = sp->lease_ms + 100 + (f->stall_ms - 300) * 3;
+        }
     }
     if ((f->action == SIM_FAIL || f->action == SIM_STALL) && sim_rng_chance(r, 15))
         f->every = 1;
