@@ -1,5 +1,5 @@
 /* outboxctl_dead.c -- dead letters: list (grouped by error fingerprint),
- * show one (payload redacted unless asked), requeue (by ids or fingerprint).
+ * show one (payload redacted unless asked), requeue (by ids, fingerprint or all).
  *
  * Requeue keeps the row and its id: it clears dead_lettered_at, makes the row
  * due now (next_attempt_at = now()), releases any lease, clears last_error
@@ -55,15 +55,17 @@ static const char sql_history[] =
     "    FOR UPDATE),\n"                                                      \
     "logged AS (\n"                                                           \
     "    INSERT INTO outbox_requeues (message_id, attempts_before, last_error_before)\n" \
-    "    SELECT id, attempts, last_error FROM target WHERE $2::boolean)\n"    \
+    "    SELECT id, attempts, last_error FROM target WHERE $1::boolean)\n"    \
     "UPDATE outbox_messages AS m\n"                                           \
     "SET dead_lettered_at = NULL, next_attempt_at = now(), attempts = 0,\n"   \
     "    locked_until = NULL, last_error = NULL\n"                            \
     "FROM target WHERE m.id = target.id\n"                                    \
     "RETURNING m.id, target.attempts"
 
-static const char sql_requeue_ids[] = REQUEUE_SQL("id = ANY($1::uuid[])");
-static const char sql_requeue_fp[] = REQUEUE_SQL(CTL_FINGERPRINT_SQL " = $1");
+/* $1 says whether to record (false only in a mutant), $2 picks the rows. */
+static const char sql_requeue_ids[] = REQUEUE_SQL("id = ANY($2::uuid[])");
+static const char sql_requeue_fp[] = REQUEUE_SQL(CTL_FINGERPRINT_SQL " = $2");
+static const char sql_requeue_all[] = REQUEUE_SQL("true");
 
 static const char sql_state[] =
     "SELECT id, published_at IS NOT NULL, dead_lettered_at IS NOT NULL\n"
@@ -214,9 +216,11 @@ int ctl_dead_letters(struct ctl *c, int argc, char **argv)
 int ctl_requeue(struct ctl *c, int argc, char **argv)
 {
     const char *fp = NULL;
-    int nargs = 0;
+    int nargs = 0, all = 0;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--fingerprint") == 0) {
+        if (strcmp(argv[i], "--all") == 0) {
+            all = 1;
+        } else if (strcmp(argv[i], "--fingerprint") == 0) {
             if (i + 1 >= argc || !ctl_fingerprint_valid(argv[i + 1])) {
                 fprintf(stderr, "outboxctl: requeue: --fingerprint needs a 12-digit hex "
                                 "fingerprint (from dead-letters list)\n");
@@ -230,8 +234,9 @@ int ctl_requeue(struct ctl *c, int argc, char **argv)
             return CTL_USAGE;
         }
     }
-    if ((fp == NULL) == (nargs == 0)) {
-        fprintf(stderr, "outboxctl: requeue needs message ids or --fingerprint F (not both)\n");
+    if ((fp != NULL) + (nargs > 0) + all != 1) {
+        fprintf(stderr, "outboxctl: requeue needs message ids, --fingerprint F or --all "
+                        "(one of them)\n");
         return CTL_USAGE;
     }
 
@@ -266,8 +271,9 @@ int ctl_requeue(struct ctl *c, int argc, char **argv)
         goto out;
     /* Mutant: a requeue that keeps no record of what it reset. */
     const char *record = CW_MUTANT(requeue_without_record) ? "false" : "true";
-    const char *params[2] = { fp ? fp : ids, record };
-    r = pgx_exec(conn, fp ? sql_requeue_fp : sql_requeue_ids, 2, params, NULL, err, sizeof(err));
+    const char *params[2] = { record, fp ? fp : ids };
+    r = pgx_exec(conn, all ? sql_requeue_all : fp ? sql_requeue_fp : sql_requeue_ids, all ? 1 : 2,
+                 params, NULL, err, sizeof(err));
     if (r == NULL) {
         fprintf(stderr, "outboxctl: requeue failed (nothing changed): %s\n", err);
         goto out;
@@ -276,6 +282,13 @@ int ctl_requeue(struct ctl *c, int argc, char **argv)
     for (int i = 0; i < done; i++)
         printf("requeued %s (attempts %s -> 0, due now; recorded in outbox_requeues)\n",
                PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+    if (all) {
+        /* Nothing to requeue is no failure: an operator's "requeue
+         * everything" on a clean outbox did what was asked. */
+        printf("requeued %d dead letters\n", done);
+        rc = CTL_OK;
+        goto out;
+    }
     if (fp != NULL) {
         if (done == 0)
             fprintf(stderr, "outboxctl: no dead letters with fingerprint %s\n", fp);
@@ -287,7 +300,7 @@ int ctl_requeue(struct ctl *c, int argc, char **argv)
         goto out;
     }
     /* Explain every id that was not requeued. */
-    st = pgx_exec(conn, sql_state, 1, params, NULL, err, sizeof(err));
+    st = pgx_exec(conn, sql_state, 1, params + 1, NULL, err, sizeof(err));
     for (int i = 0; i < nids; i++) {
         int requeued = 0;
         for (int k = 0; k < done && !requeued; k++)

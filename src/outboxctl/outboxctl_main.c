@@ -32,7 +32,7 @@ static void usage(FILE *f)
             "  dead-letters list [--json]   dead letters grouped by error fingerprint\n"
             "  dead-letters show ID [--show-payload]\n"
             "                               one dead letter; payload values redacted unless asked\n"
-            "  requeue ID... | --fingerprint F\n"
+            "  requeue ID... | --fingerprint F | --all\n"
             "                               send dead letters again, keeping their ids: clears\n"
             "                               dead_lettered_at and last_error, due now, and resets\n"
             "                               attempts to 0 so the row gets a full new set of\n"

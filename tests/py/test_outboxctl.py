@@ -174,6 +174,26 @@ def test_requeue_by_fingerprint_records_each_requeue_and_refuses_what_is_not_dea
         assert bad.returncode == 2, (args, bad.stderr)
 
 
+def test_requeue_all_takes_every_dead_letter_and_records_each(db):
+    ids = known_state(db)
+    other = row(db, attempts="12", dead_lettered_at="now()", last_error="'broker outage'")
+    out = ctl(db, "requeue", "--all")
+    assert out.returncode == 0, out.stderr
+    assert "requeued 3 dead letters" in out.stdout
+    assert sorted(r[0] for r in query(db, "SELECT message_id::text FROM outbox_requeues")) == \
+        sorted(ids["dead"] + [other])
+    assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE dead_lettered_at IS NOT NULL") == 0
+    assert scalar(db, "SELECT count(*) FROM outbox_messages WHERE published_at IS NOT NULL") == \
+        len(ids["published"]), "published rows are not dead letters: untouched"
+    again = ctl(db, "requeue", "--all")
+    assert again.returncode == 0 and "requeued 0 dead letters" in again.stdout
+    assert scalar(db, "SELECT count(*) FROM outbox_requeues") == 3
+    for args in (["requeue", "--all", ids["dead"][0]], ["requeue", "--all", "--fingerprint",
+                                                        "0123456789ab"]):
+        bad = ctl(db, *args)
+        assert bad.returncode == 2 and "one of them" in bad.stderr, (args, bad.stderr)
+
+
 def test_requeue_with_a_repeated_id_requeues_it_once_and_exits_0(db):
     ids = known_state(db)
     dead, other = ids["dead"]
