@@ -128,8 +128,10 @@ enum sim_act_kind {
     SIM_DB,        /* a fault of PostgreSQL itself: crash, restart, terminate, freeze */
     SIM_BROKER_CRASH, /* SIGKILL the broker, start it again on its durable store */
     SIM_NET,       /* a fault on one process's link to PostgreSQL or the broker */
-    SIM_CLEANUP    /* the runbook's retention: outboxctl cleanup of published rows
+    SIM_CLEANUP,   /* the runbook's retention: outboxctl cleanup of published rows
                       older than ms, while the rest of the schedule goes on */
+    SIM_REQUEUE    /* the runbook's recovery: outboxctl requeue --all, every dead
+                      letter of the moment sent again under its id */
 };
 
 /* SIM_NET faults, as the runner's "net" step names them. */

@@ -278,12 +278,13 @@ static int add_fault(struct sim_rng *r, struct sim_plan *p, const struct sim_poi
         } else {
             f->stall_ms = sim_rng_range(r, 20, sp->kind == SIM_API ? 300 : 500);
             /* Between a confirm and its mark, the upper part of that range
-             * becomes a stall past the lease: the mark then lands when
-             * another relay may hold the row, the case its fence is for.
-             * Mapped from the same draw, so no later draw moves. */
+             * becomes a stall 0.4-1.2 s past the lease: the mark then lands
+             * when another relay may hold the row, the case its fence is
+             * for, and a window that wide is met again on a replay.  Mapped
+             * from the same draw, so no later draw moves. */
             if ((strcmp(pt->name, "relay/after_publish") == 0 ||
                  strcmp(pt->name, "relay/before_mark") == 0) && f->stall_ms >= 300)
-                f->stall_ms = sp->lease_ms + 100 + (f->stall_ms - 300) * 3;
+                f->stall_ms = sp->lease_ms + 400 + (f->stall_ms - 300) * 4;
         }
     }
     if ((f->action == SIM_FAIL || f->action == SIM_STALL) && sim_rng_chance(r, 15))
@@ -598,18 +599,25 @@ static void gen_net(uint64_t seed, uint64_t run, struct sim_plan *p)
 
 /* The runbook's operations, from a stream of their own (as gen_infra's):
  * sometimes the retention cleanup runs mid-schedule, with faults about, as
- * an operator's cron would; the history records what it removed, and every
- * invariant must still hold. */
+ * an operator's cron would, and where relays may dead-letter (an attempt
+ * limit of 3) an operator sometimes requeues every dead letter, whatever
+ * the broker is doing at that moment.  The history records what each one
+ * removed or reset, and every invariant must still hold. */
 static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
 {
     struct sim_rng rr, *r = &rr;
     sim_rng_init(r, seed ^ 0x165667b19e3779f9ULL, run);
-    if (!sim_rng_chance(r, 25) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
-        return;
     struct sim_act a;
-    act_init(&a, SIM_CLEANUP, -1);
-    a.ms = PICK(r, 1, 200, 1000);
-    insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
+    if (sim_rng_chance(r, 25) && p->nacts >= 2 && p->nacts < SIM_MAX_ACTS) {
+        act_init(&a, SIM_CLEANUP, -1);
+        a.ms = PICK(r, 1, 200, 1000);
+        insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
+    }
+    if (p->nprocs > 1 && p->procs[1].max_attempts <= 3 && sim_rng_chance(r, 50) &&
+        p->nacts >= 2 && p->nacts < SIM_MAX_ACTS) {
+        act_init(&a, SIM_REQUEUE, -1);
+        insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
+    }
 }
 
 /* One PRNG drawn in a fixed order: layout, first faults, schedule.
@@ -1066,6 +1074,14 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             cJSON_AddStringToObject(o, "why", "the runbook's retention, mid-schedule");
             break;
         }
+        case SIM_REQUEUE: {
+            cJSON *o = step(ctx.steps, "outboxctl");
+            cJSON *args = cJSON_AddArrayToObject(o, "args");
+            cJSON_AddItemToArray(args, cJSON_CreateString("requeue"));
+            cJSON_AddItemToArray(args, cJSON_CreateString("--all"));
+            cJSON_AddStringToObject(o, "why", "the runbook's recovery: every dead letter again");
+            break;
+        }
         }
     }
 }
@@ -1272,6 +1288,9 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             break;
         case SIM_CLEANUP:
             sb_add(&b, " cleanup(%d ms)", a->ms);
+            break;
+        case SIM_REQUEUE:
+            sb_add(&b, " requeue-all");
             break;
         case SIM_NET:
             sb_add(&b, " net(%s->%s,%s", name, a->net_broker ? "broker" : "pg",

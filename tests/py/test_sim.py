@@ -102,6 +102,40 @@ def test_same_seed_and_run_give_the_same_scenario():
     assert 1 <= groups.count("accounting") <= 2 and groups.count("notifications") <= 2
 
 
+def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
+    """Across a seed's schedules: every resume or kill that follows a park
+    fault comes right after a wait for that very park, which goes on if the
+    park never comes; the retention cleanup and, where relays dead-letter,
+    requeue --all appear among the schedule's actions."""
+    scs = scenarios_in(sim(["--seed", "3001", "--runs", "80", "--dry-run"]).stdout)
+    assert len(scs) == 80
+    anchors = cleanups = requeues = 0
+    for sc in scs:
+        steps = sc["steps"]
+        for i, st in enumerate(steps):
+            if st["do"] == "wait" and "on_timeout" in st:
+                anchors += 1
+                assert st["until"] == "parked" and st["on_timeout"] == "continue", st
+                proc = sc["processes"][st["proc"]]
+                faults = proc.get("faults", "") + "".join(
+                    x.get("faults", "") for x in steps[:i] if x.get("proc") == st["proc"])
+                assert f'{st["point"]}=park' in faults, (sc["name"], st)
+                follow = steps[i + 1]
+                assert follow["do"] in ("resume", "kill") and follow["proc"] == st["proc"], follow
+            if st["do"] == "outboxctl":
+                assert i > 0, "after the first payments, never before"
+                assert "expect_exit" not in st, "a database fault may be on: judged by history"
+                if st["args"][0] == "cleanup":
+                    cleanups += 1
+                    assert st["args"][1] == "--published-older-than"
+                else:
+                    requeues += 1
+                    assert st["args"] == ["requeue", "--all"]
+                    relays = [p for p in sc["processes"].values() if p["kind"] == "relay"]
+                    assert relays[0]["args"]["max-attempts"] <= 3
+    assert anchors >= 10 and cleanups >= 5 and requeues >= 2, (anchors, cleanups, requeues)
+
+
 def test_bad_usage_is_refused():
     for args, needle in [(["--replay", "7:0"], "--replay"),
                          (["--replay", "7"], "--replay"),
