@@ -615,8 +615,14 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
     }
     if (p->nprocs > 1 && p->procs[1].max_attempts <= 3 && sim_rng_chance(r, 50) &&
         p->nacts >= 2 && p->nacts < SIM_MAX_ACTS) {
+        /* Right after a poison window closes, when its dead letters are
+         * there to requeue (the operator fixed the cause); else anywhere. */
+        int at = -1;
+        for (int k = 0; k < p->nacts && at < 0; k++)
+            if (p->acts[k].kind == SIM_BROKER && p->acts[k].max_payload == 0)
+                at = k + 1;
         act_init(&a, SIM_REQUEUE, -1);
-        insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
+        insert_act(p, at >= 0 ? at : sim_rng_range(r, 1, p->nacts), &a);
     }
 }
 
@@ -647,9 +653,10 @@ void sim_scenario_name(uint64_t seed, uint64_t run, char *out, size_t outlen)
 
 static const char *const group_names[] = { "accounting", "notifications" };
 
-/* How long the follow-up of a park waits for it: long enough for a process
- * that meets its window to get there, short since some never do. */
-#define SIM_PARK_ANCHOR_MS 3000
+/* How long an anchor (the wait before a park's follow-up, or before a
+ * requeue) waits for its moment: long enough for a schedule that gets there
+ * to get there, short since some never do. */
+#define SIM_ANCHOR_MS 3000
 
 /* "api", "relay-2", "acct-1", "notif-2": ordinal among the same kind/group. */
 static void proc_name(const struct sim_plan *p, int idx, char *out, size_t outlen)
@@ -869,7 +876,7 @@ static void render_park_anchor(struct render_ctx *ctx, const struct sim_act *a,
     cJSON_AddStringToObject(o, "until", "parked");
     cJSON_AddStringToObject(o, "proc", name);
     cJSON_AddStringToObject(o, "point", s->park_point);
-    cJSON_AddNumberToObject(o, "timeout_ms", SIM_PARK_ANCHOR_MS);
+    cJSON_AddNumberToObject(o, "timeout_ms", SIM_ANCHOR_MS);
     cJSON_AddStringToObject(o, "on_timeout", "continue");
     cJSON_AddStringToObject(o, "why", "the park first, then what follows it, in every replay");
 }
@@ -1075,7 +1082,15 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             break;
         }
         case SIM_REQUEUE: {
-            cJSON *o = step(ctx.steps, "outboxctl");
+            /* An anchor: the requeue after a dead letter, in every replay,
+             * when the schedule makes one at all. */
+            cJSON *o = step(ctx.steps, "wait");
+            cJSON_AddStringToObject(o, "until", "dead_lettered");
+            cJSON_AddNumberToObject(o, "count", 1);
+            cJSON_AddNumberToObject(o, "timeout_ms", SIM_ANCHOR_MS);
+            cJSON_AddStringToObject(o, "on_timeout", "continue");
+            cJSON_AddStringToObject(o, "why", "a dead letter first, then its requeue");
+            o = step(ctx.steps, "outboxctl");
             cJSON *args = cJSON_AddArrayToObject(o, "args");
             cJSON_AddItemToArray(args, cJSON_CreateString("requeue"));
             cJSON_AddItemToArray(args, cJSON_CreateString("--all"));

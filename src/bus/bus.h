@@ -82,7 +82,8 @@ void bus_close(bus_conn *c);
  * word (a half-open peer, a link that swallows bytes) would leave it
  * waiting, and its unacked deliveries unseen, for ever.  Its connection
  * therefore carries heartbeats, about every timeout_ms / 2, and is given up
- * (BUS_TIMEOUT) after two silent intervals; the broker drops it likewise.
+ * after two silent intervals (BUS_TIMEOUT from the fake broker's client,
+ * BUS_DISCONNECTED from librabbitmq's); the broker drops it likewise.
  * RabbitMQ negotiates heartbeats at login in whole seconds (at least 1; a
  * URL's heartbeat=S wins); the fake broker is asked at bus_subscribe.
  * Publishers use bus_connect: heartbeats stay off unless the URL asks, so a

@@ -113,6 +113,10 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     for sc in scs:
         steps = sc["steps"]
         for i, st in enumerate(steps):
+            if st["do"] == "wait" and st.get("until") == "dead_lettered":
+                assert st["on_timeout"] == "continue", st
+                assert steps[i + 1]["args"] == ["requeue", "--all"], steps[i + 1]
+                continue
             if st["do"] == "wait" and "on_timeout" in st:
                 anchors += 1
                 assert st["until"] == "parked" and st["on_timeout"] == "continue", st
@@ -131,6 +135,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                 else:
                     requeues += 1
                     assert st["args"] == ["requeue", "--all"]
+                    assert steps[i - 1]["until"] == "dead_lettered", "anchored"
                     relays = [p for p in sc["processes"].values() if p["kind"] == "relay"]
                     assert relays[0]["args"]["max-attempts"] <= 3
     assert anchors >= 10 and cleanups >= 5 and requeues >= 2, (anchors, cleanups, requeues)
