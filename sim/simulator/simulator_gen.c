@@ -613,14 +613,15 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
         a.ms = PICK(r, 1, 200, 1000);
         insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
     }
-    if (p->nprocs > 1 && p->procs[1].max_attempts <= 3 && sim_rng_chance(r, 50) &&
+    /* Right after a poison window closes, when its dead letters are there
+     * to requeue (the operator fixed the cause), most of the time; else,
+     * now and then, anywhere. */
+    int at = -1;
+    for (int k = 0; k < p->nacts && at < 0; k++)
+        if (p->acts[k].kind == SIM_BROKER && p->acts[k].max_payload == 0)
+            at = k + 1;
+    if (p->nprocs > 1 && p->procs[1].max_attempts <= 3 && sim_rng_chance(r, at >= 0 ? 90 : 30) &&
         p->nacts >= 2 && p->nacts < SIM_MAX_ACTS) {
-        /* Right after a poison window closes, when its dead letters are
-         * there to requeue (the operator fixed the cause); else anywhere. */
-        int at = -1;
-        for (int k = 0; k < p->nacts && at < 0; k++)
-            if (p->acts[k].kind == SIM_BROKER && p->acts[k].max_payload == 0)
-                at = k + 1;
         act_init(&a, SIM_REQUEUE, -1);
         insert_act(p, at >= 0 ? at : sim_rng_range(r, 1, p->nacts), &a);
     }
