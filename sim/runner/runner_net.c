@@ -107,13 +107,14 @@ static int amqp_upstream(const char *url, char *out, size_t outlen)
     return 0;
 }
 
-/* The node's URL (credentials, vhost, exchange) aimed at the link's port. */
-static int amqp_with_port(const char *url, int port, char *out, size_t outlen)
+/* The node's URL (credentials, vhost, exchange) aimed at the link's
+ * HOST:PORT, as the proxy reported it bound. */
+static int amqp_via(const char *url, const char *hostport, char *out, size_t outlen)
 {
     const char *a, *e;
-    if (port <= 0 || amqp_hostport(url, &a, &e) < 0)
+    if (amqp_hostport(url, &a, &e) < 0)
         return -1;
-    fmt(out, outlen, "%.*s127.0.0.1:%d%s", (int)(a - url), url, port, e);
+    fmt(out, outlen, "%.*s%s%s", (int)(a - url), url, hostport, e);
     return 0;
 }
 
@@ -130,8 +131,8 @@ static int read_links(struct sctx *s, const cJSON *reply)
             char want[SC_NAME_MAX + 16];
             snprintf(want, sizeof(want), "%s->broker", s->procs[i].name);
             if (strcmp(name, want) == 0 && strncmp(bound, "tcp:", 4) == 0 &&
-                amqp_with_port(s->broker_addr, atoi(strrchr(bound, ':') + 1),
-                               s->link_broker[i], sizeof(s->link_broker[i])) < 0)
+                amqp_via(s->broker_addr, bound + 4, s->link_broker[i],
+                         sizeof(s->link_broker[i])) < 0)
                 return runner_fail(s, "netproxy: cannot build %s's broker URL",
                                    s->procs[i].name);
             snprintf(want, sizeof(want), "%s->pg", s->procs[i].name);

@@ -18,7 +18,8 @@
  *   - a plan (struct sim_plan): processes, faults armed per incarnation,
  *     and a list of actions (payments, settle, kill, pause, resume, restart,
  *     broker switches, database, broker and network faults, the runbook's
- *     retention cleanup).  Generation fills a plan; shrinking edits one;
+ *     retention cleanup and requeue).  Generation fills a plan; shrinking
+ *     edits one;
  *   - rendering: plan -> scenario JSON.  Rendering tracks what each process
  *     may be doing at every step and leaves out an action the runner could
  *     not perform (kill of a process that may already have crashed, ...),

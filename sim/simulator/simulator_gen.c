@@ -865,21 +865,40 @@ static void render_settle(struct render_ctx *ctx, const struct sim_act *a)
     cJSON_AddStringToObject(o, "why", why);
 }
 
-/* Before the follow-up of a park: wait for the park itself, as an anchor.
- * Without it the follow-up lands before or after the park as timing has
- * it, and a replay of the seed may take the other order. */
+/* An anchor: a wait for the moment the next step must follow, which goes
+ * on if that moment never comes.  The caller adds the condition's fields. */
+static cJSON *render_anchor(struct render_ctx *ctx, const char *until, const char *why)
+{
+    cJSON *o = step(ctx->steps, "wait");
+    cJSON_AddStringToObject(o, "until", until);
+    cJSON_AddNumberToObject(o, "timeout_ms", SIM_ANCHOR_MS);
+    cJSON_AddStringToObject(o, "on_timeout", "continue");
+    cJSON_AddStringToObject(o, "why", why);
+    return o;
+}
+
+/* Before the follow-up of a park: wait for the park itself.  Without it
+ * the follow-up lands before or after the park as timing has it, and a
+ * replay of the seed may take the other order. */
 static void render_park_anchor(struct render_ctx *ctx, const struct sim_act *a,
                                const struct rstate *s, const char *name)
 {
     if (!a->after_park || s->paused || s->parks < 1 || s->park_point == NULL)
         return;
-    cJSON *o = step(ctx->steps, "wait");
-    cJSON_AddStringToObject(o, "until", "parked");
+    cJSON *o = render_anchor(ctx, "parked", "the park first, then what follows it, in every replay");
     cJSON_AddStringToObject(o, "proc", name);
     cJSON_AddStringToObject(o, "point", s->park_point);
-    cJSON_AddNumberToObject(o, "timeout_ms", SIM_ANCHOR_MS);
-    cJSON_AddStringToObject(o, "on_timeout", "continue");
-    cJSON_AddStringToObject(o, "why", "the park first, then what follows it, in every replay");
+}
+
+/* A runbook command.  No exit status is asked: a database fault may be on;
+ * what the command did is judged from the history it leaves. */
+static void render_outboxctl(struct render_ctx *ctx, const char *const *argv, const char *why)
+{
+    cJSON *o = step(ctx->steps, "outboxctl");
+    cJSON *args = cJSON_AddArrayToObject(o, "args");
+    for (int i = 0; argv[i] != NULL; i++)
+        cJSON_AddItemToArray(args, cJSON_CreateString(argv[i]));
+    cJSON_AddStringToObject(o, "why", why);
 }
 
 /* The process verbs; s is the state of the process called name.  Kill,
@@ -1070,32 +1089,19 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             render_net(&ctx, a, name);
             break;
         case SIM_CLEANUP: {
-            /* No exit status asked: a database fault may be on; what the
-             * cleanup did is judged from the history it leaves. */
             char older[32];
             snprintf(older, sizeof(older), "%dms", a->ms);
-            cJSON *o = step(ctx.steps, "outboxctl");
-            cJSON *args = cJSON_AddArrayToObject(o, "args");
-            cJSON_AddItemToArray(args, cJSON_CreateString("cleanup"));
-            cJSON_AddItemToArray(args, cJSON_CreateString("--published-older-than"));
-            cJSON_AddItemToArray(args, cJSON_CreateString(older));
-            cJSON_AddStringToObject(o, "why", "the runbook's retention, mid-schedule");
+            const char *argv[] = { "cleanup", "--published-older-than", older, NULL };
+            render_outboxctl(&ctx, argv, "the runbook's retention, mid-schedule");
             break;
         }
         case SIM_REQUEUE: {
-            /* An anchor: the requeue after a dead letter, in every replay,
-             * when the schedule makes one at all. */
-            cJSON *o = step(ctx.steps, "wait");
-            cJSON_AddStringToObject(o, "until", "dead_lettered");
+            /* After a dead letter, in every replay, when the schedule
+             * makes one at all. */
+            cJSON *o = render_anchor(&ctx, "dead_lettered", "a dead letter first, then its requeue");
             cJSON_AddNumberToObject(o, "count", 1);
-            cJSON_AddNumberToObject(o, "timeout_ms", SIM_ANCHOR_MS);
-            cJSON_AddStringToObject(o, "on_timeout", "continue");
-            cJSON_AddStringToObject(o, "why", "a dead letter first, then its requeue");
-            o = step(ctx.steps, "outboxctl");
-            cJSON *args = cJSON_AddArrayToObject(o, "args");
-            cJSON_AddItemToArray(args, cJSON_CreateString("requeue"));
-            cJSON_AddItemToArray(args, cJSON_CreateString("--all"));
-            cJSON_AddStringToObject(o, "why", "the runbook's recovery: every dead letter again");
+            const char *argv[] = { "requeue", "--all", NULL };
+            render_outboxctl(&ctx, argv, "the runbook's recovery: every dead letter again");
             break;
         }
         }

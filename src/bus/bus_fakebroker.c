@@ -608,9 +608,10 @@ static int fake_subscribe(bus_conn *bc, const char *topic, const char *group, in
      * swallows every byte and never resets) is given up on after two silent
      * intervals, within the timeout, and the broker in turn drops a
      * subscriber it has not heard from in two intervals. */
-    int hb = c->timeout_ms / 2;
-    hb = hb < BUS_HEARTBEAT_MIN_MS ? BUS_HEARTBEAT_MIN_MS : hb;
-    if (!CW_MUTANT(consumer_ignores_silent_broker))
+    int hb = c->timeout_ms / 2 < BUS_HEARTBEAT_MIN_MS ? BUS_HEARTBEAT_MIN_MS : c->timeout_ms / 2;
+    if (CW_MUTANT(consumer_ignores_silent_broker))
+        hb = 0;
+    if (hb > 0)
         cJSON_AddNumberToObject(f, "heartbeat_ms", hb);
     int64_t deadline = cw_mono_ms() + c->timeout_ms;
     rc = queue_frame(c, f, err, errlen);
@@ -622,7 +623,7 @@ static int fake_subscribe(bus_conn *bc, const char *topic, const char *group, in
     cJSON *reply;
     rc = wait_reply(c, "subscribed", "subscribe", deadline, &reply, err, errlen);
     cJSON_Delete(reply);
-    if (rc == BUS_OK && !CW_MUTANT(consumer_ignores_silent_broker)) {
+    if (rc == BUS_OK) {
         c->heartbeat_ms = hb;
         c->last_rx_ms = cw_mono_ms();
         c->pinged = 0;
@@ -635,15 +636,27 @@ static int fake_subscribe(bus_conn *bc, const char *topic, const char *group, in
  * interval, or heard nothing for one, and the connection is given up after
  * two intervals without a byte from the broker (who answers a ping with a
  * pong).  Returns BUS_OK, or BUS_TIMEOUT with the connection broken. */
+static int64_t silent_until(const struct fake_conn *c)
+{
+    return c->last_rx_ms + 2 * (int64_t)c->heartbeat_ms;
+}
+
+static int64_t ping_due(const struct fake_conn *c)
+{
+    int64_t due = c->last_tx_ms + c->heartbeat_ms;
+    if (!c->pinged && c->last_rx_ms + c->heartbeat_ms < due)
+        due = c->last_rx_ms + c->heartbeat_ms;
+    return due;
+}
+
 static int heartbeat(struct fake_conn *c, char *err, size_t errlen)
 {
     int64_t now = cw_mono_ms();
-    if (now - c->last_rx_ms >= 2 * (int64_t)c->heartbeat_ms)
+    if (now >= silent_until(c))
         return bus_set_err(err, errlen, fail(c, BUS_TIMEOUT),
                            "broker silent for %lld ms (heartbeat every %d ms)",
                            (long long)(now - c->last_rx_ms), c->heartbeat_ms);
-    if (now - c->last_tx_ms < c->heartbeat_ms &&
-        (c->pinged || now - c->last_rx_ms < c->heartbeat_ms))
+    if (now < ping_due(c))
         return BUS_OK;
     cJSON *f = cJSON_CreateObject();
     if (f == NULL)
@@ -660,12 +673,7 @@ static int heartbeat(struct fake_conn *c, char *err, size_t errlen)
 /* When heartbeat() next has something to do. */
 static int64_t heartbeat_due(const struct fake_conn *c)
 {
-    int64_t due = c->last_rx_ms + 2 * (int64_t)c->heartbeat_ms;
-    if (c->last_tx_ms + c->heartbeat_ms < due)
-        due = c->last_tx_ms + c->heartbeat_ms;
-    if (!c->pinged && c->last_rx_ms + c->heartbeat_ms < due)
-        due = c->last_rx_ms + c->heartbeat_ms;
-    return due;
+    return ping_due(c) < silent_until(c) ? ping_due(c) : silent_until(c);
 }
 
 static int fake_next_delivery(bus_conn *bc, int wait_ms, struct bus_delivery **out,
