@@ -8,11 +8,13 @@
  *   crashwindow merge DIR... --out DIR [--junit FILE]
  *
  * run, mutants and sim take --shard K/N (one share of the work) and
- * --junit FILE; merge makes one run directory of the shards'.
+ * --junit FILE; merge makes one run directory of the shards'.  With
+ * --jobs N they run N shards side by side here and merge them (jobs.h).
  *
  * Each subcommand lives in its own module; this file only dispatches. */
 #include "cwlog.h"
 #include "fault.h"
+#include "jobs.h"
 #include "merge.h"
 #include "mutants.h"
 #include "report.h"
@@ -50,6 +52,9 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    if ((strcmp(cmd, "run") == 0 || strcmp(cmd, "mutants") == 0 || strcmp(cmd, "sim") == 0)
+        && jobs_wanted(argc - 1, argv + 1))
+        return jobs_main(argc - 1, argv + 1, runner_source_dir());
     if (strcmp(cmd, "run") == 0)
         return runner_main(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0)

@@ -439,6 +439,7 @@ static void usage(FILE *f)
         "  --list       print the mutants and the scenarios aimed at each, do nothing\n"
         "  --shard K/N  share K of N of the baseline scenarios and of the mutants (see\n"
         "               crashwindow run --help for 'env'); crashwindow merge joins them\n"
+        "  --jobs N     the N shards side by side on this machine, merged into --out\n"
         "  --junit FILE write JUnit XML (one test case per mutant and baseline scenario)\n"
         "  --broker B   fake (default) or rabbitmq (crashwindow run --help); a mutant whose\n"
         "               scenarios all need a fake-broker control is not applicable there\n"

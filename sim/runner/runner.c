@@ -1967,6 +1967,8 @@ static void run_usage(FILE *f)
         "  --shard K/N  run share K of N of the scenarios (K from 1); 'env' takes K/N from\n"
         "               CW_SHARD, JOB_COMPLETION_INDEX + CW_SHARD_COUNT, or CI_NODE_INDEX +\n"
         "               CI_NODE_TOTAL; crashwindow merge joins the shards' directories\n"
+        "  --jobs N     the N shards side by side on this machine, each with its own\n"
+        "               cluster, merged into --out (refused with --pg, --keep, --shard)\n"
         "  --shard-weights DIR  split by the scenario durations of an earlier run directory\n"
         "               (longest first, each to the least loaded shard) instead of round\n"
         "               robin; every shard must be given the same DIR\n"

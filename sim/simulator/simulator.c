@@ -919,6 +919,7 @@ static void usage(FILE *f)
         "  --keep-passing      keep the files of passing runs too\n"
         "  --shard K/N         runs (K-1)*R/N+1 .. K*R/N of the seed's R runs (needs --seed;\n"
         "                      'env' as in crashwindow run --help); crashwindow merge joins them\n"
+        "  --jobs N            the N shards side by side on this machine, merged into --out\n"
         "  --junit FILE        write JUnit XML (one test case per run) to FILE\n"
         "  --broker B          fake (default) or rabbitmq: a throwaway RabbitMQ node, and\n"
         "                      each schedule without what a real broker cannot take\n"

@@ -217,6 +217,72 @@ def test_sim_shard_needs_a_seed():
     assert r.returncode == 2 and "K is past N" in r.stderr
 
 
+# ---- --jobs N: the shards side by side on this machine, then their merge ----
+
+JOB_SCENARIOS = ["01-command-rollback", "02-crash-after-commit", "05-concurrent-duplicate"]
+
+
+def test_jobs_run_shards_side_by_side_and_merge_like_one_run(runs, tmp_path):
+    out = tmp_path / "jobs"
+    files = [os.path.join(SOURCE_DIR, "scenarios", n + ".json") for n in JOB_SCENARIOS]
+    r = crashwindow("run", *files, "--brief", "--jobs", "2", "--out", out,
+                    "--junit", tmp_path / "jobs.xml", "--report", tmp_path / "jobs.html")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    assert "shard 1/2 ended with exit status 0" in r.stdout
+    assert "shard 2/2 ended with exit status 0" in r.stdout
+    merged = load(out)
+    assert merged["kind"] == "run" and merged["verdict"] == "pass"
+    assert merged["merged"]["count"] == 2
+    # Round robin over the sorted files: 01 and 05 in shard 1, 02 in shard 2.
+    assert [(s["name"], s["shard"]) for s in merged["scenarios"]] == [
+        ("01-command-rollback", 1), ("02-crash-after-commit", 2),
+        ("05-concurrent-duplicate", 1)]
+    # The same verdicts as the same scenarios in one ordinary run.
+    single = {s["name"]: s for s in load(runs["single"])["scenarios"]}
+    assert [essence(s) for s in merged["scenarios"]] == [essence(single[n])
+                                                         for n in JOB_SCENARIOS]
+    # Each child's console beside its share; the children's directories gone.
+    for k in (1, 2):
+        log = (out / "shards" / str(k) / "console.log").read_text(encoding="utf-8")
+        assert f"(shard {k}/2)" in log
+    assert not (tmp_path / "jobs.jobs").exists()
+    cases = ET.parse(tmp_path / "jobs.xml").findall(".//testcase")
+    assert [c.get("name") for c in cases] == JOB_SCENARIOS
+    assert (tmp_path / "jobs.html").read_text(encoding="utf-8") == \
+        (out / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--all", "--jobs", "0"], "--jobs takes a number from 1 to 16, not '0'"),
+    (["run", "--all", "--jobs", "2x"], "--jobs takes a number from 1 to 16, not '2x'"),
+    (["run", "--all", "--jobs"], "--jobs needs a number"),
+    (["run", "--all", "--jobs", "2", "--shard", "1/2"], "--shard cannot go with --jobs"),
+    (["mutants", "--jobs", "2", "--pg", "host=/nowhere"],
+     "--pg cannot go with --jobs (each job starts a cluster of its own"),
+    (["sim", "--seed", "3", "--jobs", "2", "--replay", "3:1"], "--replay cannot go with --jobs"),
+    (["run", "--all", "--jobs", "2", "--keep"], "--keep cannot go with --jobs"),
+])
+def test_jobs_refuses_what_cannot_split(args, message, tmp_path):
+    out = tmp_path / "out"
+    r = crashwindow(args[0], "--out", out, *args[1:])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr
+    assert not out.exists() and not (tmp_path / "out.jobs").exists()
+
+
+def test_jobs_child_that_cannot_run_stops_the_merge(tmp_path):
+    """A child's own usage error: its console is shown, nothing merged."""
+    out = tmp_path / "out"
+    r = crashwindow("run", "--all", "--jobs", "2", "--repeat", "0", "--out", out)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "shard 1/2 did not finish (exit status 2 or more); nothing merged" in r.stderr
+    assert "--repeat takes a number from 1 to 10000" in r.stderr
+    assert not out.exists()
+    assert (tmp_path / "out.jobs" / "1.log").exists()
+    r = crashwindow("run", "--all", "--jobs", "2", "--out", out)
+    assert r.returncode == 2 and "out.jobs exists" in r.stderr
+
+
 # ---- bad input to merge: each on copies of the real shards -----------------
 
 @pytest.fixture

@@ -1,0 +1,407 @@
+/* jobs.c -- `--jobs N`: shards of one command side by side, then a merge.
+ * See jobs.h for what is run, where its files go and what is refused. */
+#include "jobs.h"
+#include "fstree.h"
+#include "merge.h"
+#include "cwlog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define JOBS_PROGRESS_MS 60000    /* a line on where each child stands */
+#define JOBS_POLL_MS 200
+
+struct job {
+    pid_t pid;                    /* 0 once it ended */
+    int status;                   /* its exit status; -1 when killed by a signal */
+    int64_t ended_ms;
+    char dir[PATH_MAX];           /* PARTS/K: its run directory */
+    char log[PATH_MAX];           /* PARTS/K.log: its console */
+};
+
+struct jobs {
+    const char *cmd;
+    int n;
+    const char *out;
+    const char *junit;
+    const char *report;           /* run's --report FILE */
+    char out_buf[PATH_MAX];       /* the default out */
+    char parts[PATH_MAX];         /* OUT.jobs */
+    const char **pass;            /* the options every child gets */
+    int npass;
+    struct job job[JOBS_MAX];
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+    stop_signal = sig;
+}
+
+int jobs_wanted(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--jobs") == 0)
+            return 1;
+    return 0;
+}
+
+static void jobs_usage(FILE *f, const char *cmd)
+{
+    fprintf(f,
+        "usage: crashwindow %s --jobs N [--out DIR] [--junit FILE] [the command's options]\n"
+        "  runs --shard K/N for K = 1..N side by side on this machine (each with its own\n"
+        "  cluster and broker, console in DIR.jobs/K.log), then merges them into DIR\n"
+        "  (crashwindow merge); N from 1 to %d\n", cmd, JOBS_MAX);
+}
+
+/* Sorts argv into j.  0, 1 after --help, -1 on bad usage (printed). */
+static int parse(int argc, char **argv, const char *source_dir, struct jobs *j)
+{
+    static const char *refused[] = {
+        "--shard", "--pg", "--pg-dir", "--keep", "--dry-run", "--replay", "--shrink",
+        "--shard-weights",
+    };
+    j->cmd = argv[0];
+    if (strcmp(j->cmd, "run") != 0 && strcmp(j->cmd, "mutants") != 0
+        && strcmp(j->cmd, "sim") != 0) {
+        fprintf(stderr, "crashwindow %s: --jobs is for run, mutants and sim\n", j->cmd);
+        return -1;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has_val = i + 1 < argc;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            jobs_usage(stdout, j->cmd);
+            return 1;
+        }
+        for (size_t k = 0; k < sizeof(refused) / sizeof(refused[0]); k++) {
+            if (strcmp(a, refused[k]) == 0) {
+                fprintf(stderr, "crashwindow %s: %s cannot go with --jobs (%s)\n", j->cmd, a,
+                        strcmp(a, "--pg") == 0 || strcmp(a, "--pg-dir") == 0
+                            ? "each job starts a cluster of its own: a database fault in one "
+                              "must not hit the other"
+                            : strncmp(a, "--shard", 7) == 0 ? "--jobs chooses the shards"
+                            : "it is not work that splits");
+                return -1;
+            }
+        }
+        if (strcmp(a, "--jobs") == 0 && has_val) {
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || argv[i][0] == '\0' || n < 1 || n > JOBS_MAX) {
+                fprintf(stderr, "crashwindow %s: --jobs takes a number from 1 to %d, not '%s'\n",
+                        j->cmd, JOBS_MAX, argv[i]);
+                return -1;
+            }
+            j->n = (int)n;
+        } else if (strcmp(a, "--out") == 0 && has_val) {
+            j->out = argv[++i];
+        } else if (strcmp(a, "--junit") == 0 && has_val) {
+            j->junit = argv[++i];
+        } else if (strcmp(a, "--report") == 0 && has_val && strcmp(j->cmd, "run") == 0) {
+            j->report = argv[++i];
+        } else if (strcmp(a, "--jobs") == 0) {
+            fprintf(stderr, "crashwindow %s: --jobs needs a number\n", j->cmd);
+            return -1;
+        } else {
+            /* Everything else is the command's own, checked by each child. */
+            j->pass[j->npass++] = a;
+        }
+    }
+    if (j->out == NULL) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+        if (fstree_fmt(j->out_buf, sizeof(j->out_buf), "%s/reports/%s-%s", source_dir, j->cmd,
+                       stamp) >= (int)sizeof(j->out_buf)) {
+            fprintf(stderr, "crashwindow %s: the default --out is too long\n", j->cmd);
+            return -1;
+        }
+        j->out = j->out_buf;
+    }
+    size_t len = strlen(j->out);
+    while (len > 1 && j->out[len - 1] == '/')
+        len--;
+    if (fstree_fmt(j->parts, sizeof(j->parts), "%.*s.jobs", (int)len, j->out)
+        >= (int)sizeof(j->parts)) {
+        fprintf(stderr, "crashwindow %s: --out %s: path too long\n", j->cmd, j->out);
+        return -1;
+    }
+    struct stat st;
+    if (stat(j->out, &st) == 0 || stat(j->parts, &st) == 0) {
+        fprintf(stderr, "crashwindow %s: %s exists: --jobs writes a new directory (and "
+                "its children's %s)\n", j->cmd, stat(j->out, &st) == 0 ? j->out : j->parts,
+                j->parts);
+        return -1;
+    }
+    for (int k = 0; k < j->n; k++) {
+        struct job *jb = &j->job[k];
+        if (fstree_fmt(jb->dir, sizeof(jb->dir), "%s/%d", j->parts, k + 1) >= (int)sizeof(jb->dir)
+            || fstree_fmt(jb->log, sizeof(jb->log), "%s/%d.log", j->parts, k + 1)
+                   >= (int)sizeof(jb->log)) {
+            fprintf(stderr, "crashwindow %s: --out %s: path too long\n", j->cmd, j->out);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Starts child k: this binary, the command, the passed options, its shard
+ * and its directory; its console into its log.  0 or -1 (printed). */
+static int start_job(struct jobs *j, int k, const char *exe)
+{
+    struct job *jb = &j->job[k];
+    char shard[32];
+    snprintf(shard, sizeof(shard), "%d/%d", k + 1, j->n);
+    const char **argv = calloc((size_t)j->npass + 8, sizeof(char *));
+    if (argv == NULL)
+        return -1;
+    int n = 0;
+    argv[n++] = exe;
+    argv[n++] = j->cmd;
+    for (int i = 0; i < j->npass; i++)
+        argv[n++] = j->pass[i];
+    argv[n++] = "--shard";
+    argv[n++] = shard;
+    argv[n++] = "--out";
+    argv[n++] = jb->dir;
+    argv[n] = NULL;
+    int fd = open(jb->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "crashwindow %s: %s: %s\n", j->cmd, jb->log, strerror(errno));
+        free(argv);
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "crashwindow %s: fork: %s\n", j->cmd, strerror(errno));
+        close(fd);
+        free(argv);
+        return -1;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDONLY);
+        if (null >= 0)
+            dup2(null, STDIN_FILENO);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execv(exe, (char *const *)argv);
+        fprintf(stderr, "crashwindow: exec %s: %s\n", exe, strerror(errno));
+        _exit(127);
+    }
+    close(fd);
+    free(argv);
+    jb->pid = pid;
+    return 0;
+}
+
+/* The last non-empty line of a child's log (at most outlen-1 bytes) into out. */
+static void last_line(const char *path, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    char buf[1024];
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    long from = size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0;
+    size_t got = 0;
+    if (size > 0 && fseek(f, from, SEEK_SET) == 0)
+        got = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r'))
+        buf[--got] = '\0';
+    char *nl = strrchr(buf, '\n');
+    snprintf(out, outlen, "%s", nl != NULL ? nl + 1 : buf);
+}
+
+/* The last lines of a child's log, to stderr: why it failed. */
+static void print_tail(const struct job *jb, int lines)
+{
+    FILE *f = fopen(jb->log, "r");
+    if (f == NULL)
+        return;
+    char ring[16][512];
+    int n = 0;
+    char line[512];
+    if (lines > 16)
+        lines = 16;
+    while (fgets(line, sizeof(line), f) != NULL)
+        snprintf(ring[n++ % lines], sizeof(ring[0]), "%s", line);
+    fclose(f);
+    for (int i = n > lines ? n - lines : 0; i < n; i++)
+        fprintf(stderr, "    %s", ring[i % lines]);
+}
+
+/* Waits for every child, with a progress line a minute and SIGINT/SIGTERM
+ * passed on.  Bounded by the children: each bounds its own run. */
+static void wait_jobs(struct jobs *j, int64_t t0)
+{
+    int live = j->n, forwarded = 0;
+    int64_t next_progress = t0 + JOBS_PROGRESS_MS;
+    while (live > 0) {
+        if (stop_signal != 0 && !forwarded) {
+            for (int k = 0; k < j->n; k++)
+                if (j->job[k].pid > 0)
+                    kill(j->job[k].pid, (int)stop_signal);
+            forwarded = 1;
+        }
+        for (int k = 0; k < j->n; k++) {
+            struct job *jb = &j->job[k];
+            int st;
+            if (jb->pid <= 0 || waitpid(jb->pid, &st, WNOHANG) != jb->pid)
+                continue;
+            jb->pid = 0;
+            jb->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+            jb->ended_ms = cw_mono_ms();
+            live--;
+            if (jb->status >= 0)
+                printf("crashwindow %s --jobs: shard %d/%d ended with exit status %d after "
+                       "%.1f min (%s)\n", j->cmd, k + 1, j->n, jb->status,
+                       (double)(jb->ended_ms - t0) / 60000.0, jb->log);
+            else
+                printf("crashwindow %s --jobs: shard %d/%d was killed by signal %d after "
+                       "%.1f min (%s)\n", j->cmd, k + 1, j->n, WTERMSIG(st),
+                       (double)(jb->ended_ms - t0) / 60000.0, jb->log);
+            fflush(stdout);
+        }
+        int64_t now = cw_mono_ms();
+        if (live > 0 && now >= next_progress) {
+            next_progress = now + JOBS_PROGRESS_MS;
+            for (int k = 0; k < j->n; k++) {
+                if (j->job[k].pid <= 0)
+                    continue;
+                char line[160];
+                last_line(j->job[k].log, line, sizeof(line));
+                printf("crashwindow %s --jobs: %.0f min, shard %d/%d: %s\n", j->cmd,
+                       (double)(now - t0) / 60000.0, k + 1, j->n, line);
+            }
+            fflush(stdout);
+        }
+        if (live > 0) {
+            struct timespec ts = { 0, JOBS_POLL_MS * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* The merge of every child's directory into out, then each child's log
+ * beside its share.  The merge's status. */
+static int merge_jobs(struct jobs *j)
+{
+    const char *argv[JOBS_MAX + 6];
+    int n = 0;
+    argv[n++] = "merge";
+    for (int k = 0; k < j->n; k++)
+        argv[n++] = j->job[k].dir;
+    argv[n++] = "--out";
+    argv[n++] = j->out;
+    if (j->junit != NULL) {
+        argv[n++] = "--junit";
+        argv[n++] = j->junit;
+    }
+    argv[n] = NULL;
+    int rc = merge_main(n, (char **)argv);
+    if (rc == 2)
+        return 2;
+    char err[512], dst[PATH_MAX];
+    for (int k = 0; k < j->n; k++) {
+        if (fstree_fmt(dst, sizeof(dst), "%s/shards/%d/console.log", j->out, k + 1)
+                < (int)sizeof(dst)
+            && fstree_copy_file(j->job[k].log, dst, 1, err, sizeof(err)) < 0)
+            fprintf(stderr, "crashwindow %s --jobs: %s\n", j->cmd, err);
+    }
+    if (j->report != NULL) {
+        char src[PATH_MAX];
+        fstree_fmt(src, sizeof(src), "%s/report.html", j->out);
+        if (fstree_copy_file(src, j->report, 0, err, sizeof(err)) < 0) {
+            fprintf(stderr, "crashwindow %s --jobs: --report: %s\n", j->cmd, err);
+            return 2;
+        }
+        printf("report: %s\n", j->report);
+    }
+    fstree_remove(j->parts);
+    return rc;
+}
+
+int jobs_main(int argc, char **argv, const char *source_dir)
+{
+    struct jobs j;
+    memset(&j, 0, sizeof(j));
+    j.pass = calloc((size_t)argc + 1, sizeof(char *));
+    if (j.pass == NULL)
+        return 2;
+    int rc = 2;
+    int pr = parse(argc, argv, source_dir, &j);
+    if (pr != 0) {
+        rc = pr > 0 ? 0 : 2;
+        goto out;
+    }
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (len <= 0) {
+        fprintf(stderr, "crashwindow %s: cannot find this binary: %s\n", j.cmd, strerror(errno));
+        goto out;
+    }
+    exe[len] = '\0';
+    if (fstree_mkdir_p(j.parts) < 0) {
+        fprintf(stderr, "crashwindow %s: %s: %s\n", j.cmd, j.parts, strerror(errno));
+        goto out;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int64_t t0 = cw_mono_ms();
+    printf("crashwindow %s --jobs %d: shards 1..%d side by side, consoles in %s/K.log, "
+           "merged into %s\n", j.cmd, j.n, j.n, j.parts, j.out);
+    int started = 0;
+    for (; started < j.n; started++)
+        if (start_job(&j, started, exe) < 0)
+            break;
+    if (started < j.n) {
+        /* Half a run cannot merge: stop the children already started. */
+        for (int k = 0; k < started; k++)
+            kill(j.job[k].pid, SIGTERM);
+        j.n = started;
+        wait_jobs(&j, t0);
+        goto out;
+    }
+    wait_jobs(&j, t0);
+    for (int k = 0; k < j.n; k++) {
+        if (j.job[k].status != 0 && j.job[k].status != 1) {
+            fprintf(stderr, "crashwindow %s --jobs: shard %d/%d did not finish (%s); nothing "
+                    "merged, %s stays.  The end of its console:\n", j.cmd, k + 1, j.n,
+                    j.job[k].status < 0 ? "killed by a signal" : "exit status 2 or more",
+                    j.parts);
+            print_tail(&j.job[k], 12);
+            goto out;
+        }
+    }
+    printf("crashwindow %s --jobs: every shard ended after %.1f min; merging\n", j.cmd,
+           (double)(cw_mono_ms() - t0) / 60000.0);
+    fflush(stdout);
+    rc = merge_jobs(&j);
+out:
+    free(j.pass);
+    return rc;
+}
