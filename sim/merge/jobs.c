@@ -387,6 +387,12 @@ int jobs_main(int argc, char **argv, const char *source_dir)
         goto out;
     }
     wait_jobs(&j, t0);
+    if (stop_signal != 0) {
+        /* Children stopped half way end with 1; a merge would only refuse. */
+        fprintf(stderr, "crashwindow %s --jobs: stopped by signal %d; nothing merged, %s "
+                "stays\n", j.cmd, (int)stop_signal, j.parts);
+        goto out;
+    }
     for (int k = 0; k < j.n; k++) {
         if (j.job[k].status != 0 && j.job[k].status != 1) {
             fprintf(stderr, "crashwindow %s --jobs: shard %d/%d did not finish (%s); nothing "

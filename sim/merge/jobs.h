@@ -21,7 +21,8 @@
  * file and bundles; each child's log becomes DIR/shards/K/console.log) and
  * DIR.jobs is removed.  When a child ended otherwise (bad usage, a signal),
  * the last lines of its log are printed, nothing is merged and DIR.jobs
- * stays for a look.  SIGINT and SIGTERM are passed on to the children.
+ * stays for a look.  SIGINT and SIGTERM are passed on to the children,
+ * and after them nothing is merged (exit status 2).
  *
  * run's --report FILE is honoured: the merged report is copied there. */
 #ifndef CW_JOBS_H

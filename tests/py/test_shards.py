@@ -13,7 +13,9 @@ its JUnit failure and the merged FAIL.
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -281,6 +283,28 @@ def test_jobs_child_that_cannot_run_stops_the_merge(tmp_path):
     assert (tmp_path / "out.jobs" / "1.log").exists()
     r = crashwindow("run", "--all", "--jobs", "2", "--out", out)
     assert r.returncode == 2 and "out.jobs exists" in r.stderr
+
+
+def test_jobs_stopped_by_a_signal_merge_nothing(tmp_path):
+    """SIGTERM to the parent reaches every child; nothing is merged."""
+    out = tmp_path / "out"
+    full = dict(os.environ)
+    full.pop("CW_SHARD", None)
+    p = subprocess.Popen([binary("crashwindow"), "run", "--all", "--brief", "--jobs", "2",
+                          "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=full)
+    logs = [tmp_path / "out.jobs" / f"{k}.log" for k in (1, 2)]
+    deadline = time.monotonic() + 60
+    # Both children have begun their first scenario.
+    while not all(lg.exists() and "[1/" in lg.read_text(encoding="utf-8") for lg in logs):
+        assert p.poll() is None and time.monotonic() < deadline, "the children never started"
+        time.sleep(0.1)
+    p.send_signal(signal.SIGTERM)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 2, (stdout, stderr)
+    assert "stopped by signal 15; nothing merged" in stderr
+    assert not out.exists()
+    assert all(lg.exists() for lg in logs)
 
 
 # ---- bad input to merge: each on copies of the real shards -----------------
