@@ -54,7 +54,11 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if ((strcmp(cmd, "run") == 0 || strcmp(cmd, "mutants") == 0 || strcmp(cmd, "sim") == 0)
         && jobs_wanted(argc - 1, argv + 1))
-        return jobs_main(argc - 1, argv + 1, runner_source_dir());
+        /* One share per mutant: a mutant whose scenarios all run to their
+         * timeouts takes many times another's, and finer shares keep the
+         * slots busy until the end. */
+        return jobs_main(argc - 1, argv + 1, runner_source_dir(),
+                         strcmp(cmd, "mutants") == 0 ? mutants_count() : 0);
     if (strcmp(cmd, "run") == 0)
         return runner_main(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0)

@@ -30,7 +30,8 @@ struct job {
 
 struct jobs {
     const char *cmd;
-    int n;
+    int n;                        /* slots: shares running at once */
+    int m;                        /* shares: the K/M each child runs */
     const char *out;
     const char *junit;
     const char *report;           /* run's --report FILE */
@@ -38,7 +39,7 @@ struct jobs {
     char parts[PATH_MAX];         /* OUT.jobs */
     const char **pass;            /* the options every child gets */
     int npass;
-    struct job job[JOBS_MAX];
+    struct job *job;              /* m of them */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -59,14 +60,16 @@ int jobs_wanted(int argc, char **argv)
 static void jobs_usage(FILE *f, const char *cmd)
 {
     fprintf(f,
-        "usage: crashwindow %s --jobs N [--out DIR] [--junit FILE] [the command's options]\n"
-        "  runs --shard K/N for K = 1..N side by side on this machine (each with its own\n"
+        "usage: crashwindow %s --jobs N [--shares M] [--out DIR] [--junit FILE] [options]\n"
+        "  runs --shard K/M for K = 1..M, N at a time on this machine (each with its own\n"
         "  cluster and broker, console in DIR.jobs/K.log), then merges them into DIR\n"
-        "  (crashwindow merge); N from 1 to %d\n", cmd, JOBS_MAX);
+        "  (crashwindow merge); N from 1 to %d, M from 1 to %d (default: N; for\n"
+        "  mutants, one share per mutant)\n", cmd, JOBS_MAX, JOBS_SHARES_MAX);
 }
 
 /* Sorts argv into j.  0, 1 after --help, -1 on bad usage (printed). */
-static int parse(int argc, char **argv, const char *source_dir, struct jobs *j)
+static int parse(int argc, char **argv, const char *source_dir, int default_shares,
+                 struct jobs *j)
 {
     static const char *refused[] = {
         "--shard", "--pg", "--pg-dir", "--keep", "--dry-run", "--replay", "--shrink",
@@ -105,20 +108,40 @@ static int parse(int argc, char **argv, const char *source_dir, struct jobs *j)
                 return -1;
             }
             j->n = (int)n;
+        } else if (strcmp(a, "--shares") == 0 && has_val) {
+            char *end;
+            long m = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || argv[i][0] == '\0' || m < 1 || m > JOBS_SHARES_MAX) {
+                fprintf(stderr, "crashwindow %s: --shares takes a number from 1 to %d, not "
+                        "'%s'\n", j->cmd, JOBS_SHARES_MAX, argv[i]);
+                return -1;
+            }
+            j->m = (int)m;
         } else if (strcmp(a, "--out") == 0 && has_val) {
             j->out = argv[++i];
         } else if (strcmp(a, "--junit") == 0 && has_val) {
             j->junit = argv[++i];
         } else if (strcmp(a, "--report") == 0 && has_val && strcmp(j->cmd, "run") == 0) {
             j->report = argv[++i];
-        } else if (strcmp(a, "--jobs") == 0) {
-            fprintf(stderr, "crashwindow %s: --jobs needs a number\n", j->cmd);
+        } else if (strcmp(a, "--jobs") == 0 || strcmp(a, "--shares") == 0) {
+            fprintf(stderr, "crashwindow %s: %s needs a number\n", j->cmd, a);
             return -1;
         } else {
             /* Everything else is the command's own, checked by each child. */
             j->pass[j->npass++] = a;
         }
     }
+    if (j->n == 0) {
+        fprintf(stderr, "crashwindow %s: --shares goes with --jobs\n", j->cmd);
+        return -1;
+    }
+    if (j->m == 0)
+        j->m = default_shares > j->n ? default_shares : j->n;
+    if (j->n > j->m)
+        j->n = j->m;
+    j->job = calloc((size_t)j->m, sizeof(*j->job));
+    if (j->job == NULL)
+        return -1;
     if (j->out == NULL) {
         time_t now = time(NULL);
         struct tm tm;
@@ -147,7 +170,7 @@ static int parse(int argc, char **argv, const char *source_dir, struct jobs *j)
                 j->parts);
         return -1;
     }
-    for (int k = 0; k < j->n; k++) {
+    for (int k = 0; k < j->m; k++) {
         struct job *jb = &j->job[k];
         if (fstree_fmt(jb->dir, sizeof(jb->dir), "%s/%d", j->parts, k + 1) >= (int)sizeof(jb->dir)
             || fstree_fmt(jb->log, sizeof(jb->log), "%s/%d.log", j->parts, k + 1)
@@ -165,7 +188,7 @@ static int start_job(struct jobs *j, int k, const char *exe)
 {
     struct job *jb = &j->job[k];
     char shard[32];
-    snprintf(shard, sizeof(shard), "%d/%d", k + 1, j->n);
+    snprintf(shard, sizeof(shard), "%d/%d", k + 1, j->m);
     const char **argv = calloc((size_t)j->npass + 8, sizeof(char *));
     if (argv == NULL)
         return -1;
@@ -250,20 +273,38 @@ static void print_tail(const struct job *jb, int lines)
         fprintf(stderr, "    %s", ring[i % lines]);
 }
 
-/* Waits for every child, with a progress line a minute and SIGINT/SIGTERM
- * passed on.  Bounded by the children: each bounds its own run. */
-static void wait_jobs(struct jobs *j, int64_t t0)
+/* 1 when share k ended in a way that cannot be merged. */
+static int job_broken(const struct job *jb)
 {
-    int live = j->n, forwarded = 0;
+    return jb->status != 0 && jb->status != 1;
+}
+
+/* Runs every share, n at a time, with a progress line a minute; SIGINT and
+ * SIGTERM are passed on and start nothing more, as does a share that ended
+ * in a way that cannot be merged.  Bounded by the children: each bounds its
+ * own run.  Returns how many shares were started. */
+static int run_jobs(struct jobs *j, const char *exe, int64_t t0)
+{
+    int live = 0, next = 0, ended = 0, forwarded = 0, broken = 0;
     int64_t next_progress = t0 + JOBS_PROGRESS_MS;
-    while (live > 0) {
-        if (stop_signal != 0 && !forwarded) {
-            for (int k = 0; k < j->n; k++)
+    for (;;) {
+        while (live < j->n && next < j->m && stop_signal == 0 && !broken) {
+            if (start_job(j, next, exe) < 0) {
+                broken = 1;
+                break;
+            }
+            next++;
+            live++;
+        }
+        if (live == 0)
+            break;
+        if ((stop_signal != 0 || broken) && !forwarded) {
+            for (int k = 0; k < next; k++)
                 if (j->job[k].pid > 0)
-                    kill(j->job[k].pid, (int)stop_signal);
+                    kill(j->job[k].pid, stop_signal != 0 ? (int)stop_signal : SIGTERM);
             forwarded = 1;
         }
-        for (int k = 0; k < j->n; k++) {
+        for (int k = 0; k < next; k++) {
             struct job *jb = &j->job[k];
             int st;
             if (jb->pid <= 0 || waitpid(jb->pid, &st, WNOHANG) != jb->pid)
@@ -272,26 +313,28 @@ static void wait_jobs(struct jobs *j, int64_t t0)
             jb->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
             jb->ended_ms = cw_mono_ms();
             live--;
+            ended++;
+            broken |= job_broken(jb);
             if (jb->status >= 0)
                 printf("crashwindow %s --jobs: shard %d/%d ended with exit status %d after "
-                       "%.1f min (%s)\n", j->cmd, k + 1, j->n, jb->status,
-                       (double)(jb->ended_ms - t0) / 60000.0, jb->log);
+                       "%.1f min (%d of %d ended; %s)\n", j->cmd, k + 1, j->m, jb->status,
+                       (double)(jb->ended_ms - t0) / 60000.0, ended, j->m, jb->log);
             else
                 printf("crashwindow %s --jobs: shard %d/%d was killed by signal %d after "
-                       "%.1f min (%s)\n", j->cmd, k + 1, j->n, WTERMSIG(st),
+                       "%.1f min (%s)\n", j->cmd, k + 1, j->m, WTERMSIG(st),
                        (double)(jb->ended_ms - t0) / 60000.0, jb->log);
             fflush(stdout);
         }
         int64_t now = cw_mono_ms();
         if (live > 0 && now >= next_progress) {
             next_progress = now + JOBS_PROGRESS_MS;
-            for (int k = 0; k < j->n; k++) {
+            for (int k = 0; k < next; k++) {
                 if (j->job[k].pid <= 0)
                     continue;
                 char line[160];
                 last_line(j->job[k].log, line, sizeof(line));
                 printf("crashwindow %s --jobs: %.0f min, shard %d/%d: %s\n", j->cmd,
-                       (double)(now - t0) / 60000.0, k + 1, j->n, line);
+                       (double)(now - t0) / 60000.0, k + 1, j->m, line);
             }
             fflush(stdout);
         }
@@ -300,16 +343,17 @@ static void wait_jobs(struct jobs *j, int64_t t0)
             nanosleep(&ts, NULL);
         }
     }
+    return next;
 }
 
 /* The merge of every child's directory into out, then each child's log
  * beside its share.  The merge's status. */
 static int merge_jobs(struct jobs *j)
 {
-    const char *argv[JOBS_MAX + 6];
+    const char *argv[JOBS_SHARES_MAX + 6];
     int n = 0;
     argv[n++] = "merge";
-    for (int k = 0; k < j->n; k++)
+    for (int k = 0; k < j->m; k++)
         argv[n++] = j->job[k].dir;
     argv[n++] = "--out";
     argv[n++] = j->out;
@@ -322,7 +366,7 @@ static int merge_jobs(struct jobs *j)
     if (rc == 2)
         return 2;
     char err[512], dst[PATH_MAX];
-    for (int k = 0; k < j->n; k++) {
+    for (int k = 0; k < j->m; k++) {
         if (fstree_fmt(dst, sizeof(dst), "%s/shards/%d/console.log", j->out, k + 1)
                 < (int)sizeof(dst)
             && fstree_copy_file(j->job[k].log, dst, 1, err, sizeof(err)) < 0)
@@ -341,7 +385,7 @@ static int merge_jobs(struct jobs *j)
     return rc;
 }
 
-int jobs_main(int argc, char **argv, const char *source_dir)
+int jobs_main(int argc, char **argv, const char *source_dir, int default_shares)
 {
     struct jobs j;
     memset(&j, 0, sizeof(j));
@@ -349,7 +393,7 @@ int jobs_main(int argc, char **argv, const char *source_dir)
     if (j.pass == NULL)
         return 2;
     int rc = 2;
-    int pr = parse(argc, argv, source_dir, &j);
+    int pr = parse(argc, argv, source_dir, default_shares, &j);
     if (pr != 0) {
         rc = pr > 0 ? 0 : 2;
         goto out;
@@ -372,42 +416,37 @@ int jobs_main(int argc, char **argv, const char *source_dir)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     int64_t t0 = cw_mono_ms();
-    printf("crashwindow %s --jobs %d: shards 1..%d side by side, consoles in %s/K.log, "
-           "merged into %s\n", j.cmd, j.n, j.n, j.parts, j.out);
-    int started = 0;
-    for (; started < j.n; started++)
-        if (start_job(&j, started, exe) < 0)
-            break;
-    if (started < j.n) {
-        /* Half a run cannot merge: stop the children already started. */
-        for (int k = 0; k < started; k++)
-            kill(j.job[k].pid, SIGTERM);
-        j.n = started;
-        wait_jobs(&j, t0);
-        goto out;
-    }
-    wait_jobs(&j, t0);
+    printf("crashwindow %s --jobs %d: shards 1..%d, %d at a time, consoles in %s/K.log, "
+           "merged into %s\n", j.cmd, j.n, j.m, j.n, j.parts, j.out);
+    fflush(stdout);
+    int started = run_jobs(&j, exe, t0);
     if (stop_signal != 0) {
         /* Children stopped half way end with 1; a merge would only refuse. */
         fprintf(stderr, "crashwindow %s --jobs: stopped by signal %d; nothing merged, %s "
                 "stays\n", j.cmd, (int)stop_signal, j.parts);
         goto out;
     }
-    for (int k = 0; k < j.n; k++) {
-        if (j.job[k].status != 0 && j.job[k].status != 1) {
+    for (int k = 0; k < started; k++) {
+        if (job_broken(&j.job[k])) {
             fprintf(stderr, "crashwindow %s --jobs: shard %d/%d did not finish (%s); nothing "
-                    "merged, %s stays.  The end of its console:\n", j.cmd, k + 1, j.n,
+                    "merged, %s stays.  The end of its console:\n", j.cmd, k + 1, j.m,
                     j.job[k].status < 0 ? "killed by a signal" : "exit status 2 or more",
                     j.parts);
             print_tail(&j.job[k], 12);
             goto out;
         }
     }
+    if (started < j.m) {
+        fprintf(stderr, "crashwindow %s --jobs: only %d of %d shards could start; nothing "
+                "merged, %s stays\n", j.cmd, started, j.m, j.parts);
+        goto out;
+    }
     printf("crashwindow %s --jobs: every shard ended after %.1f min; merging\n", j.cmd,
            (double)(cw_mono_ms() - t0) / 60000.0);
     fflush(stdout);
     rc = merge_jobs(&j);
 out:
+    free(j.job);
     free(j.pass);
     return rc;
 }

@@ -845,6 +845,11 @@ static void write_result(struct mrun *r, cJSON *result, int base_rc, int64_t t0,
     cJSON_free(text);
 }
 
+int mutants_count(void)
+{
+    return NMUTANTS;
+}
+
 int mutants_main(int argc, char **argv)
 {
     struct mutants_opts opts;

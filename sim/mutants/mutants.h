@@ -8,4 +8,7 @@
  * build passes and every mutant is killed, 1 otherwise, 2 on bad usage. */
 int mutants_main(int argc, char **argv);
 
+/* How many mutants the catalogue holds. */
+int mutants_count(void);
+
 #endif

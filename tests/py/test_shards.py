@@ -227,26 +227,27 @@ JOB_SCENARIOS = ["01-command-rollback", "02-crash-after-commit", "05-concurrent-
 def test_jobs_run_shards_side_by_side_and_merge_like_one_run(runs, tmp_path):
     out = tmp_path / "jobs"
     files = [os.path.join(SOURCE_DIR, "scenarios", n + ".json") for n in JOB_SCENARIOS]
-    r = crashwindow("run", *files, "--brief", "--jobs", "2", "--out", out,
+    # Three shares through two slots: the third starts when a slot frees.
+    r = crashwindow("run", *files, "--brief", "--jobs", "2", "--shares", "3", "--out", out,
                     "--junit", tmp_path / "jobs.xml", "--report", tmp_path / "jobs.html")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
-    assert "shard 1/2 ended with exit status 0" in r.stdout
-    assert "shard 2/2 ended with exit status 0" in r.stdout
+    for k in (1, 2, 3):
+        assert f"shard {k}/3 ended with exit status 0" in r.stdout
+    assert "3 of 3 ended" in r.stdout
     merged = load(out)
     assert merged["kind"] == "run" and merged["verdict"] == "pass"
-    assert merged["merged"]["count"] == 2
-    # Round robin over the sorted files: 01 and 05 in shard 1, 02 in shard 2.
+    assert merged["merged"]["count"] == 3
     assert [(s["name"], s["shard"]) for s in merged["scenarios"]] == [
         ("01-command-rollback", 1), ("02-crash-after-commit", 2),
-        ("05-concurrent-duplicate", 1)]
+        ("05-concurrent-duplicate", 3)]
     # The same verdicts as the same scenarios in one ordinary run.
     single = {s["name"]: s for s in load(runs["single"])["scenarios"]}
     assert [essence(s) for s in merged["scenarios"]] == [essence(single[n])
                                                          for n in JOB_SCENARIOS]
     # Each child's console beside its share; the children's directories gone.
-    for k in (1, 2):
+    for k in (1, 2, 3):
         log = (out / "shards" / str(k) / "console.log").read_text(encoding="utf-8")
-        assert f"(shard {k}/2)" in log
+        assert f"(shard {k}/3)" in log
     assert not (tmp_path / "jobs.jobs").exists()
     cases = ET.parse(tmp_path / "jobs.xml").findall(".//testcase")
     assert [c.get("name") for c in cases] == JOB_SCENARIOS
@@ -258,6 +259,8 @@ def test_jobs_run_shards_side_by_side_and_merge_like_one_run(runs, tmp_path):
     (["run", "--all", "--jobs", "0"], "--jobs takes a number from 1 to 16, not '0'"),
     (["run", "--all", "--jobs", "2x"], "--jobs takes a number from 1 to 16, not '2x'"),
     (["run", "--all", "--jobs"], "--jobs needs a number"),
+    (["run", "--all", "--jobs", "2", "--shares", "300"],
+     "--shares takes a number from 1 to 256, not '300'"),
     (["run", "--all", "--jobs", "2", "--shard", "1/2"], "--shard cannot go with --jobs"),
     (["mutants", "--jobs", "2", "--pg", "host=/nowhere"],
      "--pg cannot go with --jobs (each job starts a cluster of its own"),
