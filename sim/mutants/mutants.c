@@ -845,9 +845,15 @@ static void write_result(struct mrun *r, cJSON *result, int base_rc, int64_t t0,
     cJSON_free(text);
 }
 
-int mutants_count(void)
+int mutants_chosen_count(int argc, char **argv)
 {
-    return NMUTANTS;
+    int n = 0;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--only") == 0) {
+            n++;
+            i++;
+        }
+    return n > 0 ? n : NMUTANTS;
 }
 
 int mutants_main(int argc, char **argv)

@@ -8,7 +8,8 @@
  * build passes and every mutant is killed, 1 otherwise, 2 on bad usage. */
 int mutants_main(int argc, char **argv);
 
-/* How many mutants the catalogue holds. */
-int mutants_count(void);
+/* How many mutants a command line (argv[0] "mutants") chooses: one per
+ * --only, else the whole catalogue. */
+int mutants_chosen_count(int argc, char **argv);
 
 #endif
