@@ -23,7 +23,6 @@
 struct job {
     pid_t pid;                    /* 0 once it ended */
     int status;                   /* its exit status; -1 when killed by a signal */
-    int64_t ended_ms;
     char dir[PATH_MAX];           /* PARTS/K: its run directory */
     char log[PATH_MAX];           /* PARTS/K.log: its console */
 };
@@ -164,10 +163,11 @@ static int parse(int argc, char **argv, const char *source_dir, int default_shar
         return -1;
     }
     struct stat st;
-    if (stat(j->out, &st) == 0 || stat(j->parts, &st) == 0) {
+    const char *there = stat(j->out, &st) == 0 ? j->out : stat(j->parts, &st) == 0 ? j->parts
+                                                                                : NULL;
+    if (there != NULL) {
         fprintf(stderr, "crashwindow %s: %s exists: --jobs writes a new directory (and "
-                "its children's %s)\n", j->cmd, stat(j->out, &st) == 0 ? j->out : j->parts,
-                j->parts);
+                "its children's %s)\n", j->cmd, there, j->parts);
         return -1;
     }
     for (int k = 0; k < j->m; k++) {
@@ -311,18 +311,18 @@ static int run_jobs(struct jobs *j, const char *exe, int64_t t0)
                 continue;
             jb->pid = 0;
             jb->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-            jb->ended_ms = cw_mono_ms();
+            double min = (double)(cw_mono_ms() - t0) / 60000.0;
             live--;
             ended++;
             broken |= job_broken(jb);
             if (jb->status >= 0)
                 printf("crashwindow %s --jobs: shard %d/%d ended with exit status %d after "
                        "%.1f min (%d of %d ended; %s)\n", j->cmd, k + 1, j->m, jb->status,
-                       (double)(jb->ended_ms - t0) / 60000.0, ended, j->m, jb->log);
+                       min, ended, j->m, jb->log);
             else
                 printf("crashwindow %s --jobs: shard %d/%d was killed by signal %d after "
                        "%.1f min (%s)\n", j->cmd, k + 1, j->m, WTERMSIG(st),
-                       (double)(jb->ended_ms - t0) / 60000.0, jb->log);
+                       min, jb->log);
             fflush(stdout);
         }
         int64_t now = cw_mono_ms();
