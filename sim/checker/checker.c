@@ -1083,7 +1083,8 @@ static void relay_limits(const struct scenario *sc, int *lo, int *hi)
  * more.  What must not happen is a settled failure at or past the limit
  * that is retried instead of dead-lettered: checked on every retry the
  * claim history recorded (claim_history.h), so the claim before a dead
- * letter at limit + k did not end in a retry. */
+ * letter at limit + k did not end in a retry.  Every error the relay
+ * stored, at a dead letter or at a retry, is sanitized. */
 static void inv_dead_letter_at_limit(struct ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_DEAD_LETTER_AT_LIMIT];
@@ -1131,6 +1132,28 @@ static void inv_dead_letter_at_limit(struct ctx *c)
                       PQgetvalue(r, i, 0), why);
     }
     PQclear(r);
+    /* The error each retry stored, which the row keeps only until the next
+     * settle: sanitized too, from the first refusal on, not only at the
+     * limit. */
+    if (c->has_claim_history) {
+        r = q(c,
+            "SELECT h.message_id::text, h.attempts, h.last_error, o.payload::text"
+            "  FROM crashwindow_claims h LEFT JOIN outbox_messages o ON o.id = h.message_id"
+            " WHERE h.kind = 'release' AND h.release_kind = 'retry'"
+            "   AND h.last_error IS NOT NULL ORDER BY h.seq", 0, NULL);
+        if (r == NULL)
+            return;
+        for (int i = 0; i < PQntuples(r); i++) {
+            inv->checked++;
+            char why[160];
+            if (!checker_error_sanitized(PQgetvalue(r, i, 2),
+                                         PQgetisnull(r, i, 3) ? NULL : PQgetvalue(r, i, 3),
+                                         why, sizeof(why)))
+                violation(inv, "event %s: the error its retry at attempt %s stored is not "
+                          "sanitized: %s", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), why);
+        }
+        PQclear(r);
+    }
     /* Every claim at or past the limit ends in a dead letter, a publish, or
      * nothing (crash, lease lost) -- never in a retry. */
     for (int i = 0; i < c->nretries && highest > 0; i++) {

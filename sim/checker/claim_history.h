@@ -13,7 +13,8 @@
  * what the settle made of the row (release_kind: 'mark' when published_at
  * is set, 'dead_letter' when dead_lettered_at is, else 'retry': still
  * unpublished) and, for a retry, the next_attempt_at the row holds after
- * it -- the backoff the retry really persisted, not the one it announced.
+ * it -- the backoff the retry really persisted, not the one it announced --
+ * with the last_error the settle left (the row keeps only the latest).
  * A row already published whose published_at is set again is recorded as
  * kind 'remark': the fenced mark requires published_at IS NULL, so only a
  * settle by a claim that no longer held the row does that.  (An operator
@@ -27,8 +28,9 @@
 
 /* The DDL: table crashwindow_claims (seq, kind 'claim', 'release' or 'remark',
  * message_id, lock_id, locked_by, attempts, locked_until, claimed_at = the
- * recording transaction's now(); for a release also release_kind and
- * next_attempt_at) and its trigger on outbox_messages.  Idempotent. */
+ * recording transaction's now(); for a release also release_kind,
+ * next_attempt_at and last_error) and its trigger on outbox_messages.
+ * Idempotent. */
 extern const char claim_history_sql[];
 
 /* Installs it in the database conn is connected to.  0, or -1 with a

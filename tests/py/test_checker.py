@@ -190,3 +190,29 @@ def test_history_checks_and_what_the_checker_refuses(tmp_path, pg_cluster):
     assert "already published, was marked published again" in got.stdout, got.stdout
     assert "plain: invariant dead_letter_at_limit was pass, is fail" in got.stdout, got.stdout
     assert "at attempt 12 although the relays' attempt limit is 12" in got.stdout, got.stdout
+
+    # A retry's stored error is checked too, not only a dead letter's: the
+    # row keeps only the latest last_error, the claim history keeps each.
+    # A retry (below the limit) whose error quotes the message's payload
+    # fails dead_letter_at_limit on re-check.
+    leaky = tmp_path / "leaky"
+    shutil.copytree(out, leaky)
+    with open(leaky / p["dir"] / "history" / "outbox_messages.jsonl", encoding="utf-8") as f:
+        rows = {r["id"]: r for r in map(json.loads, f.read().splitlines())}
+
+    def retry_quoting_the_payload(lines):
+        recs = [json.loads(x) for x in lines]
+        claim = next(x for x in recs if x["kind"] == "claim")
+        payload = json.dumps(rows[claim["message_id"]]["payload"])
+        retry = dict(claim, seq=max(x["seq"] for x in recs) + 1, kind="release",
+                     release_kind="retry", next_attempt_at=claim["locked_until"],
+                     last_error="broker refused the publish: " + payload)
+        return lines + [json.dumps(retry)]
+
+    rewrite_lines(leaky / p["dir"] / "history" / "crashwindow_claims.jsonl",
+                  retry_quoting_the_payload)
+    got = check(leaky, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "plain: invariant dead_letter_at_limit was pass, is fail" in got.stdout, got.stdout
+    assert "the error its retry at attempt 1 stored is not sanitized: it quotes the payload" \
+        in got.stdout, got.stdout
