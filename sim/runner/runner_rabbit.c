@@ -72,6 +72,13 @@ const char *runner_rabbit_step_skip(const struct scenario *sc, const struct sc_s
                  "broker's lines, not AMQP frames)");
         return why;
     }
+    if (st->verb == V_NET && st->net_peer == NP_BROKER && st->net.kind == NP_LATENCY &&
+        st->proc >= 0 && sc->procs[st->proc].kind == SC_RELAY &&
+        st->net.latency_ms + st->net.jitter_ms >= sc->procs[st->proc].lease_ms) {
+        snprintf(why, whylen, "a relay's broker link slower than its lease: only the fake "
+                 "broker refuses a publish that arrives after its lease (RabbitMQ stores it)");
+        return why;
+    }
     if (st->verb == V_BROKER_CRASH && !sc->broker_durable) {
         snprintf(why, whylen, "proves the loss of an in-memory broker store; RabbitMQ's "
                  "quorum queues are durable");

@@ -131,8 +131,10 @@ enum sim_act_kind {
     SIM_NET,       /* a fault on one process's link to PostgreSQL or the broker */
     SIM_CLEANUP,   /* the runbook's retention: outboxctl cleanup of published rows
                       older than ms, while the rest of the schedule goes on */
-    SIM_REQUEUE    /* the runbook's recovery: outboxctl requeue --all, every dead
+    SIM_REQUEUE,   /* the runbook's recovery: outboxctl requeue --all, every dead
                       letter of the moment sent again under its id */
+    SIM_CLEANUP_INBOX /* outboxctl cleanup-inbox with a retention of ms, inside the
+                      redelivery horizon: must be refused (exit 1, "refusing") */
 };
 
 /* SIM_NET faults, as the runner's "net" step names them. */

@@ -333,10 +333,14 @@ static void add_nemesis(struct sim_rng *r, struct sim_plan *p, const struct sim_
                         struct pending *pd)
 {
     struct sim_act *a;
-    if (p->procs[1].max_attempts <= 3 && sim_rng_chance(r, 35)) {
+    if (p->procs[1].max_attempts <= 3 && sim_rng_chance(r, 50)) {
         /* A poison window: every payload is too large for the broker,
          * whose refusal quotes the payload; what the relays try until the
-         * window closes reaches the attempt limit and is dead-lettered. */
+         * window closes reaches the attempt limit and is dead-lettered.
+         * The window closes only after the first dead letter (an anchor,
+         * rendered with the close), so that the refusals last the attempts
+         * a dead letter needs in every replay, and a relay that never
+         * dead-letters keeps retrying until the anchor's bound. */
         a = add_act(p, SIM_BROKER, -1);
         if (a != NULL) {
             a->max_payload = 64;
@@ -397,7 +401,7 @@ static void gen_layout(struct sim_rng *r, struct sim_plan *p)
      * Only with fifo: per-aggregate holds every later version of a payment
      * behind a dead-lettered one until an operator requeues it, which no
      * run does, so the pipeline would never converge. */
-    int max_attempts = !per_aggregate && sim_rng_chance(r, 30) ? 3 : 12;
+    int max_attempts = !per_aggregate && sim_rng_chance(r, 50) ? 3 : 12;
     for (int i = 0; i < nrelays; i++) {
         struct sim_proc *x = &p->procs[add_proc(p, SIM_RELAY)];
         x->lease_ms = lease;
@@ -597,6 +601,35 @@ static void gen_net(uint64_t seed, uint64_t run, struct sim_plan *p)
     insert_act(p, at, &a);
 }
 
+/* The relays' links to the broker slower than their lease, from a stream
+ * of its own (as gen_infra's): sometimes, from before the first payments,
+ * the publishes of every relay that starts with the run reach the broker
+ * after the lease that covered them ended.  The broker must refuse each
+ * (a publish carries its lease end) and publish_within_lease holds every
+ * stored one to the claim history.  Every relay's, so that which relay
+ * claims what does not decide whether a publish is late.  The latency
+ * drawn elsewhere stays under the shortest lease. */
+static void gen_slow_links(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0x27d4eb2f165667c5ULL, run);
+    if (!sim_rng_chance(r, 12))
+        return;
+    int ms = sim_rng_range(r, 2000, 4000), at = 0;
+    for (int i = 0; i < p->nprocs && p->nacts < SIM_MAX_ACTS; i++) {
+        if (p->procs[i].kind != SIM_RELAY || !p->procs[i].autostart)
+            continue;
+        struct sim_act a;
+        act_init(&a, SIM_NET, i);
+        a.net = SIM_NET_LATENCY;
+        a.net_broker = 1;
+        a.net_a = p->procs[i].lease_ms + sim_rng_range(r, 300, 1000);
+        a.net_b = 0;
+        a.ms = ms;
+        insert_act(p, at++, &a);
+    }
+}
+
 /* The runbook's operations, from a stream of their own (as gen_infra's):
  * sometimes the retention cleanup runs mid-schedule, with faults about, as
  * an operator's cron would, and where relays may dead-letter (an attempt
@@ -611,6 +644,16 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
     if (sim_rng_chance(r, 25) && p->nacts >= 2 && p->nacts < SIM_MAX_ACTS) {
         act_init(&a, SIM_CLEANUP, -1);
         a.ms = PICK(r, 1, 200, 1000);
+        insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
+    }
+    /* An inbox retention far inside the redelivery horizon, which
+     * outboxctl must refuse before it touches the database, whatever the
+     * faults of the moment: were it obeyed, a message delivered again
+     * after it would meet no marker (the consumers' version check may hide
+     * that from the effects; the refusal is what is checked). */
+    if (sim_rng_chance(r, 35) && p->nacts >= 2 && p->nacts < SIM_MAX_ACTS) {
+        act_init(&a, SIM_CLEANUP_INBOX, -1);
+        a.ms = PICK(r, 1, 100, 500);
         insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
     }
     /* Right after a poison window closes, when its dead letters are there
@@ -643,6 +686,7 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_infra(seed, run, p, cat);
     gen_net(seed, run, p);
     gen_ops(seed, run, p);
+    gen_slow_links(seed, run, p);
 }
 
 /* ---- rendering ----------------------------------------------------------- */
@@ -890,15 +934,17 @@ static void render_park_anchor(struct render_ctx *ctx, const struct sim_act *a,
     cJSON_AddStringToObject(o, "point", s->park_point);
 }
 
-/* A runbook command.  No exit status is asked: a database fault may be on;
- * what the command did is judged from the history it leaves. */
-static void render_outboxctl(struct render_ctx *ctx, const char *const *argv, const char *why)
+/* A runbook command.  No exit status is asked (the caller may add one): a
+ * database fault may be on; what the command did is judged from the
+ * history it leaves. */
+static cJSON *render_outboxctl(struct render_ctx *ctx, const char *const *argv, const char *why)
 {
     cJSON *o = step(ctx->steps, "outboxctl");
     cJSON *args = cJSON_AddArrayToObject(o, "args");
     for (int i = 0; argv[i] != NULL; i++)
         cJSON_AddItemToArray(args, cJSON_CreateString(argv[i]));
     cJSON_AddStringToObject(o, "why", why);
+    return o;
 }
 
 /* The process verbs; s is the state of the process called name.  Kill,
@@ -1004,6 +1050,18 @@ static const char *const net_names[] = { "latency", "blackhole", "reset", "bandw
 static void render_net(struct render_ctx *ctx, const struct sim_act *a, const char *name)
 {
     static const char *const cuts[] = { "commit", "confirm", "ack" };
+    const struct sim_proc *x = &ctx->p->procs[a->proc];
+    if (a->net == SIM_NET_LATENCY && a->net_broker && x->kind == SIM_RELAY &&
+        a->net_a >= x->lease_ms) {
+        /* A link slower than the relay's handshake bound keeps a relay
+         * that is not connected yet from connecting: the fault is meant
+         * for its publishes, so it comes after the connection. */
+        cJSON *w = render_anchor(ctx, "event", "the relay reached the broker, then its link slows");
+        cJSON_AddStringToObject(w, "proc", name);
+        cJSON_AddStringToObject(w, "event", "connect");
+        cJSON *where = cJSON_AddObjectToObject(w, "where");
+        cJSON_AddStringToObject(where, "target", "broker");
+    }
     cJSON *o = step(ctx->steps, "net");
     char link[48];
     snprintf(link, sizeof(link), "%s->%s", name, a->net_broker ? "broker" : "pg");
@@ -1075,6 +1133,13 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             render_restart(&ctx, a, k, s, name);
             break;
         case SIM_BROKER:
+            if (a->max_payload == 0) {
+                /* The close of a poison window, after its first dead
+                 * letter (see add_nemesis). */
+                cJSON *o = render_anchor(&ctx, "dead_lettered",
+                                         "a dead letter first, then the poison window closes");
+                cJSON_AddNumberToObject(o, "count", 1);
+            }
             render_broker(&ctx, a);
             break;
         case SIM_DB:
@@ -1093,6 +1158,18 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             snprintf(older, sizeof(older), "%dms", a->ms);
             const char *argv[] = { "cleanup", "--published-older-than", older, NULL };
             render_outboxctl(&ctx, argv, "the runbook's retention, mid-schedule");
+            break;
+        }
+        case SIM_CLEANUP_INBOX: {
+            char older[32];
+            snprintf(older, sizeof(older), "%dms", a->ms);
+            const char *argv[] = { "cleanup-inbox", "--older-than", older, NULL };
+            cJSON *o = render_outboxctl(&ctx, argv, "an operator's inbox retention, shorter "
+                                                    "than the redelivery horizon");
+            /* Refused before any connection: the same answer under any
+             * fault of the database. */
+            cJSON_AddNumberToObject(o, "expect_exit", 1);
+            cJSON_AddStringToObject(o, "expect_output", "refusing");
             break;
         }
         case SIM_REQUEUE: {
@@ -1310,6 +1387,9 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             break;
         case SIM_CLEANUP:
             sb_add(&b, " cleanup(%d ms)", a->ms);
+            break;
+        case SIM_CLEANUP_INBOX:
+            sb_add(&b, " cleanup-inbox(%d ms)", a->ms);
             break;
         case SIM_REQUEUE:
             sb_add(&b, " requeue-all");

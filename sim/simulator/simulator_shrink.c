@@ -42,7 +42,7 @@ static void remove_fault(struct sim_plan *p, int i)
 static int acts_on_proc(enum sim_act_kind k)
 {
     return k == SIM_KILL || k == SIM_PAUSE || k == SIM_RESUME || k == SIM_RESTART ||
-           k == SIM_NET;
+           k == SIM_NET || k == SIM_DB;
 }
 
 /* Removes process j with its faults and the actions aimed at it. */
@@ -94,7 +94,7 @@ static const char *act_name(enum sim_act_kind k)
 {
     static const char *const names[] = { "pay", "settle", "kill", "pause", "resume",
                                          "restart", "broker", "reuse", "db", "broker_crash",
-                                         "net" };
+                                         "net", "cleanup", "requeue", "cleanup_inbox" };
     return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
 
