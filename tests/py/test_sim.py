@@ -105,17 +105,37 @@ def test_same_seed_and_run_give_the_same_scenario():
 def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     """Across a seed's schedules: every resume or kill that follows a park
     fault comes right after a wait for that very park, which goes on if the
-    park never comes; the retention cleanup and, where relays dead-letter,
-    requeue --all appear among the schedule's actions."""
+    park never comes; a poison window closes, and requeue --all runs, only
+    after a wait for the first dead letter; a relay's broker link slower
+    than its lease slows only after a wait for that relay's connection; the
+    retention cleanup, requeue --all where relays dead-letter, and an inbox
+    retention inside the redelivery horizon, which must be refused, appear
+    among the schedule's actions."""
     scs = scenarios_in(sim(["--seed", "3001", "--runs", "80", "--dry-run"]).stdout)
     assert len(scs) == 80
-    anchors = cleanups = requeues = 0
+    anchors = cleanups = requeues = refused = closes = slow = 0
     for sc in scs:
         steps = sc["steps"]
         for i, st in enumerate(steps):
             if st["do"] == "wait" and st.get("until") == "dead_lettered":
                 assert st["on_timeout"] == "continue", st
-                assert steps[i + 1]["args"] == ["requeue", "--all"], steps[i + 1]
+                nxt = steps[i + 1]
+                if nxt["do"] == "broker":
+                    assert nxt["control"] == {"max_payload_bytes": 0}, nxt
+                    closes += 1
+                else:
+                    assert nxt["args"] == ["requeue", "--all"], nxt
+                continue
+            if st["do"] == "wait" and st.get("until") == "event":
+                assert st["on_timeout"] == "continue", st
+                assert st["event"] == "connect" and st["where"] == {"target": "broker"}, st
+                nxt = steps[i + 1]
+                assert nxt["do"] == "net" and nxt["link"] == st["proc"] + "->broker", nxt
+                relay = sc["processes"][st["proc"]]
+                assert relay["kind"] == "relay"
+                assert nxt["fault"] == "latency"
+                assert nxt["latency_ms"] >= relay["args"]["lease-ms"], nxt
+                slow += 1
                 continue
             if st["do"] == "wait" and "on_timeout" in st:
                 anchors += 1
@@ -128,6 +148,13 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                 assert follow["do"] in ("resume", "kill") and follow["proc"] == st["proc"], follow
             if st["do"] == "outboxctl":
                 assert i > 0, "after the first payments, never before"
+                if st["args"][0] == "cleanup-inbox":
+                    # Refused before any connection, so under any fault.
+                    refused += 1
+                    assert st["args"][1] == "--older-than" and st["args"][2].endswith("ms")
+                    assert int(st["args"][2][:-2]) <= 500
+                    assert st["expect_exit"] == 1 and st["expect_output"] == "refusing", st
+                    continue
                 assert "expect_exit" not in st, "a database fault may be on: judged by history"
                 if st["args"][0] == "cleanup":
                     cleanups += 1
@@ -139,6 +166,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                     relays = [p for p in sc["processes"].values() if p["kind"] == "relay"]
                     assert relays[0]["args"]["max-attempts"] <= 3
     assert anchors >= 10 and cleanups >= 5 and requeues >= 2, (anchors, cleanups, requeues)
+    assert refused >= 10 and closes >= 5 and slow >= 3, (refused, closes, slow)
 
 
 def test_bad_usage_is_refused():
