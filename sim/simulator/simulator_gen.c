@@ -921,6 +921,13 @@ static cJSON *render_anchor(struct render_ctx *ctx, const char *until, const cha
     return o;
 }
 
+/* A wait for the run's first dead letter, which goes on without one. */
+static void render_dead_letter_anchor(struct render_ctx *ctx, const char *why)
+{
+    cJSON *o = render_anchor(ctx, "dead_lettered", why);
+    cJSON_AddNumberToObject(o, "count", 1);
+}
+
 /* Before the follow-up of a park: wait for the park itself.  Without it
  * the follow-up lands before or after the park as timing has it, and a
  * replay of the seed may take the other order. */
@@ -1133,13 +1140,11 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             render_restart(&ctx, a, k, s, name);
             break;
         case SIM_BROKER:
-            if (a->max_payload == 0) {
-                /* The close of a poison window, after its first dead
-                 * letter (see add_nemesis). */
-                cJSON *o = render_anchor(&ctx, "dead_lettered",
-                                         "a dead letter first, then the poison window closes");
-                cJSON_AddNumberToObject(o, "count", 1);
-            }
+            /* The close of a poison window, after its first dead letter
+             * (see add_nemesis). */
+            if (a->max_payload == 0)
+                render_dead_letter_anchor(&ctx,
+                                          "a dead letter first, then the poison window closes");
             render_broker(&ctx, a);
             break;
         case SIM_DB:
@@ -1175,8 +1180,7 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
         case SIM_REQUEUE: {
             /* After a dead letter, in every replay, when the schedule
              * makes one at all. */
-            cJSON *o = render_anchor(&ctx, "dead_lettered", "a dead letter first, then its requeue");
-            cJSON_AddNumberToObject(o, "count", 1);
+            render_dead_letter_anchor(&ctx, "a dead letter first, then its requeue");
             const char *argv[] = { "requeue", "--all", NULL };
             render_outboxctl(&ctx, argv, "the runbook's recovery: every dead letter again");
             break;
