@@ -328,6 +328,11 @@ static void flush_later(struct sim_plan *p, struct pending *pd)
     pd->n = 0;
 }
 
+/* A poison window's payload bound: every event is longer than the first,
+ * only a PaymentCreated longer than the second (see gen_ops). */
+#define SIM_POISON_ALL_BYTES 64
+#define SIM_POISON_CREATED_BYTES 200
+
 /* One nemesis action between payments batches. */
 static void add_nemesis(struct sim_rng *r, struct sim_plan *p, const struct sim_catalogue *cat,
                         struct pending *pd)
@@ -343,7 +348,7 @@ static void add_nemesis(struct sim_rng *r, struct sim_plan *p, const struct sim_
          * dead-letters keeps retrying until the anchor's bound. */
         a = add_act(p, SIM_BROKER, -1);
         if (a != NULL) {
-            a->max_payload = 64;
+            a->max_payload = SIM_POISON_ALL_BYTES;
             struct sim_act *off = later(pd, SIM_BROKER, -1);
             if (off != NULL)
                 off->max_payload = 0;
@@ -668,6 +673,38 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
         act_init(&a, SIM_REQUEUE, -1);
         insert_act(p, at >= 0 ? at : sim_rng_range(r, 1, p->nacts), &a);
     }
+    /* A poison window with no payments inside it refuses only what
+     * happens to be in flight when it opens, and whether anything is (and
+     * so whether anything is dead-lettered) is a matter of timing that a
+     * replay need not repeat: such a window gets a batch of its own. */
+    for (int k = 0; k < p->nacts && p->nacts < SIM_MAX_ACTS; k++) {
+        if (p->acts[k].kind != SIM_BROKER || p->acts[k].max_payload != SIM_POISON_ALL_BYTES)
+            continue;
+        int paid = 0;
+        for (int j = k + 1; j < p->nacts && !paid; j++) {
+            if (p->acts[j].kind == SIM_BROKER && p->acts[j].max_payload == 0)
+                break;
+            paid = p->acts[j].kind == SIM_PAY;
+        }
+        if (paid)
+            continue;
+        act_init(&a, SIM_PAY, 0);
+        a.count = sim_rng_range(r, 2, 4);
+        a.authorize = 1;
+        a.capture = sim_rng_chance(r, 50);
+        insert_act(p, k + 1, &a);
+    }
+    /* Half the poison windows refuse creations only: a PaymentCreated
+     * payload carries the amount and is the only one longer than
+     * SIM_POISON_CREATED_BYTES (about 213 bytes to a later version's 194),
+     * so a payment's later versions reach the consumers while its creation
+     * is dead-lettered.  They wait out the gap and are parked; the requeue
+     * that follows brings the creation, and each parked version must then
+     * be applied in its predecessor's transaction. */
+    for (int k = 0; k < p->nacts; k++)
+        if (p->acts[k].kind == SIM_BROKER && p->acts[k].max_payload == SIM_POISON_ALL_BYTES &&
+            sim_rng_chance(r, 50))
+            p->acts[k].max_payload = SIM_POISON_CREATED_BYTES;
 }
 
 /* One PRNG drawn in a fixed order: layout, first faults, schedule.
@@ -928,6 +965,73 @@ static void render_dead_letter_anchor(struct render_ctx *ctx, const char *why)
     cJSON_AddNumberToObject(o, "count", 1);
 }
 
+/* Before a poison window closes: wait until no event is pending, each one
+ * the window refuses dead-lettered and each one it lets through published.
+ * Closed at the first dead letter, the window would let the refused events
+ * still between attempts through, and which ones those are (so whether a
+ * later version waits on a dead-lettered creation) would be a matter of
+ * timing that a replay need not repeat. */
+static void render_nothing_pending_anchor(struct render_ctx *ctx)
+{
+    cJSON *o = render_anchor(ctx, "sql", "every event the window refuses dead-lettered "
+                                         "before it closes, in every replay");
+    cJSON_AddStringToObject(o, "sql", "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM outbox_messages"
+                                      " WHERE published_at IS NULL AND dead_lettered_at IS NULL)"
+                                      " THEN 1 ELSE 0 END");
+}
+
+/* Before a requeue: wait until every later version of a dead-lettered
+ * event is parked (or applied) by every consumer group.  A requeue that
+ * lands while a consumer still waits out the gap lets the version apply
+ * in order and leaves no parked version behind; whether one was parked
+ * would then be a matter of timing, and a replay could go either way.
+ * Only when every consumer parks gaps within the run (else the wait would
+ * be the consumer's default of 30 s). */
+static void render_gap_park_anchor(struct render_ctx *ctx)
+{
+    const struct sim_plan *p = ctx->p;
+    int has[2] = { 0, 0 }, park_ms = 0;
+    for (int i = 0; i < p->nprocs; i++) {
+        if (p->procs[i].kind != SIM_CONSUMER)
+            continue;
+        if (p->procs[i].gap_park_ms <= 0)
+            return;
+        has[p->procs[i].group] = 1;
+        if (p->procs[i].gap_park_ms > park_ms)
+            park_ms = p->procs[i].gap_park_ms;
+    }
+    char groups[64] = "", sql[1024];
+    size_t n = 0;
+    for (int g = 0; g < 2; g++) {
+        if (!has[g])
+            continue;
+        int w = snprintf(groups + n, sizeof(groups) - n, "%s('%s')", n > 0 ? ", " : "",
+                         group_names[g]);
+        if (w > 0 && (size_t)w < sizeof(groups) - n)
+            n += (size_t)w;
+    }
+    if (n == 0)
+        return;
+    snprintf(sql, sizeof(sql),
+             "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM outbox_messages o"
+             " JOIN outbox_messages s ON s.aggregate_id = o.aggregate_id"
+             " AND s.aggregate_version = o.aggregate_version + 1"
+             " CROSS JOIN (VALUES %s) AS g(name)"
+             " WHERE o.dead_lettered_at IS NOT NULL AND s.dead_lettered_at IS NULL"
+             " AND NOT EXISTS (SELECT 1 FROM consumer_dead_letters d"
+             " WHERE d.consumer_name = g.name AND d.message_id = s.id::text)"
+             " AND NOT EXISTS (SELECT 1 FROM inbox_messages i"
+             " WHERE i.consumer_name = g.name AND i.message_id = s.id))"
+             " THEN 1 ELSE 0 END", groups);
+    cJSON *o = step(ctx->steps, "wait");
+    cJSON_AddStringToObject(o, "until", "sql");
+    cJSON_AddStringToObject(o, "sql", sql);
+    cJSON_AddNumberToObject(o, "timeout_ms", park_ms + 1500);
+    cJSON_AddStringToObject(o, "on_timeout", "continue");
+    cJSON_AddStringToObject(o, "why", "every version after a dead letter parked first, "
+                                      "then the requeue, in every replay");
+}
+
 /* Before the follow-up of a park: wait for the park itself.  Without it
  * the follow-up lands before or after the park as timing has it, and a
  * replay of the seed may take the other order. */
@@ -1142,9 +1246,11 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
         case SIM_BROKER:
             /* The close of a poison window, after its first dead letter
              * (see add_nemesis). */
-            if (a->max_payload == 0)
+            if (a->max_payload == 0) {
                 render_dead_letter_anchor(&ctx,
                                           "a dead letter first, then the poison window closes");
+                render_nothing_pending_anchor(&ctx);
+            }
             render_broker(&ctx, a);
             break;
         case SIM_DB:
@@ -1181,6 +1287,7 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             /* After a dead letter, in every replay, when the schedule
              * makes one at all. */
             render_dead_letter_anchor(&ctx, "a dead letter first, then its requeue");
+            render_gap_park_anchor(&ctx);
             const char *argv[] = { "requeue", "--all", NULL };
             render_outboxctl(&ctx, argv, "the runbook's recovery: every dead letter again");
             break;

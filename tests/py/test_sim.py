@@ -106,25 +106,53 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     """Across a seed's schedules: every resume or kill that follows a park
     fault comes right after a wait for that very park, which goes on if the
     park never comes; a poison window closes, and requeue --all runs, only
-    after a wait for the first dead letter; a relay's broker link slower
-    than its lease slows only after a wait for that relay's connection; the
+    after a wait for the first dead letter (a close also after a wait until
+    nothing is pending; a requeue, where consumers park gaps, also after a
+    wait for every later version of a dead letter to be parked); some poison
+    windows refuse creations only; a relay's broker link slower than its
+    lease slows only after a wait for that relay's connection; the
     retention cleanup, requeue --all where relays dead-letter, and an inbox
     retention inside the redelivery horizon, which must be refused, appear
     among the schedule's actions."""
     scs = scenarios_in(sim(["--seed", "3001", "--runs", "80", "--dry-run"]).stdout)
     assert len(scs) == 80
-    anchors = cleanups = requeues = refused = closes = slow = 0
+    anchors = cleanups = requeues = refused = closes = slow = park_anchors = creations_only = 0
     for sc in scs:
         steps = sc["steps"]
         for i, st in enumerate(steps):
             if st["do"] == "wait" and st.get("until") == "dead_lettered":
                 assert st["on_timeout"] == "continue", st
                 nxt = steps[i + 1]
+                if nxt["do"] == "wait" and "consumer_dead_letters" not in nxt.get("sql", ""):
+                    # Then nothing pending (each refused event dead-lettered),
+                    # then the poison window closes.
+                    assert nxt["until"] == "sql" and nxt["on_timeout"] == "continue", nxt
+                    assert "published_at IS NULL AND dead_lettered_at IS NULL" in nxt["sql"]
+                    nxt = steps[i + 2]
+                    assert nxt["do"] == "broker", nxt
                 if nxt["do"] == "broker":
                     assert nxt["control"] == {"max_payload_bytes": 0}, nxt
                     closes += 1
                 else:
+                    if nxt["do"] == "wait":
+                        # Every later version of a dead letter parked
+                        # first, within the consumers' gap park and a
+                        # margin; then the requeue.
+                        assert nxt["until"] == "sql" and nxt["on_timeout"] == "continue", nxt
+                        assert "consumer_dead_letters" in nxt["sql"], nxt
+                        parks = [p["args"]["gap-park-after-ms"] for p in sc["processes"].values()
+                                 if p["kind"] == "consumer"]
+                        assert nxt["timeout_ms"] == max(parks) + 1500, nxt
+                        park_anchors += 1
+                        nxt = steps[i + 2]
                     assert nxt["args"] == ["requeue", "--all"], nxt
+                continue
+            if st["do"] == "broker" and st["control"].get("max_payload_bytes", 0) > 0:
+                # A poison window refuses every event, or creations only
+                # (a PaymentCreated payload is the only one over 200 bytes).
+                limit = st["control"]["max_payload_bytes"]
+                assert limit in (64, 200), st
+                creations_only += limit == 200
                 continue
             if st["do"] == "wait" and st.get("until") == "event":
                 assert st["on_timeout"] == "continue", st
@@ -136,6 +164,9 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                 assert nxt["fault"] == "latency"
                 assert nxt["latency_ms"] >= relay["args"]["lease-ms"], nxt
                 slow += 1
+                continue
+            if st["do"] == "wait" and st.get("until") == "sql" and "on_timeout" in st:
+                assert steps[i - 1].get("until") == "dead_lettered", "checked with what follows"
                 continue
             if st["do"] == "wait" and "on_timeout" in st:
                 anchors += 1
@@ -162,11 +193,13 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                 else:
                     requeues += 1
                     assert st["args"] == ["requeue", "--all"]
-                    assert steps[i - 1]["until"] == "dead_lettered", "anchored"
+                    assert steps[i - 1]["until"] == "dead_lettered" or \
+                        steps[i - 2]["until"] == "dead_lettered", "anchored"
                     relays = [p for p in sc["processes"].values() if p["kind"] == "relay"]
                     assert relays[0]["args"]["max-attempts"] <= 3
     assert anchors >= 10 and cleanups >= 5 and requeues >= 2, (anchors, cleanups, requeues)
     assert refused >= 10 and closes >= 5 and slow >= 3, (refused, closes, slow)
+    assert park_anchors >= 2 and creations_only >= 2, (park_anchors, creations_only)
 
 
 def test_bad_usage_is_refused():
