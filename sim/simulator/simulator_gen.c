@@ -673,18 +673,24 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
         act_init(&a, SIM_REQUEUE, -1);
         insert_act(p, at >= 0 ? at : sim_rng_range(r, 1, p->nacts), &a);
     }
-    /* A poison window with no payments inside it refuses only what
-     * happens to be in flight when it opens, and whether anything is (and
-     * so whether anything is dead-lettered) is a matter of timing that a
-     * replay need not repeat: such a window gets a batch of its own. */
+    /* A poison window or a broker outage with no payments inside it hits
+     * only what happens to be in flight when it opens, and whether anything
+     * is (so whether a relay meets the refusal or the silence at all) is a
+     * matter of timing that a replay need not repeat: such a window gets a
+     * batch of its own. */
     for (int k = 0; k < p->nacts && p->nacts < SIM_MAX_ACTS; k++) {
-        if (p->acts[k].kind != SIM_BROKER || p->acts[k].max_payload != SIM_POISON_ALL_BYTES)
+        const struct sim_act *open = &p->acts[k];
+        int poison = open->max_payload == SIM_POISON_ALL_BYTES;
+        int outage = open->outage == SIM_OUTAGE_REFUSE || open->outage == SIM_OUTAGE_HANG;
+        if (open->kind != SIM_BROKER || !(poison || outage))
             continue;
         int paid = 0;
         for (int j = k + 1; j < p->nacts && !paid; j++) {
-            if (p->acts[j].kind == SIM_BROKER && p->acts[j].max_payload == 0)
+            const struct sim_act *b = &p->acts[j];
+            if (b->kind == SIM_BROKER &&
+                ((poison && b->max_payload == 0) || (outage && b->outage >= 0)))
                 break;
-            paid = p->acts[j].kind == SIM_PAY;
+            paid = b->kind == SIM_PAY;
         }
         if (paid)
             continue;
