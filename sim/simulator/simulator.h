@@ -28,7 +28,9 @@
  *     invariant or a pipeline that does not converge, never a broken step.
  *     The follow-up of a park (resume or kill) is rendered after a wait for
  *     the park itself ("on_timeout": "continue": an anchor, not a demand),
- *     so every replay takes the two in the same order;
+ *     so every replay takes the two in the same order; so is the close of a
+ *     poison window (after its first dead letter, once nothing is pending)
+ *     and a requeue (once every later version of a dead letter is parked);
  *   - shrinking: sim_shrink_variant() enumerates the one-edit-smaller
  *     variants of a plan; the driver keeps an edit only when the run still
  *     fails on the same invariant (greedy delta debugging). */
