@@ -20,13 +20,21 @@
 
 /* ---- quiet -------------------------------------------------------------- */
 
-/* 1 when no outbox row is pending, else 0 with why. */
+/* 1 when no outbox row is pending, else 0 with why.  A version that
+ * per-aggregate relays hold back behind its aggregate's dead letter is not
+ * pending: nothing will publish it before an operator acts. */
 static int outbox_drained(struct sctx *s, char *why, size_t whylen)
 {
     char err[256];
+    const char *held[1] = { scenario_relays_hold_order(s->sc) ? "t" : "f" };
     long long pending = runner_sql_value(s,
-        "SELECT count(*) FROM outbox_messages WHERE published_at IS NULL AND dead_lettered_at IS NULL",
-        0, NULL, err, sizeof(err));
+        "SELECT count(*) FROM outbox_messages o"
+        " WHERE published_at IS NULL AND dead_lettered_at IS NULL"
+        "   AND NOT ($1::boolean AND EXISTS (SELECT 1 FROM outbox_messages d"
+        "                                    WHERE d.aggregate_id = o.aggregate_id"
+        "                                      AND d.aggregate_version < o.aggregate_version"
+        "                                      AND d.dead_lettered_at IS NOT NULL))",
+        1, held, err, sizeof(err));
     if (pending == 0)
         return 1;
     if (pending < 0)

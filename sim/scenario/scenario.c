@@ -454,6 +454,8 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
                 p->max_attempts = atoi(val);
             if (strcmp(a->string, "lease-ms") == 0 && val != NULL)
                 p->lease_ms = atoi(val);
+            if (strcmp(a->string, "order") == 0 && val != NULL)
+                p->per_aggregate = strcmp(val, "per-aggregate") == 0;
         }
     }
     if (p->group == NULL)
@@ -1752,4 +1754,17 @@ void scenario_print(const struct scenario *sc, FILE *f)
             fprintf(f, "  (%s)", x->why);
         fprintf(f, "\n");
     }
+}
+
+int scenario_relays_hold_order(const struct scenario *sc)
+{
+    int relays = 0;
+    for (int p = 0; p < sc->nprocs; p++) {
+        if (sc->procs[p].kind != SC_RELAY)
+            continue;
+        if (!sc->procs[p].per_aggregate)
+            return 0;
+        relays++;
+    }
+    return relays > 0;
 }

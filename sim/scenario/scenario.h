@@ -85,6 +85,7 @@ struct sc_proc {
     const char *group;                  /* consumers: --group, default the name */
     int max_attempts;                   /* relays: --max-attempts, default 12 */
     int lease_ms;                       /* relays: --lease-ms, default 30000 */
+    int per_aggregate;                  /* relays: --order per-aggregate */
     /* "clock": libfaketime's FAKETIME for this process, or "" */
     char faketime[48];
     int db_deadline_ms;                 /* "db_deadline_ms": CW_DB_DEADLINE_MS, 0: default */
@@ -265,6 +266,13 @@ int sc_invariant_from_name(const char *name);
 /* 1 when field of a scenario's "broker" object is a setting of the broker
  * at its start (visibility_timeout_ms, durable), 0 when it is a switch. */
 int sc_broker_is_setting(const char *field);
+
+/* 1 when the scenario has relays and every one publishes in per-aggregate
+ * order (--order per-aggregate), which holds a version back while an older
+ * one of its aggregate is unpublished, a dead-lettered one included, until
+ * an operator requeues it (src/relay/relay_store.c).  With a FIFO relay
+ * about nothing holds it back. */
+int scenario_relays_hold_order(const struct scenario *sc);
 
 /* A copy of broker switches fit to show (caller deletes): a refuse_error's
  * text, which may be a planted secret, is replaced by its length. */

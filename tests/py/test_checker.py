@@ -216,3 +216,45 @@ def test_history_checks_and_what_the_checker_refuses(tmp_path, pg_cluster):
     assert "plain: invariant dead_letter_at_limit was pass, is fail" in got.stdout, got.stdout
     assert "the error its retry at attempt 1 stored is not sanitized: it quotes the payload" \
         in got.stdout, got.stdout
+
+
+def test_a_version_held_behind_a_dead_letter_is_not_lost(tmp_path, pg_cluster):
+    """A relay in per-aggregate order holds a version back while an older
+    one of its payment is unpublished, a dead-lettered one included, until
+    an operator requeues it.  Such a version is part of that dead letter
+    (classified dead-lettered), not lost; but only because every relay of
+    the scenario holds that order: the same stored history with a FIFO
+    relay, which would have published it, fails nothing_lost on re-check."""
+    relay = {"kind": "relay",
+             "args": {"lease-ms": 1500, "idle-ms": 50, "batch": 10, "order": "per-aggregate",
+                      "max-attempts": 2, "backoff-base-ms": 20, "backoff-cap-ms": 50},
+             "faults": "relay/before_publish=fail@1+"}
+    held = scenario(tmp_path, "held", [
+        {"do": "payments", "count": 2, "key_prefix": "k-held", "authorize": True},
+        {"do": "wait", "until": "dead_lettered", "count": 2, "timeout_ms": 10000},
+    ], invariants=["nothing_lost", "dead_letter_at_limit"],
+        processes={"api": {"kind": "api"}, "relay-1": relay,
+                   "accounting": {"kind": "consumer", "args": {"name": "accounting"}}},
+        heal={"timeout_ms": 2000},
+        expect=[{"check": "sql", "equals": 2,
+                 "sql": "SELECT count(*) FROM outbox_messages"
+                        " WHERE published_at IS NULL AND dead_lettered_at IS NULL"}])
+    out = tmp_path / "out"
+    r = crashwindow("run", held, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    sc = by_name(load_result(out))["held"]
+    assert sc["verdict"] == "pass", sc
+    assert inv(sc, "nothing_lost")["verdict"] == "pass"
+    cls = sc["classification"]
+    assert cls["dead_lettered"] == 4 and cls["lost"] == 0, cls
+
+    fifo = tmp_path / "fifo"
+    shutil.copytree(out, fifo)
+    spec_path = fifo / sc["dir"] / "scenario.json"
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    del spec["processes"]["relay-1"]["args"]["order"]
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    got = check(fifo, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "held: invariant nothing_lost was pass, is fail" in got.stdout, got.stdout
+    assert "ready but never published" in got.stdout, got.stdout
