@@ -915,6 +915,11 @@ static void render_pay(struct render_ctx *ctx, const struct sim_act *a)
     ctx->batch_clean = !api->faulty;
 }
 
+/* A request whose connection went silent waits out the database deadline
+ * (PGX_DEFAULT_DEADLINE_MS, 5 s), then is settled on a new connection: a
+ * bound with room for that and for a second silent connection. */
+#define SIM_REUSE_TIMEOUT_MS 15000
+
 static void render_reuse(struct render_ctx *ctx)
 {
     /* Only after a batch the API served without faults, whose first key
@@ -935,6 +940,10 @@ static void render_reuse(struct render_ctx *ctx)
     cJSON_AddStringToObject(body, "amount", "77.77");
     cJSON_AddStringToObject(body, "currency", "EUR");
     cJSON_AddNumberToObject(o, "expect_status", 422);
+    /* A fault on api->pg may have swallowed the API's connection: it then
+     * answers once its database deadline has passed and a new connection
+     * settled the request, later than the step's default 5 s. */
+    cJSON_AddNumberToObject(o, "timeout_ms", SIM_REUSE_TIMEOUT_MS);
     cJSON_AddStringToObject(o, "why", "the same key with another body must be refused");
 }
 
