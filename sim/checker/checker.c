@@ -510,17 +510,25 @@ static int scenario_names_poison(const struct scenario *sc, const char *id)
     return 0;
 }
 
+/* Whether an older version of o's aggregate was dead-lettered by a relay. */
+static int behind_dead_letter(const struct ctx *c, const struct orow *o)
+{
+    for (int i = 0; i < c->nrows; i++) {
+        const struct orow *d = &c->rows[i];
+        if (d->dead && d->version < o->version &&
+            strcmp(d->aggregate_id, o->aggregate_id) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static void inv_nothing_lost(struct ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_NOTHING_LOST];
     PGresult *r = q(c,
         "SELECT id::text, event_type, attempts, coalesce(left(last_error, 120), ''),"
-        "       lock_id IS NOT NULL AND locked_until > now(), next_attempt_at > now(),"
-        "       EXISTS (SELECT 1 FROM outbox_messages d"
-        "                WHERE d.aggregate_id = o.aggregate_id"
-        "                  AND d.aggregate_version < o.aggregate_version"
-        "                  AND d.dead_lettered_at IS NOT NULL)"
-        "  FROM outbox_messages o"
+        "       lock_id IS NOT NULL AND locked_until > now(), next_attempt_at > now()"
+        "  FROM outbox_messages"
         " WHERE published_at IS NULL AND dead_lettered_at IS NULL", 0, NULL);
     if (r == NULL)
         return;
@@ -533,7 +541,8 @@ static void inv_nothing_lost(struct ctx *c)
         /* Held back behind its aggregate's dead letter, by the relays'
          * order: part of that dead letter, which an operator sees and
          * whose requeue releases it. */
-        if (held && PQgetvalue(r, i, 6)[0] == 't')
+        const struct orow *row = held ? find_row(c, PQgetvalue(r, i, 0)) : NULL;
+        if (row != NULL && behind_dead_letter(c, row))
             continue;
         const char *why = PQgetvalue(r, i, 4)[0] == 't' ? "under a live lease"
                           : PQgetvalue(r, i, 5)[0] == 't' ? "waiting on its backoff"
@@ -1429,16 +1438,6 @@ static void counts(struct ctx *c)
 }
 
 /* Is an earlier version of o's payment dead-lettered by the relay? */
-static int behind_dead_letter(const struct ctx *c, const struct orow *o)
-{
-    for (int i = 0; i < c->nrows; i++) {
-        const struct orow *d = &c->rows[i];
-        if (d->dead && d->version < o->version &&
-            strcmp(d->aggregate_id, o->aggregate_id) == 0)
-            return 1;
-    }
-    return 0;
-}
 
 static void classify(struct ctx *c)
 {

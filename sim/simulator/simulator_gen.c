@@ -963,14 +963,20 @@ static void render_settle(struct render_ctx *ctx, const struct sim_act *a)
 
 /* An anchor: a wait for the moment the next step must follow, which goes
  * on if that moment never comes.  The caller adds the condition's fields. */
-static cJSON *render_anchor(struct render_ctx *ctx, const char *until, const char *why)
+static cJSON *render_anchor_ms(struct render_ctx *ctx, const char *until, int timeout_ms,
+                               const char *why)
 {
     cJSON *o = step(ctx->steps, "wait");
     cJSON_AddStringToObject(o, "until", until);
-    cJSON_AddNumberToObject(o, "timeout_ms", SIM_ANCHOR_MS);
+    cJSON_AddNumberToObject(o, "timeout_ms", timeout_ms);
     cJSON_AddStringToObject(o, "on_timeout", "continue");
     cJSON_AddStringToObject(o, "why", why);
     return o;
+}
+
+static cJSON *render_anchor(struct render_ctx *ctx, const char *until, const char *why)
+{
+    return render_anchor_ms(ctx, until, SIM_ANCHOR_MS, why);
 }
 
 /* A wait for the run's first dead letter, which goes on without one. */
@@ -1038,13 +1044,9 @@ static void render_gap_park_anchor(struct render_ctx *ctx)
              " AND NOT EXISTS (SELECT 1 FROM inbox_messages i"
              " WHERE i.consumer_name = g.name AND i.message_id = s.id))"
              " THEN 1 ELSE 0 END", groups);
-    cJSON *o = step(ctx->steps, "wait");
-    cJSON_AddStringToObject(o, "until", "sql");
+    cJSON *o = render_anchor_ms(ctx, "sql", park_ms + 1500, "every version after a dead "
+                                "letter parked first, then the requeue, in every replay");
     cJSON_AddStringToObject(o, "sql", sql);
-    cJSON_AddNumberToObject(o, "timeout_ms", park_ms + 1500);
-    cJSON_AddStringToObject(o, "on_timeout", "continue");
-    cJSON_AddStringToObject(o, "why", "every version after a dead letter parked first, "
-                                      "then the requeue, in every replay");
 }
 
 /* Before the follow-up of a park: wait for the park itself.  Without it
