@@ -98,6 +98,13 @@ const char *runner_rabbit_step_skip(const struct scenario *sc, const struct sc_s
                                     char *why, size_t whylen);
 const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whylen);
 
+/* Moves this process into a network namespace of its own, loopback up,
+ * where partition faults may add nftables rules without ever touching the
+ * host's: before any thread and any child (they inherit it), and before
+ * PostgreSQL starts (it must listen there).  Once per process; 0, or -1
+ * with the reason printed. */
+int runner_net_unshare(void);
+
 /* Set by SIGINT/SIGTERM: every wait gives up, the scenario is torn down. */
 int runner_interrupted(void);
 void runner_install_signals(void);

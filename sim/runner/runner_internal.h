@@ -233,7 +233,8 @@ int runner_net_check(struct sctx *s);
 /* When a scenario of the run has a partition fault: the run moves into a
  * network namespace of its own (before PostgreSQL and every process
  * start), with loopback up; --pg's server must then be named by its Unix
- * socket.  0, or -1 with the reason printed. */
+ * socket.  Nothing to do when the process left the host's namespace
+ * already (runner_net_unshare).  0, or -1 with the reason printed. */
 int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, int n);
 
 /* --keep: how to set a fault on a live link by hand. */

@@ -469,22 +469,10 @@ static int wants_partition(const struct scenario *sc)
     return 0;
 }
 
-int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, int n)
+int runner_net_unshare(void)
 {
-    int need = 0;
-    for (int i = 0; i < n; i++)
-        need |= wants_partition(scs[i]);
-    if (!need)
-        return 0;
-    char host[PATH_MAX];
-    if (o->pg != NULL)
-        conninfo_get(o->pg, "host", host, sizeof(host));
-    if (o->pg != NULL && host[0] != '/') {
-        fprintf(stderr, "crashwindow: a partition fault runs the whole run in a network "
-                "namespace of its own, where --pg's server is reachable only through its Unix "
-                "socket: give host=SOCKET_DIR in --pg, or run without --pg\n");
-        return -1;
-    }
+    if (host_netns[0] != '\0')
+        return 0; /* this process left the host's namespace already */
     /* Before any thread and any child: they all inherit the namespace, and
      * the host's own interfaces and rules are never seen, let alone changed. */
     ssize_t len = readlink("/proc/self/ns/net", host_netns, sizeof(host_netns) - 1);
@@ -509,6 +497,27 @@ int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, in
                 strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, int n)
+{
+    int need = 0;
+    for (int i = 0; i < n; i++)
+        need |= wants_partition(scs[i]);
+    if (!need || host_netns[0] != '\0')
+        return 0;
+    char host[PATH_MAX];
+    if (o->pg != NULL)
+        conninfo_get(o->pg, "host", host, sizeof(host));
+    if (o->pg != NULL && host[0] != '/') {
+        fprintf(stderr, "crashwindow: a partition fault runs the whole run in a network "
+                "namespace of its own, where --pg's server is reachable only through its Unix "
+                "socket: give host=SOCKET_DIR in --pg, or run without --pg\n");
+        return -1;
+    }
+    if (runner_net_unshare() < 0)
+        return -1;
     printf("network: the run has a namespace of its own (partition faults use nftables "
            "in it)\n");
     return 0;

@@ -33,7 +33,11 @@
  * (runner_rabbit_setup_skip, runner_rabbit_step_skip in runner.h): where
  * `run --broker rabbitmq` skips a whole hand-written scenario, a generated
  * one keeps the rest of its schedule.  A run's printed line counts what
- * was left out, and sim.events.jsonl says what and why. */
+ * was left out, and sim.events.jsonl says what and why.
+ *
+ * Without --pg the whole simulation moves into a network namespace of its
+ * own before its cluster starts (runner_net_unshare), so that a generated
+ * kernel partition adds its nftables rules there and never on the host. */
 #include "simulator.h"
 #include "fstree.h"
 #include "cwlog.h"
@@ -914,6 +918,8 @@ static void usage(FILE *f)
         "  --pg CONNINFO       use this PostgreSQL server instead of a throwaway cluster\n"
         "  --pg-dir DIR        with --pg: the directory scripts/pg-cluster started it in;\n"
         "                      database faults are drawn only with a cluster of our own\n"
+        "                      (kernel partitions only without --pg: the runs then live in\n"
+        "                      a network namespace of their own, which needs root)\n"
         "  --max-failures N    stop after N failing runs\n"
         "  --dry-run           print the generated scenarios, run nothing\n"
         "  --keep-passing      keep the files of passing runs too\n"
@@ -1251,6 +1257,9 @@ int simulator_main(int argc, char **argv)
     /* Database faults crash and freeze the server: only one of our own
      * (decided from the options, so that --dry-run shows the same plans). */
     s->cat.infra = s->o.pg == NULL || s->o.pg_dir != NULL;
+    /* Kernel partitions need the runs in a network namespace of their own,
+     * where only a cluster of our own (started there) can be reached. */
+    s->cat.partitions = s->o.pg == NULL;
     if (!s->o.have_seed && !s->o.replay) {
         /* The only use of the clock: choosing a seed nobody gave.  It is
          * printed, and everything after depends on the seed alone. */
@@ -1263,6 +1272,11 @@ int simulator_main(int argc, char **argv)
         return dry_run(s);
 
     runner_install_signals();
+    if (s->cat.partitions && runner_net_unshare() < 0) {
+        fprintf(stderr, "crashwindow sim: the runs may draw kernel partitions and need a "
+                "network namespace of their own; run as root, or give --pg\n");
+        return 2;
+    }
     s->t0 = cw_mono_ms();
     if (open_output(s) < 0)
         return 2;

@@ -77,6 +77,9 @@ struct sim_catalogue {
     struct sim_point p[SIM_MAX_POINTS];
     int infra;               /* database and broker faults may be drawn: the
                               * simulator started the cluster (no --pg) */
+    int partitions;          /* kernel partitions may be drawn: the cluster
+                              * is the simulator's own, and the runs live in
+                              * a network namespace of their own */
 };
 
 /* Parses fault-points/catalogue.json text.  0, or -1 with a message in err
@@ -106,6 +109,10 @@ struct sim_proc {
     /* its clock (libfaketime): offset in seconds, rate in percent (100:
      * real time) */
     int clock_offset_s, clock_rate_pct;
+    /* its database call deadline (also its sockets' tcp_user_timeout), in
+     * ms; 0: the default.  Shorter than a partition of its link, so that
+     * the kernel gives the silent connection up while the link is cut. */
+    int db_deadline_ms;
 };
 
 struct sim_fault {
@@ -141,7 +148,8 @@ enum sim_act_kind {
 
 /* SIM_NET faults, as the runner's "net" step names them. */
 enum sim_net { SIM_NET_LATENCY = 0, SIM_NET_BLACKHOLE, SIM_NET_RESET, SIM_NET_BANDWIDTH,
-               SIM_NET_SLICER, SIM_NET_CUT };
+               SIM_NET_SLICER, SIM_NET_CUT, SIM_NET_PARTITION, SIM_NET_DOWN,
+               SIM_NET_LIMIT_DATA };
 
 /* SIM_DB actions, as the runner's "db" step names them. */
 enum sim_db { SIM_DB_CRASH = 0, SIM_DB_RESTART, SIM_DB_TERMINATE, SIM_DB_FREEZE };
@@ -163,11 +171,13 @@ struct sim_act {
     enum sim_db db;
     /* net: on proc's link to the broker (net_broker) or PostgreSQL; ms is
      * how long; net_a/net_b the fault's numbers (latency and jitter, rate,
-     * slice size and delay; for a cut, net_a 1 means "then reset") */
+     * slice size and delay, the byte limit; for a cut, net_a 1 means
+     * "then reset") */
     enum sim_net net;
     int net_broker, net_a, net_b;
-    /* resume, kill: the follow-up of a park fault, rendered after a wait
-     * for that park (an anchor: every replay takes the two in one order) */
+    /* resume, kill, net: the follow-up of a park fault, rendered after a
+     * wait for that park (an anchor: every replay takes the two in one
+     * order) */
     int after_park;
 };
 

@@ -606,6 +606,104 @@ static void gen_net(uint64_t seed, uint64_t run, struct sim_plan *p)
     insert_act(p, at, &a);
 }
 
+/* A consumer with no fault and no action of its own, started with the run
+ * (the first such from a random one), or -1. */
+static int quiet_consumer(struct sim_rng *r, const struct sim_plan *p)
+{
+    int from = sim_rng_below(r, p->nprocs);
+    for (int n = 0; n < p->nprocs; n++) {
+        int i = (from + n) % p->nprocs;
+        int busy = p->procs[i].kind != SIM_CONSUMER || !p->procs[i].autostart;
+        for (int f = 0; f < p->nfaults && !busy; f++)
+            busy = p->faults[f].proc == i;
+        for (int k = 0; k < p->nacts && !busy; k++)
+            busy = p->acts[k].proc == i && p->acts[k].kind != SIM_NET &&
+                   p->acts[k].kind != SIM_DB;
+        if (!busy)
+            return i;
+    }
+    return -1;
+}
+
+/* Scenario 34's window, made: a quiet consumer parks at its first
+ * COMMIT (its inbox row written and locked), its PostgreSQL link is
+ * partitioned for longer than its database deadline, and it is resumed
+ * into the cut.  The kernel gives its socket up without a FIN ever reaching
+ * the server, and only the server's own bound on an idle transaction frees
+ * the row that every redelivery of the event needs.  Returns 0 when made. */
+static int gen_silent_commit(struct sim_rng *r, struct sim_plan *p,
+                             const struct sim_catalogue *cat)
+{
+    const char *point = "consumer/before_commit";
+    int c = quiet_consumer(r, p), known = 0;
+    for (int i = 0; i < cat->n; i++)
+        known |= strcmp(cat->p[i].name, point) == 0 && (cat->p[i].actions & (1u << SIM_PARK));
+    int first_pay = -1;
+    for (int k = 0; k < p->nacts && first_pay < 0; k++)
+        if (p->acts[k].kind == SIM_PAY)
+            first_pay = k;
+    if (c < 0 || !known || first_pay < 0 || p->nfaults == SIM_MAX_FAULTS ||
+        p->nacts + 2 > SIM_MAX_ACTS)
+        return -1;
+    struct sim_fault *f = &p->faults[p->nfaults++];
+    memset(f, 0, sizeof(*f));
+    f->proc = c;
+    f->incarnation = -1;
+    snprintf(f->point, sizeof(f->point), "%s", point);
+    f->action = SIM_PARK;
+    f->hit = 1;
+    struct sim_proc *x = &p->procs[c];
+    x->db_deadline_ms = PICK(r, 800, 1000, 1500);
+    struct sim_act a;
+    act_init(&a, SIM_RESUME, c);
+    a.after_park = 1;
+    insert_act(p, first_pay + 1, &a);
+    act_init(&a, SIM_NET, c);
+    a.net = SIM_NET_PARTITION;
+    a.after_park = 1;
+    a.ms = x->db_deadline_ms + sim_rng_range(r, 1000, 2500);
+    insert_act(p, first_pay + 1, &a);
+    return 0;
+}
+
+/* The link faults gen_net does not draw, from a stream of their own (as
+ * gen_infra's): a kernel partition of a process's PostgreSQL link (only
+ * when the runs live in a network namespace of their own), a link down, a
+ * byte limit.  A partition mostly outlasts its process's database
+ * deadline, and then the kernel gives the silent socket up without a FIN
+ * ever reaching the server; sometimes it is aimed at the window it exists
+ * for (gen_silent_commit). */
+static void gen_links(uint64_t seed, uint64_t run, struct sim_plan *p,
+                      const struct sim_catalogue *cat)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0x85ebca6b0b5ae4f1ULL, run);
+    if (p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
+        return;
+    if (cat->partitions && sim_rng_chance(r, 15) && gen_silent_commit(r, p, cat) == 0)
+        return;
+    if (!sim_rng_chance(r, 25))
+        return;
+    struct sim_act a;
+    act_init(&a, SIM_NET, sim_rng_below(r, p->nprocs));
+    int at = sim_rng_range(r, 1, p->nacts);
+    int roll = sim_rng_below(r, 100);
+    a.net = cat->partitions && roll < 40 ? SIM_NET_PARTITION
+            : roll < 70 ? SIM_NET_DOWN : SIM_NET_LIMIT_DATA;
+    a.net_broker = sim_rng_chance(r, 50);
+    a.ms = sim_rng_range(r, 300, 2000);
+    if (a.net == SIM_NET_PARTITION) {
+        a.net_broker = 0; /* the proxy's kernel rule is for TCP links */
+        struct sim_proc *x = &p->procs[a.proc];
+        x->db_deadline_ms = PICK(r, 800, 1000, 1500);
+        a.ms = sim_rng_chance(r, 70) ? x->db_deadline_ms + sim_rng_range(r, 500, 2500)
+                                     : sim_rng_range(r, 100, x->db_deadline_ms / 2);
+    } else if (a.net == SIM_NET_LIMIT_DATA) {
+        a.net_a = PICK(r, 0, 64, 512, 4096, 65536);
+    }
+    insert_act(p, at, &a);
+}
+
 /* The relays' links to the broker slower than their lease, from a stream
  * of its own (as gen_infra's): sometimes, from before the first payments,
  * the publishes of every relay that starts with the run reach the broker
@@ -730,6 +828,7 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_net(seed, run, p);
     gen_ops(seed, run, p);
     gen_slow_links(seed, run, p);
+    gen_links(seed, run, p, cat);
 }
 
 /* ---- rendering ----------------------------------------------------------- */
@@ -1173,7 +1272,8 @@ static void render_db(struct render_ctx *ctx, const struct sim_act *a)
 }
 
 static const char *const net_names[] = { "latency", "blackhole", "reset", "bandwidth",
-                                         "slicer", "cut" };
+                                         "slicer", "cut", "partition", "down",
+                                         "limit_data" };
 
 static void render_net(struct render_ctx *ctx, const struct sim_act *a, const char *name)
 {
@@ -1190,6 +1290,7 @@ static void render_net(struct render_ctx *ctx, const struct sim_act *a, const ch
         cJSON *where = cJSON_AddObjectToObject(w, "where");
         cJSON_AddStringToObject(where, "target", "broker");
     }
+    render_park_anchor(ctx, a, &ctx->st[a->proc], name);
     cJSON *o = step(ctx->steps, "net");
     char link[48];
     snprintf(link, sizeof(link), "%s->%s", name, a->net_broker ? "broker" : "pg");
@@ -1210,6 +1311,9 @@ static void render_net(struct render_ctx *ctx, const struct sim_act *a, const ch
     case SIM_NET_CUT:
         cJSON_AddStringToObject(o, "cut_after", cuts[ctx->p->procs[a->proc].kind]);
         cJSON_AddStringToObject(o, "then", a->net_a ? "reset" : "blackhole");
+        break;
+    case SIM_NET_LIMIT_DATA:
+        cJSON_AddNumberToObject(o, "limit_bytes", a->net_a);
         break;
     default:
         break;
@@ -1359,6 +1463,8 @@ cJSON *sim_render(const struct sim_plan *p, const char *name, const char *title)
             cJSON_AddStringToObject(o, "faults", buf);
         if (!x->autostart)
             cJSON_AddBoolToObject(o, "autostart", 0);
+        if (x->db_deadline_ms > 0)
+            cJSON_AddNumberToObject(o, "db_deadline_ms", x->db_deadline_ms);
         if (x->clock_offset_s != 0 || (x->clock_rate_pct != 0 && x->clock_rate_pct != 100)) {
             cJSON *c = cJSON_AddObjectToObject(o, "clock");
             cJSON_AddNumberToObject(c, "offset_s", x->clock_offset_s);
@@ -1458,6 +1564,11 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             sb_add(&b, " | clock %s %+d s x%d%%", name, p->procs[i].clock_offset_s,
                    p->procs[i].clock_rate_pct);
         }
+    for (int i = 0; i < p->nprocs; i++)
+        if (p->procs[i].db_deadline_ms > 0) {
+            proc_name(p, i, name, sizeof(name));
+            sb_add(&b, " | deadline %s %d ms", name, p->procs[i].db_deadline_ms);
+        }
     sb_add(&b, " | steps");
     for (int k = 0; k < p->nacts; k++) {
         const struct sim_act *a = &p->acts[k];
@@ -1531,6 +1642,8 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
                 sb_add(&b, ",%d kB/s", a->net_a);
             else if (a->net == SIM_NET_CUT)
                 sb_add(&b, ",then %s", a->net_a ? "reset" : "blackhole");
+            else if (a->net == SIM_NET_LIMIT_DATA)
+                sb_add(&b, ",%d bytes", a->net_a);
             if (a->ms > 0)
                 sb_add(&b, ",%d ms", a->ms);
             sb_add(&b, ")");

@@ -148,6 +148,8 @@ static void test_generate(const struct sim_catalogue *cat, char **points)
             for (int k = 0; k < p1.nacts; k++) {
                 const struct sim_act *a = &p1.acts[k];
                 pays += a->kind == SIM_PAY;
+                /* No kernel partition outside a namespace of the run's own. */
+                CHECK(!(a->kind == SIM_NET && a->net == SIM_NET_PARTITION));
                 kills += a->kind == SIM_KILL;
                 pauses += a->kind == SIM_PAUSE;
                 restarts += a->kind == SIM_RESTART;
@@ -179,6 +181,55 @@ static void test_generate(const struct sim_catalogue *cat, char **points)
     CHECK(two_groups && three_relays);
     CHECK(faults > 600 && kills > 50 && pauses > 50 && restarts > 50 && brokers > 50 &&
           settles > 300);
+}
+
+/* With the runs in a network namespace of their own: kernel partitions,
+ * only on PostgreSQL links and outlasting the process's deadline when
+ * aimed at a consumer parked inside its transaction (scenario 34's window:
+ * park, partition, resume), and the other link faults. */
+static void test_links(const struct sim_catalogue *base, char **points)
+{
+    struct sim_catalogue cat = *base;
+    cat.infra = cat.partitions = 1;
+    int partitions = 0, aimed = 0, downs = 0, limits = 0, runs = 0;
+    const uint64_t seeds[] = { 3, 77, 123456789 };
+    for (size_t si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++) {
+        for (uint64_t run = 1; run <= 200; run++, runs++) {
+            struct sim_plan p;
+            sim_generate(&cat, seeds[si], run, &p);
+            CHECK(parses(&p, points));
+            for (int k = 0; k < p.nacts; k++) {
+                const struct sim_act *a = &p.acts[k];
+                if (a->kind != SIM_NET)
+                    continue;
+                downs += a->net == SIM_NET_DOWN;
+                limits += a->net == SIM_NET_LIMIT_DATA;
+                if (a->net != SIM_NET_PARTITION)
+                    continue;
+                partitions++;
+                const struct sim_proc *x = &p.procs[a->proc];
+                CHECK(!a->net_broker);
+                CHECK(x->db_deadline_ms >= 800 && x->db_deadline_ms <= 1500);
+                if (!a->after_park)
+                    continue;
+                aimed++;
+                CHECK(x->kind == SIM_CONSUMER && a->ms > x->db_deadline_ms);
+                CHECK(k + 1 < p.nacts && p.acts[k + 1].kind == SIM_RESUME &&
+                      p.acts[k + 1].proc == a->proc && p.acts[k + 1].after_park);
+                int own = 0, parked = 0;
+                for (int i = 0; i < p.nfaults; i++) {
+                    own += p.faults[i].proc == a->proc;
+                    parked += p.faults[i].proc == a->proc && p.faults[i].incarnation == -1 &&
+                              p.faults[i].action == SIM_PARK && p.faults[i].hit == 1 &&
+                              strcmp(p.faults[i].point, "consumer/before_commit") == 0;
+                }
+                CHECK(own == 1 && parked == 1);
+            }
+        }
+    }
+    /* Aimed in about one run in ten: within reach of a 50-run budget. */
+    CHECK(aimed * 100 >= runs * 6);
+    CHECK(partitions > aimed && downs > 10 && limits > 10);
 }
 
 static void test_shrink(const struct sim_catalogue *cat, char **points)
@@ -369,6 +420,7 @@ int main(void)
     test_rng();
     test_catalogue(&cat);
     test_generate(&cat, points);
+    test_links(&cat, points);
     test_shrink(&cat, points);
     test_render_rules();
     test_resume_rules();
