@@ -984,6 +984,10 @@ struct render_ctx {
     int batch;         /* payments batches rendered so far */
     int batch_clean;   /* the last batch met an API without faults */
     int reuses;        /* reused-key requests rendered so far */
+    /* A fault that makes the API answer errors (its PostgreSQL link down,
+     * partitioned, or cut at a byte count) was set: 2 until a payments
+     * batch has met it, then 1 until the next batch clears it. */
+    int api_link_faulted;
 };
 
 static void render_pay(struct render_ctx *ctx, const struct sim_act *a)
@@ -999,6 +1003,17 @@ static void render_pay(struct render_ctx *ctx, const struct sim_act *a)
         memset(api, 0, sizeof(*api));
         api->up = 1;
     }
+    /* One batch meets a fault on the API's database link; the next one
+     * gets the link back, so that some payments exist and the keys of a
+     * clean batch hold committed ones. */
+    int link_hit = ctx->api_link_faulted == 2;
+    if (ctx->api_link_faulted == 1) {
+        o = step(ctx->steps, "net");
+        cJSON_AddStringToObject(o, "link", "api->pg");
+        cJSON_AddBoolToObject(o, "clear", 1);
+        cJSON_AddStringToObject(o, "why", "the API's database link back for the next batch");
+    }
+    ctx->api_link_faulted = link_hit;
     char prefix[32];
     snprintf(prefix, sizeof(prefix), "b%d", ++ctx->batch);
     o = step(ctx->steps, "payments");
@@ -1011,7 +1026,7 @@ static void render_pay(struct render_ctx *ctx, const struct sim_act *a)
     if (a->capture)
         cJSON_AddBoolToObject(o, "capture", 1);
     api->spent = api->faulty;
-    ctx->batch_clean = !api->faulty;
+    ctx->batch_clean = !api->faulty && !link_hit;
 }
 
 /* A request whose connection went silent waits out the database deadline
@@ -1025,7 +1040,8 @@ static void render_reuse(struct render_ctx *ctx)
      * therefore holds a committed payment, and to an API without faults:
      * anything else than 422 is then the API's mistake. */
     const struct rstate *api = &ctx->st[0];
-    if (ctx->batch == 0 || !ctx->batch_clean || !api->up || api->faulty)
+    if (ctx->batch == 0 || !ctx->batch_clean || !api->up || api->faulty ||
+        ctx->api_link_faulted)
         return;
     char rname[32], key[32];
     snprintf(rname, sizeof(rname), "reuse-%d", ++ctx->reuses);
@@ -1320,6 +1336,9 @@ static void render_net(struct render_ctx *ctx, const struct sim_act *a, const ch
     }
     if (a->ms > 0)
         cJSON_AddNumberToObject(o, "ms", a->ms);
+    if (ctx->p->procs[a->proc].kind == SIM_API && !a->net_broker &&
+        (a->net == SIM_NET_DOWN || a->net == SIM_NET_PARTITION || a->net == SIM_NET_LIMIT_DATA))
+        ctx->api_link_faulted = 2;
 }
 
 /* The plan's actions as runner steps, one verb each, walking the process

@@ -409,6 +409,47 @@ static void test_resume_rules(void)
         fprintf(stderr, "steps: %s\n", seq);
 }
 
+/* A fault that makes the API answer errors on its database link: the
+ * batch that meets it is not clean (no key reuse after it, nor while the
+ * fault may be on), and the next batch gets the link back first. */
+static void test_api_link_rules(void)
+{
+    struct sim_plan p;
+    memset(&p, 0, sizeof(p));
+    p.nprocs = 3;
+    p.procs[0].kind = SIM_API;
+    p.procs[1].kind = SIM_RELAY;
+    p.procs[2].kind = SIM_CONSUMER;
+    for (int i = 0; i < 3; i++)
+        p.procs[i].autostart = 1;
+    p.procs[1].max_attempts = 12;
+    enum sim_act_kind kinds[] = { SIM_PAY, SIM_NET, SIM_REUSE, SIM_PAY, SIM_REUSE, SIM_PAY,
+                                  SIM_REUSE };
+    p.nacts = 7;
+    for (int k = 0; k < p.nacts; k++) {
+        p.acts[k].kind = kinds[k];
+        p.acts[k].proc = 0;
+        p.acts[k].count = 1;
+        p.acts[k].outage = p.acts[k].duplicate = p.acts[k].max_payload = -1;
+    }
+    p.acts[1].net = SIM_NET_DOWN;
+    p.acts[1].ms = 2000;
+    char seq[256];
+    step_seq(&p, seq, sizeof(seq));
+    const char *want = "payments net payments net payments http";
+    CHECK(strcmp(seq, want) == 0);
+    if (strcmp(seq, want) != 0)
+        fprintf(stderr, "steps: %s\n", seq);
+    /* A latency on the same link answers no errors: nothing changes. */
+    p.acts[1].net = SIM_NET_LATENCY;
+    p.acts[1].net_a = 50;
+    step_seq(&p, seq, sizeof(seq));
+    want = "payments net http payments http payments http";
+    CHECK(strcmp(seq, want) == 0);
+    if (strcmp(seq, want) != 0)
+        fprintf(stderr, "steps: %s\n", seq);
+}
+
 int main(void)
 {
     char path[4096], err[256];
@@ -424,6 +465,7 @@ int main(void)
     test_shrink(&cat, points);
     test_render_rules();
     test_resume_rules();
+    test_api_link_rules();
     runner_free_points(points);
     return check_report("test_harness_sim");
 }
