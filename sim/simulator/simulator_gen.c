@@ -809,6 +809,23 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
         if (p->acts[k].kind == SIM_BROKER && p->acts[k].max_payload == SIM_POISON_ALL_BYTES &&
             sim_rng_chance(r, 50))
             p->acts[k].max_payload = SIM_POISON_CREATED_BYTES;
+    /* Such a window proves nothing without the requeue that brings the
+     * creations back: one follows its close when none does yet (no draw,
+     * so the rest of the stream stays as it was). */
+    for (int k = 0; k < p->nacts && p->nacts < SIM_MAX_ACTS; k++) {
+        if (p->acts[k].kind != SIM_BROKER || p->acts[k].max_payload != SIM_POISON_CREATED_BYTES)
+            continue;
+        int close = -1, requeued = 0;
+        for (int j = k + 1; j < p->nacts && close < 0; j++)
+            if (p->acts[j].kind == SIM_BROKER && p->acts[j].max_payload == 0)
+                close = j;
+        for (int j = close + 1; close >= 0 && j < p->nacts && !requeued; j++)
+            requeued = p->acts[j].kind == SIM_REQUEUE;
+        if (close < 0 || requeued)
+            continue;
+        act_init(&a, SIM_REQUEUE, -1);
+        insert_act(p, close + 1, &a);
+    }
 }
 
 /* One PRNG drawn in a fixed order: layout, first faults, schedule.

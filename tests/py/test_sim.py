@@ -219,7 +219,7 @@ def aimed_partition(sc):
     the park ends at once), or None."""
     steps = sc["steps"]
     for i, st in enumerate(steps):
-        if st["do"] == "net" and st["fault"] == "partition" and 0 < i < len(steps) - 2 \
+        if st["do"] == "net" and st.get("fault") == "partition" and 0 < i < len(steps) - 2 \
                 and steps[i - 1].get("until") == "parked" \
                 and steps[i + 1].get("until") == "parked" and steps[i + 2]["do"] == "resume":
             return i
@@ -237,7 +237,7 @@ def test_partitions_are_drawn_only_in_a_namespace_of_the_runs_own():
                               "--pg", "host=/nonexistent dbname=postgres"]).stdout)
     def partitions(scs):
         return [st for sc in scs for st in sc["steps"]
-                if st["do"] == "net" and st["fault"] == "partition"]
+                if st["do"] == "net" and st.get("fault") == "partition"]
     assert partitions(given) == []
     assert all(st["link"].endswith("->pg") for st in partitions(own))
     aimed = [sc for sc in own if aimed_partition(sc) is not None]

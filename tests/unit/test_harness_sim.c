@@ -171,6 +171,17 @@ static void test_generate(const struct sim_catalogue *cat, char **points)
                     paid = b->kind == SIM_PAY;
                 }
                 CHECK(paid);
+                /* A creations-only window is followed by a requeue after
+                 * its close, which brings the creations back. */
+                if (a->max_payload != 200) /* SIM_POISON_CREATED_BYTES */
+                    continue;
+                int close = -1, requeued = 0;
+                for (int j = k + 1; j < p1.nacts && close < 0; j++)
+                    if (p1.acts[j].kind == SIM_BROKER && p1.acts[j].max_payload == 0)
+                        close = j;
+                for (int j = close + 1; close >= 0 && j < p1.nacts; j++)
+                    requeued |= p1.acts[j].kind == SIM_REQUEUE;
+                CHECK(close < 0 || requeued);
             }
             /* 2-4 batches, and at most one more per window. */
             CHECK(pays >= 2 && pays <= 4 + windows);
