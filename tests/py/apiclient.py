@@ -98,7 +98,9 @@ def start_api(procs, db, name="api", env=None, extra=()):
     """Starts payments-api on a free port; returns an Api once it listens."""
     p = procs.start(name, [binary("payments-api"), "--db", db, "--listen", "127.0.0.1:0",
                            "--name", name, *extra], env=env)
-    wait_for(lambda: p.events("listening") or not p.alive(), 15, f"{name} to listen")
+    # The event is written before the line is printed: wait for both.
+    wait_for(lambda: (p.events("listening") and "listening 127.0.0.1:" in p.stderr_text())
+             or not p.alive(), 15, f"{name} to listen")
     assert p.alive(), f"{name} exited: {p.stderr_text()}"
     port = p.events("listening")[-1]["port"]
     # The port is printed on stdout too, for shells and the demo.
