@@ -1437,8 +1437,6 @@ static void counts(struct ctx *c)
     res->inbox_removed = q_long(c, "SELECT count(*) FROM inbox_removed", 0, NULL);
 }
 
-/* Is an earlier version of o's payment dead-lettered by the relay? */
-
 static void classify(struct ctx *c)
 {
     struct chk_result *res = c->res;

@@ -733,6 +733,15 @@ static void gen_slow_links(uint64_t seed, uint64_t run, struct sim_plan *p)
     }
 }
 
+/* The index of the first poison window's close at or after from, or -1. */
+static int next_close(const struct sim_plan *p, int from)
+{
+    for (int k = from; k < p->nacts; k++)
+        if (p->acts[k].kind == SIM_BROKER && p->acts[k].max_payload == 0)
+            return k;
+    return -1;
+}
+
 /* The runbook's operations, from a stream of their own (as gen_infra's):
  * sometimes the retention cleanup runs mid-schedule, with faults about, as
  * an operator's cron would, and where relays may dead-letter (an attempt
@@ -762,10 +771,8 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
     /* Right after a poison window closes, when its dead letters are there
      * to requeue (the operator fixed the cause), most of the time; else,
      * now and then, anywhere. */
-    int at = -1;
-    for (int k = 0; k < p->nacts && at < 0; k++)
-        if (p->acts[k].kind == SIM_BROKER && p->acts[k].max_payload == 0)
-            at = k + 1;
+    int at = next_close(p, 0);
+    at = at >= 0 ? at + 1 : -1;
     if (p->nprocs > 1 && p->procs[1].max_attempts <= 3 && sim_rng_chance(r, at >= 0 ? 90 : 30) &&
         p->nacts >= 2 && p->nacts < SIM_MAX_ACTS) {
         act_init(&a, SIM_REQUEUE, -1);
@@ -815,10 +822,7 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
     for (int k = 0; k < p->nacts && p->nacts < SIM_MAX_ACTS; k++) {
         if (p->acts[k].kind != SIM_BROKER || p->acts[k].max_payload != SIM_POISON_CREATED_BYTES)
             continue;
-        int close = -1, requeued = 0;
-        for (int j = k + 1; j < p->nacts && close < 0; j++)
-            if (p->acts[j].kind == SIM_BROKER && p->acts[j].max_payload == 0)
-                close = j;
+        int close = next_close(p, k + 1), requeued = 0;
         for (int j = close + 1; close >= 0 && j < p->nacts && !requeued; j++)
             requeued = p->acts[j].kind == SIM_REQUEUE;
         if (close < 0 || requeued)

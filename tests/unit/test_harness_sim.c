@@ -283,6 +283,33 @@ static void test_shrink(const struct sim_catalogue *cat, char **points)
 /* A kill of a process that may have crashed on its own, a resume of one
  * never paused, a pause of the API: left out.  A batch after an API with
  * faults gets a fresh API. */
+/* The processes of a hand-made plan, every one started with the run; the
+ * relay at index 1 dead-letters at 12 attempts. */
+static void set_procs(struct sim_plan *p, const enum sim_kind *kinds, int n)
+{
+    memset(p, 0, sizeof(*p));
+    p->nprocs = n;
+    for (int i = 0; i < n; i++) {
+        p->procs[i].kind = kinds[i];
+        p->procs[i].autostart = 1;
+    }
+    p->procs[1].max_attempts = 12;
+}
+
+/* The acts of a hand-made plan: kinds[k] aimed at procs[k], count each,
+ * no broker switch. */
+static void set_acts(struct sim_plan *p, const enum sim_act_kind *kinds, const int *procs, int n,
+                     int count)
+{
+    p->nacts = n;
+    for (int k = 0; k < n; k++) {
+        p->acts[k].kind = kinds[k];
+        p->acts[k].proc = procs[k];
+        p->acts[k].count = count;
+        p->acts[k].outage = p->acts[k].duplicate = p->acts[k].max_payload = -1;
+    }
+}
+
 static void test_render_rules(void)
 {
     struct sim_plan p;
@@ -319,13 +346,7 @@ static void test_render_rules(void)
     enum sim_act_kind kinds[] = { SIM_PAY, SIM_KILL, SIM_RESUME, SIM_PAUSE, SIM_REUSE, SIM_PAY,
                                   SIM_REUSE, SIM_RESTART, SIM_KILL, SIM_BROKER };
     int procs[] = { 0, 1, 2, 0, 0, 0, 0, 1, 1, -1 };
-    p.nacts = 10;
-    for (int k = 0; k < p.nacts; k++) {
-        p.acts[k].kind = kinds[k];
-        p.acts[k].proc = procs[k];
-        p.acts[k].count = 2;
-        p.acts[k].outage = p.acts[k].duplicate = p.acts[k].max_payload = -1;
-    }
+    set_acts(&p, kinds, procs, 10, 2);
     p.acts[9].max_payload = 64;
     cJSON *sc = sim_render(&p, "sim-3-4", NULL);
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(sc, "steps");
@@ -374,21 +395,24 @@ static void step_seq(const struct sim_plan *p, char *out, size_t outlen)
     cJSON_Delete(sc);
 }
 
+/* p's rendered steps are want ("verb" or "verb:proc", space-separated). */
+static void check_steps(const struct sim_plan *p, const char *want)
+{
+    char seq[256];
+    step_seq(p, seq, sizeof(seq));
+    CHECK(strcmp(seq, want) == 0);
+    if (strcmp(seq, want) != 0)
+        fprintf(stderr, "steps: %s\n  want: %s\n", seq, want);
+}
+
 /* A resume must not meet a process that stops itself again at once: our
  * own pause is resumed only without park faults armed, a park only when it
  * is the only one. */
 static void test_resume_rules(void)
 {
     struct sim_plan p;
-    memset(&p, 0, sizeof(p));
-    p.nprocs = 4;
-    p.procs[0].kind = SIM_API;
-    p.procs[1].kind = SIM_RELAY;
-    p.procs[2].kind = SIM_CONSUMER;
-    p.procs[3].kind = SIM_CONSUMER;
-    for (int i = 0; i < 4; i++)
-        p.procs[i].autostart = 1;
-    p.procs[1].max_attempts = 12;
+    const enum sim_kind layout[] = { SIM_API, SIM_RELAY, SIM_CONSUMER, SIM_CONSUMER };
+    set_procs(&p, layout, 4);
     const char *points[] = { "consumer/after_commit", "consumer/after_ack", "relay/after_claim" };
     int owner[] = { 2, 2, 1 };
     p.nfaults = 3;
@@ -402,22 +426,11 @@ static void test_resume_rules(void)
     enum sim_act_kind kinds[] = { SIM_PAY, SIM_RESUME, SIM_RESUME, SIM_PAUSE, SIM_RESUME,
                                   SIM_PAUSE, SIM_RESUME };
     int procs[] = { 0, 2, 1, 1, 1, 3, 3 };
-    p.nacts = 7;
-    for (int k = 0; k < p.nacts; k++) {
-        p.acts[k].kind = kinds[k];
-        p.acts[k].proc = procs[k];
-        p.acts[k].count = 1;
-        p.acts[k].outage = p.acts[k].duplicate = p.acts[k].max_payload = -1;
-    }
-    char seq[256];
-    step_seq(&p, seq, sizeof(seq));
+    set_acts(&p, kinds, procs, 7, 1);
     /* acct-1 holds two parks: no resume; relay-1 holds one: resumed, then
      * paused by us and not resumed (its park may be unfired); acct-2 holds
      * none: paused and resumed. */
-    const char *want = "payments resume:relay-1 pause:relay-1 pause:acct-2 resume:acct-2";
-    CHECK(strcmp(seq, want) == 0);
-    if (strcmp(seq, want) != 0)
-        fprintf(stderr, "steps: %s\n", seq);
+    check_steps(&p, "payments resume:relay-1 pause:relay-1 pause:acct-2 resume:acct-2");
 }
 
 /* A fault that makes the API answer errors on its database link: the
@@ -426,39 +439,19 @@ static void test_resume_rules(void)
 static void test_api_link_rules(void)
 {
     struct sim_plan p;
-    memset(&p, 0, sizeof(p));
-    p.nprocs = 3;
-    p.procs[0].kind = SIM_API;
-    p.procs[1].kind = SIM_RELAY;
-    p.procs[2].kind = SIM_CONSUMER;
-    for (int i = 0; i < 3; i++)
-        p.procs[i].autostart = 1;
-    p.procs[1].max_attempts = 12;
+    const enum sim_kind layout[] = { SIM_API, SIM_RELAY, SIM_CONSUMER };
+    set_procs(&p, layout, 3);
     enum sim_act_kind kinds[] = { SIM_PAY, SIM_NET, SIM_REUSE, SIM_PAY, SIM_REUSE, SIM_PAY,
                                   SIM_REUSE };
-    p.nacts = 7;
-    for (int k = 0; k < p.nacts; k++) {
-        p.acts[k].kind = kinds[k];
-        p.acts[k].proc = 0;
-        p.acts[k].count = 1;
-        p.acts[k].outage = p.acts[k].duplicate = p.acts[k].max_payload = -1;
-    }
+    const int procs[] = { 0, 0, 0, 0, 0, 0, 0 };
+    set_acts(&p, kinds, procs, 7, 1);
     p.acts[1].net = SIM_NET_DOWN;
     p.acts[1].ms = 2000;
-    char seq[256];
-    step_seq(&p, seq, sizeof(seq));
-    const char *want = "payments net payments net payments http";
-    CHECK(strcmp(seq, want) == 0);
-    if (strcmp(seq, want) != 0)
-        fprintf(stderr, "steps: %s\n", seq);
+    check_steps(&p, "payments net payments net payments http");
     /* A latency on the same link answers no errors: nothing changes. */
     p.acts[1].net = SIM_NET_LATENCY;
     p.acts[1].net_a = 50;
-    step_seq(&p, seq, sizeof(seq));
-    want = "payments net http payments http payments http";
-    CHECK(strcmp(seq, want) == 0);
-    if (strcmp(seq, want) != 0)
-        fprintf(stderr, "steps: %s\n", seq);
+    check_steps(&p, "payments net http payments http payments http");
 }
 
 int main(void)
