@@ -297,9 +297,11 @@ def check_race(results, db):
 
 
 def test_twenty_way_race_on_one_key_makes_one_payment(procs, db):
-    # The first request to reach COMMIT holds its key for 300 ms, so the
-    # others must meet it in flight (409) and later find it stored (replay).
-    api = start_api(procs, db, env={"CW_FAULTS": "api/before_commit=stall:300@1"})
+    # The first request to reach COMMIT holds its key for 3 s, so the others
+    # meet it in flight (409) and later find it stored (replay).  300 ms was
+    # once too short: on a loaded machine every other client arrived after
+    # the COMMIT and was replayed, and no request met the key in flight.
+    api = start_api(procs, db, env={"CW_FAULTS": "api/before_commit=stall:3000@1"})
     fresh, conflicts = check_race(race(api, 20, "race-key"), db)
     assert conflicts, "no request met the first one in flight"
     assert len(api.proc.events("conflict")) == len(conflicts)
