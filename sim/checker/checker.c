@@ -1682,6 +1682,87 @@ static void inv_idle_transactions_bounded(struct ctx *c)
     free(eps);
 }
 
+/* ---- 13. relay_recovers_after_heal --------------------------------------
+ *
+ * A fault may delay delivery, never stop a relay for good.  The heal records
+ * the instant every fault is off in the claim history (a 'faults_off'
+ * record, the database's clock; runner_heal.c), and from then on a broker
+ * connection that broke must be replaced, not reused: a healthy relay fails
+ * at most the batch that found its connection dead, then publishes the next
+ * on a new one.  So no relay worker may have two claims in a row, both made
+ * after that instant, that each ended in a failed publish (a retry, or a
+ * dead letter at the attempt limit) with no claim of its between whose
+ * publishes were confirmed and marked.  A claim that ended neither way (its
+ * lease ran out, an exhausted row's dead letter, a mark lost with the
+ * database) neither breaks nor extends the run.  Without the dead letter
+ * at the limit counted, a relay whose rows reach the limit inside the heal
+ * would pass for one that recovered.  The evidence is the database's own
+ * record of each claim and release, never the relay's log. */
+
+static void inv_relay_recovers_after_heal(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_RELAY_RECOVERS_AFTER_HEAL];
+    inv->ran = 1;
+    if (!c->has_claim_history)
+        return;
+    int lo, hi;
+    relay_limits(c->in->sc, &lo, &hi);
+    char limit[16];
+    snprintf(limit, sizeof(limit), "%d", lo);
+    const char *p[1] = { limit };
+    PGresult *r = q(c,
+        "WITH t AS (SELECT max(claimed_at) AS at FROM crashwindow_claims"
+        "           WHERE kind = 'faults_off'),"
+        "     tok AS ("
+        "  SELECT c.lock_id, c.locked_by, min(c.seq) AS seq, min(c.claimed_at) AS claimed_at,"
+        "         coalesce(bool_or(r.release_kind = 'mark'), false) AS marked,"
+        "         coalesce(bool_or(r.release_kind = 'retry'"
+        "                          OR (r.release_kind = 'dead_letter'"
+        "                              AND r.attempts <= $1::int)), false) AS failed"
+        "    FROM crashwindow_claims c CROSS JOIN t"
+        "    LEFT JOIN crashwindow_claims r ON r.kind = 'release'"
+        "         AND r.lock_id = c.lock_id AND r.message_id = c.message_id"
+        "   WHERE c.kind = 'claim' AND c.lock_id IS NOT NULL AND t.at IS NOT NULL"
+        "     AND c.claimed_at >= t.at"
+        "   GROUP BY c.lock_id, c.locked_by)"
+        " SELECT lower(coalesce(locked_by::text, '')), lower(lock_id::text), marked, failed,"
+        "        (extract(epoch FROM claimed_at) * 1000000)::bigint,"
+        "        (SELECT (extract(epoch FROM at) * 1000000)::bigint FROM t)"
+        "   FROM tok ORDER BY 1, seq", 1, p);
+    if (r == NULL)
+        return;
+    const char *worker = NULL, *first = NULL;
+    int run = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        inv->checked++;
+        const char *w = PQgetvalue(r, i, 0);
+        if (worker == NULL || strcmp(worker, w) != 0) {
+            worker = w;
+            run = 0;
+        }
+        int marked = PQgetvalue(r, i, 2)[0] == 't', failed = PQgetvalue(r, i, 3)[0] == 't';
+        if (!failed) {
+            if (marked)
+                run = 0;
+            continue;
+        }
+        if (run++ == 0) {
+            first = PQgetvalue(r, i, 1);
+            continue;
+        }
+        if (run != 2)
+            continue; /* one witness per run of failures */
+        char off[32], at[32];
+        fmt_time(atoll(PQgetvalue(r, i, 5)), off, sizeof(off));
+        fmt_time(atoll(PQgetvalue(r, i, 4)), at, sizeof(at));
+        violation(inv, "relay worker %s failed the publishes of two claims in a row after every "
+                  "fault was off (at %s): claim %s, then claim %s at %s, with nothing of its "
+                  "published between them: it kept a broken broker connection instead of "
+                  "opening a new one", w, off, first, PQgetvalue(r, i, 1), at);
+    }
+    PQclear(r);
+}
+
 /* ---- the fields the checker reads ----------------------------------------
  *
  * Each under the one name its writer gives it: relay_loop.c for the relays,
@@ -1836,6 +1917,7 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
         inv_one_payment_per_key(&c);
         inv_publish_within_lease(&c);
         inv_idle_transactions_bounded(&c);
+        inv_relay_recovers_after_heal(&c);
         counts(&c);
         classify(&c);
     }

@@ -1,7 +1,8 @@
 /* runner_heal.c -- the heal phase: after the steps, the pipeline is made
  * whole again and the runner waits until it has drained.
  *
- * Healing turns every armed fault off, resets the broker's switches, wakes
+ * Healing turns every armed fault off, resets the broker's switches, clears
+ * every link's network faults, records that instant in the database, wakes
  * the paused and restarts the dead (without faults); then the pipeline must
  * go quiet -- nothing pending in the outbox, nothing published but not
  * consumed, nothing in flight at the broker -- within the scenario's heal
@@ -136,6 +137,31 @@ static void heal_faults(struct sctx *s, int idx)
     }
 }
 
+/* The instant every fault is off, in the database's clock (the clock of
+ * the claim history), as a record of kind 'faults_off' in
+ * crashwindow_claims: relay_recovers_after_heal judges the claims made
+ * after it.  Libfiu points are disabled, the broker reset, the links
+ * cleared; paused processes are resumed right after.  A database that
+ * cannot take the record (it is down) leaves that invariant vacuous. */
+static void record_faults_off(struct sctx *s)
+{
+    char err[256] = "";
+    long long n = -1;
+    for (int attempt = 0; attempt < 3 && n != 1; attempt++) {
+        if (attempt > 0)
+            nap(200);
+        n = runner_sql_value(s,
+            "WITH r AS (INSERT INTO crashwindow_claims (kind, message_id, attempts, claimed_at)"
+            "           VALUES ('faults_off', '00000000-0000-0000-0000-000000000000', 0, now())"
+            "           RETURNING 1)"
+            " SELECT count(*) FROM r", 0, NULL, err, sizeof(err));
+    }
+    cJSON *ev = runner_rev_begin(s, "faults_off");
+    if (n != 1)
+        cJSON_AddStringToObject(ev, "error", err);
+    runner_rev_emit(s, ev);
+}
+
 static const char *exit_text(struct proc *p)
 {
     static char how[64];
@@ -161,15 +187,22 @@ int runner_heal(struct sctx *s)
     runner_reap_all(s);
     if (!proc_poll(&s->broker) && runner_start_broker(s) < 0)
         return -1;
+    if (proc_stopped(&s->broker))
+        kill(s->broker.pid, SIGCONT);
     if (brokerctl_reset(s->broker_sock, 3000, err, sizeof(err)) < 0)
         return runner_fail(s, "heal: broker reset: %s", err);
+    for (int i = 0; i < sc->nprocs; i++)
+        heal_faults(s, i);
+    runner_net_clear_all(s);
+    record_faults_off(s);
+    /* Paused processes resume only now: what they claim from here on was
+     * claimed with every fault off. */
     for (int i = 0; i < sc->nprocs; i++) {
         struct proc *p = &s->procs[i];
         if (proc_poll(p) && proc_stopped(p)) {
             runner_rev_proc(s, "resume", p->name, p->pid, "signal", "SIGCONT");
             kill(p->pid, SIGCONT);
         }
-        heal_faults(s, i);
     }
     runner_reap_all(s);
     int restarts[SC_MAX_PROCS] = { 0 };

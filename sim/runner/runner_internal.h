@@ -226,6 +226,12 @@ int runner_clock_env(const struct sctx *s, int idx, char (*buf)[160], const char
 /* Executes a net step: sets or clears a fault on a link.  0 or -1. */
 int runner_net_step(struct sctx *s, const struct sc_step *st);
 
+/* The heal's part: every fault the scenario set on a link is cleared now,
+ * partitions included, instead of running out its duration; each link is
+ * logged (net_clear, why "heal", or the error of a proxy that did not
+ * answer). */
+void runner_net_clear_all(struct sctx *s);
+
 /* Logs each link's counters (net_stats events) and fails the scenario
  * when a cut it set never fired.  0 or -1 (recorded). */
 int runner_net_check(struct sctx *s);

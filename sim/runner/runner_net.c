@@ -409,6 +409,34 @@ int runner_net_step(struct sctx *s, const struct sc_step *st)
     return st->reconnect_within_ms > 0 ? await_reconnect(s, st, before, t0) : 0;
 }
 
+void runner_net_clear_all(struct sctx *s)
+{
+    if (s->netproxy.pid <= 0 || !proc_poll(&s->netproxy))
+        return;
+    for (int i = 0; i < s->sc->nsteps; i++) {
+        const struct sc_step *st = &s->sc->steps[i];
+        if (st->verb != V_NET || st->net_clear)
+            continue;
+        int seen = 0;
+        for (int k = 0; k < i && !seen; k++)
+            seen = s->sc->steps[k].verb == V_NET && !s->sc->steps[k].net_clear &&
+                   strcmp(s->sc->steps[k].link, st->link) == 0;
+        if (seen)
+            continue;
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "op", "clear");
+        cJSON_AddStringToObject(f, "link", st->link);
+        char err[256];
+        cJSON *reply = brokerctl_call(s->netproxy_sock, f, "ok", 3000, err, sizeof(err));
+        cJSON_Delete(f);
+        cJSON *ev = runner_rev_begin(s, "net_clear");
+        cJSON_AddStringToObject(ev, "link", st->link);
+        cJSON_AddStringToObject(ev, "why", reply != NULL ? "heal" : err);
+        runner_rev_emit(s, ev);
+        cJSON_Delete(reply);
+    }
+}
+
 void runner_net_print_keep(const struct sctx *s)
 {
     if (s->netproxy_sock[0] == '\0' || !proc_poll((struct proc *)&s->netproxy))

@@ -832,6 +832,44 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
     }
 }
 
+/* Dead broker connections at the heal, from a stream of their own (as
+ * gen_infra's): sometimes the schedule ends with the pipeline caught up,
+ * every running relay paused, every relay's broker connection reset, then
+ * a payments batch.  The heal resumes the relays after it has recorded
+ * that every fault is off, so each meets its dead connection on the first
+ * publish it makes with every fault off, and relay_recovers_after_heal
+ * holds it to replacing that connection.  Without this window a relay
+ * that keeps a dead connection passes: other relays, restarts and the
+ * attempt limit finish its work for it. */
+static void gen_dead_links(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0x9e3779b97f4a7c15ULL, run);
+    if (!sim_rng_chance(r, 30))
+        return;
+    int relays = 0;
+    for (int i = 0; i < p->nprocs; i++)
+        relays += p->procs[i].kind == SIM_RELAY;
+    if (p->nacts + 2 + 2 * relays > SIM_MAX_ACTS)
+        return;
+    struct sim_act *a = add_act(p, SIM_SETTLE, -1);
+    a->ms = sim_rng_range(r, 500, 1000);
+    for (int i = 0; i < p->nprocs; i++)
+        if (p->procs[i].kind == SIM_RELAY)
+            add_act(p, SIM_PAUSE, i);
+    for (int i = 0; i < p->nprocs; i++) {
+        if (p->procs[i].kind != SIM_RELAY)
+            continue;
+        a = add_act(p, SIM_NET, i);
+        a->net = SIM_NET_RESET;
+        a->net_broker = 1;
+    }
+    a = add_act(p, SIM_PAY, 0);
+    a->count = sim_rng_range(r, 2, 4);
+    a->authorize = 1;
+    a->capture = sim_rng_chance(r, 50);
+}
+
 /* One PRNG drawn in a fixed order: layout, first faults, schedule.
  * Reordering the three calls would change the plan of every seed. */
 void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
@@ -850,6 +888,7 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_ops(seed, run, p);
     gen_slow_links(seed, run, p);
     gen_links(seed, run, p, cat);
+    gen_dead_links(seed, run, p);
 }
 
 /* ---- rendering ----------------------------------------------------------- */

@@ -218,6 +218,49 @@ def test_history_checks_and_what_the_checker_refuses(tmp_path, pg_cluster):
         in got.stdout, got.stdout
 
 
+    # After the heal's faults_off record, a relay worker whose two claims
+    # in a row both end in a failed publish kept a dead broker connection:
+    # relay_recovers_after_heal fails.  Another worker that fails once,
+    # publishes, then fails once more recovered each time and is not named.
+    stuck = tmp_path / "stuck"
+    shutil.copytree(out, stuck)
+    nil = "00000000-0000-0000-0000-000000000000"
+    stuck_worker = "00000000-0000-4000-8000-00000000aa01"
+    healthy_worker = "00000000-0000-4000-8000-00000000aa02"
+
+    def failing_after_heal(lines):
+        recs = [json.loads(x) for x in lines]
+        claim = next(x for x in recs if x["kind"] == "claim")
+        seq = max(x["seq"] for x in recs)
+        out_recs = [dict(claim, seq=seq + 1, kind="faults_off", message_id=nil, lock_id=None,
+                         locked_by=None, attempts=0, locked_until=None,
+                         claimed_at="2030-01-01T00:00:00+00:00")]
+        plan = [(stuck_worker, "retry"), (healthy_worker, "retry"), (stuck_worker, "retry"),
+                (healthy_worker, "mark"), (healthy_worker, "retry")]
+        for i, (worker, outcome) in enumerate(plan):
+            token = f"00000000-0000-4000-8000-0000000bb{i:03d}"
+            at = f"2030-01-01T00:00:{10 * i + 1:02d}+00:00"
+            until = f"2030-01-01T00:00:{10 * i + 2:02d}+00:00"
+            base = dict(claim, lock_id=token, locked_by=worker, attempts=1,
+                        locked_until=until, claimed_at=at, release_kind=None,
+                        next_attempt_at=None, last_error=None)
+            out_recs.append(dict(base, seq=seq + 2 + 2 * i, kind="claim"))
+            out_recs.append(dict(base, seq=seq + 3 + 2 * i, kind="release",
+                                 release_kind=outcome, claimed_at=until,
+                                 next_attempt_at=until if outcome == "retry" else None,
+                                 last_error="broker connection lost" if outcome == "retry"
+                                 else None))
+        return lines + [json.dumps(x) for x in out_recs]
+
+    rewrite_lines(stuck / p["dir"] / "history" / "crashwindow_claims.jsonl", failing_after_heal)
+    got = check(stuck, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "plain: invariant relay_recovers_after_heal was" in got.stdout, got.stdout
+    assert f"relay worker {stuck_worker} failed the publishes of two claims in a row" in \
+        got.stdout, got.stdout
+    assert healthy_worker not in got.stdout, got.stdout
+
+
 def test_a_version_held_behind_a_dead_letter_is_not_lost(tmp_path, pg_cluster):
     """A relay in per-aggregate order holds a version back while an older
     one of its payment is unpublished, a dead-lettered one included, until
