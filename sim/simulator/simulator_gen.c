@@ -832,6 +832,55 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
     }
 }
 
+/* A stale mark, from a stream of its own (as gen_infra's): with two relays
+ * or more, sometimes the schedule ends with every relay restarted and all
+ * but one paused, a payments batch that the one left claims, publishes and
+ * then stalls on before its first mark for longer than its lease, and the
+ * others resumed.  One of them takes the rows over when the lease ends,
+ * publishes and marks them; the stalled relay's mark comes after that.
+ * The fence (the claim's token, published_at IS NULL) must make it change
+ * nothing, and no_two_live_leases reads from the claim history whether it
+ * did.  Each relay restarted and paused by the plan, so that which relay
+ * claims the batch, and whether another one is there to take it over, is
+ * not a matter of timing. */
+static void gen_stale_mark(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0xc2b2ae3d27d4eb4fULL, run);
+    if (!sim_rng_chance(r, 25))
+        return;
+    int relays[SIM_MAX_PROCS], n = 0;
+    for (int i = 0; i < p->nprocs; i++)
+        if (p->procs[i].kind == SIM_RELAY)
+            relays[n++] = i;
+    if (n < 2 || p->nacts + 3 * n + 1 > SIM_MAX_ACTS || p->nfaults == SIM_MAX_FAULTS)
+        return;
+    int stalled = relays[sim_rng_below(r, n)];
+    for (int k = 0; k < n; k++) {
+        if (relays[k] == stalled)
+            continue;
+        add_act(p, SIM_RESTART, relays[k]);
+        add_act(p, SIM_PAUSE, relays[k]);
+    }
+    struct sim_fault *f = &p->faults[p->nfaults++];
+    memset(f, 0, sizeof(*f));
+    f->proc = stalled;
+    f->incarnation = p->nacts;
+    snprintf(f->point, sizeof(f->point), "relay/before_mark");
+    f->action = SIM_STALL;
+    f->stall_ms = p->procs[stalled].lease_ms + 1000;
+    f->hit = 1;
+    add_act(p, SIM_RESTART, stalled);
+    struct sim_act *a = add_act(p, SIM_PAY, 0);
+    a->count = sim_rng_range(r, 1, 3);
+    a->authorize = sim_rng_chance(r, 50);
+    for (int k = 0; k < n; k++)
+        if (relays[k] != stalled)
+            add_act(p, SIM_RESUME, relays[k]);
+    a = add_act(p, SIM_SETTLE, -1);
+    a->ms = p->procs[stalled].lease_ms + 2000;
+}
+
 /* Dead broker connections at the heal, from a stream of their own (as
  * gen_infra's): sometimes the schedule ends with the pipeline caught up,
  * every running relay paused, every relay's broker connection reset, then
@@ -888,6 +937,7 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_ops(seed, run, p);
     gen_slow_links(seed, run, p);
     gen_links(seed, run, p, cat);
+    gen_stale_mark(seed, run, p);
     gen_dead_links(seed, run, p);
 }
 
@@ -1166,11 +1216,13 @@ static void render_dead_letter_anchor(struct render_ctx *ctx, const char *why)
  * Closed at the first dead letter, the window would let the refused events
  * still between attempts through, and which ones those are (so whether a
  * later version waits on a dead-lettered creation) would be a matter of
- * timing that a replay need not repeat. */
-static void render_nothing_pending_anchor(struct render_ctx *ctx)
+ * timing that a replay need not repeat.  The same wait before it opens:
+ * the events of the batch before it are published first, so the window
+ * refuses the events of its own batch, and not, in one replay but not the
+ * next, whichever earlier ones a relay had not reached yet. */
+static void render_nothing_pending_anchor(struct render_ctx *ctx, const char *why)
 {
-    cJSON *o = render_anchor(ctx, "sql", "every event the window refuses dead-lettered "
-                                         "before it closes, in every replay");
+    cJSON *o = render_anchor(ctx, "sql", why);
     cJSON_AddStringToObject(o, "sql", "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM outbox_messages"
                                       " WHERE published_at IS NULL AND dead_lettered_at IS NULL)"
                                       " THEN 1 ELSE 0 END");
@@ -1449,7 +1501,11 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
             if (a->max_payload == 0) {
                 render_dead_letter_anchor(&ctx,
                                           "a dead letter first, then the poison window closes");
-                render_nothing_pending_anchor(&ctx);
+                render_nothing_pending_anchor(&ctx, "every event the window refuses "
+                                              "dead-lettered before it closes, in every replay");
+            } else if (a->max_payload > 0) {
+                render_nothing_pending_anchor(&ctx, "every earlier event published before the "
+                                              "poison window opens, in every replay");
             }
             render_broker(&ctx, a);
             break;
