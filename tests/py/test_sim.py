@@ -113,7 +113,8 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     park never comes; a poison window closes, and requeue --all runs, only
     after a wait for the first dead letter (a close also after a wait until
     nothing is pending; a requeue, where consumers park gaps, also after a
-    wait for every later version of a dead letter to be parked); some poison
+    wait for every later version of a dead letter to be parked); a poison
+    window opens only after a wait until nothing is pending; some poison
     windows refuse creations only; a relay's broker link slower than its
     lease slows only after a wait for that relay's connection; the
     retention cleanup, requeue --all where relays dead-letter, and an inbox
@@ -122,6 +123,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     scs = scenarios_in(sim(["--seed", "3001", "--runs", "80", "--dry-run"]).stdout)
     assert len(scs) == 80
     anchors = cleanups = requeues = refused = closes = slow = park_anchors = creations_only = 0
+    opens = 0
     for sc in scs:
         steps = sc["steps"]
         for i, st in enumerate(steps):
@@ -171,6 +173,13 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                 slow += 1
                 continue
             if st["do"] == "wait" and st.get("until") == "sql" and "on_timeout" in st:
+                nxt = steps[i + 1]
+                if nxt["do"] == "broker" and nxt["control"].get("max_payload_bytes", 0) > 0:
+                    # A poison window opens once every earlier event is
+                    # published: it refuses its own batch, in every replay.
+                    assert "published_at IS NULL AND dead_lettered_at IS NULL" in st["sql"], st
+                    opens += 1
+                    continue
                 assert steps[i - 1].get("until") == "dead_lettered", "checked with what follows"
                 continue
             if st["do"] == "wait" and "on_timeout" in st:
@@ -210,6 +219,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                     assert relays[0]["args"]["max-attempts"] <= 3
     assert anchors >= 10 and cleanups >= 5 and requeues >= 2, (anchors, cleanups, requeues)
     assert refused >= 10 and closes >= 5 and slow >= 3, (refused, closes, slow)
+    assert opens >= closes, (opens, closes)
     assert park_anchors >= 2 and creations_only >= 2, (park_anchors, creations_only)
 
 
