@@ -423,9 +423,9 @@ void runner_net_clear_all(struct sctx *s)
                    strcmp(s->sc->steps[k].link, st->link) == 0;
         if (seen)
             continue;
-        cJSON *f = cJSON_CreateObject();
-        cJSON_AddStringToObject(f, "op", "clear");
-        cJSON_AddStringToObject(f, "link", st->link);
+        struct sc_step clear = *st;
+        clear.net_clear = 1;
+        cJSON *f = net_frame(&clear);
         char err[256];
         cJSON *reply = brokerctl_call(s->netproxy_sock, f, "ok", 3000, err, sizeof(err));
         cJSON_Delete(f);
