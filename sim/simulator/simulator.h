@@ -106,6 +106,7 @@ struct sim_proc {
     /* consumers */
     int prefetch, cbatch, retry_delay_ms, gap_delay_ms;
     int gap_park_ms;         /* 0: the consumer's default */
+    int bus_timeout_ms;      /* --bus-timeout-ms (heartbeat: half of it); 0: the default */
     /* its clock (libfaketime): offset in seconds, rate in percent (100:
      * real time) */
     int clock_offset_s, clock_rate_pct;
@@ -179,6 +180,11 @@ struct sim_act {
      * wait for that park (an anchor: every replay takes the two in one
      * order) */
     int after_park;
+    /* restart: then a wait until the process has started (a consumer
+     * logs its start once subscribed) */
+    int await_start;
+    /* settle: until caught up, whatever the events' age, at most ms */
+    int caught_up;
 };
 
 struct sim_plan {

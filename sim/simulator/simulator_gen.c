@@ -881,6 +881,87 @@ static void gen_stale_mark(uint64_t seed, uint64_t run, struct sim_plan *p)
     a->ms = p->procs[stalled].lease_ms + 2000;
 }
 
+/* Silent consumer links at the end, from a stream of their own (as
+ * gen_infra's): sometimes the broker takes every publish again (an outage
+ * or a poison window still on is ended), every
+ * relay and every consumer is restarted (up, consumers subscribed, no
+ * fault armed), each consumer's broker link is cut at its first ACK and then
+ * swallows every byte without closing (a half-open connection), and a
+ * payments batch goes through.  Round robin gives each consumer of a group
+ * a delivery of the batch, so each one's ACK is lost and its connection
+ * goes silent for good.  Heartbeats (every half --bus-timeout-ms) make both
+ * ends give such a connection up within two intervals, and the broker
+ * redelivers what it held to the consumer's new connection.  A subscriber
+ * without heartbeats waits for ever, and so does the broker: what it sent
+ * into the silence, and every redelivery of it at the visibility timeout,
+ * goes to a connection nobody reads, and the heal never converges.  Without
+ * this ending that mistake passes whenever one consumer of the group kept
+ * a live connection and the visibility timeout sent the lost deliveries
+ * there. */
+static void gen_silent_consumers(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0x165667b19e3779f9ULL, run);
+    if (!sim_rng_chance(r, 20))
+        return;
+    int consumers = 0, per_group[2] = { 0, 0 };
+    for (int i = 0; i < p->nprocs; i++)
+        if (p->procs[i].kind == SIM_CONSUMER) {
+            consumers++;
+            per_group[p->procs[i].group]++;
+        }
+    if (consumers == 0 || p->nacts + p->nprocs + consumers + 3 > SIM_MAX_ACTS)
+        return;
+    /* The broker's switches as the schedule leaves them: an outage or a
+     * poison window still on is switched off. */
+    int outage = SIM_OUTAGE_OFF, max_payload = 0;
+    for (int k = 0; k < p->nacts; k++) {
+        if (p->acts[k].kind != SIM_BROKER)
+            continue;
+        if (p->acts[k].outage >= 0)
+            outage = p->acts[k].outage;
+        if (p->acts[k].max_payload >= 0)
+            max_payload = p->acts[k].max_payload;
+    }
+    struct sim_act *a;
+    if (outage != SIM_OUTAGE_OFF || max_payload > 0) {
+        a = add_act(p, SIM_BROKER, -1);
+        if (outage != SIM_OUTAGE_OFF)
+            a->outage = SIM_OUTAGE_OFF;
+        if (max_payload > 0)
+            a->max_payload = 0;
+    }
+    for (int i = 0; i < p->nprocs; i++)
+        if (p->procs[i].kind == SIM_RELAY)
+            add_act(p, SIM_RESTART, i);
+    for (int i = 0; i < p->nprocs; i++) {
+        if (p->procs[i].kind != SIM_CONSUMER)
+            continue;
+        /* Heartbeats every second: the silence is found in two. */
+        p->procs[i].bus_timeout_ms = 2000;
+        add_act(p, SIM_RESTART, i)->await_start = 1;
+    }
+    for (int i = 0; i < p->nprocs; i++) {
+        if (p->procs[i].kind != SIM_CONSUMER)
+            continue;
+        a = add_act(p, SIM_NET, i);
+        a->net = SIM_NET_CUT;
+        a->net_broker = 1;
+        a->net_a = 0; /* then blackhole */
+    }
+    /* A creation and an authorization each: at least two events per
+     * payment for every group, one or more for each of its consumers. */
+    int most = per_group[0] > per_group[1] ? per_group[0] : per_group[1];
+    a = add_act(p, SIM_PAY, 0);
+    a->count = sim_rng_range(r, most > 2 ? most : 2, 4);
+    a->authorize = 1;
+    /* Until every event is taken in, which is when the ACKs go out into
+     * the cuts: the heal clears a cut that has not fired yet. */
+    a = add_act(p, SIM_SETTLE, -1);
+    a->ms = 5000;
+    a->caught_up = 1;
+}
+
 /* Dead broker connections at the heal, from a stream of their own (as
  * gen_infra's): sometimes the schedule ends with the pipeline caught up,
  * every running relay paused, every relay's broker connection reset, then
@@ -938,6 +1019,7 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_slow_links(seed, run, p);
     gen_links(seed, run, p, cat);
     gen_stale_mark(seed, run, p);
+    gen_silent_consumers(seed, run, p);
     gen_dead_links(seed, run, p);
 }
 
@@ -1046,13 +1128,16 @@ static cJSON *consumer_args(const struct sim_proc *x)
     cJSON_AddNumberToObject(a, "gap-delay-ms", x->gap_delay_ms);
     if (x->gap_park_ms > 0)
         cJSON_AddNumberToObject(a, "gap-park-after-ms", x->gap_park_ms);
+    if (x->bus_timeout_ms > 0)
+        cJSON_AddNumberToObject(a, "bus-timeout-ms", x->bus_timeout_ms);
     return a;
 }
 
 /* The settle condition: every live event published and taken in by every
- * consumer group, or ms passed since the newest event.  A bounded wait
- * that ends at once when the pipeline has caught up: the processes get
- * time to walk into their armed faults before the heal switches them off. */
+ * consumer group, or ms passed since the newest event (ms 0: no such
+ * bound).  A bounded wait that ends at once when the pipeline has caught
+ * up: the processes get time to walk into their armed faults before the
+ * heal switches them off. */
 static void settle_sql(const struct sim_plan *p, int ms, char *out, size_t outlen)
 {
     int has[2] = { 0, 0 };
@@ -1071,11 +1156,14 @@ static void settle_sql(const struct sim_plan *p, int ms, char *out, size_t outle
         if (w > 0 && (size_t)w < sizeof(groups) - n)
             n += (size_t)w;
     }
+    char bound[128] = "";
+    if (ms > 0)
+        snprintf(bound, sizeof(bound), " OR clock_timestamp() - (SELECT max(occurred_at)"
+                 " FROM outbox_messages) > interval '%d milliseconds'", ms);
     snprintf(out, outlen,
              "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM outbox_messages o"
-             " WHERE o.dead_lettered_at IS NULL AND (o.published_at IS NULL%s))"
-             " OR clock_timestamp() - (SELECT max(occurred_at) FROM outbox_messages)"
-             " > interval '%d milliseconds' THEN 1 ELSE 0 END", groups, ms);
+             " WHERE o.dead_lettered_at IS NULL AND (o.published_at IS NULL%s))%s"
+             " THEN 1 ELSE 0 END", groups, bound);
 }
 
 static cJSON *step(cJSON *steps, const char *verb)
@@ -1098,6 +1186,7 @@ struct render_ctx {
      * partitioned, or cut at a byte count) was set: 2 until a payments
      * batch has met it, then 1 until the next batch clears it. */
     int api_link_faulted;
+    int starts[SIM_MAX_PROCS]; /* starts rendered so far, per process */
 };
 
 static void render_pay(struct render_ctx *ctx, const struct sim_act *a)
@@ -1172,20 +1261,6 @@ static void render_reuse(struct render_ctx *ctx)
     cJSON_AddStringToObject(o, "why", "the same key with another body must be refused");
 }
 
-static void render_settle(struct render_ctx *ctx, const struct sim_act *a)
-{
-    char sql[1024];
-    settle_sql(ctx->p, a->ms, sql, sizeof(sql));
-    cJSON *o = step(ctx->steps, "wait");
-    cJSON_AddStringToObject(o, "until", "sql");
-    cJSON_AddStringToObject(o, "sql", sql);
-    cJSON_AddNumberToObject(o, "timeout_ms", a->ms + 10000);
-    char why[96];
-    snprintf(why, sizeof(why), "let the pipeline work: until it caught up, "
-             "at most %d ms after the newest event", a->ms);
-    cJSON_AddStringToObject(o, "why", why);
-}
-
 /* An anchor: a wait for the moment the next step must follow, which goes
  * on if that moment never comes.  The caller adds the condition's fields. */
 static cJSON *render_anchor_ms(struct render_ctx *ctx, const char *until, int timeout_ms,
@@ -1202,6 +1277,30 @@ static cJSON *render_anchor_ms(struct render_ctx *ctx, const char *until, int ti
 static cJSON *render_anchor(struct render_ctx *ctx, const char *until, const char *why)
 {
     return render_anchor_ms(ctx, until, SIM_ANCHOR_MS, why);
+}
+
+static void render_settle(struct render_ctx *ctx, const struct sim_act *a)
+{
+    char sql[1024];
+    if (a->caught_up) {
+        /* Bounded by the wait's own timeout, not by the age of the newest
+         * event: an API whose clock is behind writes events that look old
+         * at once. */
+        settle_sql(ctx->p, 0, sql, sizeof(sql));
+        cJSON *o = render_anchor_ms(ctx, "sql", a->ms, "until the pipeline caught up, in "
+                                                       "every replay");
+        cJSON_AddStringToObject(o, "sql", sql);
+        return;
+    }
+    settle_sql(ctx->p, a->ms, sql, sizeof(sql));
+    cJSON *o = step(ctx->steps, "wait");
+    cJSON_AddStringToObject(o, "until", "sql");
+    cJSON_AddStringToObject(o, "sql", sql);
+    cJSON_AddNumberToObject(o, "timeout_ms", a->ms + 10000);
+    char why[96];
+    snprintf(why, sizeof(why), "let the pipeline work: until it caught up, "
+             "at most %d ms after the newest event", a->ms);
+    cJSON_AddStringToObject(o, "why", why);
 }
 
 /* A wait for the run's first dead letter, which goes on without one. */
@@ -1359,6 +1458,14 @@ static void render_restart(struct render_ctx *ctx, const struct sim_act *a, int 
     s->parks = parks;
     s->park_point = park_point;
     s->faulty = nf > 0;
+    ctx->starts[a->proc]++;
+    if (a->await_start) {
+        cJSON *w = render_anchor(ctx, "event", "started (a consumer: subscribed) before what "
+                                               "follows, in every replay");
+        cJSON_AddStringToObject(w, "proc", name);
+        cJSON_AddStringToObject(w, "event", "start");
+        cJSON_AddNumberToObject(w, "count", ctx->starts[a->proc]);
+    }
 }
 
 static void render_broker(struct render_ctx *ctx, const struct sim_act *a)
@@ -1467,6 +1574,7 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
         s->up = p->procs[i].autostart;
         s->faulty = fault_spec(p, i, -1, spec, sizeof(spec), &s->crashy, &s->parks,
                                &s->park_point) > 0;
+        ctx.starts[i] = s->up;
     }
     for (int k = 0; k < p->nacts; k++) {
         const struct sim_act *a = &p->acts[k];
@@ -1718,7 +1826,7 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             sb_add(&b, ")");
             break;
         case SIM_SETTLE:
-            sb_add(&b, " settle(%d)", a->ms);
+            sb_add(&b, " settle(%s%d)", a->caught_up ? "caught-up," : "", a->ms);
             break;
         case SIM_KILL:
             sb_add(&b, " kill(%s)", name);

@@ -125,14 +125,17 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     wait for every later version of a dead letter to be parked); a poison
     window opens only after a wait until nothing is pending; some poison
     windows refuse creations only; a relay's broker link slower than its
-    lease slows only after a wait for that relay's connection; the
+    lease slows only after a wait for that relay's connection; the silent
+    consumer links ending restarts every consumer with no fault and waits
+    for its start, cuts every consumer's broker link, and after its batch
+    waits until the pipeline caught up, however old the events look; the
     retention cleanup, requeue --all where relays dead-letter, and an inbox
     retention inside the redelivery horizon, which must be refused, appear
     among the schedule's actions."""
     scs = scenarios_in(sim(["--seed", "3001", "--runs", "80", "--dry-run"]).stdout)
     assert len(scs) == 80
     anchors = cleanups = requeues = refused = closes = slow = park_anchors = creations_only = 0
-    opens = 0
+    opens = silent = caught_up = 0
     for sc in scs:
         steps = sc["steps"]
         for i, st in enumerate(steps):
@@ -170,6 +173,17 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                 assert limit in (64, 200), st
                 creations_only += limit == 200
                 continue
+            if st["do"] == "wait" and st.get("until") == "event" and st["event"] == "start":
+                # The silent consumer links ending: each consumer restarted
+                # with no fault, and awaited until subscribed.
+                assert st["on_timeout"] == "continue", st
+                prev = steps[i - 1]
+                assert prev["do"] == "restart" and prev["proc"] == st["proc"], prev
+                assert "faults" not in prev, prev
+                assert sc["processes"][st["proc"]]["kind"] == "consumer"
+                assert sc["processes"][st["proc"]]["args"]["bus-timeout-ms"] == 2000
+                silent += 1
+                continue
             if st["do"] == "wait" and st.get("until") == "event":
                 assert st["on_timeout"] == "continue", st
                 assert st["event"] == "connect" and st["where"] == {"target": "broker"}, st
@@ -182,6 +196,20 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                 slow += 1
                 continue
             if st["do"] == "wait" and st.get("until") == "sql" and "on_timeout" in st:
+                if st["why"].startswith("until the pipeline caught up"):
+                    # After the silent links' batch, bounded by the wait's
+                    # own timeout, never by the events' age (a clock
+                    # behind makes a new event look old).
+                    assert steps[i - 1]["do"] == "payments", steps[i - 1]
+                    assert "occurred_at" not in st["sql"] and st["timeout_ms"] == 5000, st
+                    cuts = [x for x in steps if x["do"] == "net" and x.get("fault") == "cut"
+                            and x["link"].endswith("->broker") and x["then"] == "blackhole"
+                            and sc["processes"][x["link"][:-8]]["kind"] == "consumer"]
+                    consumers = [n for n, x in sc["processes"].items() if x["kind"] == "consumer"]
+                    assert sorted(x["link"][:-8] for x in cuts[-len(consumers):]) == \
+                        sorted(consumers), (sc["name"], cuts)
+                    caught_up += 1
+                    continue
                 nxt = steps[i + 1]
                 if nxt["do"] == "broker" and nxt["control"].get("max_payload_bytes", 0) > 0:
                     # A poison window opens once every earlier event is
@@ -230,6 +258,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     assert refused >= 10 and closes >= 5 and slow >= 3, (refused, closes, slow)
     assert opens >= closes, (opens, closes)
     assert park_anchors >= 2 and creations_only >= 2, (park_anchors, creations_only)
+    assert caught_up >= 5 and silent >= 2 * caught_up, (caught_up, silent)
 
 
 def aimed_partition(sc):

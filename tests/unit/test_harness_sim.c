@@ -184,8 +184,9 @@ static void test_generate(const struct sim_catalogue *cat, char **points)
                 CHECK(close < 0 || requeued);
             }
             /* 2-4 batches, at most one more per window, and one for each
-             * drawn ending (a stale mark, dead broker links). */
-            CHECK(pays >= 2 && pays <= 4 + windows + 2);
+             * drawn ending (a stale mark, silent consumer links, dead
+             * broker links). */
+            CHECK(pays >= 2 && pays <= 4 + windows + 3);
             faults += p1.nfaults;
         }
     }
@@ -242,6 +243,84 @@ static void test_links(const struct sim_catalogue *base, char **points)
     /* Aimed in about one run in ten: within reach of a 50-run budget. */
     CHECK(aimed * 100 >= runs * 6);
     CHECK(partitions > aimed && downs > 10 && limits > 10);
+}
+
+/* The silent consumer links ending: when drawn, the broker takes every
+ * publish again (a switch left on is switched off), every relay and then every consumer is restarted with no
+ * fault (each consumer awaited until subscribed), each consumer's broker
+ * link is cut at its first ACK and then silent, a batch gives every
+ * consumer of a group a delivery, and the run waits until the pipeline
+ * caught up (not until its newest event looks old: a clock behind would
+ * end that at once) before the heal clears the cuts. */
+static void test_silent_consumers(const struct sim_catalogue *cat, char **points)
+{
+    int drawn = 0, runs = 0;
+    const uint64_t seeds[] = { 5, 31, 9020 };
+    for (size_t si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++) {
+        for (uint64_t run = 1; run <= 200; run++, runs++) {
+            struct sim_plan p;
+            sim_generate(cat, seeds[si], run, &p);
+            int at = -1;
+            for (int k = 0; k < p.nacts && at < 0; k++)
+                if (p.acts[k].kind == SIM_RESTART && p.acts[k].await_start)
+                    at = k;
+            int consumers = 0, per_group[2] = { 0, 0 }, relays = 0, timeouts = 0;
+            for (int i = 0; i < p.nprocs; i++) {
+                relays += p.procs[i].kind == SIM_RELAY;
+                timeouts += p.procs[i].bus_timeout_ms != 0;
+                if (p.procs[i].kind == SIM_CONSUMER) {
+                    consumers++;
+                    per_group[p.procs[i].group]++;
+                }
+            }
+            if (at < 0) {
+                CHECK(timeouts == 0);
+                continue;
+            }
+            drawn++;
+            CHECK(parses(&p, points));
+            CHECK(timeouts == consumers);
+            /* The broker's switches off, when the schedule left one on. */
+            int outage = SIM_OUTAGE_OFF, max_payload = 0, k = at - relays - 1;
+            for (int j = 0; j < k; j++) {
+                if (p.acts[j].kind == SIM_BROKER && p.acts[j].outage >= 0)
+                    outage = p.acts[j].outage;
+                if (p.acts[j].kind == SIM_BROKER && p.acts[j].max_payload >= 0)
+                    max_payload = p.acts[j].max_payload;
+            }
+            if (outage != SIM_OUTAGE_OFF || max_payload > 0)
+                CHECK(p.acts[k].kind == SIM_BROKER &&
+                      p.acts[k].outage == (outage != SIM_OUTAGE_OFF ? SIM_OUTAGE_OFF : -1) &&
+                      p.acts[k].max_payload == (max_payload > 0 ? 0 : -1));
+            for (k++; k < at; k++)
+                CHECK(p.acts[k].kind == SIM_RESTART && p.procs[p.acts[k].proc].kind == SIM_RELAY &&
+                      !p.acts[k].await_start);
+            for (int i = 0; i < consumers; i++, k++)
+                CHECK(k < p.nacts && p.acts[k].kind == SIM_RESTART && p.acts[k].await_start &&
+                      p.procs[p.acts[k].proc].kind == SIM_CONSUMER);
+            for (int i = 0; i < consumers; i++, k++)
+                CHECK(k < p.nacts && p.acts[k].kind == SIM_NET && p.acts[k].net == SIM_NET_CUT &&
+                      p.acts[k].net_broker && p.acts[k].net_a == 0 &&
+                      p.procs[p.acts[k].proc].kind == SIM_CONSUMER);
+            int most = per_group[0] > per_group[1] ? per_group[0] : per_group[1];
+            CHECK(k < p.nacts && p.acts[k].kind == SIM_PAY && p.acts[k].authorize &&
+                  p.acts[k].count >= most && p.acts[k].count >= 2);
+            k++;
+            CHECK(k < p.nacts && p.acts[k].kind == SIM_SETTLE && p.acts[k].caught_up &&
+                  p.acts[k].ms == 5000);
+            /* No fault armed in the restarted consumers. */
+            for (int f = 0; f < p.nfaults; f++)
+                CHECK(p.faults[f].incarnation < at - relays);
+            char *text = render_text(&p);
+            CHECK(text != NULL && strstr(text, "\"bus-timeout-ms\":2000") != NULL &&
+                  strstr(text, "\"event\":\"start\",\"count\":") != NULL &&
+                  strstr(text, "\"cut_after\":\"ack\",\"then\":\"blackhole\"") != NULL &&
+                  strstr(text, "until the pipeline caught up") != NULL);
+            free(text);
+        }
+    }
+    /* One run in five, give or take. */
+    CHECK(drawn * 100 >= runs * 12 && drawn * 100 <= runs * 28);
 }
 
 static void test_shrink(const struct sim_catalogue *cat, char **points)
@@ -469,6 +548,7 @@ int main(void)
     test_catalogue(&cat);
     test_generate(&cat, points);
     test_links(&cat, points);
+    test_silent_consumers(&cat, points);
     test_shrink(&cat, points);
     test_render_rules();
     test_resume_rules();
