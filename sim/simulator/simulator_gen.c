@@ -881,6 +881,27 @@ static void gen_stale_mark(uint64_t seed, uint64_t run, struct sim_plan *p)
     a->ms = p->procs[stalled].lease_ms + 2000;
 }
 
+/* One action of kind act for every process of kind, in process order. */
+static void add_each(struct sim_plan *p, enum sim_kind kind, enum sim_act_kind act)
+{
+    for (int i = 0; i < p->nprocs; i++)
+        if (p->procs[i].kind == kind)
+            add_act(p, act, i);
+}
+
+/* A net fault on the broker link of every process of kind (for a cut:
+ * then blackhole). */
+static void add_broker_net_each(struct sim_plan *p, enum sim_kind kind, enum sim_net net)
+{
+    for (int i = 0; i < p->nprocs; i++) {
+        if (p->procs[i].kind != kind)
+            continue;
+        struct sim_act *a = add_act(p, SIM_NET, i);
+        a->net = net;
+        a->net_broker = 1;
+    }
+}
+
 /* Silent consumer links at the end, from a stream of their own (as
  * gen_infra's): sometimes the broker takes every publish again (an outage
  * or a poison window still on is ended), every
@@ -931,9 +952,7 @@ static void gen_silent_consumers(uint64_t seed, uint64_t run, struct sim_plan *p
         if (max_payload > 0)
             a->max_payload = 0;
     }
-    for (int i = 0; i < p->nprocs; i++)
-        if (p->procs[i].kind == SIM_RELAY)
-            add_act(p, SIM_RESTART, i);
+    add_each(p, SIM_RELAY, SIM_RESTART);
     for (int i = 0; i < p->nprocs; i++) {
         if (p->procs[i].kind != SIM_CONSUMER)
             continue;
@@ -941,14 +960,7 @@ static void gen_silent_consumers(uint64_t seed, uint64_t run, struct sim_plan *p
         p->procs[i].bus_timeout_ms = 2000;
         add_act(p, SIM_RESTART, i)->await_start = 1;
     }
-    for (int i = 0; i < p->nprocs; i++) {
-        if (p->procs[i].kind != SIM_CONSUMER)
-            continue;
-        a = add_act(p, SIM_NET, i);
-        a->net = SIM_NET_CUT;
-        a->net_broker = 1;
-        a->net_a = 0; /* then blackhole */
-    }
+    add_broker_net_each(p, SIM_CONSUMER, SIM_NET_CUT);
     /* A creation and an authorization each: at least two events per
      * payment for every group, one or more for each of its consumers. */
     int most = per_group[0] > per_group[1] ? per_group[0] : per_group[1];
@@ -984,16 +996,8 @@ static void gen_dead_links(uint64_t seed, uint64_t run, struct sim_plan *p)
         return;
     struct sim_act *a = add_act(p, SIM_SETTLE, -1);
     a->ms = sim_rng_range(r, 500, 1000);
-    for (int i = 0; i < p->nprocs; i++)
-        if (p->procs[i].kind == SIM_RELAY)
-            add_act(p, SIM_PAUSE, i);
-    for (int i = 0; i < p->nprocs; i++) {
-        if (p->procs[i].kind != SIM_RELAY)
-            continue;
-        a = add_act(p, SIM_NET, i);
-        a->net = SIM_NET_RESET;
-        a->net_broker = 1;
-    }
+    add_each(p, SIM_RELAY, SIM_PAUSE);
+    add_broker_net_each(p, SIM_RELAY, SIM_NET_RESET);
     a = add_act(p, SIM_PAY, 0);
     a->count = sim_rng_range(r, 2, 4);
     a->authorize = 1;
