@@ -1186,9 +1186,10 @@ struct render_ctx {
     int batch;         /* payments batches rendered so far */
     int batch_clean;   /* the last batch met an API without faults */
     int reuses;        /* reused-key requests rendered so far */
-    /* A fault that makes the API answer errors (its PostgreSQL link down,
-     * partitioned, or cut at a byte count) was set: 2 until a payments
-     * batch has met it, then 1 until the next batch clears it. */
+    /* A fault that makes the API answer errors or nothing (its PostgreSQL
+     * link down, swallowing bytes, partitioned, or cut at a byte count) was
+     * set: 2 until a payments batch has met it, then 1 until the next batch
+     * clears it. */
     int api_link_faulted;
     int starts[SIM_MAX_PROCS]; /* starts rendered so far, per process */
 };
@@ -1560,7 +1561,8 @@ static void render_net(struct render_ctx *ctx, const struct sim_act *a, const ch
     if (a->ms > 0)
         cJSON_AddNumberToObject(o, "ms", a->ms);
     if (ctx->p->procs[a->proc].kind == SIM_API && !a->net_broker &&
-        (a->net == SIM_NET_DOWN || a->net == SIM_NET_PARTITION || a->net == SIM_NET_LIMIT_DATA))
+        (a->net == SIM_NET_DOWN || a->net == SIM_NET_BLACKHOLE || a->net == SIM_NET_PARTITION ||
+         a->net == SIM_NET_LIMIT_DATA))
         ctx->api_link_faulted = 2;
 }
 
