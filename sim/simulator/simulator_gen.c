@@ -904,11 +904,10 @@ static void add_broker_net_each(struct sim_plan *p, enum sim_kind kind, enum sim
 
 /* Silent consumer links at the end, from a stream of their own (as
  * gen_infra's): sometimes the broker takes every publish again (an outage
- * or a poison window still on is ended), every
- * relay and every consumer is restarted (up, consumers subscribed, no
- * fault armed), each consumer's broker link is cut at its first ACK and then
- * swallows every byte without closing (a half-open connection), and a
- * payments batch goes through.  Round robin gives each consumer of a group
+ * or a poison window still on is ended), every relay and every consumer is
+ * restarted (up, consumers subscribed, no fault armed), each consumer's
+ * broker link is cut at its first ACK and then swallows every byte without
+ * closing (a half-open connection), and a payments batch goes through.  Round robin gives each consumer of a group
  * a delivery of the batch, so each one's ACK is lost and its connection
  * goes silent for good.  Heartbeats (every half --bus-timeout-ms) make both
  * ends give such a connection up within two intervals, and the broker
