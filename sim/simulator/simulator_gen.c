@@ -907,9 +907,9 @@ static void add_broker_net_each(struct sim_plan *p, enum sim_kind kind, enum sim
  * or a poison window still on is ended), every relay and every consumer is
  * restarted (up, consumers subscribed, no fault armed), each consumer's
  * broker link is cut at its first ACK and then swallows every byte without
- * closing (a half-open connection), and a payments batch goes through.  Round robin gives each consumer of a group
- * a delivery of the batch, so each one's ACK is lost and its connection
- * goes silent for good.  Heartbeats (every half --bus-timeout-ms) make both
+ * closing (a half-open connection), and a payments batch goes through.
+ * Round robin gives each consumer of a group a delivery of the batch, so
+ * each one's ACK is lost and its connection goes silent for good.  Heartbeats (every half --bus-timeout-ms) make both
  * ends give such a connection up within two intervals, and the broker
  * redelivers what it held to the consumer's new connection.  A subscriber
  * without heartbeats waits for ever, and so does the broker: what it sent

@@ -31,10 +31,10 @@ def real_broker_takes(step, scenario):
         return False
     link = step.get("link", "")
     if step.get("do") == "net" and link.endswith("->broker"):
-        if step["fault"] == "cut":
+        if step.get("fault") == "cut":
             return False
         proc = scenario["processes"][link.split("->")[0]]
-        if step["fault"] == "latency" and proc["kind"] == "relay" and \
+        if step.get("fault") == "latency" and proc["kind"] == "relay" and \
                 step["latency_ms"] + step["jitter_ms"] >= proc["args"]["lease-ms"]:
             return False
     return step.get("do") != "broker_crash" or scenario["broker"].get("durable", False)
