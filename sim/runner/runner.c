@@ -1797,6 +1797,14 @@ static void skip_scenario(struct runner *r, const struct scenario *sc, const cha
     cJSON_AddItemToArray(list, one);
 }
 
+/* Why this run's broker cannot take sc, or NULL. */
+static const char *broker_skip(const struct runner *r, const struct scenario *sc, char *why,
+                               size_t whylen)
+{
+    return runner_rabbit(r) ? runner_rabbit_skip(sc, why, whylen)
+                            : runner_fake_skip(sc, why, whylen);
+}
+
 /* Every scenario, the list repeated --repeat times, result.json rewritten
  * after each so an interrupted run still leaves one.  Returns 1 when every
  * scenario ran and passed. */
@@ -1806,7 +1814,7 @@ static int run_scenarios(struct runner *r, const struct run_list *l, int64_t t0)
     int runnable = 0;
     char why[256];
     for (int i = 0; i < l->nsc; i++) {
-        if (runner_rabbit(r) && runner_rabbit_skip(l->scs[i], why, sizeof(why)) != NULL) {
+        if (broker_skip(r, l->scs[i], why, sizeof(why)) != NULL) {
             skip_scenario(r, l->scs[i], why);
             continue;
         }
@@ -1816,7 +1824,7 @@ static int run_scenarios(struct runner *r, const struct run_list *l, int64_t t0)
     int index = 0;
     for (int rep = 1; rep <= (o->repeat > 0 ? o->repeat : 1) && !runner_interrupted(); rep++) {
         for (int i = 0; i < l->nsc && !runner_interrupted(); i++) {
-            if (runner_rabbit(r) && runner_rabbit_skip(l->scs[i], why, sizeof(why)) != NULL)
+            if (broker_skip(r, l->scs[i], why, sizeof(why)) != NULL)
                 continue;
             cJSON *one = run_scenario(r, l->scs[i], rep, ++index, total);
             if (one != NULL)

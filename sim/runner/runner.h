@@ -98,6 +98,11 @@ const char *runner_rabbit_step_skip(const struct scenario *sc, const struct sc_s
                                     char *why, size_t whylen);
 const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whylen);
 
+/* What only a real broker can take (`run` on the fake broker skips the
+ * scenario): a kernel partition of a broker link, which is a Unix socket
+ * with the fake broker and loopback TCP with RabbitMQ.  NULL, or why. */
+const char *runner_fake_skip(const struct scenario *sc, char *why, size_t whylen);
+
 /* Moves this process into a network namespace of its own, loopback up,
  * where partition faults may add nftables rules without ever touching the
  * host's: before any thread and any child (they inherit it), and before

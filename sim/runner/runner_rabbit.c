@@ -97,6 +97,19 @@ const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whyl
     return NULL;
 }
 
+const char *runner_fake_skip(const struct scenario *sc, char *why, size_t whylen)
+{
+    for (int i = 0; i < sc->nsteps; i++) {
+        const struct sc_step *st = &sc->steps[i];
+        if (st->verb == V_NET && st->net_peer == NP_BROKER && st->net.kind == NP_PARTITION) {
+            snprintf(why, whylen, "a kernel partition of a broker link needs RabbitMQ's TCP "
+                     "link (--broker rabbitmq); the fake broker's links are Unix sockets");
+            return why;
+        }
+    }
+    return NULL;
+}
+
 int runner_rabbit_start(struct runner *r)
 {
     fmt(r->rabbit_dir, sizeof(r->rabbit_dir), "%s/rabbit", r->tmp);

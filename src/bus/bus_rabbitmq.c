@@ -55,9 +55,22 @@
  * message: Linux sends corked data after 200 ms anyway.
  *
  * Deadlines: connect (amqp_socket_open_noblock), the login handshake and
- * every RPC (amqp_set_rpc_timeout), every write (SO_SNDTIMEO on the
- * socket) and every frame wait (amqp_simple_wait_frame_noblock) are
- * bounded by the connection's timeout.  Heartbeats are on for subscribers
+ * every RPC (amqp_set_rpc_timeout) and every frame wait
+ * (amqp_simple_wait_frame_noblock) are bounded by the connection's
+ * timeout.  The other writes are not, by the library: it keeps its socket
+ * non-blocking and waits for room in poll() with no deadline
+ * (amqp_basic_publish, amqp_basic_ack and the rest send with
+ * amqp_time_infinite), so SO_SNDTIMEO bounds nothing and a peer that stops
+ * reading -- a partition, a broker blocking publishers under a memory
+ * alarm -- would hold a publish, and the relay with it, until it reads
+ * again: long after the lease that covered the publish.  A watchdog thread
+ * bounds them (see "Watchdog" below): a write that has not returned by its
+ * deadline finds its socket shut down, the library's wait ends with an
+ * error and the connection is broken.  A broken connection is closed with
+ * a reset (SO_LINGER 0), so that no byte still queued in the kernel -- a
+ * publish the broker has not received -- reaches it after the caller gave
+ * it up (a plain close would leave the kernel sending them for minutes,
+ * into whatever lease comes next).  Heartbeats are on for subscribers
  * only (bus_connect_subscriber; heartbeat=S in the URL for any
  * connection): a relay that waits on its database for a while must not
  * lose its broker connection for it, and its every call has a deadline
@@ -75,11 +88,15 @@
 #include <amqp_tcp_socket.h>
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
@@ -113,9 +130,18 @@ struct dq {
     struct dq *next;
 };
 
+/* A write's deadline, watched by the watchdog thread (below). */
+struct wd_slot {
+    _Atomic int64_t deadline;  /* mono ms; 0 disarmed; WD_FIRED: the watchdog cut the write */
+    int fd;                    /* the socket, set before the slot is registered */
+    struct wd_slot *next;      /* the registry, under wd_lock */
+};
+
 struct rmq_conn {
     struct bus_conn base;
     amqp_connection_state_t conn;
+    struct wd_slot wd;
+    int wd_registered;
     int timeout_ms;
     int subscriber;            /* heartbeats on (bus_connect_subscriber) */
     int broken;
@@ -160,6 +186,111 @@ static void cork(struct rmq_conn *c, int on)
     (void)c;
     (void)on;
 #endif
+}
+
+/* ---- Watchdog ------------------------------------------------------------------
+ *
+ * One thread per process, started with the first connection, wakes every
+ * WD_TICK_MS and shuts down the socket of every write whose deadline has
+ * passed.  Arming and disarming are one atomic store and one exchange, no
+ * system call, so a publish costs nothing more; a write is cut at most a
+ * tick after its deadline.  The thread walks the registry under wd_lock, and
+ * a connection leaves the registry (under wd_lock) before its socket is
+ * closed, so the thread never shuts down a descriptor that was reused.  The
+ * thread and the write race on the slot's deadline by compare-and-swap:
+ * either the write returned first (disarm sees its own deadline) or the
+ * watchdog fired first (disarm sees WD_FIRED), never both. */
+
+#define WD_TICK_MS 20
+#define WD_FIRED INT64_MIN
+
+static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct wd_slot *wd_slots;
+static int wd_started;
+
+static void *wd_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec tick = { 0, WD_TICK_MS * 1000000L };
+        nanosleep(&tick, NULL);
+        int64_t now = cw_mono_ms();
+        pthread_mutex_lock(&wd_lock);
+        for (struct wd_slot *s = wd_slots; s != NULL; s = s->next) {
+            int64_t d = atomic_load(&s->deadline);
+            if (d > 0 && now >= d && atomic_compare_exchange_strong(&s->deadline, &d, WD_FIRED))
+                shutdown(s->fd, SHUT_RDWR);
+        }
+        pthread_mutex_unlock(&wd_lock);
+    }
+    return NULL;
+}
+
+/* Puts c's socket under watch; a failure to start the thread leaves the
+ * writes as the library has them (unbounded), with a warning. */
+static void wd_register(struct rmq_conn *c)
+{
+    sigset_t all, old;
+    c->wd.fd = amqp_get_sockfd(c->conn);
+    atomic_store(&c->wd.deadline, 0);
+    pthread_mutex_lock(&wd_lock);
+    if (!wd_started) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        /* The thread takes no signal: the process's own handling of
+         * SIGTERM and the rest stays where it was. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        wd_started = pthread_create(&t, &attr, wd_thread, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+        if (!wd_started)
+            cwlog_warn("broker writes unbounded: the watchdog thread did not start");
+    }
+    c->wd.next = wd_slots;
+    wd_slots = &c->wd;
+    c->wd_registered = 1;
+    pthread_mutex_unlock(&wd_lock);
+}
+
+static void wd_unregister(struct rmq_conn *c)
+{
+    if (!c->wd_registered)
+        return;
+    pthread_mutex_lock(&wd_lock);
+    for (struct wd_slot **pp = &wd_slots; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == &c->wd) {
+            *pp = c->wd.next;
+            break;
+        }
+    c->wd_registered = 0;
+    pthread_mutex_unlock(&wd_lock);
+}
+
+static void wd_arm(struct rmq_conn *c)
+{
+    atomic_store(&c->wd.deadline, cw_mono_ms() + c->timeout_ms);
+}
+
+/* Ends the watch of one write: 1 when the watchdog cut it. */
+static int wd_disarm(struct rmq_conn *c)
+{
+    return atomic_exchange(&c->wd.deadline, 0) == WD_FIRED;
+}
+
+/* The status of a write the watchdog watched (st: the library's). */
+static int wd_sent(struct rmq_conn *c, int st, const char *op, char *err, size_t errlen)
+{
+    if (wd_disarm(c))
+        return bus_set_err(err, errlen, fail(c, BUS_TIMEOUT),
+                           "could not send %s: the broker took no bytes for %d ms (a stalled or "
+                           "partitioned peer)", op, c->timeout_ms);
+    if (st != AMQP_STATUS_OK)
+        return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "could not send %s: %s", op,
+                           amqp_error_string2(st));
+    return BUS_OK;
 }
 
 static struct timeval ms_tv(int64_t ms)
@@ -359,9 +490,7 @@ static int open_socket(struct rmq_conn *c, char *err, size_t errlen)
         return bus_set_err(err, errlen, st == AMQP_STATUS_TIMEOUT ? BUS_TIMEOUT : BUS_DISCONNECTED,
                        "could not connect to broker at %s:%d: %s", c->url.host, c->url.port,
                        amqp_error_string2(st));
-    /* librabbitmq writes with blocking send(); bound each write. */
-    int fd = amqp_get_sockfd(c->conn);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    wd_register(c);
     amqp_set_handshake_timeout(c->conn, &tv);
     amqp_set_rpc_timeout(c->conn, &tv);
     return BUS_OK;
@@ -457,6 +586,13 @@ static void rmq_close(bus_conn *bc)
              * connection is just dropped. */
             amqp_channel_close(c->conn, RMQ_CHANNEL, AMQP_REPLY_SUCCESS);
             amqp_connection_close(c->conn, AMQP_REPLY_SUCCESS);
+        }
+        wd_unregister(c);
+        if (c->broken) {
+            /* A reset: what the kernel still holds for the broker is
+             * dropped, not delivered after we gave it up. */
+            struct linger lg = { 1, 0 };
+            setsockopt(amqp_get_sockfd(c->conn), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
         }
         amqp_destroy_connection(c->conn);
     }
@@ -677,7 +813,11 @@ static void mark_returned(struct rmq_conn *c, const char *message_id, const amqp
 static void reject(struct rmq_conn *c, uint64_t tag, const char *why)
 {
     cwlog_warn("rejected delivery %llu: %s", (unsigned long long)tag, why);
-    amqp_basic_reject(c->conn, RMQ_CHANNEL, tag, 0);
+    wd_arm(c);
+    int st = amqp_basic_reject(c->conn, RMQ_CHANNEL, tag, 0);
+    char err[256];
+    if (wd_sent(c, st, "reject", err, sizeof(err)) < 0)
+        cwlog_warn("%s", err); /* the connection is broken now: the caller reconnects */
 }
 
 static struct bus_delivery *dup_delivery(const struct bus_delivery *d)
@@ -898,12 +1038,11 @@ static int send_message(struct rmq_conn *c, const char *exchange, const char *ro
         p.expiration = amqp_cstring_bytes(exp);
     }
     amqp_bytes_t body = amqp_cstring_bytes(m->payload != NULL ? m->payload : "");
+    wd_arm(c);
     int st = amqp_basic_publish(c->conn, RMQ_CHANNEL, amqp_cstring_bytes(exchange),
                                 amqp_cstring_bytes(routing_key), 1, 0, &p, body);
-    if (st != AMQP_STATUS_OK)
-        return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "could not send publish: %s",
-                       amqp_error_string2(st));
-    return push_pend(c, m->message_id);
+    int rc = wd_sent(c, st, "publish", err, errlen);
+    return rc < 0 ? rc : push_pend(c, m->message_id);
 }
 
 static int rmq_publish_send(bus_conn *bc, const struct bus_message *m, char *err, size_t errlen)
@@ -1117,13 +1256,6 @@ static int take_tag(struct rmq_conn *c, const char *op, uint64_t tag, struct hel
     return BUS_OK;
 }
 
-static int sent(struct rmq_conn *c, int st, const char *op, char *err, size_t errlen)
-{
-    if (st == AMQP_STATUS_OK)
-        return BUS_OK;
-    return bus_set_err(err, errlen, fail(c, BUS_DISCONNECTED), "could not send %s: %s", op,
-                   amqp_error_string2(st));
-}
 
 static int rmq_ack(bus_conn *bc, uint64_t tag, char *err, size_t errlen)
 {
@@ -1133,7 +1265,8 @@ static int rmq_ack(bus_conn *bc, uint64_t tag, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     held_free(h);
-    return sent(c, amqp_basic_ack(c->conn, RMQ_CHANNEL, tag, 0), "ack", err, errlen);
+    wd_arm(c);
+    return wd_sent(c, amqp_basic_ack(c->conn, RMQ_CHANNEL, tag, 0), "ack", err, errlen);
 }
 
 /* The delayed requeue: a confirmed copy into the retry queue, then the ack
@@ -1162,7 +1295,8 @@ static int requeue_delayed(struct rmq_conn *c, struct held *h, int delay_ms, cha
         return rc == BUS_REFUSED ? bus_set_err(err, errlen, fail(c, BUS_REFUSED),
                                            "delayed requeue: %s", err)
                                  : rc;
-    return sent(c, amqp_basic_ack(c->conn, RMQ_CHANNEL, h->tag, 0), "ack", err, errlen);
+    wd_arm(c);
+    return wd_sent(c, amqp_basic_ack(c->conn, RMQ_CHANNEL, h->tag, 0), "ack", err, errlen);
 }
 
 static int rmq_nack(bus_conn *bc, uint64_t tag, int requeue, int delay_ms, char *err,
@@ -1185,8 +1319,9 @@ static int rmq_nack(bus_conn *bc, uint64_t tag, int requeue, int delay_ms, char 
         return BUS_OK;
     }
     held_free(h);
-    return sent(c, amqp_basic_nack(c->conn, RMQ_CHANNEL, tag, 0, requeue ? 1 : 0), "nack", err,
-                errlen);
+    wd_arm(c);
+    return wd_sent(c, amqp_basic_nack(c->conn, RMQ_CHANNEL, tag, 0, requeue ? 1 : 0), "nack", err,
+                   errlen);
 }
 
 static int rmq_unconfirmed(bus_conn *bc)

@@ -6,9 +6,10 @@
  * confirmed publishes and their headers, nack with and without a delay,
  * redelivery after a lost connection, basic.return of an unroutable
  * message, basic.nack of a publish the queue refuses, a missing exchange
- * with declare=passive, a refused login, an unreachable port and an
- * unknown delivery tag.  Each run uses its own exchange, so runs never see
- * each other's messages. */
+ * with declare=passive, a refused login, an unreachable port, an unknown
+ * delivery tag, and a peer that stops reading in the middle of a window
+ * (the publish must come back within the connection's timeout).  Each run
+ * uses its own exchange, so runs never see each other's messages. */
 #include "bus.h"
 #include "bus_internal.h"
 #include "check.h"
@@ -16,6 +17,12 @@
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +291,92 @@ static void test_broker_nack(const char *base, const char *exchange)
     bus_close(p);
 }
 
+/* ---- a peer that stops reading ---------------------------------------------
+ *
+ * A forwarder between the bus and the node: it passes bytes both ways until
+ * stalled, then reads nothing more from the client, as a partitioned link or
+ * a broker blocking publishers does.  The client's socket buffer fills and
+ * the next write has to wait for room. */
+
+struct forwarder {
+    int lfd, port;
+    atomic_int stalled, stop;
+    int up_port;
+};
+
+static void *forward(void *arg)
+{
+    struct forwarder *f = arg;
+    int cfd = accept(f->lfd, NULL, NULL);
+    int sfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)f->up_port) };
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (cfd < 0 || sfd < 0 || connect(sfd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return NULL;
+    char buf[65536];
+    while (!atomic_load(&f->stop)) {
+        struct pollfd pf[2] = { { atomic_load(&f->stalled) ? -1 : cfd, POLLIN, 0 },
+                                { sfd, POLLIN, 0 } };
+        if (poll(pf, 2, 50) <= 0)
+            continue;
+        for (int i = 0; i < 2; i++) {
+            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t n = read(pf[i].fd, buf, sizeof(buf));
+            if (n <= 0 || write(i == 0 ? sfd : cfd, buf, (size_t)n) != n)
+                atomic_store(&f->stop, 1);
+        }
+    }
+    close(cfd);
+    close(sfd);
+    return NULL;
+}
+
+static void test_stalled_peer(const char *base, const char *exchange)
+{
+    struct bus_rmq_url u;
+    char err[512], url[700];
+    CHECK(bus_rmq_parse_url(base, &u, err, sizeof(err)) == BUS_OK);
+    struct forwarder f = { .up_port = u.port };
+    f.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    socklen_t len = sizeof(sa);
+    CHECK(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(f.lfd, 1) == 0 &&
+          getsockname(f.lfd, (struct sockaddr *)&sa, &len) == 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, forward, &f) == 0);
+    snprintf(url, sizeof(url), "amqp://%s:%s@127.0.0.1:%d/%%2f?exchange=%s", u.user, u.password,
+             ntohs(sa.sin_port), exchange);
+    bus_conn *p = bus_connect(url, "relay-s", 1000, err, sizeof(err));
+    CHECK(p != NULL);
+    if (p != NULL) {
+        atomic_store(&f.stalled, 1);
+        /* 64 KiB bodies, up to 32 MiB in all: far more than the kernel's
+         * buffers on both sides hold. */
+        static char body[65536];
+        memset(body, 'x', sizeof(body) - 1);
+        struct bus_message m = msg("payments", "id-stalled", 1);
+        m.payload = body;
+        int64_t t0 = cw_mono_ms();
+        int rc = BUS_OK, sent = 0;
+        while (rc == BUS_OK && sent < 512) {
+            rc = bus_publish_send(p, &m, err, sizeof(err));
+            sent += rc == BUS_OK;
+        }
+        int64_t took = cw_mono_ms() - t0;
+        CHECK(rc == BUS_TIMEOUT);
+        CHECK(strstr(err, "took no bytes for 1000 ms") != NULL);
+        CHECK(took < 1000 + 2000); /* the timeout, a watchdog tick, the machine's load */
+        printf("stalled peer: %d publishes sent, the next one given up after %lld ms: %s\n", sent,
+               (long long)took, err);
+        bus_close(p);
+    }
+    atomic_store(&f.stop, 1);
+    pthread_join(t, NULL);
+    close(f.lfd);
+}
+
 int main(void)
 {
     test_parse();
@@ -297,6 +390,12 @@ int main(void)
         char ex2[80];
         snprintf(ex2, sizeof(ex2), "%s-n", exchange);
         test_broker_nack(base, ex2);
+        /* Without the bound a publish would wait for the peer forever. */
+        alarm(60);
+        char ex3[80];
+        snprintf(ex3, sizeof(ex3), "%s-s", exchange);
+        test_stalled_peer(base, ex3);
+        alarm(0);
     } else {
         printf("test_bus_rabbitmq: CW_TEST_AMQP_URL not set, broker cases not run "
                "(tests/py/test_bus_rabbitmq.py runs them)\n");
