@@ -72,6 +72,17 @@ static int is_method(const char *m, const char *want)
     return strcmp(m, want) == 0;
 }
 
+/* The method as logs and answers may show it: libmicrohttpd passes any
+ * token the client sent, and a request line like "password=hunter2 /x"
+ * would put a secret (or bytes that are not UTF-8) into the events. */
+static const char *shown_method(const char *method)
+{
+    size_t n = 0;
+    while (method[n] >= 'A' && method[n] <= 'Z' && n <= 16)
+        n++;
+    return n >= 1 && n <= 16 && method[n] == '\0' ? method : "(not a method)";
+}
+
 /* Chooses the route; on a path/method mismatch fills r (404/405). */
 static enum route route_of(const char *method, const char *url, char *payment_id,
                            struct api_reply *r)
@@ -105,7 +116,7 @@ static enum route route_of(const char *method, const char *url, char *payment_id
     }
     if (allow != NULL) {
         api_reply_problem(r, 405, "method-not-allowed", "Method not allowed",
-                          "%.16s is not allowed here; allowed: %s", method, allow);
+                          "%s is not allowed here; allowed: %s", shown_method(method), allow);
         r->allow = allow;
         return ROUTE_NONE;
     }
@@ -190,7 +201,7 @@ static void log_request(const char *method, const char *url, const struct req *q
     char safe[CW_ERROR_MAX + 1];
     cw_sanitize_error(url, safe, sizeof(safe));
     cJSON *ev = cwlog_begin("request");
-    cJSON_AddStringToObject(ev, "method", method);
+    cJSON_AddStringToObject(ev, "method", shown_method(method));
     cJSON_AddStringToObject(ev, "path", safe);
     cJSON_AddNumberToObject(ev, "status", r->status);
     cwlog_add_int64(ev, "duration_us", cw_mono_us() - q->start_us);

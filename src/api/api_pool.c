@@ -145,6 +145,13 @@ PGconn *api_pool_acquire(api_pool *p, int timeout_ms, char *err, size_t errlen)
     struct slot *s = &p->slots[found];
     s->taken = 1;
     PGconn *conn = s->conn;
+    /* Until it is handed back, the connection is the caller's alone, and
+     * the slot keeps no pointer to it: a connection freed below while a
+     * new one is opened could come back from malloc at the same address
+     * for another thread's slot, and api_pool_release, which finds the
+     * slot by that address, would then free the wrong slot and leave the
+     * reconnected one to be handed out twice. */
+    s->conn = NULL;
     pthread_mutex_unlock(&p->lock);
 
     if (conn != NULL && PQstatus(conn) != CONNECTION_OK) {
@@ -156,7 +163,6 @@ PGconn *api_pool_acquire(api_pool *p, int timeout_ms, char *err, size_t errlen)
 
     pthread_mutex_lock(&p->lock);
     if (conn == NULL) {
-        s->conn = NULL;
         s->taken = 0;
         pthread_cond_signal(&p->freed);
     } else {

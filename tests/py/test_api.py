@@ -262,6 +262,25 @@ def test_every_bad_input_is_a_problem_and_stores_nothing(api, db):
     assert statuses.count(413) == 2 and statuses.count(415) == 2
 
 
+def test_a_method_that_is_no_method_never_reaches_the_events(api, db):
+    """The request line's method is the client's text: a secret or bytes
+    that are not UTF-8 put there must not be written to the events."""
+    for method in (b"password=hunter2", b"GET\xff"):
+        with socket.create_connection(("127.0.0.1", api.port), timeout=5) as s:
+            s.sendall(method + b" /payments HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+            s.settimeout(5)
+            answer = s.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 4"), answer
+        assert b"hunter2" not in answer
+    wait_for(lambda: len(api.proc.events("request")) >= 2, 10, "both requests logged")
+    shown = [e["method"] for e in api.proc.events("request")]
+    assert shown == ["(not a method)", "(not a method)"], shown
+    with open(api.proc.events_path, "rb") as f:
+        raw = f.read()
+    assert b"hunter2" not in raw and b"\xff" not in raw
+    assert scalar(db, "SELECT count(*) FROM payments") == 0
+
+
 def race(api, n, key, body=VALID):
     """n clients send the same request at the same moment."""
     barrier = threading.Barrier(n)
