@@ -403,7 +403,11 @@ int bus_rmq_parse_url(const char *url, struct bus_rmq_url *u, char *err, size_t 
         return bus_set_err(err, errlen, BUS_PROTOCOL, "broker URL longer than 1024 bytes");
     char buf[1025];
     snprintf(buf, sizeof(buf), "%s", url);
-    char *q = strchr(buf, '?');
+    /* The query starts after the userinfo: a '?' in a password that was
+     * not percent-encoded must not be taken for it, or an error naming an
+     * unknown parameter would quote the password. */
+    char *at = strrchr(buf + 7, '@');
+    char *q = strchr(at != NULL ? at + 1 : buf + 7, '?');
     if (q != NULL) {
         *q++ = '\0';
         int rc = parse_query(q, u, err, errlen);
@@ -1291,10 +1295,13 @@ static int requeue_delayed(struct rmq_conn *c, struct held *h, int delay_ms, cha
     if (rc < 0)
         return rc;
     rc = rmq_publish_confirm(&c->base, err, errlen);
+    if (rc == BUS_REFUSED) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", err); /* err is the destination too */
+        return bus_set_err(err, errlen, fail(c, BUS_REFUSED), "delayed requeue: %s", why);
+    }
     if (rc < 0)
-        return rc == BUS_REFUSED ? bus_set_err(err, errlen, fail(c, BUS_REFUSED),
-                                           "delayed requeue: %s", err)
-                                 : rc;
+        return rc;
     wd_arm(c);
     return wd_sent(c, amqp_basic_ack(c->conn, RMQ_CHANNEL, h->tag, 0), "ack", err, errlen);
 }

@@ -62,6 +62,15 @@ static void test_parse(void)
     /* The password never reaches the message. */
     CHECK(bus_rmq_parse_url("amqp://u:hunter2@h:0/?exchange=x", &u, err, sizeof(err)) < 0);
     CHECK(strstr(err, "hunter2") == NULL);
+    /* Nor a part of it: a '?' inside a password is no query. */
+    const char *q_pw[] = { "amqp://u:hun?ter2=x@h:1/", "amqp://u:hun?ter2@h:1/",
+                           "amqp://u:hun?ter2@h:1/?exchange=x", NULL };
+    for (int i = 0; q_pw[i] != NULL; i++) {
+        err[0] = '\0';
+        int rc = bus_rmq_parse_url(q_pw[i], &u, err, sizeof(err));
+        CHECK(strstr(err, "ter2") == NULL);
+        CHECK(rc < 0 || strcmp(u.password, "hun?ter2") == 0);
+    }
     CHECK(bus_is_amqp_url("amqp://h/") == 1 && bus_is_amqp_url("/tmp/b.sock") == 0);
     bus_conn *c = bus_connect("amqps://h/", "t", T_MS, err, sizeof(err));
     CHECK(c == NULL && strstr(err, "not supported") != NULL);
