@@ -199,7 +199,10 @@ static int parse_publish(struct fb_frame *f, char *err, size_t errlen)
         const cJSON *av = cJSON_GetObjectItemCaseSensitive(h, "aggregate_version");
         if (av != NULL) {
             long long v;
-            if (get_int(h, "aggregate_version", 0, -9007199254740991.0, 9007199254740991.0,
+            /* Not negative: a consumer takes no delivery whose version
+             * is not one (bus_fakebroker.c), so storing one would make a
+             * message no consumer can ever take. */
+            if (get_int(h, "aggregate_version", 0, 0, 9007199254740991.0,
                         0, &v, err, errlen) < 0)
                 return -1;
             f->aggregate_version = v;

@@ -110,6 +110,13 @@ def test_bad_input_hurts_only_its_connection(procs, tmp_path):
     f = read_frame(s)
     assert f["op"] == "confirm" and f["status"] == "refused" and f["seq"] == 9
     assert "message_id" in f["error"]
+    # so is a version no consumer would take: stored, it would come back to
+    # every consumer of the group, each refusing it, for ever
+    s.sendall(b'{"op":"publish","seq":10,"topic":"payments","message_id":"neg","type":"T",'
+              b'"headers":{"aggregate_version":-1}}\n')
+    f = read_frame(s)
+    assert f["op"] == "confirm" and f["status"] == "refused" and f["seq"] == 10
+    assert "aggregate_version" in f["error"]
     # a tag that belongs to another connection is unknown here
     s.sendall(json.dumps({"op": "ack", "tag": held["tag"]}).encode() + b"\n")
     f = read_frame(s)
