@@ -26,7 +26,9 @@
 
 enum bus_status {
     BUS_OK = 0,
-    BUS_REFUSED = -1,      /* the broker answered no (outage, bad frame, unknown tag) */
+    BUS_REFUSED = -1,      /* the broker answered no (outage, bad frame, unknown tag),
+                              or a message cannot be sent as it is (the connection
+                              stays usable) */
     BUS_TIMEOUT = -2,      /* no answer within the timeout */
     BUS_DISCONNECTED = -3, /* connection closed or broken */
     BUS_PROTOCOL = -4,     /* the peer sent something we cannot parse */

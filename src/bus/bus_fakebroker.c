@@ -507,9 +507,10 @@ static int fake_publish_send(bus_conn *bc, const struct bus_message *m, char *er
     int rc = check_usable(c, err, errlen);
     if (rc < 0)
         return rc;
+    /* Refused, the connection usable: see bus_rabbitmq.c. */
     if (m == NULL || m->topic == NULL || m->topic[0] == '\0' || m->message_id == NULL ||
         m->message_id[0] == '\0' || m->type == NULL || m->type[0] == '\0')
-        return bus_set_err(err, errlen, BUS_PROTOCOL,
+        return bus_set_err(err, errlen, BUS_REFUSED,
                        "message needs a topic, a message_id and a type");
     cJSON *f = cJSON_CreateObject();
     if (f == NULL)

@@ -1055,12 +1055,16 @@ static int rmq_publish_send(bus_conn *bc, const struct bus_message *m, char *err
     int rc = check_usable(c, err, errlen);
     if (rc < 0)
         return rc;
+    /* A message that cannot be sent as it is is refused, and the
+     * connection stays usable: one bad row must not fail the messages
+     * sent around it (the relay retries it, and dead-letters it at its
+     * attempt limit). */
     if (m == NULL || m->topic == NULL || m->topic[0] == '\0' || m->message_id == NULL ||
         m->message_id[0] == '\0' || m->type == NULL || m->type[0] == '\0')
-        return bus_set_err(err, errlen, BUS_PROTOCOL,
+        return bus_set_err(err, errlen, BUS_REFUSED,
                        "message needs a topic, a message_id and a type");
     if (!name_ok(m->topic, 100) || !name_ok(m->type, 100) || strlen(m->message_id) >= RMQ_ID_MAX)
-        return bus_set_err(err, errlen, BUS_PROTOCOL,
+        return bus_set_err(err, errlen, BUS_REFUSED,
                        "topic and type must be 1..100 of A-Z a-z 0-9 _ - ., message_id under %d "
                        "bytes", RMQ_ID_MAX);
     if (m->payload != NULL && strlen(m->payload) > RMQ_MAX_BODY)

@@ -215,6 +215,15 @@ static void test_return_and_bad_input(const char *base, const char *exchange)
     bus_conn *p = bus_connect(url, "relay-r", T_MS, err, sizeof(err));
     CHECK(p != NULL);
     if (p != NULL) {
+        /* A type the broker cannot route by is refused at once, and the
+         * connection goes on: the publishes around it are confirmed. */
+        struct bus_message spaced = msg("payments", "id-spaced", 1);
+        spaced.type = "Payment Created";
+        err[0] = '\0';
+        CHECK(bus_publish_send(p, &spaced, err, sizeof(err)) == BUS_REFUSED);
+        CHECK(strstr(err, "topic and type must be") != NULL);
+        struct bus_message after = msg("payments", "id-after-spaced", 1);
+        CHECK(bus_publish(p, &after, err, sizeof(err)) == BUS_OK);
         /* No queue is bound for this topic: basic.return, then refused. */
         struct bus_message m = msg("nobody", "id-unroutable", 1);
         struct bus_message ok = msg("payments", "id-routable", 1);
