@@ -1439,6 +1439,19 @@ static void render_resume(struct render_ctx *ctx, const struct sim_act *a, struc
     if (!s->up || s->crashy || !(s->paused ? s->parks == 0 : s->parks == 1))
         return;
     render_park_anchor(ctx, a, s, name);
+    const struct sim_proc *x = &ctx->p->procs[a->proc];
+    if (!s->paused && x->kind == SIM_RELAY && s->park_point != NULL &&
+        strncmp(s->park_point, "relay/", 6) == 0) {
+        /* A relay parked inside its loop holds a claim: it stays parked
+         * past that claim's lease, so the others may take its rows before
+         * it goes on (a stale mark, a late publish).  Woken at once, it
+         * would meet them or not as the timing of its park had it, and
+         * a replay of the seed would not fail as the run did. */
+        cJSON *h = step(ctx->steps, "sleep");
+        cJSON_AddNumberToObject(h, "ms", x->lease_ms + 500);
+        cJSON_AddStringToObject(h, "why", "the parked relay's lease runs out and the others "
+                                          "may take its rows, in every replay");
+    }
     cJSON *o = step(ctx->steps, "resume");
     cJSON_AddStringToObject(o, "proc", name);
     s->paused = 0;

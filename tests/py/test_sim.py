@@ -135,7 +135,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     scs = scenarios_in(sim(["--seed", "3001", "--runs", "80", "--dry-run"]).stdout)
     assert len(scs) == 80
     anchors = cleanups = requeues = refused = closes = slow = park_anchors = creations_only = 0
-    opens = silent = caught_up = 0
+    opens = silent = caught_up = held = 0
     for sc in scs:
         steps = sc["steps"]
         for i, st in enumerate(steps):
@@ -233,6 +233,16 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                     assert follow["fault"] == "partition", follow
                     assert follow["link"] == st["proc"] + "->pg", follow
                     continue
+                if follow["do"] == "sleep":
+                    # A relay parked in its loop holds a claim: it stays
+                    # parked past that claim's lease, then is resumed.
+                    assert st["point"].startswith("relay/"), (sc["name"], st)
+                    assert follow["ms"] == proc["args"]["lease-ms"] + 500, follow
+                    follow = steps[i + 2]
+                    assert follow["do"] == "resume", follow
+                    held += 1
+                elif st["point"].startswith("relay/") and follow["do"] == "resume":
+                    raise AssertionError(f"{sc['name']}: a parked relay resumed at once: {follow}")
                 assert follow["do"] in ("resume", "kill") and follow["proc"] == st["proc"], follow
             if st["do"] == "outboxctl":
                 assert i > 0, "after the first payments, never before"
@@ -255,6 +265,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                     relays = [p for p in sc["processes"].values() if p["kind"] == "relay"]
                     assert relays[0]["args"]["max-attempts"] <= 3
     assert anchors >= 10 and cleanups >= 5 and requeues >= 2, (anchors, cleanups, requeues)
+    assert held >= 1, "no parked relay held past its lease in 80 schedules"
     assert refused >= 10 and closes >= 5 and slow >= 3, (refused, closes, slow)
     assert opens >= closes, (opens, closes)
     assert park_anchors >= 2 and creations_only >= 2, (park_anchors, creations_only)
