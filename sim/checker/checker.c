@@ -1696,8 +1696,13 @@ static void inv_idle_transactions_bounded(struct ctx *c)
  * lease ran out, an exhausted row's dead letter, a mark lost with the
  * database) neither breaks nor extends the run.  Without the dead letter
  * at the limit counted, a relay whose rows reach the limit inside the heal
- * would pass for one that recovered.  The evidence is the database's own
- * record of each claim and release, never the relay's log. */
+ * would pass for one that recovered.  The database side likewise: a relay
+ * still running when the heal ended must have had a session in the
+ * database by then (the runner's 'session' records, runner_heal.c): one
+ * that kept a connection it lost never claims again, however well the
+ * other relays drain the outbox.  The evidence is the database's own
+ * record of each claim and release and its own list of sessions, never
+ * the relay's log. */
 
 static void inv_relay_recovers_after_heal(struct ctx *c)
 {
@@ -1759,6 +1764,23 @@ static void inv_relay_recovers_after_heal(struct ctx *c)
                   "fault was off (at %s): claim %s, then claim %s at %s, with nothing of its "
                   "published between them: it kept a broken broker connection instead of "
                   "opening a new one", w, off, first, PQgetvalue(r, i, 1), at);
+    }
+    PQclear(r);
+    r = q(c,
+        "SELECT coalesce(proc, ''), coalesce(connected, false),"
+        "       (extract(epoch FROM claimed_at) * 1000000)::bigint"
+        "  FROM crashwindow_claims WHERE kind = 'session' ORDER BY seq", 0, NULL);
+    if (r == NULL)
+        return;
+    for (int i = 0; i < PQntuples(r); i++) {
+        inv->checked++;
+        if (PQgetvalue(r, i, 1)[0] == 't')
+            continue;
+        char at[32];
+        fmt_time(atoll(PQgetvalue(r, i, 2)), at, sizeof(at));
+        violation(inv, "%s was still running when the heal ended (at %s) but the database "
+                  "listed no session of it: it kept a database connection it had lost instead "
+                  "of opening a new one, and will never claim again", PQgetvalue(r, i, 0), at);
     }
     PQclear(r);
 }

@@ -16,7 +16,9 @@ const char claim_history_sql[] =
     "    claimed_at timestamptz NOT NULL,\n"
     "    release_kind text,\n"
     "    next_attempt_at timestamptz,\n"
-    "    last_error text\n"
+    "    last_error text,\n"
+    "    proc text,\n"
+    "    connected boolean\n"
     ");\n"
 
     "CREATE INDEX IF NOT EXISTS ix_crashwindow_claims_token\n"

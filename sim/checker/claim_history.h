@@ -19,6 +19,11 @@
  * kind 'remark': the fenced mark requires published_at IS NULL, so only a
  * settle by a claim that no longer held the row does that.  (An operator
  * replay sets published_at to NULL first: not a remark.)
+ * The runner adds records of its own, each with the database's clock:
+ * 'faults_off', the instant the heal turned every fault off, and at the
+ * end of the heal one 'session' per relay still running (proc: its
+ * scenario name), connected saying whether the database then listed a
+ * session of it.
  * Nothing the relay says about itself goes into it. */
 #ifndef CW_CLAIM_HISTORY_H
 #define CW_CLAIM_HISTORY_H
@@ -26,10 +31,12 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-/* The DDL: table crashwindow_claims (seq, kind 'claim', 'release' or 'remark',
+/* The DDL: table crashwindow_claims (seq, kind 'claim', 'release', 'remark',
+ * or the runner's 'faults_off' and 'session',
  * message_id, lock_id, locked_by, attempts, locked_until, claimed_at = the
  * recording transaction's now(); for a release also release_kind,
- * next_attempt_at and last_error) and its trigger on outbox_messages.
+ * next_attempt_at and last_error; for a runner's 'session' record proc and
+ * connected) and its trigger on outbox_messages.
  * Idempotent. */
 extern const char claim_history_sql[];
 

@@ -53,7 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MUTANT_MAX_SCENARIOS 6
+#define MUTANT_MAX_SCENARIOS 8
 
 /* Each mutant and the scenarios that aim at its mistake. */
 struct mutant {
@@ -96,10 +96,12 @@ static const struct mutant MUTANTS[] = {
     { "parked_gap_never_applied", "a version parked for a gap stays parked once the gap closes",
       { "23-parked-gap-applied" } },
     { "relay_keeps_dead_db_connection", "the relay keeps using a database connection it lost",
-      { "16-postgres-crash-under-load", "17-backends-terminated", "19-failover-synchronous",
-        "20-failover-asynchronous-loss", "25-relay-pg-silent", "31-relay-pg-partition" } },
+      { "38-idle-relay-session-terminated", "16-postgres-crash-under-load",
+        "17-backends-terminated", "19-failover-synchronous", "20-failover-asynchronous-loss",
+        "25-relay-pg-silent", "31-relay-pg-partition" } },
     { "relay_keeps_dead_broker_connection", "the relay keeps using a broker connection that broke",
-      { "21-broker-crash-durable", "22-broker-crash-in-memory", "28-confirm-lost" } },
+      { "21-broker-crash-durable", "22-broker-crash-in-memory", "28-confirm-lost",
+        "37-relay-broker-partition" } },
     { "cleanup_unrecorded", "the retention cleanup deletes published rows without a record",
       { "33-cleanup-under-faults" } },
     { "cleanup_deletes_pending", "the retention cleanup deletes by age alone, pending rows too",

@@ -6,7 +6,9 @@
  * the paused and restarts the dead (without faults); then the pipeline must
  * go quiet -- nothing pending in the outbox, nothing published but not
  * consumed, nothing in flight at the broker -- within the scenario's heal
- * timeout.  That is the liveness half of a scenario: a fault may delay
+ * timeout, and then each running relay is given the time a healthy one
+ * needs to show a database session again, which is recorded for the
+ * checker.  That is the liveness half of a scenario: a fault may delay
  * delivery, never stop it for good.  "Quiet" is also what a wait step with
  * until "quiet" polls, so both share runner_pipeline_quiet. */
 #include "runner_internal.h"
@@ -14,6 +16,7 @@
 #include "checker.h"
 #include "cwlog.h"
 #include "evlog.h"
+#include "pgx.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -106,6 +109,99 @@ int runner_pipeline_quiet(struct sctx *s, char *why, size_t whylen)
     cJSON_Delete(stats);
     return quiet;
 }
+/* The running relays' names as a text[] literal ('{"relay-1","relay-2"}'),
+ * or 0 when no relay runs.  Scenario names are [A-Za-z0-9_-], so nothing
+ * inside needs escaping. */
+static int running_relays(struct sctx *s, char *out, size_t outlen)
+{
+    int n = 0;
+    size_t len = (size_t)snprintf(out, outlen, "{");
+    for (int i = 0; i < s->sc->nprocs && len < outlen; i++) {
+        if (s->sc->procs[i].kind != SC_RELAY || !proc_poll(&s->procs[i]))
+            continue;
+        len += (size_t)snprintf(out + len, outlen - len, "%s\"%s\"", n > 0 ? "," : "",
+                                s->procs[i].name);
+        n++;
+    }
+    if (len < outlen)
+        snprintf(out + len, outlen - len, "}");
+    return n;
+}
+
+/* Of the running relays, the sessions the database lists: those without
+ * one, in order.  The same statement, as an INSERT, is the record. */
+#define RELAY_SESSIONS_SQL(head)                                                              \
+    head " FROM unnest($1::text[]) AS u(name)"                                                \
+         " CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM pg_stat_activity a"               \
+         "                                     WHERE a.datname = current_database()"          \
+         "                                       AND a.application_name = u.name)) AS x(on_db)"
+
+/* The relays' reconnect pauses grow to 5 s (relay_loop.c). */
+#define RELAY_RECONNECT_CAP_MS 5000
+
+/* When a healthy relay has a session again at the latest, counted from the
+ * moment every fault was off: a connection attempt begun under the fault
+ * gives up within the relay's database deadline, the pause after it ends
+ * within the reconnect cap, and the next attempt meets no fault; plus a
+ * second of slack. */
+static int64_t relay_session_deadline(struct sctx *s, int64_t faults_off_ms)
+{
+    int longest = 0;
+    for (int i = 0; i < s->sc->nprocs; i++) {
+        const struct sc_proc *sp = &s->sc->procs[i];
+        int dl = sp->db_deadline_ms > 0 ? sp->db_deadline_ms : PGX_DEFAULT_DEADLINE_MS;
+        if (sp->kind == SC_RELAY && dl > longest)
+            longest = dl;
+    }
+    return faults_off_ms + longest + RELAY_RECONNECT_CAP_MS + 1000;
+}
+
+/* 1 when every running relay has a session in the scenario's database, 0
+ * when one has none (why names it), -1 when the database could not say. */
+static int relays_connected(struct sctx *s, char *why, size_t whylen)
+{
+    char names[SC_MAX_PROCS * (SC_NAME_MAX + 3) + 3];
+    if (running_relays(s, names, sizeof(names)) == 0)
+        return 1;
+    const char *p[1] = { names };
+    char err[256];
+    long long missing = runner_sql_value(s,
+        RELAY_SESSIONS_SQL("SELECT count(*) FILTER (WHERE NOT x.on_db)"), 1, p, err,
+        sizeof(err));
+    if (missing < 0) {
+        snprintf(why, whylen, "database: %s", err);
+        return -1;
+    }
+    if (missing > 0)
+        snprintf(why, whylen, "%lld running relay%s without a database session", missing,
+                 missing == 1 ? "" : "s");
+    return missing == 0;
+}
+
+/* A relay that lost its connection must open a new one; one that keeps the
+ * dead handle never claims again, and another relay draining the outbox
+ * would hide it for ever.  So the heal ends by recording, for each relay
+ * still running, whether the database lists a session of it (each process's
+ * application_name is its scenario name, see runner_start_proc);
+ * relay_recovers_after_heal judges the records.  The evidence is the
+ * database's list of sessions, never the relay's word. */
+static void record_relay_sessions(struct sctx *s)
+{
+    char names[SC_MAX_PROCS * (SC_NAME_MAX + 3) + 3];
+    if (running_relays(s, names, sizeof(names)) == 0)
+        return;
+    const char *p[1] = { names };
+    char err[256];
+    long long n = runner_sql_value(s,
+        RELAY_SESSIONS_SQL("WITH r AS (INSERT INTO crashwindow_claims"
+                           "           (kind, message_id, attempts, claimed_at, proc, connected)"
+                           "  SELECT 'session', '00000000-0000-0000-0000-000000000000', 0,"
+                           "         now(), u.name, x.on_db")
+        " RETURNING 1) SELECT count(*) FROM r", 1, p, err, sizeof(err));
+    if (n < 0)
+        runner_progress(s, "heal: the relays' sessions could not be recorded: %s", err);
+}
+
 /* ---- heal --------------------------------------------------------------- */
 
 /* Turns off every fault still armed in the running incarnation of idx.
@@ -208,6 +304,7 @@ int runner_heal(struct sctx *s)
     int restarts[SC_MAX_PROCS] = { 0 };
     char why[512] = "";
     int quiet_since = 0;
+    int64_t sessions_by = relay_session_deadline(s, cw_mono_ms());
     for (;;) {
         for (int i = 0; i < sc->nprocs; i++) {
             struct proc *p = &s->procs[i];
@@ -231,8 +328,12 @@ int runner_heal(struct sctx *s)
             kill(s->broker.pid, SIGCONT);
         if (runner_pipeline_quiet(s, why, sizeof(why))) {
             /* Twice in a row, a poll apart: a delivery in flight between
-             * the SQL and the stats query must not pass for quiet. */
-            if (quiet_since++ >= 1)
+             * the SQL and the stats query must not pass for quiet.  Then
+             * the relays are given until sessions_by to show a session;
+             * one that has none by then is the checker's to judge. */
+            if (quiet_since++ >= 1 &&
+                (relays_connected(s, why, sizeof(why)) > 0 ||
+                 cw_mono_ms() >= sessions_by || cw_mono_ms() >= deadline))
                 break;
         } else {
             quiet_since = 0;
@@ -257,6 +358,7 @@ int runner_heal(struct sctx *s)
         }
         nap(50);
     }
+    record_relay_sessions(s);
     cJSON *ev = runner_rev_begin(s, "heal_done");
     cJSON_AddNumberToObject(ev, "converged_ms", (double)(cw_mono_ms() - start));
     runner_rev_emit(s, ev);
