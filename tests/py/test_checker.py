@@ -260,6 +260,30 @@ def test_history_checks_and_what_the_checker_refuses(tmp_path, pg_cluster):
         got.stdout, got.stdout
     assert healthy_worker not in got.stdout, got.stdout
 
+    # The heal recorded, from pg_stat_activity, a session of each relay
+    # still running; one the database had no session of kept a connection
+    # it lost, whatever the other relays drained: relay_recovers_after_heal
+    # fails and names it.
+    with open(run / "history" / "crashwindow_claims.jsonl", encoding="utf-8") as f:
+        sessions = [x for x in map(json.loads, f.read().splitlines()) if x["kind"] == "session"]
+    assert [(x["proc"], x["connected"]) for x in sessions] == [("relay-1", True)], sessions
+    assert inv(p, "relay_recovers_after_heal")["checked"] >= 1
+    lost = tmp_path / "lost-session"
+    shutil.copytree(out, lost)
+
+    def no_session(lines):
+        recs = [json.loads(x) for x in lines]
+        for x in recs:
+            if x["kind"] == "session":
+                x["connected"] = False
+        return [json.dumps(x) for x in recs]
+
+    rewrite_lines(lost / p["dir"] / "history" / "crashwindow_claims.jsonl", no_session)
+    got = check(lost, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "plain: invariant relay_recovers_after_heal was pass, is fail" in got.stdout, got.stdout
+    assert "relay-1 was still running when the heal ended" in got.stdout, got.stdout
+
 
 def test_a_version_held_behind_a_dead_letter_is_not_lost(tmp_path, pg_cluster):
     """A relay in per-aggregate order holds a version back while an older
