@@ -29,6 +29,7 @@
 #include "cliutil.h"
 #include "cwlog.h"
 #include "fault.h"
+#include "mutant.h"
 
 #include <arpa/inet.h>
 #include <limits.h>
@@ -179,11 +180,11 @@ static void log_start(const struct options *o)
 #else
     cJSON_AddBoolToObject(ev, "fault_points", 0);
 #endif
-#ifdef CW_MUTANT_NAME
-    cJSON_AddStringToObject(ev, "mutant", CW_MUTANT_NAME);
-#else
-    cJSON_AddNullToObject(ev, "mutant");
-#endif
+    const char *mutant = CW_MUTANT_BUILD;
+    if (mutant != NULL)
+        cJSON_AddStringToObject(ev, "mutant", mutant);
+    else
+        cJSON_AddNullToObject(ev, "mutant");
     cwlog_emit(ev);
 }
 

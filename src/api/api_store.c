@@ -9,6 +9,7 @@
 #include "api_store.h"
 #include "api_metrics.h"
 #include "backoff.h"
+#include "bus.h"
 #include "cwlog.h"
 #include "fault.h"
 #include "ids.h"
@@ -21,10 +22,8 @@
 #include <string.h>
 #include <time.h>
 
-#if CW_MUTANT(dual_write) || CW_MUTANT(publish_before_commit)
-#define API_MUTANT_PUBLISHES 1
-#include "bus.h"
-#endif
+/* The mutants that publish straight to the broker, outside the outbox. */
+#define API_MUTANT_PUBLISHES (CW_MUTANT(dual_write) || CW_MUTANT(publish_before_commit))
 
 #define SQLSTATE_LOCK_NOT_AVAILABLE "55P03"
 #define SQLSTATE_QUERY_CANCELED "57014"
@@ -35,10 +34,8 @@
 
 struct api_store {
     struct api_store_config cfg;
-#ifdef API_MUTANT_PUBLISHES
-    pthread_mutex_t bus_lock;
+    pthread_mutex_t bus_lock; /* the mutants' direct publishing only */
     bus_conn *bus;
-#endif
 };
 
 /* Everything fixed once per logical request, before the first attempt. */
@@ -224,7 +221,6 @@ static enum tx_outcome key_taken(PGconn *conn, const struct api_command *cmd,
 
 /* ---- the mutants' direct publishing (known-wrong builds only) --------- */
 
-#ifdef API_MUTANT_PUBLISHES
 /* Publishes the event straight to the broker, outside the outbox: the very
  * dual write the outbox exists to prevent.  Errors are logged and ignored,
  * as such code typically does. */
@@ -262,7 +258,6 @@ static void mutant_publish(api_store *s, const struct api_command *cmd, const st
     cJSON_AddStringToObject(ev, "result", rc == BUS_OK ? "ok" : "error");
     cwlog_emit(ev);
 }
-#endif
 
 /* ---- COMMIT and what follows it ---------------------------------------- */
 
@@ -288,10 +283,9 @@ static enum tx_outcome finish(api_store *s, PGconn *conn, const struct api_comma
                               int *discard, struct api_reply *r)
 {
     char sqlstate[6];
-#if CW_MUTANT(publish_before_commit)
     /* Known-wrong: the event leaves before the transaction is durable. */
-    mutant_publish(s, cmd, plan, version, payload);
-#endif
+    if (CW_MUTANT(publish_before_commit))
+        mutant_publish(s, cmd, plan, version, payload);
     int fail_before = 0;
     CW_FAULT("api/before_commit", fail_before = 1);
     if (fail_before) {
@@ -332,14 +326,10 @@ static enum tx_outcome finish(api_store *s, PGconn *conn, const struct api_comma
     }
     log_commit(cmd, plan, version, xid);
     CW_FAULT("api/after_commit", (void)0);
-#if CW_MUTANT(dual_write)
     /* Known-wrong: the event is published only if the process survives the
      * commit, and the database has no record of it. */
-    mutant_publish(s, cmd, plan, version, payload);
-#else
-    (void)s;
-    (void)payload;
-#endif
+    if (CW_MUTANT(dual_write))
+        mutant_publish(s, cmd, plan, version, payload);
     api_reply_text(r, plan->ok_status, "application/json", plan->body);
     if (plan->ok_status == 201)
         snprintf(r->location, sizeof(r->location), "/payments/%s", plan->payment_id);
@@ -383,7 +373,6 @@ static char *event_payload(const struct plan *plan, const char *amount, const ch
     "  SELECT payment_id, $1, $6::numeric, $7, 'created', 1 FROM idem" \
     "  RETURNING id"
 
-#if !CW_MUTANT(dual_write)
 /* Idempotency record, payment and PaymentCreated outbox row in one
  * statement: the later inserts select from the earlier ones' RETURNING, so
  * when the key is taken nothing at all is written. */
@@ -398,15 +387,16 @@ static const char create_sql[] =
     "  RETURNING id"
     ")"
     " SELECT (SELECT count(*) FROM evt)::int, pg_current_xact_id()::text";
-#define CREATE_NPARAMS 11
-#else
-/* Known-wrong: payment and idempotency record, but no outbox row. */
-static const char create_sql[] =
+
+/* Known-wrong (dual_write): payment and idempotency record, but no outbox
+ * row; the event goes to the broker directly after COMMIT. */
+static const char mutant_create_sql[] =
     CREATE_IDEM_PAY_SQL
     ")"
     " SELECT (SELECT count(*) FROM pay)::int, pg_current_xact_id()::text";
-#define CREATE_NPARAMS 7
-#endif
+
+#define CREATE_SQL (CW_MUTANT(dual_write) ? mutant_create_sql : create_sql)
+#define CREATE_NPARAMS (CW_MUTANT(dual_write) ? 7 : 11)
 
 static enum tx_outcome create_tx(api_store *s, PGconn *conn, const struct api_command *cmd,
                                  const struct plan *plan, const char *payload,
@@ -419,7 +409,7 @@ static enum tx_outcome create_tx(api_store *s, PGconn *conn, const struct api_co
         plan->event_id, payload, cmd->traceparent, plan->occurred_at,
     };
     /* BEGIN rides with the statement: one round trip fewer per request. */
-    PGresult *res = pgx_begin_exec(conn, create_sql, CREATE_NPARAMS, params, sqlstate, NULL, 0);
+    PGresult *res = pgx_begin_exec(conn, CREATE_SQL, CREATE_NPARAMS, params, sqlstate, NULL, 0);
     if (res == NULL) {
         if (strcmp(sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0) {
             pgx_rollback(conn);
@@ -434,6 +424,23 @@ static enum tx_outcome create_tx(api_store *s, PGconn *conn, const struct api_co
     if (written == 0)
         return key_taken(conn, cmd, r);
     return finish(s, conn, cmd, plan, 1, payload, xid, discard, r);
+}
+
+/* The event of a transition, in the transaction that changed the payment. */
+static int insert_outbox_row(PGconn *conn, const struct api_command *cmd, const struct plan *plan,
+                             long long version, const char *payload, char *sqlstate)
+{
+    char vtext[24];
+    snprintf(vtext, sizeof(vtext), "%lld", version);
+    const char *params[7] = { plan->event_id, plan->payment_id, vtext, plan->event_type,
+                              payload, cmd->traceparent, plan->occurred_at };
+    return pgx_cmd(conn,
+                   "INSERT INTO outbox_messages"
+                   " (id, aggregate_type, aggregate_id, aggregate_version, event_type,"
+                   "  schema_version, payload, trace_parent, occurred_at)"
+                   " VALUES ($1::uuid, 'payment', $2::uuid, $3::bigint, $4, 1, $5::jsonb, $6,"
+                   "         $7::timestamptz)",
+                   7, params, sqlstate, NULL, 0);
 }
 
 static enum tx_outcome transition_tx(api_store *s, PGconn *conn, const struct api_command *cmd,
@@ -512,23 +519,13 @@ static enum tx_outcome transition_tx(api_store *s, PGconn *conn, const struct ap
 
     char *payload = event_payload(plan, NULL, currency, version);
     enum tx_outcome out;
-#if !CW_MUTANT(dual_write)
-    char vtext[24];
-    snprintf(vtext, sizeof(vtext), "%lld", version);
-    const char *oparams[7] = { plan->event_id, plan->payment_id, vtext, plan->event_type,
-                               payload, cmd->traceparent, plan->occurred_at };
-    if (pgx_cmd(conn,
-                "INSERT INTO outbox_messages"
-                " (id, aggregate_type, aggregate_id, aggregate_version, event_type,"
-                "  schema_version, payload, trace_parent, occurred_at)"
-                " VALUES ($1::uuid, 'payment', $2::uuid, $3::bigint, $4, 1, $5::jsonb, $6,"
-                "         $7::timestamptz)",
-                7, oparams, sqlstate, NULL, 0) < 0) {
+    /* Known-wrong (dual_write): no outbox row; finish() publishes instead. */
+    if (!CW_MUTANT(dual_write) && insert_outbox_row(conn, cmd, plan, version, payload,
+                                                    sqlstate) < 0) {
         out = statement_failed(conn, "outbox_insert", sqlstate, r);
         cJSON_free(payload);
         return out;
     }
-#endif
     out = finish(s, conn, cmd, plan, version, payload, xid, discard, r);
     cJSON_free(payload);
     return out;
@@ -697,11 +694,9 @@ api_store *api_store_new(const struct api_store_config *cfg, char *err, size_t e
         return NULL;
     }
     s->cfg = *cfg;
-#ifdef API_MUTANT_PUBLISHES
     pthread_mutex_init(&s->bus_lock, NULL);
-    if (cfg->broker == NULL)
+    if (API_MUTANT_PUBLISHES && cfg->broker == NULL)
         cwlog_warn("this build publishes directly but has no --broker: every publish fails");
-#endif
     return s;
 }
 
@@ -709,11 +704,9 @@ void api_store_free(api_store *s)
 {
     if (s == NULL)
         return;
-#ifdef API_MUTANT_PUBLISHES
     if (s->bus != NULL)
         bus_close(s->bus);
     pthread_mutex_destroy(&s->bus_lock);
-#endif
     free(s);
 }
 

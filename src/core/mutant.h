@@ -22,4 +22,12 @@
 #define CW_MUTANT_PLACEHOLDER_1 0,
 #define CW_MUTANT_SECOND_(a, b, ...) b
 
+/* The name of the mutant this build is, or NULL in the real build: a
+ * process says what it is when it starts. */
+#ifdef CW_MUTANT_NAME
+#define CW_MUTANT_BUILD CW_MUTANT_NAME
+#else
+#define CW_MUTANT_BUILD NULL
+#endif
+
 #endif

@@ -47,11 +47,8 @@
 
 #define TS_UTC(col) "to_char((" col ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
-#if CW_MUTANT(claim_ignores_lease)
-#define CLAIM_LEASE_FILTER ""
-#else
+/* A row still leased by another claim is not due, whatever its schedule. */
 #define CLAIM_LEASE_FILTER "          AND (o.locked_until IS NULL OR o.locked_until < now())\n"
-#endif
 
 /* In per-aggregate mode a row waits while any older version of its aggregate
  * is unpublished: pending, leased, backing off or dead-lettered.  A
@@ -67,7 +64,7 @@
 
 /* One branch of the claim: due rows of one kind (kind_filter), walked in
  * the order of that kind's index, locked as they are pulled. */
-#define CLAIM_BRANCH(alias, kind_filter, order_by, order_filter)                \
+#define CLAIM_BRANCH(alias, kind_filter, order_by, order_filter, lease_filter)  \
     "    SELECT " alias ".id, " alias ".previous_lease FROM (\n"                \
     "        SELECT o.id, o.locked_until AS previous_lease\n"                   \
     "        FROM outbox_messages AS o\n"                                       \
@@ -75,19 +72,19 @@
     "          AND o.dead_lettered_at IS NULL\n"                                \
     kind_filter                                                                 \
     "          AND o.next_attempt_at <= now()\n"                                \
-    CLAIM_LEASE_FILTER                                                          \
+    lease_filter                                                                \
     order_filter                                                                \
     "        ORDER BY " order_by "\n"                                           \
     "        LIMIT $2::int\n"                                                   \
     "        FOR UPDATE SKIP LOCKED) AS " alias "\n"
 
-#define CLAIM_SQL(order_filter)                                                 \
+#define CLAIM_SQL(order_filter, lease_filter)                                   \
     "WITH candidates AS (\n"                                                    \
     CLAIM_BRANCH("retried", "          AND o.last_error IS NOT NULL\n",         \
-                 "o.next_attempt_at", order_filter)                             \
+                 "o.next_attempt_at", order_filter, lease_filter)               \
     "    UNION ALL\n"                                                           \
     CLAIM_BRANCH("fresh", "          AND o.last_error IS NULL\n",               \
-                 "o.occurred_at, o.id", order_filter)                           \
+                 "o.occurred_at, o.id", order_filter, lease_filter)             \
     "    LIMIT $2::int\n"                                                       \
     ")\n"                                                                       \
     "UPDATE outbox_messages AS m\n"                                             \
@@ -106,8 +103,8 @@
     "               ELSE 'live' END,\n"                                          \
     "          (extract(epoch FROM m.locked_until) * 1000000)::bigint"
 
-static const char sql_claim_fifo[] = CLAIM_SQL("");
-static const char sql_claim_per_aggregate[] = CLAIM_SQL(CLAIM_ORDER_FILTER);
+static const char sql_claim_fifo[] = CLAIM_SQL("", CLAIM_LEASE_FILTER);
+static const char sql_claim_per_aggregate[] = CLAIM_SQL(CLAIM_ORDER_FILTER, CLAIM_LEASE_FILTER);
 
 /* Fenced by lock_id, the token of the claim that leased the row (a fresh one
  * per claim): a row claimed again since, by another worker or by this one, is
@@ -119,25 +116,43 @@ static const char sql_claim_per_aggregate[] = CLAIM_SQL(CLAIM_ORDER_FILTER);
 static const char sql_mark[] =
     "UPDATE outbox_messages\n"
     "SET published_at = now(), locked_until = NULL\n"
-#if CW_MUTANT(mark_without_owner_check)
-    "WHERE id = ANY($1::uuid[])\n"
-#else
     "WHERE id = ANY($1::uuid[]) AND lock_id = $2::uuid AND published_at IS NULL\n"
-#endif
     "RETURNING id";
 
+#define RETRY_SQL(set_schedule)                                                 \
+    "UPDATE outbox_messages\n"                                                  \
+    "SET " set_schedule "locked_until = NULL,\n"                                \
+    "    last_error = $4\n"                                                     \
+    "WHERE id = $1::uuid AND lock_id = $2::uuid\n"                              \
+    "  AND published_at IS NULL AND dead_lettered_at IS NULL\n"                 \
+    "RETURNING " TS_UTC("now() + $3::bigint * interval '1 millisecond'")
+
 static const char sql_retry[] =
+    RETRY_SQL("next_attempt_at = now() + $3::bigint * interval '1 millisecond',\n    ");
+
+/* ---- the known-wrong statements (mutant builds only, see mutant.h) ----- */
+
+/* claim_ignores_lease: takes rows whose lease is still live. */
+static const char mutant_claim_fifo[] = CLAIM_SQL("", "");
+static const char mutant_claim_per_aggregate[] = CLAIM_SQL(CLAIM_ORDER_FILTER, "");
+
+/* mark_without_owner_check: marks whatever the batch named, fenced by
+ * nothing; the owner is not part of the statement any more. */
+static const char mutant_mark[] =
     "UPDATE outbox_messages\n"
-#if CW_MUTANT(retry_not_persisted)
-    "SET locked_until = NULL,\n"
-#else
-    "SET next_attempt_at = now() + $3::bigint * interval '1 millisecond',\n"
-    "    locked_until = NULL,\n"
-#endif
-    "    last_error = $4\n"
-    "WHERE id = $1::uuid AND lock_id = $2::uuid\n"
-    "  AND published_at IS NULL AND dead_lettered_at IS NULL\n"
-    "RETURNING " TS_UTC("now() + $3::bigint * interval '1 millisecond'");
+    "SET published_at = now(), locked_until = NULL\n"
+    "WHERE id = ANY($1::uuid[])\n"
+    "RETURNING id";
+
+/* retry_not_persisted: releases the row without its next attempt's time. */
+static const char mutant_retry[] = RETRY_SQL("");
+
+#define SQL_CLAIM_FIFO (CW_MUTANT(claim_ignores_lease) ? mutant_claim_fifo : sql_claim_fifo)
+#define SQL_CLAIM_PER_AGGREGATE                                                 \
+    (CW_MUTANT(claim_ignores_lease) ? mutant_claim_per_aggregate : sql_claim_per_aggregate)
+#define SQL_MARK (CW_MUTANT(mark_without_owner_check) ? mutant_mark : sql_mark)
+#define MARK_NPARAMS (CW_MUTANT(mark_without_owner_check) ? 1 : 2)
+#define SQL_RETRY (CW_MUTANT(retry_not_persisted) ? mutant_retry : sql_retry)
 
 static const char sql_dead_letter[] =
     "UPDATE outbox_messages\n"
@@ -154,11 +169,11 @@ const char *relay_sql(const char *which, enum relay_order order)
     if (which == NULL)
         return NULL;
     if (strcmp(which, "claim") == 0)
-        return order == RELAY_ORDER_PER_AGGREGATE ? sql_claim_per_aggregate : sql_claim_fifo;
+        return order == RELAY_ORDER_PER_AGGREGATE ? SQL_CLAIM_PER_AGGREGATE : SQL_CLAIM_FIFO;
     if (strcmp(which, "mark") == 0)
-        return sql_mark;
+        return SQL_MARK;
     if (strcmp(which, "retry") == 0)
-        return sql_retry;
+        return SQL_RETRY;
     if (strcmp(which, "dead_letter") == 0)
         return sql_dead_letter;
     if (strcmp(which, "counter") == 0)
@@ -337,12 +352,6 @@ static int apply_mark(const PGresult *res, struct relay_batch *b)
     return marked;
 }
 
-#if CW_MUTANT(mark_without_owner_check)
-#define MARK_NPARAMS 1 /* the owner is not part of the statement any more */
-#else
-#define MARK_NPARAMS 2
-#endif
-
 /* Notes the error of a pipeline result r, for the step it belongs to. */
 static void step_error(PGconn *conn, const PGresult *r, enum relay_step step,
                        enum relay_step *failed, char *sqlstate, char *err, size_t errlen)
@@ -398,7 +407,7 @@ int relay_mark(PGconn *conn, struct relay_batch *b, char *sqlstate, char *err, s
         return 0;
     }
     const char *params[2] = { ids, b->token };
-    PGresult *res = pgx_exec(conn, sql_mark, MARK_NPARAMS, params, sqlstate, err, errlen);
+    PGresult *res = pgx_exec(conn, SQL_MARK, MARK_NPARAMS, params, sqlstate, err, errlen);
     free(ids);
     if (res == NULL)
         return -1;
@@ -421,7 +430,7 @@ int relay_mark_send(PGconn *conn, const struct relay_batch *b, char *err, size_t
     }
     const char *params[2] = { ids, b->token };
     /* libpq copies the parameters into its output buffer: ids may go now. */
-    int ok = PQsendQueryParams(conn, sql_mark, MARK_NPARAMS, NULL, params, NULL, NULL, 0);
+    int ok = PQsendQueryParams(conn, SQL_MARK, MARK_NPARAMS, NULL, params, NULL, NULL, 0);
     free(ids);
     if (!ok) {
         snprintf(err, errlen, "%s", PQerrorMessage(conn));
@@ -483,7 +492,7 @@ int relay_mark_claim_send(PGconn *conn, const char *worker, const char *token,
     const char *mark_params[2] = { ids, b->token };
     *sent_at = cw_mono_ms();
     int ok = PQenterPipelineMode(conn) &&
-             PQsendQueryParams(conn, sql_mark, MARK_NPARAMS, NULL, mark_params, NULL, NULL, 0) &&
+             PQsendQueryParams(conn, SQL_MARK, MARK_NPARAMS, NULL, mark_params, NULL, NULL, 0) &&
              PQsendQueryParams(conn, relay_sql("claim", order), 4, NULL, p.values, NULL, NULL,
                                0) &&
              PQpipelineSync(conn);
@@ -559,7 +568,7 @@ int relay_retry(PGconn *conn, const char *token, const char *id, int64_t delay_m
     snprintf(delay_s, sizeof(delay_s), "%lld", (long long)delay_ms);
     const char *params[4] = { id, token, delay_s, last_error };
     next_at[0] = '\0';
-    PGresult *res = pgx_exec(conn, sql_retry, 4, params, sqlstate, err, errlen);
+    PGresult *res = pgx_exec(conn, SQL_RETRY, 4, params, sqlstate, err, errlen);
     if (res == NULL)
         return -1;
     int rows = PQntuples(res);

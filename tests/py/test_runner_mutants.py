@@ -9,9 +9,12 @@ suite proves the mechanism with one.
 """
 import json
 import os
+import re
 import subprocess
 
-from conftest import BUILD_DIR, binary, pg_args, read_events
+from conftest import BUILD_DIR, SOURCE_DIR, binary, pg_args, read_events
+
+HOOK = re.compile(r"CW_MUTANT\(\s*(\w+)\s*\)")
 
 
 def crashwindow(*args, timeout=900):
@@ -31,6 +34,38 @@ def test_list_and_usage():
     r = crashwindow("mutants", "--only", "not_a_mutant")
     assert r.returncode == 2 and "unknown mutant 'not_a_mutant'" in r.stderr
     assert crashwindow("mutants", "--frobnicate").returncode == 2
+
+
+def mutant_hooks():
+    """Every CW_MUTANT(name) hook in src/: name -> files, and the hooks that
+    sit in a preprocessor conditional instead of in the code."""
+    hooks, in_cpp = {}, []
+    for top, _, names in sorted(os.walk(os.path.join(SOURCE_DIR, "src"))):
+        for name in sorted(names):
+            if not name.endswith((".c", ".h")) or name == "mutant.h":
+                continue
+            path = os.path.join(top, name)
+            rel = os.path.relpath(path, SOURCE_DIR)
+            with open(path, encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    for m in HOOK.finditer(line):
+                        hooks.setdefault(m.group(1), set()).add(rel)
+                        if re.match(r"\s*#\s*(if|elif)", line):
+                            in_cpp.append(f"{rel}:{n}")
+    return hooks, in_cpp
+
+
+def test_hooks_match_the_catalogue():
+    """Each mutant of the catalogue bends the code somewhere, each hook names
+    a mutant of the catalogue, and no hook is an #if block: a variant reads
+    as one program with the real one (mutant.h says why)."""
+    r = crashwindow("mutants", "--list")
+    assert r.returncode == 0
+    listed = {line.split()[0] for line in r.stdout.splitlines() if line and not line[0].isspace()}
+    hooks, in_cpp = mutant_hooks()
+    assert set(hooks) - listed == set(), "hooks of no catalogued mutant"
+    assert listed - set(hooks) == set(), "catalogued mutants with no hook in src/"
+    assert in_cpp == [], "mutant hooks in #if lines"
 
 
 def test_one_mutant_is_killed(tmp_path, pg_cluster):
