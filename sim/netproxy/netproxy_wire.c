@@ -189,8 +189,10 @@ static const char *const kind_fields[NP_KIND_COUNT] = {
 /* Whether field is a fault field that kind takes. */
 static int takes(enum np_kind k, const char *field)
 {
-    if (strcmp(field, "fault") == 0 || strcmp(field, "ms") == 0)
+    if (strcmp(field, "fault") == 0)
         return 1;
+    if (strcmp(field, "ms") == 0)
+        return k != NP_RESET; /* a reset is an instant, not a state */
     if (strcmp(field, "direction") == 0)
         return k <= NP_LIMIT_DATA || k == NP_PARTITION;
     const char *list = kind_fields[k];

@@ -308,7 +308,7 @@ static cJSON *net_frame(const struct sc_step *st)
     static const char *const cuts[] = { "commit", "confirm", "ack" };
     const struct np_fault *n = &st->net;
     cJSON_AddStringToObject(f, "fault", np_kind_name(n->kind));
-    if (n->kind <= NP_LIMIT_DATA)
+    if (n->kind <= NP_LIMIT_DATA || n->kind == NP_PARTITION)
         cJSON_AddStringToObject(f, "direction", dirs[n->dir]);
     if (n->ms > 0)
         cJSON_AddNumberToObject(f, "ms", n->ms);

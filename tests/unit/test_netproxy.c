@@ -187,6 +187,10 @@ static void test_fault_parse(void)
     CHECK(parse("{\"fault\":\"blackhole\",\"direction\":\"sideways\"}", NP_PG, &f, err) < 0);
     CHECK(parse("{\"fault\":\"blackhole\",\"ms\":1.5}", NP_PG, &f, err) < 0);
     CHECK(parse("{\"fault\":\"reset\",\"direction\":\"up\"}", NP_PG, &f, err) < 0);
+    CHECK(parse("{\"fault\":\"reset\",\"ms\":500}", NP_PG, &f, err) < 0);
+    CHECK(strstr(err, "ms: fault reset takes no such field") != NULL);
+    CHECK(parse("{\"fault\":\"partition\",\"direction\":\"up\"}", NP_PG, &f, err) == 0);
+    CHECK(f.kind == NP_PARTITION && f.dir == NP_UP);
 
     char text[128];
     parse("{\"fault\":\"latency\",\"latency_ms\":200,\"jitter_ms\":50,\"direction\":\"up\","
