@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 int bus_set_err(char *err, size_t errlen, int status, const char *fmt, ...)
 {
@@ -26,14 +27,41 @@ int bus_is_amqp_url(const char *addr)
     return addr != NULL && strncmp(addr, "amqp://", 7) == 0;
 }
 
+static int refuse_tls(const char *addr, char *err, size_t errlen)
+{
+    if (addr == NULL || strncmp(addr, "amqps://", 8) != 0)
+        return BUS_OK;
+    return bus_set_err(err, errlen, BUS_PROTOCOL, "amqps:// (TLS) broker URLs are not "
+                       "supported; use amqp:// on a trusted link");
+}
+
+int bus_check_address(const char *addr, char *err, size_t errlen)
+{
+    struct sockaddr_un sun;
+    if (addr == NULL || addr[0] == '\0')
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "broker address is empty");
+    if (refuse_tls(addr, err, errlen) < 0)
+        return BUS_PROTOCOL;
+    if (bus_is_amqp_url(addr)) {
+        struct bus_rmq_url u;
+        int rc = bus_rmq_parse_url(addr, &u, err, errlen);
+        explicit_bzero(&u, sizeof(u)); /* it holds the password */
+        return rc < 0 ? rc : BUS_OK;
+    }
+    if (strstr(addr, "://") != NULL)
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "broker address is neither an amqp:// "
+                           "URL nor a Unix socket path");
+    if (strlen(addr) >= sizeof(sun.sun_path))
+        return bus_set_err(err, errlen, BUS_PROTOCOL, "broker socket path is longer than "
+                           "%zu bytes", sizeof(sun.sun_path) - 1);
+    return BUS_OK;
+}
+
 static bus_conn *connect_as(const char *addr, const char *client_name, int timeout_ms,
                             int subscriber, char *err, size_t errlen)
 {
-    if (addr != NULL && strncmp(addr, "amqps://", 8) == 0) {
-        bus_set_err(err, errlen, BUS_DISCONNECTED, "amqps:// (TLS) broker URLs are not supported; "
-                "use amqp:// on a trusted link");
+    if (refuse_tls(addr, err, errlen) < 0)
         return NULL;
-    }
     if (bus_is_amqp_url(addr))
         return bus_rabbitmq_connect(addr, client_name, timeout_ms, subscriber, err, errlen);
     /* The fake broker's heartbeats are asked for at bus_subscribe. */

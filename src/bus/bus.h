@@ -96,6 +96,12 @@ bus_conn *bus_connect_subscriber(const char *addr, const char *client_name, int 
 /* 1 when addr is an amqp:// URL (a RabbitMQ broker), else 0. */
 int bus_is_amqp_url(const char *addr);
 
+/* Checks a broker address without connecting: a well-formed amqp:// URL or
+ * a Unix socket path that fits.  BUS_OK, or BUS_PROTOCOL with err naming
+ * what is wrong (never quoting a password).  Programs call it at startup so
+ * that a typo is an error there, not a reconnect loop that never ends. */
+int bus_check_address(const char *addr, char *err, size_t errlen);
+
 /* Makes sure consumer group `group` of topic receives every message of the
  * topic from now on, even before its first subscriber comes: with RabbitMQ
  * it declares the group's queue and its binding (what bus_subscribe would),

@@ -4,6 +4,7 @@
  * daemon proper never meets a nonsensical setting: numbers must be whole,
  * in range, and nothing else; names are short and made of [A-Za-z0-9._-]. */
 #include "consumer_config.h"
+#include "bus.h"
 #include "cliutil.h"
 #include "metrics_http.h"
 
@@ -155,6 +156,11 @@ int consumer_config_parse(int argc, char **argv, struct consumer_config *cfg,
     }
     if (cfg->broker == NULL || cfg->broker[0] == '\0') {
         snprintf(err, errlen, "--broker ADDR is required");
+        return -1;
+    }
+    char why[200];
+    if (bus_check_address(cfg->broker, why, sizeof(why)) != BUS_OK) {
+        snprintf(err, errlen, "--broker: %s", why);
         return -1;
     }
     if (!valid_name(cfg->name)) {

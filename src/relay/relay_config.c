@@ -1,6 +1,7 @@
 /* relay_config.c -- the relay's command line: every flag validated, with a
  * message naming the flag and the accepted range. */
 #include "relay.h"
+#include "bus.h"
 #include "cliutil.h"
 #include "metrics_http.h"
 
@@ -131,6 +132,11 @@ int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
     }
     if (cfg->broker == NULL || cfg->broker[0] == '\0') {
         snprintf(err, errlen, "--broker ADDR is required");
+        return -1;
+    }
+    char why[200];
+    if (bus_check_address(cfg->broker, why, sizeof(why)) != BUS_OK) {
+        snprintf(err, errlen, "--broker: %s", why);
         return -1;
     }
     return 0;

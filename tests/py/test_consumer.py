@@ -136,6 +136,12 @@ def test_unknown_name_without_effect_is_refused(tmp_path):
     r = subprocess.run([binary("accounting-consumer"), "--db", "dbname=x", "--broker",
                         "b", "--prefetch", "many"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and "--prefetch" in r.stderr
+    # A malformed broker URL is refused at start, not retried for ever, and
+    # its password is not repeated.
+    r = subprocess.run([binary("accounting-consumer"), "--db", "dbname=x", "--broker",
+                        "amqp://u:s3cret@h:0/"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "--broker: broker URL port must be in 1..65535" in r.stderr
+    assert "s3cret" not in r.stderr
 
 
 def test_every_version_applied_once_with_the_trace_continued(db, broker, procs):

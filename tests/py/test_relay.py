@@ -555,6 +555,13 @@ def test_bad_flags_exit_2_with_a_message(db, tmp_path):
         ([relay, "--db", db, "--broker", "x", "--backoff-base-ms", "9",
           "--backoff-cap-ms", "5"], "cap"),
         ([relay, "--nonsense", "1"], "--nonsense"),
+        ([relay, "--db", db, "--broker", "amqp://"], "--broker: broker URL names no host"),
+        ([relay, "--db", db, "--broker", "amqp://u:s3cret@h:70000/"], "malformed broker URL"),
+        ([relay, "--db", db, "--broker", "amqp://h/?exchange=amq.direct"], "exchange"),
+        ([relay, "--db", db, "--broker", "amqp://h/?route=x"], "unknown broker URL parameter"),
+        ([relay, "--db", db, "--broker", "amqps://h/"], "TLS"),
+        ([relay, "--db", db, "--broker", "http://h/"], "neither an amqp:// URL"),
+        ([relay, "--db", db, "--broker", "/tmp/" + "s" * 120], "socket path is longer"),
     ]
     env = dict(os.environ)
     env.pop("CW_DB", None)
@@ -562,6 +569,7 @@ def test_bad_flags_exit_2_with_a_message(db, tmp_path):
         out = subprocess.run(args, capture_output=True, text=True, timeout=10, env=env)
         assert out.returncode == 2, (args, out.stderr)
         assert word in out.stderr, (args, out.stderr)
+        assert "s3cret" not in out.stderr
     out = subprocess.run([relay, "--db", db, "--broker", "x"], capture_output=True, text=True,
                          timeout=10, env=dict(env, CW_FAULTS="relay/after_claim=explode"))
     assert out.returncode == 2 and "explode" in out.stderr
