@@ -816,11 +816,27 @@ static int cmp_claim_time(const void *a, const void *b)
     return (x->claimed_us > y->claimed_us) - (x->claimed_us < y->claimed_us);
 }
 
+/* The shortest lease any relay of the scenario is configured with (the
+ * runner's own knowledge: the scenario file), or 0 with no relay. */
+static long long shortest_lease_us(const struct scenario *sc)
+{
+    long long least = 0;
+    for (int p = 0; p < sc->nprocs; p++)
+        if (sc->procs[p].kind == SC_RELAY && sc->procs[p].lease_ms > 0 &&
+            (least == 0 || sc->procs[p].lease_ms * 1000LL < least))
+            least = sc->procs[p].lease_ms * 1000LL;
+    return least;
+}
+
 /* From the claim history alone: every claim of a row began after each
  * earlier claim of it had ended, by lease expiry or by a settle that
  * released it.  Times are the database's own (each transaction's now()),
  * and nothing a relay logged enters: a claim that took a row under a live
- * lease is caught whatever the relay says it found there. */
+ * lease is caught whatever the relay says it found there.  The recorded
+ * lease is itself held to time: a claim must lease the row for at least the
+ * configured duration from its own transaction's clock, or a lease written
+ * already short (a unit mistake, a clock read elsewhere) would make the
+ * overlap above look like a clean hand-over. */
 static void leases_from_history(struct ctx *c, struct chk_inv *inv)
 {
     struct claim_rec *v = malloc(((size_t)c->nclaims + 1) * sizeof(*v));
@@ -828,9 +844,21 @@ static void leases_from_history(struct ctx *c, struct chk_inv *inv)
         return;
     memcpy(v, c->claims, (size_t)c->nclaims * sizeof(*v));
     qsort(v, (size_t)c->nclaims, sizeof(*v), cmp_claim_time);
+    const long long least = shortest_lease_us(c->in->sc);
     for (int i = 0; i < c->nclaims; i++) {
         const struct claim_rec *b = &v[i];
         inv->checked++;
+        /* now() + lease_ms, both from one transaction: exact, save rounding. */
+        if (least > 0 && b->until_us - b->claimed_us < least - 1000) {
+            char t1[32];
+            fmt_time(b->claimed_us, t1, sizeof(t1));
+            violation(inv, "message %s was claimed at %s (claim %s) with a lease of %.3f ms, "
+                      "shorter than the %lld ms the scenario's relays are configured with: "
+                      "another relay may take the row while this one still publishes it "
+                      "(claim history)", b->id, t1, b->token,
+                      (b->until_us - b->claimed_us) / 1000.0, least / 1000);
+            continue;
+        }
         for (int j = i - 1; j >= 0 && strcmp(v[j].id, b->id) == 0; j--) {
             const struct claim_rec *a = &v[j];
             long long end = a->until_us < a->released_us ? a->until_us : a->released_us;

@@ -284,6 +284,24 @@ def test_history_checks_and_what_the_checker_refuses(tmp_path, pg_cluster):
     assert "plain: invariant relay_recovers_after_heal was pass, is fail" in got.stdout, got.stdout
     assert "relay-1 was still running when the heal ended" in got.stdout, got.stdout
 
+    # A lease is held to time, not taken from the record: a claim that wrote
+    # a lease ending at its own moment (a unit mistake would) fails
+    # no_two_live_leases even though no other claim overlapped it.
+    short = tmp_path / "short-lease"
+    shutil.copytree(out, short)
+
+    def lease_ends_at_claim(lines):
+        recs = [json.loads(x) for x in lines]
+        first = next(x for x in recs if x["kind"] == "claim")
+        first["locked_until"] = first["claimed_at"]
+        return [json.dumps(x) for x in recs]
+
+    rewrite_lines(short / p["dir"] / "history" / "crashwindow_claims.jsonl", lease_ends_at_claim)
+    got = check(short, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "plain: invariant no_two_live_leases was pass, is fail" in got.stdout, got.stdout
+    assert "with a lease of 0.000 ms, shorter than the" in got.stdout, got.stdout
+
 
 def test_a_version_held_behind_a_dead_letter_is_not_lost(tmp_path, pg_cluster):
     """A relay in per-aggregate order holds a version back while an older
