@@ -441,10 +441,19 @@ void runner_net_print_keep(const struct sctx *s)
 {
     if (s->netproxy_sock[0] == '\0' || !proc_poll((struct proc *)&s->netproxy))
         return;
+    /* An example on a link the run has: with a standby nothing reaches
+     * PostgreSQL through the proxy, and the API has no broker link. */
+    const char *proc = s->sc->nprocs > 0 ? s->procs[0].name : "api";
+    const char *peer = "pg";
+    for (int i = 0; s->sc->standby && i < s->sc->nprocs; i++)
+        if (s->sc->procs[i].kind != SC_API) {
+            proc = s->procs[i].name;
+            peer = "broker";
+            break;
+        }
     printf("      links (fault proxy pid %d): %s --control %s --send "
-           "'{\"op\":\"set\",\"link\":\"%s->pg\",\"fault\":\"blackhole\",\"ms\":5000}'\n",
-           (int)s->netproxy.pid, s->run->exe_netproxy, s->netproxy_sock,
-           s->sc->nprocs > 0 ? s->procs[0].name : "api");
+           "'{\"op\":\"set\",\"link\":\"%s->%s\",\"fault\":\"blackhole\",\"ms\":5000}'\n",
+           (int)s->netproxy.pid, s->run->exe_netproxy, s->netproxy_sock, proc, peer);
     printf("        ({\"op\":\"links\"} lists them, {\"op\":\"clear\",\"link\":...} ends a "
            "fault, {\"op\":\"stats\"} counts bytes and cuts)\n");
 }

@@ -1047,6 +1047,9 @@ static int parse_step_net(struct vctx *v, struct scenario *sc, const cJSON *s,
     if (st->proc < 0)
         return verr(v, ff, "unknown link '%s': no process '%.*s'", st->link,
                     (int)(arrow - st->link), st->link);
+    if (st->net_peer == NP_BROKER && sc->procs[st->proc].kind == SC_API)
+        return verr(v, ff, "the API does not talk to the broker: '%s' carries nothing a "
+                    "fault could hit", st->link);
     if (st->net_peer == NP_PG && sc->standby)
         return verr(v, ff, "a scenario with a standby reaches PostgreSQL directly (its "
                     "multi-host connection string has no single link)");

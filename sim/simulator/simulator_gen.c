@@ -574,7 +574,9 @@ static void gen_net(uint64_t seed, uint64_t run, struct sim_plan *p)
     struct sim_act a;
     act_init(&a, SIM_NET, sim_rng_below(r, p->nprocs));
     a.net = (enum sim_net)sim_rng_below(r, SIM_NET_CUT + 1);
-    a.net_broker = sim_rng_chance(r, 50);
+    /* The API has no broker link; the draw is made all the same, so that
+     * a seed's other choices stay what they were. */
+    a.net_broker = sim_rng_chance(r, 50) && p->procs[a.proc].kind != SIM_API;
     a.ms = sim_rng_range(r, 300, 2000);
     switch (a.net) {
     case SIM_NET_LATENCY:
@@ -690,7 +692,7 @@ static void gen_links(uint64_t seed, uint64_t run, struct sim_plan *p,
     int roll = sim_rng_below(r, 100);
     a.net = cat->partitions && roll < 40 ? SIM_NET_PARTITION
             : roll < 70 ? SIM_NET_DOWN : SIM_NET_LIMIT_DATA;
-    a.net_broker = sim_rng_chance(r, 50);
+    a.net_broker = sim_rng_chance(r, 50) && p->procs[a.proc].kind != SIM_API;
     a.ms = sim_rng_range(r, 300, 2000);
     if (a.net == SIM_NET_PARTITION) {
         a.net_broker = 0; /* the proxy's kernel rule is for TCP links */

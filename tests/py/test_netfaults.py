@@ -38,6 +38,8 @@ from conftest import PIPELINE, binary, crashwindow, scenario, wait_for
      "steps[0]: cut_after: confirm is for broker links, not a pg link"),
     ([{"do": "net", "link": "relay-1->broker", "fault": "cut", "cut_after": "ack"}], None,
      "steps[0]: cut_after: ack is for a consumer's broker link, and relay-1 is a relay"),
+    ([{"do": "net", "link": "api->broker", "fault": "blackhole"}], None,
+     "steps[0].link: the API does not talk to the broker: 'api->broker' carries nothing"),
     ([{"do": "net", "link": "api->pg", "clear": False}], None,
      "steps[0]: clear: must be true"),
     ([{"do": "net", "link": "api->pg", "fault": "latency", "latency_ms": 5,
