@@ -72,7 +72,7 @@ static int parse(int argc, char **argv, const char *source_dir, int default_shar
 {
     static const char *refused[] = {
         "--shard", "--pg", "--pg-dir", "--keep", "--dry-run", "--replay", "--shrink",
-        "--shard-weights",
+        "--shard-weights", "--fidelity",
     };
     j->cmd = argv[0];
     if (strcmp(j->cmd, "run") != 0 && strcmp(j->cmd, "mutants") != 0

@@ -1058,6 +1058,22 @@ static void put_simulator(struct page *p)
         rbuf_puts(b, "</tbody></table>");
     }
     rbuf_puts(b, "</div>");
+    const cJSON *fid = jget(sim, "fidelity");
+    if (cJSON_IsObject(fid)) {
+        double replays = 0, again = 0, same = 0;
+        jnum(fid, "replays", &replays);
+        jnum(fid, "failed_again", &again);
+        jnum(fid, "same_failure", &same);
+        rbuf_puts(b, "<h3>Replay fidelity</h3><p id=\"sim-fidelity\">The first failing run, ");
+        rbuf_puts(b, "<code>");
+        rbuf_esc(b, jstr(fid, "run"), 60);
+        rbuf_printf(b, "</code>, replayed %.0f times with the same schedule: it failed again "
+                    "%.0f times (%.0f%%), %.0f of them on <code>", replays, again,
+                    replays > 0 ? 100.0 * again / replays : 0.0, same);
+        rbuf_esc(b, jstr(fid, "invariant"), 100);
+        rbuf_puts(b, "</code>.  A failure that does not come back is one nobody can "
+                     "debug.</p>");
+    }
     const cJSON *failing = jget(sim, "failing");
     if (count_array(failing) > 0) {
         rbuf_puts(b, "<h3>Failing runs</h3><table id=\"sim-failing\"><thead><tr><th>run</th>"

@@ -83,6 +83,7 @@ struct sim_opts {
     struct shard shard;      /* --shard, or 0/0 */
     const char *junit;       /* --junit, or NULL */
     int rabbit;              /* --broker rabbitmq */
+    int fidelity;            /* --fidelity N: replays of the first failing run */
 };
 
 /* What one run came to. */
@@ -103,6 +104,7 @@ struct sim {
     char out[PATH_MAX];
     char runs_dir[PATH_MAX];
     char shrink_dir[PATH_MAX];
+    char fidelity_dir[PATH_MAX];
     char own_build[PATH_MAX];
     char script[PATH_MAX];
     struct rdb db;
@@ -116,6 +118,7 @@ struct sim {
     cJSON *faults_fired;     /* point -> count */
     cJSON *failing;          /* array */
     cJSON *shrunk;           /* array */
+    cJSON *fidelity;         /* object, once measured */
     cJSON *scenarios;        /* array */
     cJSON *base;             /* header fields of the first runner result */
     long first, last;        /* the run indexes of this invocation's loop */
@@ -559,6 +562,8 @@ static void write_result(struct sim *s, int done)
     cJSON_AddNumberToObject(sim, "invariant_checks", (double)s->inv_checks);
     cJSON_AddItemReferenceToObject(sim, "failing", s->failing);
     cJSON_AddItemReferenceToObject(sim, "shrunk", s->shrunk);
+    if (s->fidelity != NULL)
+        cJSON_AddItemReferenceToObject(sim, "fidelity", s->fidelity);
     cJSON_AddNumberToObject(sim, "time_budget_s", (double)s->o.budget_s);
     cJSON_AddNumberToObject(sim, "run_seconds", (double)s->run_ms / 1000.0);
     cJSON_AddNumberToObject(sim, "shrink_runs", (double)s->shrink_runs);
@@ -904,7 +909,7 @@ static void usage(FILE *f)
         "                       [--replay S:I] [--shrink] [--shrink-budget SECONDS]\n"
         "                       [--bin DIR] [--pg CONNINFO] [--max-failures N] [--dry-run]\n"
         "                       [--keep-passing] [--shard K/N|env] [--junit FILE]\n"
-        "                       [--broker fake|rabbitmq]\n"
+        "                       [--broker fake|rabbitmq] [--fidelity N]\n"
         "  --seed S            runs S:1, S:2, ... (default: a seed from the clock, printed)\n"
         "  --runs N            how many runs (default %d)\n"
         "  --time-budget SEC   start no run after this many seconds (default %d)\n"
@@ -921,6 +926,8 @@ static void usage(FILE *f)
         "                      (kernel partitions only without --pg: the runs then live in\n"
         "                      a network namespace of their own, which needs root)\n"
         "  --max-failures N    stop after N failing runs\n"
+        "  --fidelity N        replay the first failing run N times and count how many\n"
+        "                      fail again (result.json and the report show it)\n"
         "  --dry-run           print the generated scenarios, run nothing\n"
         "  --keep-passing      keep the files of passing runs too\n"
         "  --shard K/N         runs (K-1)*R/N+1 .. K*R/N of the seed's R runs (needs --seed;\n"
@@ -969,6 +976,15 @@ static int parse_args(struct sim_opts *o, int argc, char **argv)
                 return -1;
             }
             o->have_runs = 1;
+            i++;
+        } else if (strcmp(a, "--fidelity") == 0) {
+            long n;
+            if (parse_long(v, 1, 100, &n) < 0) {
+                fprintf(stderr, "crashwindow sim: --fidelity takes a number of replays from 1 "
+                        "to 100, not '%s'\n", v);
+                return -1;
+            }
+            o->fidelity = (int)n;
             i++;
         } else if (strcmp(a, "--max-failures") == 0) {
             if (parse_long(v, 1, 1000000, &o->max_failures) < 0) {
@@ -1037,6 +1053,11 @@ static int parse_args(struct sim_opts *o, int argc, char **argv)
                 "or --runs\n");
         return -1;
     }
+    if (o->fidelity > 0 && o->shard.count > 0) {
+        fprintf(stderr, "crashwindow sim: --fidelity replays one run in one process; it takes "
+                "no --shard\n");
+        return -1;
+    }
     if (o->shard.count > 0 && (o->replay || !o->have_seed)) {
         fprintf(stderr, "crashwindow sim: --shard needs --seed (every shard must run the same "
                 "seed) and takes no --replay\n");
@@ -1085,6 +1106,7 @@ static void sim_free(struct sim *s)
     cJSON_Delete(s->faults_fired);
     cJSON_Delete(s->failing);
     cJSON_Delete(s->shrunk);
+    cJSON_Delete(s->fidelity);
     cJSON_Delete(s->scenarios);
     cJSON_Delete(s->base);
 }
@@ -1108,7 +1130,9 @@ static int open_output(struct sim *s)
     }
     fmt(s->runs_dir, sizeof(s->runs_dir), "%s/runs", s->out);
     fmt(s->shrink_dir, sizeof(s->shrink_dir), "%s/shrink", s->out);
-    if (fstree_mkdir_p(s->runs_dir) < 0 || (s->o.shrink && fstree_mkdir_p(s->shrink_dir) < 0)) {
+    fmt(s->fidelity_dir, sizeof(s->fidelity_dir), "%s/fidelity", s->out);
+    if (fstree_mkdir_p(s->runs_dir) < 0 || (s->o.shrink && fstree_mkdir_p(s->shrink_dir) < 0) ||
+        (s->o.fidelity > 0 && fstree_mkdir_p(s->fidelity_dir) < 0)) {
         fprintf(stderr, "crashwindow sim: cannot create %s: %s\n", s->out, strerror(errno));
         return -1;
     }
@@ -1204,6 +1228,62 @@ static void shrink_all(struct sim *s, uint64_t seed, const uint64_t *failed, int
     }
 }
 
+/* With --fidelity N: replays the first failing run N times, the same plan
+ * each time, and counts the replays that fail again and those that fail on
+ * the same invariant (FoundationDB's unseed check: a failure that does not
+ * come back is one nobody can debug).  Only failing replays keep their
+ * files. */
+static void measure_fidelity(struct sim *s, uint64_t seed, uint64_t run)
+{
+    struct sim_plan p;
+    sim_generate(&s->cat, seed, run, &p);
+    const cJSON *f = cJSON_GetArrayItem(s->failing, 0);
+    struct outcome fo;
+    memset(&fo, 0, sizeof(fo));
+    snprintf(fo.sig, sizeof(fo.sig), "%s",
+             cJSON_GetObjectItemCaseSensitive(f, "invariant")->valuestring);
+    fo.primary = sc_invariant_from_name(fo.sig);
+    fo.ran = 1;
+    printf("fidelity %llu:%llu: %d replays of the same schedule\n", (unsigned long long)seed,
+           (unsigned long long)run, s->o.fidelity);
+    fflush(stdout);
+    int done = 0, again = 0, same = 0;
+    for (int k = 1; k <= s->o.fidelity && !runner_interrupted(); k++) {
+        char name[96], base[64], dir[PATH_MAX + 100];
+        sim_scenario_name(seed, run, base, sizeof(base));
+        fmt(name, sizeof(name), "%s-r%d", base, k);
+        const char *names[1] = { name };
+        struct outcome oc;
+        if (run_batch(s, &p, names, 1, s->fidelity_dir, &oc) < 0)
+            break;
+        done++;
+        again += !oc.pass;
+        same += same_failure(&fo, &oc);
+        fmt(dir, sizeof(dir), "%s/%s", s->fidelity_dir, name);
+        if (oc.pass)
+            fstree_remove(dir);
+        outcome_free(&oc);
+    }
+    char id[64];
+    fmt(id, sizeof(id), "%llu:%llu", (unsigned long long)seed, (unsigned long long)run);
+    cJSON_Delete(s->fidelity);
+    s->fidelity = cJSON_CreateObject();
+    cJSON_AddStringToObject(s->fidelity, "run", id);
+    cJSON_AddStringToObject(s->fidelity, "invariant", fo.sig);
+    cJSON_AddNumberToObject(s->fidelity, "replays", done);
+    cJSON_AddNumberToObject(s->fidelity, "failed_again", again);
+    cJSON_AddNumberToObject(s->fidelity, "same_failure", same);
+    cJSON *ev = cwlog_begin("fidelity");
+    cJSON_AddStringToObject(ev, "run", id);
+    cJSON_AddNumberToObject(ev, "replays", done);
+    cJSON_AddNumberToObject(ev, "failed_again", again);
+    cJSON_AddNumberToObject(ev, "same_failure", same);
+    cwlog_emit(ev);
+    printf("fidelity %s: failed again in %d of %d replays (%d on %s)\n", id, again, done, same,
+           fo.sig);
+    fflush(stdout);
+}
+
 /* The closing event, the cleanup of what the runner left behind, and the
  * summary with one replay line per failing run. */
 static void finish(struct sim *s, double rpm, int broken)
@@ -1218,6 +1298,8 @@ static void finish(struct sim *s, double rpm, int broken)
     fmt(path, sizeof(path), "%s/result.json", s->runs_dir);
     unlink(path);
     fmt(path, sizeof(path), "%s/result.json", s->shrink_dir);
+    unlink(path);
+    fmt(path, sizeof(path), "%s/result.json", s->fidelity_dir);
     unlink(path);
     if (s->own_cluster)
         rdb_finish(&s->db, s->script, 0);
@@ -1310,6 +1392,8 @@ int simulator_main(int argc, char **argv)
     int nfailed = 0;
     int broken = run_all(s, seed, total, failed_runs, &nfailed, 64) < 0;
     double rpm = runs_per_minute(s);
+    if (s->o.fidelity > 0 && nfailed > 0 && !broken)
+        measure_fidelity(s, seed, failed_runs[0]);
     if (s->o.shrink && nfailed > 0 && !broken)
         shrink_all(s, seed, failed_runs, nfailed);
 

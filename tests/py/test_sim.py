@@ -345,6 +345,8 @@ def test_bad_usage_is_refused():
                          (["--seed", "-3"], "--seed"),
                          (["--runs", "0"], "--runs"),
                          (["--replay", "1:2", "--runs", "3"], "--replay"),
+                         (["--fidelity", "0"], "--fidelity"),
+                         (["--seed", "1", "--shard", "1/2", "--fidelity", "2"], "--fidelity"),
                          (["--frobnicate", "1"], "frobnicate")]:
         r = sim(args + ["--dry-run"])
         assert r.returncode == 2, (args, r.stdout, r.stderr)
@@ -375,8 +377,9 @@ def test_known_failing_seed_fails_again_on_replay(pg_cluster, mutant_build, tmp_
     verdicts = []
     for attempt in ("a", "b"):
         out = str(tmp_path / attempt)
+        # The second time, --fidelity replays the failing run twice more.
         r = sim(["--replay", KNOWN_FAILING, "--bin", mutant_build, "--pg", pg_cluster,
-                 "--out", out])
+                 "--out", out] + (["--fidelity", "2"] if attempt == "b" else []))
         assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
         assert f"crashwindow sim --replay {KNOWN_FAILING} --bin {mutant_build}" in r.stdout
         (line,) = failing_lines(out)
@@ -393,6 +396,20 @@ def test_known_failing_seed_fails_again_on_replay(pg_cluster, mutant_build, tmp_
         assert event in acked_ids(log, "accounting")
         res = load_result(out)
         assert res["simulator"]["failing"][0]["replay"] == line["replay"]
+    assert "fidelity" not in load_result(str(tmp_path / "a"))["simulator"]
+    fid = res["simulator"]["fidelity"]
+    assert fid == {"run": KNOWN_FAILING, "invariant": "nothing_lost", "replays": 2,
+                   "failed_again": 2, "same_failure": 2}, fid
+    assert f"fidelity {KNOWN_FAILING}: failed again in 2 of 2 replays (2 on nothing_lost)" \
+        in r.stdout
+    assert len(os.listdir(os.path.join(out, "fidelity"))) >= 2, "failing replays keep files"
+    html = str(tmp_path / "fidelity.html")
+    rr = subprocess.run([binary("crashwindow"), "report", out, "-o", html], capture_output=True,
+                        text=True, timeout=60)
+    assert rr.returncode == 0, rr.stderr
+    with open(html, encoding="utf-8") as f:
+        assert "replayed 2 times with the same schedule: it failed again 2 times (100%)" in \
+            f.read()
     # The replay ran the very same schedule.
     assert verdicts[0] == verdicts[1]
     # And the unmutated build survives that schedule.
