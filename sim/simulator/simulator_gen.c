@@ -1005,6 +1005,27 @@ static void gen_dead_links(uint64_t seed, uint64_t run, struct sim_plan *p)
     a->capture = sim_rng_chance(r, 50);
 }
 
+/* Clocks of the other processes, from a stream of their own: now and then
+ * one relay or consumer runs with a wall clock that is off by up to two
+ * minutes and may drift.  Leases, backoffs and heartbeats are measured on
+ * the monotonic clock, which the runner leaves alone; what such a clock
+ * skews is every time the process writes about itself, and the checker,
+ * which orders by the database's and the broker's clocks, must not care. */
+static void gen_clocks(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0x9fb21c651e98df25ULL, run);
+    if (!sim_rng_chance(r, 15) || p->nprocs < 2)
+        return;
+    struct sim_proc *x = &p->procs[sim_rng_range(r, 1, p->nprocs - 1)];
+    if (x->kind == SIM_API)
+        return;
+    x->clock_offset_s = sim_rng_range(r, -120, 120);
+    x->clock_rate_pct = PICK(r, 50, 100, 150, 200);
+    if (x->clock_offset_s == 0)
+        x->clock_offset_s = 1;
+}
+
 /* One PRNG drawn in a fixed order: layout, first faults, schedule.
  * Reordering the three calls would change the plan of every seed. */
 void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
@@ -1026,6 +1047,7 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_stale_mark(seed, run, p);
     gen_silent_consumers(seed, run, p);
     gen_dead_links(seed, run, p);
+    gen_clocks(seed, run, p);
 }
 
 /* ---- rendering ----------------------------------------------------------- */

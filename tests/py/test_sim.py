@@ -311,6 +311,24 @@ def test_partitions_are_drawn_only_in_a_namespace_of_the_runs_own():
         assert steps[i]["ms"] > p["db_deadline_ms"], (sc["name"], steps[i])
 
 
+def test_clocks_are_drawn_for_every_kind():
+    """Skewed and drifting clocks (libfaketime) are drawn for the API and,
+    from a stream of their own, for relays and consumers; no link is drawn
+    to the broker from the API, which has none."""
+    scs = scenarios_in(sim(["--seed", "3001", "--runs", "120", "--dry-run"]).stdout)
+    clocked = {}
+    for sc in scs:
+        for p in sc["processes"].values():
+            if "clock" in p:
+                clocked.setdefault(p["kind"], []).append(p["clock"])
+        for st in sc["steps"]:
+            if st["do"] == "net":
+                assert not st["link"].startswith("api->broker"), (sc["name"], st)
+    assert set(clocked) == {"api", "relay", "consumer"}, sorted(clocked)
+    assert all(0.5 <= c.get("rate", 1) <= 2 for k in clocked for c in clocked[k])
+    assert all(-120 <= c["offset_s"] <= 120 for k in clocked for c in clocked[k])
+
+
 def test_a_drawn_partition_under_a_parked_commit(tmp_path):
     """The first such run of seed 5, on a cluster and a namespace of the
     simulator's own: the unmodified build converges (every stored event
