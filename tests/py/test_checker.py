@@ -268,39 +268,41 @@ def test_history_checks_and_what_the_checker_refuses(tmp_path, pg_cluster):
         sessions = [x for x in map(json.loads, f.read().splitlines()) if x["kind"] == "session"]
     assert [(x["proc"], x["connected"]) for x in sessions] == [("relay-1", True)], sessions
     assert inv(p, "relay_recovers_after_heal")["checked"] >= 1
-    lost = tmp_path / "lost-session"
-    shutil.copytree(out, lost)
+    def recheck_with_claims(name, edit):
+        """Re-checks a copy of the run whose claim history edit() changed in
+        place; the verdict must turn to a failure."""
+        copy = tmp_path / name
+        shutil.copytree(out, copy)
 
-    def no_session(lines):
-        recs = [json.loads(x) for x in lines]
+        def rewrite(lines):
+            recs = [json.loads(x) for x in lines]
+            edit(recs)
+            return [json.dumps(x) for x in recs]
+
+        rewrite_lines(copy / p["dir"] / "history" / "crashwindow_claims.jsonl", rewrite)
+        got = check(copy, pg_cluster)
+        assert got.returncode == 1, got.stdout + got.stderr
+        return got.stdout
+
+    def no_session(recs):
         for x in recs:
             if x["kind"] == "session":
                 x["connected"] = False
-        return [json.dumps(x) for x in recs]
 
-    rewrite_lines(lost / p["dir"] / "history" / "crashwindow_claims.jsonl", no_session)
-    got = check(lost, pg_cluster)
-    assert got.returncode == 1, got.stdout + got.stderr
-    assert "plain: invariant relay_recovers_after_heal was pass, is fail" in got.stdout, got.stdout
-    assert "relay-1 was still running when the heal ended" in got.stdout, got.stdout
+    got = recheck_with_claims("lost-session", no_session)
+    assert "plain: invariant relay_recovers_after_heal was pass, is fail" in got, got
+    assert "relay-1 was still running when the heal ended" in got, got
 
     # A lease is held to time, not taken from the record: a claim that wrote
     # a lease ending at its own moment (a unit mistake would) fails
     # no_two_live_leases even though no other claim overlapped it.
-    short = tmp_path / "short-lease"
-    shutil.copytree(out, short)
-
-    def lease_ends_at_claim(lines):
-        recs = [json.loads(x) for x in lines]
+    def lease_ends_at_claim(recs):
         first = next(x for x in recs if x["kind"] == "claim")
         first["locked_until"] = first["claimed_at"]
-        return [json.dumps(x) for x in recs]
 
-    rewrite_lines(short / p["dir"] / "history" / "crashwindow_claims.jsonl", lease_ends_at_claim)
-    got = check(short, pg_cluster)
-    assert got.returncode == 1, got.stdout + got.stderr
-    assert "plain: invariant no_two_live_leases was pass, is fail" in got.stdout, got.stdout
-    assert "with a lease of 0.000 ms, shorter than the" in got.stdout, got.stdout
+    got = recheck_with_claims("short-lease", lease_ends_at_claim)
+    assert "plain: invariant no_two_live_leases was pass, is fail" in got, got
+    assert "with a lease of 0.000 ms, shorter than the" in got, got
 
 
 def test_a_version_held_behind_a_dead_letter_is_not_lost(tmp_path, pg_cluster):
