@@ -141,6 +141,10 @@
  *     other switches of the same frame.  Ranges: delay_ms 0..3600000,
  *     drop_before_confirm 0..1000000, visibility_timeout_ms 1..86400000,
  *     max_payload_bytes 0..FB_MAX_FRAME.
+ *   - control takes "close_connections":true, an action: every client
+ *     connection but the requester's is closed at once (disconnect reason
+ *     closed_by_broker; their unacked deliveries are given back), and the
+ *     reply counts them in "closed_connections".
  *   - control takes "refuse_error":"TEXT" (at most FB_MAX_REFUSE_ERROR
  *     bytes; "" restores the default "broker outage"): the error that a
  *     publish refused under outage "refuse" carries in its confirm, as a
@@ -296,6 +300,7 @@ struct fb_frame {
     int delay_ms;
     /* control */
     int ctl_reset;
+    int ctl_close_connections; /* close every other client's connection now */
     unsigned ctl_mask;
     struct fb_control ctl;
 };

@@ -262,6 +262,10 @@ static int parse_control(struct fb_frame *f, char *err, size_t errlen)
             if (get_bool(f->root, k, 0, &b, err, errlen) < 0)
                 return -1;
             f->ctl_reset = b;
+        } else if (strcmp(k, "close_connections") == 0) {
+            if (get_bool(f->root, k, 0, &b, err, errlen) < 0)
+                return -1;
+            f->ctl_close_connections = b;
         } else if (strcmp(k, "outage") == 0) {
             const char *s = cJSON_IsString(it) ? it->valuestring : NULL;
             if (s != NULL && strcmp(s, "off") == 0)

@@ -526,7 +526,20 @@ static void handle_control(struct server *s, struct conn *c, const struct fb_fra
 {
     fb_control_apply(&s->ctl, f, s->opt->visibility_timeout_ms);
     mark_all_dirty(s);
+    /* An action, not a switch: the broker drops every other client at once,
+     * as RabbitMQ's close_all_connections does.  The round's reap gives
+     * their unacked deliveries back. */
+    int closed = 0;
+    for (struct conn *k = s->conns; f->ctl_close_connections && k != NULL; k = k->next) {
+        if (k == c || k->dead)
+            continue;
+        k->dead = 1;
+        k->why = "closed_by_broker";
+        closed++;
+    }
     cJSON *sw = fb_control_json(&s->ctl);
+    if (f->ctl_close_connections)
+        cJSON_AddNumberToObject(sw, "closed_connections", closed);
     struct fb_buf *b = ev_begin(s, "control");
     ev_conn(b, c);
     ev_members(b, sw);

@@ -290,6 +290,14 @@ int runner_rabbit_settle(struct sctx *s);
  * its data.  0 or -1 (recorded). */
 int runner_rabbit_crash(struct sctx *s, int down_ms);
 
+/* 1 when a broker step's control is the one action RabbitMQ can take too:
+ * {"close_connections": true}. */
+int runner_rabbit_can_control(const cJSON *control);
+
+/* close_connections against RabbitMQ: rabbitmqctl close_all_connections.
+ * 0 or -1 (recorded). */
+int runner_rabbit_close_connections(struct sctx *s);
+
 /* ---- runner_heal.c ------------------------------------------------------ */
 
 /* 1 when the pipeline has drained (nothing pending, nothing unconsumed,

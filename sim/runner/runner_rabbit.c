@@ -63,7 +63,7 @@ const char *runner_rabbit_setup_skip(const struct scenario *sc, char *why, size_
 const char *runner_rabbit_step_skip(const struct scenario *sc, const struct sc_step *st,
                                     char *why, size_t whylen)
 {
-    if (st->verb == V_BROKER) {
+    if (st->verb == V_BROKER && !runner_rabbit_can_control(st->control)) {
         snprintf(why, whylen, "a broker step sets a fake-broker switch");
         return why;
     }
@@ -196,6 +196,25 @@ int runner_rabbit_settle(struct sctx *s)
     char *argv[] = { r->rabbit_script, (char *)"sync", r->rabbit_dir, NULL };
     if (proc_run_capture(argv, NULL, 60000, out, sizeof(out)) != 0)
         return runner_fail(s, "could not flush the RabbitMQ node's queue registry: %.300s", out);
+    return 0;
+}
+
+int runner_rabbit_can_control(const cJSON *control)
+{
+    const cJSON *only = control != NULL ? control->child : NULL;
+    return only != NULL && only->next == NULL && strcmp(only->string, "close_connections") == 0
+        && cJSON_IsTrue(only);
+}
+
+int runner_rabbit_close_connections(struct sctx *s)
+{
+    struct runner *r = s->run;
+    char out[2048];
+    char *argv[] = { r->rabbit_script, (char *)"ctl", r->rabbit_dir,
+                     (char *)"close_all_connections", (char *)"crashwindow: the broker closes "
+                     "every connection", NULL };
+    if (proc_run_capture(argv, NULL, 60000, out, sizeof(out)) != 0)
+        return runner_fail(s, "broker close_connections: rabbitmqctl failed: %.300s", out);
     return 0;
 }
 

@@ -620,8 +620,12 @@ static int step_payments(struct sctx *s, const struct sc_step *st)
 static int step_broker(struct sctx *s, const struct sc_step *st)
 {
     char err[512];
-    if (brokerctl_control(s->broker_sock, st->control, 3000, err, sizeof(err)) < 0)
+    if (runner_rabbit(s->run) && runner_rabbit_can_control(st->control)) {
+        if (runner_rabbit_close_connections(s) < 0)
+            return -1;
+    } else if (brokerctl_control(s->broker_sock, st->control, 3000, err, sizeof(err)) < 0) {
         return runner_fail(s, "broker control: %s", err);
+    }
     cJSON *ev = runner_rev_begin(s, "broker_control");
     cJSON_AddItemToObject(ev, "control", sc_control_for_display(st->control));
     runner_rev_emit(s, ev);

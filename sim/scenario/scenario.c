@@ -73,7 +73,8 @@ static const char *const expect_checks[] = {
 /* Broker switches a scenario may set (sim/fakebroker/fakebroker.h). */
 static const char *const broker_switches[] = {
     "outage", "duplicate", "delay_ms", "reorder", "drop_before_confirm",
-    "visibility_timeout_ms", "max_payload_bytes", "reset", "refuse_error", NULL
+    "visibility_timeout_ms", "max_payload_bytes", "reset", "refuse_error",
+    "close_connections", NULL
 };
 
 /* The "broker" members that configure the broker at its start; every other
@@ -530,7 +531,8 @@ static int check_control(struct vctx *v, const cJSON *c, const char *field)
                                          strcmp(it->valuestring, "hang") == 0))
                 return verr(v, f, "must be \"off\", \"refuse\" or \"hang\"");
         } else if (strcmp(it->string, "duplicate") == 0 || strcmp(it->string, "reorder") == 0 ||
-                   strcmp(it->string, "reset") == 0) {
+                   strcmp(it->string, "reset") == 0 ||
+                   strcmp(it->string, "close_connections") == 0) {
             if (!cJSON_IsBool(it))
                 return verr(v, f, "must be true or false");
         } else if (strcmp(it->string, "refuse_error") == 0) {

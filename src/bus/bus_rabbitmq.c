@@ -517,9 +517,15 @@ static int login(struct rmq_conn *c, char *err, size_t errlen)
                                                     c->url.user, c->url.password);
     if (r.reply_type == AMQP_RESPONSE_NORMAL)
         return BUS_OK;
+    /* A login that timed out was not refused: a slow link is not a wrong
+     * password, and the operator reading the error must not be sent to check
+     * the credentials. */
+    int timed_out = r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+                    r.library_error == AMQP_STATUS_TIMEOUT;
     char what[768];
-    snprintf(what, sizeof(what), "broker at %s:%d refused the login of user %s on vhost %s",
-             c->url.host, c->url.port, c->url.user, c->url.vhost);
+    snprintf(what, sizeof(what), "broker at %s:%d %s the login of user %s on vhost %s",
+             c->url.host, c->url.port, timed_out ? "did not answer" : "refused", c->url.user,
+             c->url.vhost);
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
         r.library_error == AMQP_STATUS_CONNECTION_CLOSED)
         return bus_set_err(err, errlen, fail(c, BUS_REFUSED), "%s (connection closed)", what);

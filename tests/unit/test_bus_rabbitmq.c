@@ -76,6 +76,26 @@ static void test_parse(void)
     CHECK(c == NULL && strstr(err, "not supported") != NULL);
 }
 
+/* A peer that takes the TCP connection and never speaks AMQP: the login
+ * times out, and the error says so rather than call it refused (a slow or
+ * silent link is not a wrong password). */
+static void test_silent_login(void)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(sa);
+    CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 4) == 0 &&
+          getsockname(lfd, (struct sockaddr *)&sa, &len) == 0);
+    char url[128], err[512] = "";
+    snprintf(url, sizeof(url), "amqp://guest:s3cret@127.0.0.1:%d/", ntohs(sa.sin_port));
+    int64_t t0 = cw_mono_ms();
+    CHECK(bus_connect(url, "relay-q", 300, err, sizeof(err)) == NULL);
+    CHECK(cw_mono_ms() - t0 < 5000);
+    CHECK(strstr(err, "did not answer the login of user guest") != NULL);
+    CHECK(strstr(err, "refused") == NULL && strstr(err, "s3cret") == NULL);
+    close(lfd);
+}
+
 /* base URL + "?exchange=NAME" (+ extra). */
 static void url_with(char *out, size_t n, const char *base, const char *exchange,
                      const char *extra)
@@ -398,6 +418,7 @@ static void test_stalled_peer(const char *base, const char *exchange)
 int main(void)
 {
     test_parse();
+    test_silent_login();
     const char *base = getenv("CW_TEST_AMQP_URL");
     if (base != NULL && base[0] != '\0') {
         char exchange[64], url[600];
