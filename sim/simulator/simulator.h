@@ -143,8 +143,9 @@ enum sim_act_kind {
                       older than ms, while the rest of the schedule goes on */
     SIM_REQUEUE,   /* the runbook's recovery: outboxctl requeue --all, every dead
                       letter of the moment sent again under its id */
-    SIM_CLEANUP_INBOX /* outboxctl cleanup-inbox with a retention of ms, inside the
+    SIM_CLEANUP_INBOX, /* outboxctl cleanup-inbox with a retention of ms, inside the
                       redelivery horizon: must be refused (exit 1, "refusing") */
+    SIM_BROKER_CLOSE  /* the broker drops every client's connection at once */
 };
 
 /* SIM_NET faults, as the runner's "net" step names them. */

@@ -1026,6 +1026,19 @@ static void gen_clocks(uint64_t seed, uint64_t run, struct sim_plan *p)
         x->clock_offset_s = 1;
 }
 
+/* The broker dropping every connection (RabbitMQ's close_all_connections),
+ * from a stream of its own: now and then once, between two actions. */
+static void gen_broker_close(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0x4cf5ad432745937fULL, run);
+    if (!sim_rng_chance(r, 12) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
+        return;
+    struct sim_act a;
+    act_init(&a, SIM_BROKER_CLOSE, -1);
+    insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
+}
+
 /* One PRNG drawn in a fixed order: layout, first faults, schedule.
  * Reordering the three calls would change the plan of every seed. */
 void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
@@ -1048,6 +1061,7 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_silent_consumers(seed, run, p);
     gen_dead_links(seed, run, p);
     gen_clocks(seed, run, p);
+    gen_broker_close(seed, run, p);
 }
 
 /* ---- rendering ----------------------------------------------------------- */
@@ -1662,6 +1676,13 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
         case SIM_DB:
             render_db(&ctx, a);
             break;
+        case SIM_BROKER_CLOSE: {
+            cJSON *o = step(ctx.steps, "broker");
+            cJSON_AddItemToObject(o, "control", cJSON_CreateObject());
+            cJSON_AddTrueToObject(cJSON_GetObjectItemCaseSensitive(o, "control"),
+                                  "close_connections");
+            break;
+        }
         case SIM_BROKER_CRASH: {
             cJSON *o = step(ctx.steps, "broker_crash");
             cJSON_AddNumberToObject(o, "down_ms", a->ms);
@@ -1908,6 +1929,9 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             break;
         case SIM_BROKER_CRASH:
             sb_add(&b, " broker-crash(%d ms)", a->ms);
+            break;
+        case SIM_BROKER_CLOSE:
+            sb_add(&b, " broker-close");
             break;
         case SIM_CLEANUP:
             sb_add(&b, " cleanup(%d ms)", a->ms);

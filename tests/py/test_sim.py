@@ -311,7 +311,7 @@ def test_partitions_are_drawn_only_in_a_namespace_of_the_runs_own():
         assert steps[i]["ms"] > p["db_deadline_ms"], (sc["name"], steps[i])
 
 
-def test_clocks_are_drawn_for_every_kind():
+def test_clocks_and_broker_closes_are_drawn():
     """Skewed and drifting clocks (libfaketime) are drawn for the API and,
     from a stream of their own, for relays and consumers; no link is drawn
     to the broker from the API, which has none."""
@@ -326,6 +326,11 @@ def test_clocks_are_drawn_for_every_kind():
                 assert not st["link"].startswith("api->broker"), (sc["name"], st)
     assert set(clocked) == {"api", "relay", "consumer"}, sorted(clocked)
     assert all(0.5 <= c.get("rate", 1) <= 2 for k in clocked for c in clocked[k])
+    # The broker now and then drops every connection (RabbitMQ's
+    # close_all_connections), a step both brokers take.
+    closes = [sc["name"] for sc in scs for st in sc["steps"]
+              if st["do"] == "broker" and st.get("control") == {"close_connections": True}]
+    assert 5 <= len(closes) <= 30, closes
     assert all(-120 <= c["offset_s"] <= 120 for k in clocked for c in clocked[k])
 
 
