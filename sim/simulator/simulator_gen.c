@@ -1036,7 +1036,11 @@ static void gen_broker_close(uint64_t seed, uint64_t run, struct sim_plan *p)
         return;
     struct sim_act a;
     act_init(&a, SIM_BROKER_CLOSE, -1);
-    insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
+    /* Never between a park's follow-ups: they must come one after another. */
+    int at = sim_rng_range(r, 1, p->nacts);
+    while (at < p->nacts && p->acts[at].after_park)
+        at++;
+    insert_act(p, at, &a);
 }
 
 /* One PRNG drawn in a fixed order: layout, first faults, schedule.
@@ -1057,11 +1061,11 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_ops(seed, run, p);
     gen_slow_links(seed, run, p);
     gen_links(seed, run, p, cat);
+    gen_broker_close(seed, run, p); /* inside the schedule, before the endings */
     gen_stale_mark(seed, run, p);
     gen_silent_consumers(seed, run, p);
     gen_dead_links(seed, run, p);
     gen_clocks(seed, run, p);
-    gen_broker_close(seed, run, p);
 }
 
 /* ---- rendering ----------------------------------------------------------- */
