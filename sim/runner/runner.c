@@ -493,7 +493,10 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
 
     char pidtext[16];
     snprintf(pidtext, sizeof(pidtext), "%d", (int)p->pid);
-    int64_t deadline = cw_mono_ms() + 10000;
+    /* A process whose wall clock runs slow also waits longer for what it
+     * times on it (libpq's connect_timeout among them). */
+    int start_ms = sp->clock_rate < 1.0 ? (int)(10000 / sp->clock_rate) : 10000;
+    int64_t deadline = cw_mono_ms() + start_ms;
     for (;;) {
         if (sp->kind == SC_API) {
             s->port[idx] = api_port(s, idx, off);
@@ -512,8 +515,8 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
         }
         if (cw_mono_ms() >= deadline || runner_interrupted()) {
             if (sp->kind == SC_API)
-                return runner_fail(s, "%s did not report its listening port within 10 s",
-                                   p->name);
+                return runner_fail(s, "%s did not report its listening port within %d s",
+                                   p->name, start_ms / 1000);
             break; /* built without fault points: no FIFO to wait for */
         }
         nap(5);

@@ -362,6 +362,7 @@ static int parse_clock(struct vctx *v, const cJSON *proc, const char *pfield, st
             return verr(v, field, "rate: must be a number from 0.5 to 2 (1: real time)");
         x = rate->valuedouble;
     }
+    p->clock_rate = x;
     snprintf(p->faketime, sizeof(p->faketime), "%+llds", off);
     if (x != 1.0)
         snprintf(p->faketime + strlen(p->faketime), sizeof(p->faketime) - strlen(p->faketime),
@@ -402,6 +403,7 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
     p->heal = 1;
     p->max_attempts = 12;
     p->lease_ms = 30000;
+    p->clock_rate = 1.0;
     p->consumer_name = "accounting";
     sc->nprocs++; /* from here on scenario_free releases its args */
     if (get_bool(v, it, "autostart", field, &p->autostart) < 0 ||

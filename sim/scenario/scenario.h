@@ -88,6 +88,7 @@ struct sc_proc {
     int per_aggregate;                  /* relays: --order per-aggregate */
     /* "clock": libfaketime's FAKETIME for this process, or "" */
     char faketime[48];
+    double clock_rate;                  /* its "rate" (1: real time) */
     int db_deadline_ms;                 /* "db_deadline_ms": CW_DB_DEADLINE_MS, 0: default */
 };
 

@@ -224,3 +224,29 @@ def test_keep_prints_how_to_set_a_fault_on_a_live_link(tmp_path, pg_cluster):
         for name in os.listdir(run_tmp):
             os.unlink(os.path.join(run_tmp, name))
         os.rmdir(run_tmp)
+
+
+def test_slow_clocked_api_restarted_into_a_blackhole_gets_its_time(tmp_path, pg_cluster):
+    """Found by the simulator (seed 9026, run 100): an API whose wall clock
+    runs at half speed is restarted while its database link swallows
+    everything.  libpq times its connect on that clock, so the first
+    attempt takes twice its 5 s, and the API listens only after it; the
+    runner waits for a slow clock in proportion instead of failing the run
+    for a harness bound of 10 s."""
+    procs = dict(PIPELINE, api={"kind": "api", "clock": {"offset_s": -80, "rate": 0.5}})
+    path = scenario(tmp_path, "slowclock", [
+        {"do": "payments", "count": 2, "key_prefix": "t-slow-a"},
+        {"do": "net", "link": "api->pg", "fault": "blackhole", "ms": 1500},
+        {"do": "restart", "proc": "api"},
+        {"do": "payments", "count": 2, "key_prefix": "t-slow-b"},
+        {"do": "wait", "until": "consumed", "count": 4, "timeout_ms": 15000}],
+        processes=procs)
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    runner = [json.loads(line) for line in
+              (out / sc["dir"] / "runner.events.jsonl").read_text().splitlines()]
+    restart = next(e for e in runner if e["event"] == "restart" and e["target"] == "api")
+    after = next(e for e in runner if e["event"] == "step" and e["ts_us"] > restart["ts_us"])
+    assert after["ts_us"] - restart["ts_us"] > 5_000_000, "the blackhole did hold the start up"
