@@ -1205,6 +1205,20 @@ static int run_all(struct sim *s, uint64_t seed, long total, uint64_t *failed, i
     return 0;
 }
 
+/* The failure recorded for failing run k (its invariant and witness), as an
+ * outcome to compare a rerun of it with. */
+static void recorded_failure(const struct sim *s, int k, struct outcome *fo)
+{
+    const cJSON *f = cJSON_GetArrayItem(s->failing, k);
+    const char *inv = cJSON_GetObjectItemCaseSensitive(f, "invariant")->valuestring;
+    const char *wit = cJSON_GetObjectItemCaseSensitive(f, "witness")->valuestring;
+    memset(fo, 0, sizeof(*fo));
+    snprintf(fo->sig, sizeof(fo->sig), "%s", inv);
+    snprintf(fo->witness, sizeof(fo->witness), "%s", wit);
+    fo->primary = sc_invariant_from_name(inv);
+    fo->ran = 1;
+}
+
 /* With --shrink: shrinks failed[0..nfailed) of seed in turn, within one
  * shared budget, rewriting result.json after each. */
 static void shrink_all(struct sim *s, uint64_t seed, const uint64_t *failed, int nfailed)
@@ -1215,14 +1229,7 @@ static void shrink_all(struct sim *s, uint64_t seed, const uint64_t *failed, int
         sim_generate(&s->cat, seed, failed[k], &p);
         /* The failure to preserve is the one recorded for this run. */
         struct outcome fo;
-        memset(&fo, 0, sizeof(fo));
-        const cJSON *f = cJSON_GetArrayItem(s->failing, k);
-        const char *inv = cJSON_GetObjectItemCaseSensitive(f, "invariant")->valuestring;
-        const char *wit = cJSON_GetObjectItemCaseSensitive(f, "witness")->valuestring;
-        snprintf(fo.sig, sizeof(fo.sig), "%s", inv);
-        snprintf(fo.witness, sizeof(fo.witness), "%s", wit);
-        fo.primary = sc_invariant_from_name(inv);
-        fo.ran = 1;
+        recorded_failure(s, k, &fo);
         shrink_one(s, &p, &fo, deadline);
         write_result(s, 0);
     }
@@ -1237,20 +1244,16 @@ static void measure_fidelity(struct sim *s, uint64_t seed, uint64_t run)
 {
     struct sim_plan p;
     sim_generate(&s->cat, seed, run, &p);
-    const cJSON *f = cJSON_GetArrayItem(s->failing, 0);
     struct outcome fo;
-    memset(&fo, 0, sizeof(fo));
-    snprintf(fo.sig, sizeof(fo.sig), "%s",
-             cJSON_GetObjectItemCaseSensitive(f, "invariant")->valuestring);
-    fo.primary = sc_invariant_from_name(fo.sig);
-    fo.ran = 1;
+    recorded_failure(s, 0, &fo);
+    char base[64];
+    sim_scenario_name(seed, run, base, sizeof(base));
     printf("fidelity %llu:%llu: %d replays of the same schedule\n", (unsigned long long)seed,
            (unsigned long long)run, s->o.fidelity);
     fflush(stdout);
     int done = 0, again = 0, same = 0;
     for (int k = 1; k <= s->o.fidelity && !runner_interrupted(); k++) {
-        char name[96], base[64], dir[PATH_MAX + 100];
-        sim_scenario_name(seed, run, base, sizeof(base));
+        char name[96], dir[PATH_MAX + 100];
         fmt(name, sizeof(name), "%s-r%d", base, k);
         const char *names[1] = { name };
         struct outcome oc;
