@@ -184,6 +184,9 @@ struct sim_act {
     /* restart: then a wait until the process has started (a consumer
      * logs its start once subscribed) */
     int await_start;
+    /* restart: first a wait until the process has exited, when its
+     * incarnation may crash on a fault of its own */
+    int after_crash;
     /* settle: until caught up, whatever the events' age, at most ms */
     int caught_up;
 };

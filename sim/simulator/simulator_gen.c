@@ -321,6 +321,16 @@ static struct sim_act *later(struct pending *pd, enum sim_act_kind kind, int pro
     return a;
 }
 
+/* Whether a broker window (an outage or a poison window) opened earlier
+ * still waits for its close. */
+static int broker_window_open(const struct pending *pd)
+{
+    for (int i = 0; i < pd->n; i++)
+        if (pd->v[i].kind == SIM_BROKER)
+            return 1;
+    return 0;
+}
+
 static void flush_later(struct sim_plan *p, struct pending *pd)
 {
     for (int i = 0; i < pd->n && p->nacts < SIM_MAX_ACTS; i++)
@@ -345,7 +355,12 @@ static void add_nemesis(struct sim_rng *r, struct sim_plan *p, const struct sim_
          * The window closes only after the first dead letter (an anchor,
          * rendered with the close), so that the refusals last the attempts
          * a dead letter needs in every replay, and a relay that never
-         * dead-letters keeps retrying until the anchor's bound. */
+         * dead-letters keeps retrying until the anchor's bound.  Never
+         * inside another window: a second bound, or an outage, would
+         * override a creations-only window (see gen_ops), and which events
+         * were refused would then be a matter of timing. */
+        if (broker_window_open(pd))
+            return;
         a = add_act(p, SIM_BROKER, -1);
         if (a != NULL) {
             a->max_payload = SIM_POISON_ALL_BYTES;
@@ -368,6 +383,8 @@ static void add_nemesis(struct sim_rng *r, struct sim_plan *p, const struct sim_
         if (a != NULL && sim_rng_chance(r, 45))
             add_random_fault(r, p, cat, target, p->nacts - 1);
     } else if (roll < 78) {
+        if (broker_window_open(pd))
+            return; /* one broker window at a time, as above */
         a = add_act(p, SIM_BROKER, -1);
         if (a != NULL) {
             a->outage = sim_rng_chance(r, 65) ? SIM_OUTAGE_REFUSE : SIM_OUTAGE_HANG;
@@ -459,6 +476,33 @@ static void gen_first_faults(struct sim_rng *r, struct sim_plan *p,
     }
 }
 
+/* A crash fault armed at the first start of the only relay, or of the only
+ * consumer of a group, would leave the pipeline without it until the heal,
+ * and every window the schedule opens meanwhile would meet no one: such a
+ * process is restarted after the first batch, once its crash came (an
+ * anchor, see render_restart).  No draw: the rest of the run's stream
+ * stays as it was. */
+static void revive_sole_crashers(struct sim_plan *p)
+{
+    for (int i = 0; i < p->nfaults; i++) {
+        const struct sim_fault *f = &p->faults[i];
+        if (f->action != SIM_CRASH || f->incarnation != -1)
+            continue;
+        const struct sim_proc *x = &p->procs[f->proc];
+        if (x->kind != SIM_RELAY && x->kind != SIM_CONSUMER)
+            continue;
+        int peers = 0;
+        for (int j = 0; j < p->nprocs; j++)
+            peers += p->procs[j].kind == x->kind &&
+                     (x->kind != SIM_CONSUMER || p->procs[j].group == x->group);
+        if (peers > 1)
+            continue;
+        struct sim_act *a = add_act(p, SIM_RESTART, f->proc);
+        if (a != NULL)
+            a->after_crash = 1;
+    }
+}
+
 /* Workload and nemesis, interleaved: payments batches, late joiners, the
  * follow-ups of parks and of the previous nemesis actions, new ones. */
 static void gen_schedule(struct sim_rng *r, struct sim_plan *p, const struct sim_catalogue *cat)
@@ -495,6 +539,7 @@ static void gen_schedule(struct sim_rng *r, struct sim_plan *p, const struct sim
                 if (s != NULL)
                     s->after_park = 1;
             }
+            revive_sole_crashers(p);
         }
         int nn = sim_rng_range(r, 0, 2);
         for (int k = 0; k < nn; k++)
@@ -814,10 +859,23 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
      * is dead-lettered.  They wait out the gap and are parked; the requeue
      * that follows brings the creation, and each parked version must then
      * be applied in its predecessor's transaction. */
-    for (int k = 0; k < p->nacts; k++)
-        if (p->acts[k].kind == SIM_BROKER && p->acts[k].max_payload == SIM_POISON_ALL_BYTES &&
-            sim_rng_chance(r, 50))
-            p->acts[k].max_payload = SIM_POISON_CREATED_BYTES;
+    for (int k = 0; k < p->nacts; k++) {
+        if (p->acts[k].kind != SIM_BROKER || p->acts[k].max_payload != SIM_POISON_ALL_BYTES ||
+            !sim_rng_chance(r, 50))
+            continue;
+        p->acts[k].max_payload = SIM_POISON_CREATED_BYTES;
+        /* Creations alone have no later version to park: the window's
+         * first batch authorizes what it creates. */
+        for (int j = k + 1; j < p->nacts; j++) {
+            struct sim_act *b = &p->acts[j];
+            if (b->kind == SIM_BROKER && b->max_payload == 0)
+                break;
+            if (b->kind == SIM_PAY) {
+                b->authorize = 1;
+                break;
+            }
+        }
+    }
     /* Such a window proves nothing without the requeue that brings the
      * creations back: one follows its close when none does yet (no draw,
      * so the rest of the stream stays as it was). */
@@ -1507,6 +1565,13 @@ static void render_restart(struct render_ctx *ctx, const struct sim_act *a, int 
     int crashy, parks;
     const char *park_point;
     int nf = fault_spec(ctx->p, a->proc, k, spec, sizeof(spec), &crashy, &parks, &park_point);
+    if (a->after_crash && s->up && s->crashy && !s->paused) {
+        /* Whether the restart meets a live process or a dead one would
+         * otherwise be a matter of timing. */
+        cJSON *w = render_anchor(ctx, "exited", "its crash fault fired first, then the "
+                                                "restart, in every replay");
+        cJSON_AddStringToObject(w, "proc", name);
+    }
     cJSON *o = step(ctx->steps, "restart");
     cJSON_AddStringToObject(o, "proc", name);
     if (nf > 0)

@@ -135,9 +135,21 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     scs = scenarios_in(sim(["--seed", "3001", "--runs", "80", "--dry-run"]).stdout)
     assert len(scs) == 80
     anchors = cleanups = requeues = refused = closes = slow = park_anchors = creations_only = 0
-    opens = silent = caught_up = held = 0
+    opens = silent = caught_up = held = revived = 0
     for sc in scs:
         steps = sc["steps"]
+        # One poison window at a time (a second bound would override a
+        # creations-only one), and a creations-only window's first batch
+        # authorizes, so that a later version can wait on a creation.
+        window = first_batch = 0
+        for i, st in enumerate(steps):
+            if st["do"] == "broker" and "max_payload_bytes" in st["control"]:
+                bound = st["control"]["max_payload_bytes"]
+                assert window == 0 or bound == 0, (sc["name"], "a window inside another", i)
+                window, first_batch = bound, bound == 200
+            if st["do"] == "payments" and first_batch:
+                assert st.get("authorize"), (sc["name"], st)
+                first_batch = 0
         for i, st in enumerate(steps):
             if st["do"] == "wait" and st.get("until") == "dead_lettered":
                 assert st["on_timeout"] == "continue", st
@@ -219,6 +231,19 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                     continue
                 assert steps[i - 1].get("until") == "dead_lettered", "checked with what follows"
                 continue
+            if st["do"] == "wait" and st.get("until") == "exited":
+                # A crash fault on the only relay, or on the only consumer
+                # of its group: its restart waits for the crash first.
+                assert st["on_timeout"] == "continue", st
+                nxt = steps[i + 1]
+                assert nxt["do"] == "restart" and nxt["proc"] == st["proc"], nxt
+                proc = sc["processes"][st["proc"]]
+                assert "=crash@" in proc.get("faults", ""), (sc["name"], proc)
+                peers = [x for x in sc["processes"].values() if x["kind"] == proc["kind"] and
+                         x.get("args", {}).get("name") == proc.get("args", {}).get("name")]
+                assert len(peers) == 1, (sc["name"], st)
+                revived += 1
+                continue
             if st["do"] == "wait" and "on_timeout" in st:
                 anchors += 1
                 assert st["until"] == "parked" and st["on_timeout"] == "continue", st
@@ -269,6 +294,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     assert refused >= 10 and closes >= 5 and slow >= 3, (refused, closes, slow)
     assert opens >= closes, (opens, closes)
     assert park_anchors >= 2 and creations_only >= 2, (park_anchors, creations_only)
+    assert revived >= 3, revived
     assert caught_up >= 5 and silent >= 2 * caught_up, (caught_up, silent)
 
 
