@@ -69,7 +69,7 @@ static const struct mutant MUTANTS[] = {
       { "01-command-rollback" } },
     { "publish_in_claim_tx", "the relay publishes inside the claim's transaction",
       { "04-crash-after-publish", "09-expired-lease" } },
-    { "new_id_per_attempt", "each publish attempt gets a fresh message id",
+    { "new_id_per_attempt", "each publish attempt gets a fresh event id (envelope and EventId)",
       { "04-crash-after-publish", "13-stale-worker", "17-backends-terminated" } },
     { "select_then_insert_inbox", "the inbox is checked with SELECT, then INSERTed unarbitrated",
       { "05-concurrent-duplicate" } },

@@ -293,6 +293,22 @@ static void emit_lease_lost(const struct relay *r, const char *id, const char *o
     cwlog_emit(ev);
 }
 
+/* Known-wrong (new_id_per_attempt): the envelope is rebuilt for each
+ * attempt, and the event's id in the payload (EventId) becomes the fresh
+ * id as well, so that every attempt reaches the consumers as a new event.
+ * A copy of payload with each occurrence of old_id replaced by new_id
+ * (both canonical, 36 characters), or NULL when out of memory. */
+static char *payload_with_id(const char *payload, const char *old_id, const char *new_id)
+{
+    char *out = strdup(payload);
+    if (out == NULL)
+        return NULL;
+    size_t n = strlen(old_id);
+    for (char *at = strstr(out, old_id); at != NULL; at = strstr(at + n, old_id))
+        memcpy(at, new_id, n);
+    return out;
+}
+
 static void fail_msg(struct relay_msg *m, const char *raw)
 {
     m->state = RELAY_MSG_FAILED;
@@ -353,10 +369,13 @@ static void send_batch(struct relay *r, struct relay_batch *b, struct publish_st
             fail_msg(m, ps->broken[0] != '\0' ? ps->broken : "broker connection lost");
             continue;
         }
-        if (CW_MUTANT(new_id_per_attempt))
+        char *rebuilt = NULL;
+        if (CW_MUTANT(new_id_per_attempt)) {
             cw_uuid_new(ps->sent_ids[i]);
-        else
+            rebuilt = payload_with_id(m->payload, m->id, ps->sent_ids[i]);
+        } else {
             snprintf(ps->sent_ids[i], sizeof(ps->sent_ids[i]), "%s", m->id);
+        }
         struct bus_message msg = {
             .topic = "payments",
             .message_id = ps->sent_ids[i],
@@ -366,7 +385,7 @@ static void send_batch(struct relay *r, struct relay_batch *b, struct publish_st
             .aggregate_version = m->aggregate_version,
             .schema_version = m->schema_version,
             .occurred_at = m->occurred_at,
-            .payload = m->payload,
+            .payload = rebuilt != NULL ? rebuilt : m->payload,
             /* The broker's half of the fence: it refuses this publish if it
              * arrives after the lease, when the row may be another's. */
             .claim_token = b->token,
@@ -374,6 +393,7 @@ static void send_batch(struct relay *r, struct relay_batch *b, struct publish_st
         };
         err[0] = '\0';
         int rc = bus_publish_send(r->bus, &msg, err, sizeof(err));
+        free(rebuilt); /* the frame is built: the bus keeps no pointer to it */
         if (rc != BUS_OK) {
             fail_msg(m, err);
             if (bus_broken(rc))
