@@ -249,6 +249,20 @@ static int fault_taken(const struct sim_plan *p, int proc, int inc, const char *
 
 /* Arms point pt in incarnation inc of proc: a random allowed action, hit
  * and duration.  0, or -1 when nothing could be armed. */
+/* Whether another process shares proc's work: another relay, or another
+ * consumer of its group. */
+static int has_peers(const struct sim_plan *p, int proc)
+{
+    const struct sim_proc *x = &p->procs[proc];
+    if (x->kind != SIM_RELAY && x->kind != SIM_CONSUMER)
+        return 0;
+    for (int j = 0; j < p->nprocs; j++)
+        if (j != proc && p->procs[j].kind == x->kind &&
+            (x->kind != SIM_CONSUMER || p->procs[j].group == x->group))
+            return 1;
+    return 0;
+}
+
 static int add_fault(struct sim_rng *r, struct sim_plan *p, const struct sim_point *pt,
                      int proc, int inc)
 {
@@ -271,6 +285,12 @@ static int add_fault(struct sim_rng *r, struct sim_plan *p, const struct sim_poi
     snprintf(f->point, sizeof(f->point), "%s", pt->name);
     f->action = (enum sim_action)choices[sim_rng_below(r, n)];
     f->hit = sim_rng_range(r, 1, sp->kind == SIM_API ? 3 : 5);
+    /* A relay, or a consumer, that shares the work with others parks on
+     * its first pass: how many passes it gets depends on how they split
+     * the batches, and a later one would be met in one replay and not in
+     * the next.  (Drawn all the same, so no later draw moves.) */
+    if (f->action == SIM_PARK && has_peers(p, proc))
+        f->hit = 1;
     if (f->action == SIM_STALL) {
         if (strcmp(pt->name, "relay/lease_stall") == 0) {
             /* Long enough for the lease to run out: the interesting case. */
@@ -489,13 +509,7 @@ static void revive_sole_crashers(struct sim_plan *p)
         if (f->action != SIM_CRASH || f->incarnation != -1)
             continue;
         const struct sim_proc *x = &p->procs[f->proc];
-        if (x->kind != SIM_RELAY && x->kind != SIM_CONSUMER)
-            continue;
-        int peers = 0;
-        for (int j = 0; j < p->nprocs; j++)
-            peers += p->procs[j].kind == x->kind &&
-                     (x->kind != SIM_CONSUMER || p->procs[j].group == x->group);
-        if (peers > 1)
+        if ((x->kind != SIM_RELAY && x->kind != SIM_CONSUMER) || has_peers(p, f->proc))
             continue;
         struct sim_act *a = add_act(p, SIM_RESTART, f->proc);
         if (a != NULL)
@@ -1551,6 +1565,11 @@ static void render_resume(struct render_ctx *ctx, const struct sim_act *a, struc
         cJSON_AddNumberToObject(h, "ms", x->lease_ms + 500);
         cJSON_AddStringToObject(h, "why", "the parked relay's lease runs out and the others "
                                           "may take its rows, in every replay");
+        /* And they have done it: taken over, published and marked.  The
+         * lease's end alone leaves a race between their mark and its own,
+         * which a busy machine decides one way or the other. */
+        render_nothing_pending_anchor(ctx, "the others published and marked the parked "
+                                           "relay's rows before it goes on, in every replay");
     }
     cJSON *o = step(ctx->steps, "resume");
     cJSON_AddStringToObject(o, "proc", name);
