@@ -510,10 +510,12 @@ static void test_resume_rules(void)
     int procs[] = { 0, 2, 1, 1, 1, 3, 3 };
     set_acts(&p, kinds, procs, 7, 1);
     /* acct-1 holds two parks: no resume; relay-1 holds one: held past its
-     * lease (a relay parked in its loop holds a claim), resumed, then
-     * paused by us and not resumed (its park may be unfired); acct-2 holds
-     * none: paused and resumed. */
-    check_steps(&p, "payments sleep resume:relay-1 pause:relay-1 pause:acct-2 resume:acct-2");
+     * lease (a relay parked in its loop holds a claim) and until nothing is
+     * pending (the others took its rows over), resumed, then paused by us
+     * and not resumed (its park may be unfired); acct-2 holds none: paused
+     * and resumed. */
+    check_steps(&p, "payments sleep wait resume:relay-1 pause:relay-1 pause:acct-2 "
+                    "resume:acct-2");
 }
 
 /* A fault that makes the API answer errors on its database link: the
