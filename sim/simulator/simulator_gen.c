@@ -247,8 +247,6 @@ static int fault_taken(const struct sim_plan *p, int proc, int inc, const char *
     return 0;
 }
 
-/* Arms point pt in incarnation inc of proc: a random allowed action, hit
- * and duration.  0, or -1 when nothing could be armed. */
 /* Whether another process shares proc's work: another relay, or another
  * consumer of its group. */
 static int has_peers(const struct sim_plan *p, int proc)
@@ -263,6 +261,8 @@ static int has_peers(const struct sim_plan *p, int proc)
     return 0;
 }
 
+/* Arms point pt in incarnation inc of proc: a random allowed action, hit
+ * and duration.  0, or -1 when nothing could be armed. */
 static int add_fault(struct sim_rng *r, struct sim_plan *p, const struct sim_point *pt,
                      int proc, int inc)
 {

@@ -116,6 +116,15 @@ def test_same_seed_and_run_give_the_same_scenario():
     assert 1 <= groups.count("accounting") <= 2 and groups.count("notifications") <= 2
 
 
+def peers_of(sc, name):
+    """The processes that share name's work, itself included: those of its
+    kind (for a consumer, of its group)."""
+    x = sc["processes"][name]
+    group = x.get("args", {}).get("name")
+    return [y for y in sc["processes"].values()
+            if y["kind"] == x["kind"] and y.get("args", {}).get("name") == group]
+
+
 def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     """Across a seed's schedules: every resume or kill that follows a park
     fault comes right after a wait for that very park, which goes on if the
@@ -138,19 +147,18 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     opens = silent = caught_up = held = revived = first_parks = 0
     for sc in scs:
         steps = sc["steps"]
-        # One poison window at a time (a second bound would override a
-        # creations-only one), and a creations-only window's first batch
-        # authorizes, so that a later version can wait on a creation.
         # A relay or consumer that shares its work parks on its first pass.
         for name, x in sc["processes"].items():
-            peers = [y for y in sc["processes"].values() if y["kind"] == x["kind"] and
-                     y.get("args", {}).get("name") == x.get("args", {}).get("name")]
             specs = [x.get("faults", "")] + [st.get("faults", "") for st in steps
                                             if st.get("proc") == name]
             for spec in ";".join(specs).split(";"):
-                if "=park@" in spec and len(peers) > 1 and x["kind"] in ("relay", "consumer"):
+                if "=park@" in spec and x["kind"] in ("relay", "consumer") and \
+                        len(peers_of(sc, name)) > 1:
                     assert spec.endswith("=park@1"), (sc["name"], name, spec)
                     first_parks += 1
+        # One poison window at a time (a second bound would override a
+        # creations-only one), and a creations-only window's first batch
+        # authorizes, so that a later version can wait on a creation.
         window = first_batch = 0
         for i, st in enumerate(steps):
             if st["do"] == "broker" and "max_payload_bytes" in st["control"]:
@@ -251,9 +259,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                 assert nxt["do"] == "restart" and nxt["proc"] == st["proc"], nxt
                 proc = sc["processes"][st["proc"]]
                 assert "=crash@" in proc.get("faults", ""), (sc["name"], proc)
-                peers = [x for x in sc["processes"].values() if x["kind"] == proc["kind"] and
-                         x.get("args", {}).get("name") == proc.get("args", {}).get("name")]
-                assert len(peers) == 1, (sc["name"], st)
+                assert len(peers_of(sc, st["proc"])) == 1, (sc["name"], st)
                 revived += 1
                 continue
             if st["do"] == "wait" and "on_timeout" in st:
