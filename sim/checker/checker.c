@@ -75,6 +75,7 @@ struct claim_rec {
     char token[40];
     long long until_us;   /* its lease end */
     long long claimed_us; /* the claiming transaction's now() */
+    long long committed_us; /* its commit timestamp, or 0 when not kept */
     long long released_us;/* when a settle of this claim released the lease
                            * (its transaction's now()), or LLONG_MAX */
     long long seq;        /* the history's order of recording */
@@ -185,7 +186,8 @@ static int load_claim_history(struct ctx *c)
         "          FROM crashwindow_claims r"
         "         WHERE r.kind = 'release' AND r.message_id = c.message_id"
         "           AND r.lock_id = c.lock_id),"
-        "       c.seq, c.attempts"
+        "       c.seq, c.attempts,"
+        "       (extract(epoch FROM c.committed_at) * 1000000)::bigint"
         "  FROM crashwindow_claims c"
         " WHERE c.kind = 'claim' AND c.lock_id IS NOT NULL AND c.locked_until IS NOT NULL",
         0, NULL);
@@ -207,6 +209,7 @@ static int load_claim_history(struct ctx *c)
         v->released_us = PQgetisnull(r, i, 4) ? LLONG_MAX : atoll(PQgetvalue(r, i, 4));
         v->seq = atoll(PQgetvalue(r, i, 5));
         v->attempts = atoi(PQgetvalue(r, i, 6));
+        v->committed_us = PQgetisnull(r, i, 7) ? 0 : atoll(PQgetvalue(r, i, 7));
     }
     PQclear(r);
     memcpy(c->claims_seq, c->claims, (size_t)c->nclaims * sizeof(*c->claims));
@@ -1569,8 +1572,12 @@ out:
  * instant the broker checked) and under which claim token it arrived; the
  * claim history (claim_history.h) says what lease the database committed for
  * that token on that row.  A stored publish whose token no committed claim
- * of the row holds was made under no lease at all.  A publish that arrived
- * without a token (from a broker that cannot log one) is not examined. */
+ * of the row holds was made under no lease at all, and so was one stored
+ * before the claim's transaction committed (the history's commit time,
+ * when the server keeps one): until then the lease existed for no one else,
+ * and a rollback would have left the message published under no claim.  A
+ * publish that arrived without a token (from a broker that cannot log one)
+ * is not examined. */
 
 static void inv_publish_within_lease(struct ctx *c)
 {
@@ -1600,6 +1607,12 @@ static void inv_publish_within_lease(struct ctx *c)
             violation(inv, "message %s was stored (from %s) under claim token %s, which no "
                       "committed claim of that row holds: a publish under no lease", id,
                       client ? client : "an unnamed client", token);
+        else if ((long long)at < hit->committed_us)
+            violation(inv, "message %s reached the broker (from %s) %.1f ms before its claim %s "
+                      "committed: published under a lease no other worker could see yet, "
+                      "which a rollback of the claim would have undone while the message "
+                      "stayed published", id, client ? client : "an unnamed client",
+                      (hit->committed_us - (long long)at) / 1000.0, token);
         else if ((long long)at > hit->until_us)
             violation(inv, "message %s reached the broker (from %s) %.1f ms after the lease of "
                       "its claim %s ended, when the row may already have been another "

@@ -18,7 +18,8 @@ const char claim_history_sql[] =
     "    next_attempt_at timestamptz,\n"
     "    last_error text,\n"
     "    proc text,\n"
-    "    connected boolean\n"
+    "    connected boolean,\n"
+    "    committed_at timestamptz\n"
     ");\n"
 
     "CREATE INDEX IF NOT EXISTS ix_crashwindow_claims_token\n"
@@ -59,6 +60,15 @@ const char claim_history_sql[] =
     "                       OR (OLD.published_at IS NOT NULL AND NEW.published_at IS NOT NULL\n"
     "                           AND NEW.published_at <> OLD.published_at))\n"
     "    EXECUTE FUNCTION crashwindow_record_claim();\n";
+
+/* The commit timestamp is the transaction's own stop time, taken before
+ * its commit record is flushed, so before any client can have heard of the
+ * commit: a publish made under the claim cannot come earlier.  The UPDATE's
+ * expression reads the recorded row's xmin, the claiming transaction. */
+const char claim_history_stamp_sql[] =
+    "UPDATE crashwindow_claims SET committed_at = pg_xact_commit_timestamp(xmin)\n"
+    " WHERE committed_at IS NULL AND kind IN ('claim', 'release', 'remark')\n"
+    "   AND current_setting('track_commit_timestamp') = 'on'";
 
 int claim_history_install(PGconn *conn, char *err, size_t errlen)
 {

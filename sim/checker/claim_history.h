@@ -24,6 +24,12 @@
  * end of the heal one 'session' per relay still running (proc: its
  * scenario name), connected saying whether the database then listed a
  * session of it.
+ * When the scenario ends, before the history is saved, each record gets
+ * committed_at, the commit timestamp of the transaction that wrote it
+ * (claim_history_stamp_sql): a claim's lease exists for others only from
+ * then on.  It needs track_commit_timestamp (on in every cluster
+ * scripts/pg-cluster starts); on a server without it committed_at stays
+ * NULL and the checks that need it examine nothing.
  * Nothing the relay says about itself goes into it. */
 #ifndef CW_CLAIM_HISTORY_H
 #define CW_CLAIM_HISTORY_H
@@ -34,11 +40,14 @@
 /* The DDL: table crashwindow_claims (seq, kind 'claim', 'release', 'remark',
  * or the runner's 'faults_off' and 'session',
  * message_id, lock_id, locked_by, attempts, locked_until, claimed_at = the
- * recording transaction's now(); for a release also release_kind,
+ * recording transaction's now(), committed_at (above); for a release also release_kind,
  * next_attempt_at and last_error; for a runner's 'session' record proc and
  * connected) and its trigger on outbox_messages.
  * Idempotent. */
 extern const char claim_history_sql[];
+
+/* Fills committed_at of every record that has none (see above). */
+extern const char claim_history_stamp_sql[];
 
 /* Installs it in the database conn is connected to.  0, or -1 with a
  * message in err. */

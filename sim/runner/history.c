@@ -8,6 +8,7 @@
  * and are quoted with PQescapeIdentifier; every value travels as a
  * parameter. */
 #include "history.h"
+#include "claim_history.h"
 #include "cwlog.h"
 #include "evlog.h"
 #include "fstree.h"
@@ -174,6 +175,28 @@ static int save_table(PGconn *conn, const char *hdir, const char *table, char *e
     return rc;
 }
 
+/* Gives each claim history record its commit time (claim_history.h), when
+ * the database keeps one. */
+static int stamp_claim_history(PGconn *conn, char *err, size_t errlen)
+{
+    char qerr[256], state[6];
+    PGresult *r = pgx_exec(conn, "SELECT to_regclass('crashwindow_claims') IS NOT NULL", 0,
+                           NULL, state, qerr, sizeof(qerr));
+    if (r != NULL) {
+        int has = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+        PQclear(r);
+        if (!has)
+            return 0;
+        r = pgx_exec(conn, claim_history_stamp_sql, 0, NULL, state, qerr, sizeof(qerr));
+    }
+    if (r == NULL) {
+        snprintf(err, errlen, "stamping the claim history's commit times: %s", qerr);
+        return -1;
+    }
+    PQclear(r);
+    return 0;
+}
+
 int history_save(PGconn *conn, const char *dir, const struct http_rec *http, int nhttp,
                  char *err, size_t errlen)
 {
@@ -183,6 +206,8 @@ int history_save(PGconn *conn, const char *dir, const struct http_rec *http, int
         snprintf(err, errlen, "cannot create %s: %s", hdir, strerror(errno));
         return -1;
     }
+    if (stamp_claim_history(conn, err, errlen) < 0)
+        return -1;
     char qerr[256];
     PGresult *tables = list_tables(conn, qerr, sizeof(qerr));
     if (tables == NULL) {
@@ -286,6 +311,8 @@ int history_load_tables(PGconn *conn, const char *dir, char *err, size_t errlen)
                  dir);
         return -1;
     }
+    if (stamp_claim_history(conn, err, errlen) < 0)
+        return -1;
     char qerr[256];
     PGresult *tables = list_tables(conn, qerr, sizeof(qerr));
     if (tables == NULL) {

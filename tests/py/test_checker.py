@@ -304,6 +304,24 @@ def test_history_checks_and_what_the_checker_refuses(tmp_path, pg_cluster):
     assert "plain: invariant no_two_live_leases was pass, is fail" in got, got
     assert "with a lease of 0.000 ms, shorter than the" in got, got
 
+    # A claim's lease exists for others from its commit on: every record the
+    # run kept carries its transaction's commit time, and a claim whose
+    # commit came after a publish made under it (a relay publishing inside
+    # the claim's transaction would do that) fails publish_within_lease.
+    with open(run / "history" / "crashwindow_claims.jsonl", encoding="utf-8") as f:
+        claims = [x for x in map(json.loads, f.read().splitlines()) if x["kind"] == "claim"]
+    assert claims and all(x["committed_at"] is not None for x in claims), claims
+    assert all(x["committed_at"] >= x["claimed_at"] for x in claims), claims
+
+    def commit_after_lease(recs):
+        for x in recs:
+            if x["kind"] == "claim":
+                x["committed_at"] = x["locked_until"]
+
+    got = recheck_with_claims("late-commit", commit_after_lease)
+    assert "plain: invariant publish_within_lease was pass, is fail" in got, got
+    assert "before its claim" in got and "committed: published under a lease no other" in got, got
+
 
 def test_a_version_held_behind_a_dead_letter_is_not_lost(tmp_path, pg_cluster):
     """A relay in per-aggregate order holds a version back while an older
