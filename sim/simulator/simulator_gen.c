@@ -472,6 +472,14 @@ static void gen_layout(struct sim_rng *r, struct sim_plan *p)
              * default (30 s) holds.  Drawn either way, so that the rest of
              * the plan does not depend on it. */
             int park = PICK(r, 1500, 3000);
+            /* A gap is often a version whose predecessor a relay holds
+             * until its lease runs out.  Parked at about the moment the
+             * lease ends, the version would be parked in one replay and
+             * applied in order in the next: a park time that close to
+             * the lease is moved half a second before it (the same draw,
+             * so no later draw moves). */
+            if (park < lease + 500)
+                park = lease - 500;
             x->gap_park_ms = max_attempts <= 3 ? park : 0;
         }
     }

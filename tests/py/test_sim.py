@@ -144,7 +144,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     scs = scenarios_in(sim(["--seed", "3001", "--runs", "80", "--dry-run"]).stdout)
     assert len(scs) == 80
     anchors = cleanups = requeues = refused = closes = slow = park_anchors = creations_only = 0
-    opens = silent = caught_up = held = revived = first_parks = 0
+    opens = silent = caught_up = held = revived = first_parks = gap_parks = 0
     for sc in scs:
         steps = sc["steps"]
         # A relay or consumer that shares its work parks on its first pass.
@@ -156,6 +156,15 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                         len(peers_of(sc, name)) > 1:
                     assert spec.endswith("=park@1"), (sc["name"], name, spec)
                     first_parks += 1
+        # A consumer parks a gap well before a held predecessor's lease
+        # runs out, or well after: never at about the same moment.
+        leases = {x["args"]["lease-ms"] for x in sc["processes"].values() if x["kind"] == "relay"}
+        for name, x in sc["processes"].items():
+            park = x.get("args", {}).get("gap-park-after-ms")
+            if park is not None:
+                assert all(park <= lease - 500 or park >= lease + 500 for lease in leases), \
+                    (sc["name"], name, park, leases)
+                gap_parks += 1
         # One poison window at a time (a second bound would override a
         # creations-only one), and a creations-only window's first batch
         # authorizes, so that a later version can wait on a creation.
@@ -316,7 +325,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     assert refused >= 10 and closes >= 5 and slow >= 3, (refused, closes, slow)
     assert opens >= closes, (opens, closes)
     assert park_anchors >= 2 and creations_only >= 2, (park_anchors, creations_only)
-    assert revived >= 3 and first_parks >= 5, (revived, first_parks)
+    assert revived >= 3 and first_parks >= 5 and gap_parks >= 5, (revived, first_parks, gap_parks)
     assert caught_up >= 5 and silent >= 2 * caught_up, (caught_up, silent)
 
 
