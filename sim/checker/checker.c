@@ -82,6 +82,14 @@ struct claim_rec {
     int attempts;         /* the row's attempts the claim committed */
 };
 
+/* The first row a consumer group committed about a message (its inbox
+ * marker, a park, an anomaly: claim_history.h), and when. */
+struct consumer_rec {
+    char group[64];
+    char id[64];
+    long long committed_us;
+};
+
 /* One release of a lease by a retry, from the claim history: the row stayed
  * unpublished and next_attempt_at is what the row held after it. */
 struct retry_rec {
@@ -108,6 +116,8 @@ struct ctx {
     struct retry_rec *retries;  /* its retry releases, by (row, seq) */
     int nretries;
     int has_claim_history;      /* the database holds one (claim_history.h) */
+    struct consumer_rec *crecs; /* each group's first committed record of a message */
+    int ncrecs;
     int db_failed;
 };
 
@@ -241,6 +251,45 @@ static int load_claim_history(struct ctx *c)
     PQclear(r);
     qsort(c->retries, (size_t)c->nretries, sizeof(*c->retries), cmp_retry_seq);
     c->has_claim_history = 1;
+    return 0;
+}
+
+static int cmp_consumer_rec(const void *a, const void *b)
+{
+    const struct consumer_rec *x = a, *y = b;
+    int d = strcmp(x->group, y->group);
+    return d != 0 ? d : strcmp(x->id, y->id);
+}
+
+/* Loads crashwindow_consumer_records (claim_history.h) when the database has
+ * it: for each group and message, the first commit time of a record. */
+static int load_consumer_records(struct ctx *c)
+{
+    if (q_long(c, "SELECT count(*) FROM pg_class WHERE relname = 'crashwindow_consumer_records'",
+               0, NULL) == 0)
+        return c->db_failed ? -1 : 0;
+    PGresult *r = q(c,
+        "SELECT consumer_name, lower(message_id),"
+        "       (extract(epoch FROM min(committed_at)) * 1000000)::bigint"
+        "  FROM crashwindow_consumer_records"
+        " WHERE committed_at IS NOT NULL AND message_id IS NOT NULL"
+        " GROUP BY 1, 2", 0, NULL);
+    if (r == NULL)
+        return -1;
+    c->ncrecs = PQntuples(r);
+    c->crecs = calloc((size_t)c->ncrecs + 1, sizeof(*c->crecs));
+    if (c->crecs == NULL) {
+        PQclear(r);
+        return -1;
+    }
+    for (int i = 0; i < c->ncrecs; i++) {
+        struct consumer_rec *v = &c->crecs[i];
+        snprintf(v->group, sizeof(v->group), "%s", PQgetvalue(r, i, 0));
+        snprintf(v->id, sizeof(v->id), "%s", PQgetvalue(r, i, 1));
+        v->committed_us = atoll(PQgetvalue(r, i, 2));
+    }
+    PQclear(r);
+    qsort(c->crecs, (size_t)c->ncrecs, sizeof(*c->crecs), cmp_consumer_rec);
     return 0;
 }
 
@@ -1621,6 +1670,59 @@ static void inv_publish_within_lease(struct ctx *c)
     }
 }
 
+/* ---- 14. ack_after_commit -----------------------------------------------
+ *
+ * The article's rule for the consumer: ACK only after COMMIT.  An ACK sent
+ * first makes the broker forget a message the database may never keep: a
+ * crash between the two loses it, and nothing_lost sees that loss only when
+ * the crash comes and no later republish of the same id hides it.  The
+ * order itself is checked, on every ACK, from outside the consumer: the
+ * broker's log says when each ACK of a group arrived (the line's ts_us,
+ * written after the frame was read), the consumer records of the claim
+ * history say when that group's first row about the message committed (the
+ * transaction's commit timestamp).  An ACK that arrived before that commit
+ * was sent before it.  An ACK of a message the group has no committed
+ * record of is not examined (nothing_lost judges what became of it); a
+ * broker that logs no ACKs (RabbitMQ's trace has none) leaves the
+ * invariant vacuous, and so does a database that may lose acknowledged
+ * commits (an asynchronous standby promoted): there the record of the
+ * commit an ACK followed can be gone, and a later one stand in its place. */
+
+static void inv_ack_after_commit(struct ctx *c)
+{
+    struct chk_inv *inv = &c->res->inv[INV_ACK_AFTER_COMMIT];
+    inv->ran = 1;
+    if (c->ncrecs == 0 || (c->in->sc->standby && !c->in->sc->synchronous))
+        return;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, c->in->broker_events) {
+        if (strcmp(ev_name(ev), "ack") != 0)
+            continue;
+        const char *group = ev_str(ev, "group"), *id = ev_str(ev, K_MSGID);
+        if (group == NULL || id == NULL)
+            continue;
+        struct consumer_rec key;
+        snprintf(key.group, sizeof(key.group), "%s", group);
+        snprintf(key.id, sizeof(key.id), "%s", id);
+        for (char *p = key.id; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        const struct consumer_rec *rec = bsearch(&key, c->crecs, (size_t)c->ncrecs,
+                                                 sizeof(key), cmp_consumer_rec);
+        if (rec == NULL)
+            continue;
+        inv->checked++;
+        long long at = (long long)ev_ts(ev);
+        if (at < rec->committed_us) {
+            const char *who = ev_str(ev, "consumer");
+            violation(inv, "the broker received %s's ACK of message %s (from %s) %.1f ms before "
+                      "the group's first record of it committed: an ACK sent before the "
+                      "COMMIT, which a crash between the two turns into a lost event",
+                      group, key.id, who ? who : "an unnamed consumer",
+                      (rec->committed_us - at) / 1000.0);
+        }
+    }
+}
+
 /* ---- 12. idle_transactions_bounded --------------------------------------
  *
  * A client that vanishes inside a transaction (its host partitioned away,
@@ -1967,7 +2069,8 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
             res->inv[i].pass = 0;
         return -1;
     }
-    if (load_outbox(&c) == 0 && load_requeues(&c) == 0 && load_claim_history(&c) == 0) {
+    if (load_outbox(&c) == 0 && load_requeues(&c) == 0 && load_claim_history(&c) == 0 &&
+        load_consumer_records(&c) == 0) {
         inv_payment_one_creation_event(&c);
         inv_nothing_lost(&c);
         inv_effect_once(&c);
@@ -1981,6 +2084,7 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
         inv_publish_within_lease(&c);
         inv_idle_transactions_bounded(&c);
         inv_relay_recovers_after_heal(&c);
+        inv_ack_after_commit(&c);
         counts(&c);
         classify(&c);
     }
@@ -1989,6 +2093,7 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
     free(c.claims);
     free(c.claims_seq);
     free(c.retries);
+    free(c.crecs);
     for (int i = 0; i < INV_COUNT; i++)
         res->inv[i].pass = res->inv[i].ran && res->inv[i].violations == 0 && !c.db_failed;
     return c.db_failed ? -1 : 0;

@@ -59,7 +59,30 @@ const char claim_history_sql[] =
     "                       OR (OLD.locked_until IS NOT NULL AND NEW.locked_until IS NULL)\n"
     "                       OR (OLD.published_at IS NOT NULL AND NEW.published_at IS NOT NULL\n"
     "                           AND NEW.published_at <> OLD.published_at))\n"
-    "    EXECUTE FUNCTION crashwindow_record_claim();\n";
+    "    EXECUTE FUNCTION crashwindow_record_claim();\n"
+
+    "CREATE TABLE IF NOT EXISTS crashwindow_consumer_records (\n"
+    "    seq bigserial PRIMARY KEY,\n"
+    "    consumer_name text NOT NULL,\n"
+    "    message_id text,\n"
+    "    source text NOT NULL,\n"
+    "    committed_at timestamptz\n"
+    ");\n"
+    "CREATE OR REPLACE FUNCTION crashwindow_record_consumer() RETURNS trigger\n"
+    "LANGUAGE plpgsql AS $$\n"
+    "BEGIN\n"
+    "    INSERT INTO crashwindow_consumer_records (consumer_name, message_id, source)\n"
+    "    VALUES (NEW.consumer_name, NEW.message_id::text, TG_TABLE_NAME);\n"
+    "    RETURN NULL;\n"
+    "END\n"
+    "$$;\n"
+    "CREATE OR REPLACE TRIGGER crashwindow_inbox AFTER INSERT ON inbox_messages\n"
+    "    FOR EACH ROW EXECUTE FUNCTION crashwindow_record_consumer();\n"
+    "CREATE OR REPLACE TRIGGER crashwindow_parked AFTER INSERT ON consumer_dead_letters\n"
+    "    FOR EACH ROW EXECUTE FUNCTION crashwindow_record_consumer();\n"
+    "CREATE OR REPLACE TRIGGER crashwindow_anomaly AFTER INSERT ON consumer_anomalies\n"
+    "    FOR EACH ROW WHEN (NEW.kind <> 'gap')\n"
+    "    EXECUTE FUNCTION crashwindow_record_consumer();\n";
 
 /* The commit timestamp is the transaction's own stop time, taken before
  * its commit record is flushed, so before any client can have heard of the
@@ -69,6 +92,9 @@ const char claim_history_stamp_sql[] =
     "UPDATE crashwindow_claims SET committed_at = pg_xact_commit_timestamp(xmin)\n"
     " WHERE committed_at IS NULL AND kind IN ('claim', 'release', 'remark')\n"
     "   AND current_setting('track_commit_timestamp') = 'on'";
+const char consumer_records_stamp_sql[] =
+    "UPDATE crashwindow_consumer_records SET committed_at = pg_xact_commit_timestamp(xmin)\n"
+    " WHERE committed_at IS NULL AND current_setting('track_commit_timestamp') = 'on'";
 
 int claim_history_install(PGconn *conn, char *err, size_t errlen)
 {

@@ -30,7 +30,15 @@
  * then on.  It needs track_commit_timestamp (on in every cluster
  * scripts/pg-cluster starts); on a server without it committed_at stays
  * NULL and the checks that need it examine nothing.
- * Nothing the relay says about itself goes into it. */
+ * Nothing the relay says about itself goes into it.
+ *
+ * The consumers' side, in crashwindow_consumer_records: every row a
+ * consumer commits about a message -- its inbox marker, a parked event or
+ * dead letter, an anomaly other than a gap it still waits on (a duplicate,
+ * a stale version, a park) -- with the consumer group, the message id, the
+ * table it went to and, stamped the same way, committed_at.  A consumer
+ * ACKs a message only once one of them committed (consumer_loop.c); the
+ * broker's log says when each ACK arrived. */
 #ifndef CW_CLAIM_HISTORY_H
 #define CW_CLAIM_HISTORY_H
 
@@ -46,8 +54,10 @@
  * Idempotent. */
 extern const char claim_history_sql[];
 
-/* Fills committed_at of every record that has none (see above). */
+/* Fill committed_at of every record that has none (see above), one
+ * statement per table. */
 extern const char claim_history_stamp_sql[];
+extern const char consumer_records_stamp_sql[];
 
 /* Installs it in the database conn is connected to.  0, or -1 with a
  * message in err. */

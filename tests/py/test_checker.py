@@ -322,6 +322,27 @@ def test_history_checks_and_what_the_checker_refuses(tmp_path, pg_cluster):
     assert "plain: invariant publish_within_lease was pass, is fail" in got, got
     assert "before its claim" in got and "committed: published under a lease no other" in got, got
 
+    # The consumers' records carry their commit times too, and every ACK the
+    # broker logged came after the group's first record of its message
+    # committed; records that committed only after the ACKs (a consumer
+    # acknowledging before its COMMIT) fail ack_after_commit.
+    assert inv(p, "ack_after_commit")["checked"] >= 3, inv(p, "ack_after_commit")
+    records = run / "history" / "crashwindow_consumer_records.jsonl"
+    with open(records, encoding="utf-8") as f:
+        recs = [json.loads(x) for x in f.read().splitlines()]
+    assert {x["source"] for x in recs} >= {"inbox_messages"}, recs
+    assert all(x["committed_at"] is not None for x in recs), recs
+    late = tmp_path / "late-records"
+    shutil.copytree(out, late)
+    rewrite_lines(late / p["dir"] / "history" / "crashwindow_consumer_records.jsonl",
+                  lambda lines: [json.dumps(dict(json.loads(x),
+                                                 committed_at="2030-01-01T00:00:00+00:00"))
+                                 for x in lines])
+    got = check(late, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "plain: invariant ack_after_commit was pass, is fail" in got.stdout, got.stdout
+    assert "before the group's first record of it committed" in got.stdout, got.stdout
+
 
 def test_a_version_held_behind_a_dead_letter_is_not_lost(tmp_path, pg_cluster):
     """A relay in per-aggregate order holds a version back while an older
