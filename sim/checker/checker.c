@@ -126,14 +126,21 @@ static int cmp_orow(const void *a, const void *b)
     return strcmp(((const struct orow *)a)->id, ((const struct orow *)b)->id);
 }
 
+/* src into dst (n bytes, truncated), lowercased: ids and tokens as the
+ * loaders store them (lower(...)). */
+static void copy_lower(char *dst, size_t n, const char *src)
+{
+    snprintf(dst, n, "%s", src);
+    for (char *p = dst; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+}
+
 static struct orow *find_row(struct ctx *c, const char *id)
 {
     struct orow key;
     if (id == NULL)
         return NULL;
-    snprintf(key.id, sizeof(key.id), "%s", id);
-    for (char *p = key.id; *p; p++)
-        *p = (char)tolower((unsigned char)*p);
+    copy_lower(key.id, sizeof(key.id), id);
     return bsearch(&key, c->rows, (size_t)c->nrows, sizeof(key), cmp_orow);
 }
 
@@ -157,6 +164,32 @@ static long q_long(struct ctx *c, const char *sql, int n, const char *const *par
         v = atol(PQgetvalue(r, 0, 0));
     PQclear(r);
     return v;
+}
+
+/* Runs sql and allocates one zeroed element of size bytes per row into
+ * *arr (one more than the rows, so that no rows still give an array), the
+ * row count into *n.  The result, or NULL when the query or the allocation
+ * failed (nothing to free then). */
+static PGresult *q_rows(struct ctx *c, const char *sql, size_t size, void **arr, int *n)
+{
+    PGresult *r = q(c, sql, 0, NULL);
+    if (r == NULL)
+        return NULL;
+    *n = PQntuples(r);
+    *arr = calloc((size_t)*n + 1, size);
+    if (*arr == NULL) {
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* Whether the database holds table name (the harness's own tables exist
+ * only where the runner prepared it). */
+static int has_table(struct ctx *c, const char *name)
+{
+    const char *params[1] = { name };
+    return q_long(c, "SELECT count(*) FROM pg_class WHERE relname = $1", 1, params) > 0;
 }
 
 static int cmp_claim_rec(const void *a, const void *b)
@@ -185,10 +218,10 @@ static int cmp_retry_seq(const void *a, const void *b)
  * retries with the next_attempt_at they persisted. */
 static int load_claim_history(struct ctx *c)
 {
-    if (q_long(c, "SELECT count(*) FROM pg_class WHERE relname = 'crashwindow_claims'", 0,
-               NULL) == 0)
+    if (!has_table(c, "crashwindow_claims"))
         return c->db_failed ? -1 : 0;
-    PGresult *r = q(c,
+    void *arr;
+    PGresult *r = q_rows(c,
         "SELECT lower(c.message_id::text), lower(c.lock_id::text),"
         "       (extract(epoch FROM c.locked_until) * 1000000)::bigint,"
         "       (extract(epoch FROM c.claimed_at) * 1000000)::bigint,"
@@ -200,13 +233,12 @@ static int load_claim_history(struct ctx *c)
         "       (extract(epoch FROM c.committed_at) * 1000000)::bigint"
         "  FROM crashwindow_claims c"
         " WHERE c.kind = 'claim' AND c.lock_id IS NOT NULL AND c.locked_until IS NOT NULL",
-        0, NULL);
+        sizeof(*c->claims), &arr, &c->nclaims);
     if (r == NULL)
         return -1;
-    c->nclaims = PQntuples(r);
-    c->claims = calloc((size_t)c->nclaims + 1, sizeof(*c->claims));
+    c->claims = arr;
     c->claims_seq = calloc((size_t)c->nclaims + 1, sizeof(*c->claims_seq));
-    if (c->claims == NULL || c->claims_seq == NULL) {
+    if (c->claims_seq == NULL) {
         PQclear(r);
         return -1;
     }
@@ -225,20 +257,16 @@ static int load_claim_history(struct ctx *c)
     memcpy(c->claims_seq, c->claims, (size_t)c->nclaims * sizeof(*c->claims));
     qsort(c->claims, (size_t)c->nclaims, sizeof(*c->claims), cmp_claim_rec);
     qsort(c->claims_seq, (size_t)c->nclaims, sizeof(*c->claims_seq), cmp_claim_seq);
-    r = q(c,
+    r = q_rows(c,
         "SELECT lower(message_id::text), lower(coalesce(lock_id::text, '')), seq,"
         "       (extract(epoch FROM claimed_at) * 1000000)::bigint,"
         "       (extract(epoch FROM next_attempt_at) * 1000000)::bigint, attempts"
         "  FROM crashwindow_claims"
-        " WHERE kind = 'release' AND release_kind = 'retry'", 0, NULL);
+        " WHERE kind = 'release' AND release_kind = 'retry'",
+        sizeof(*c->retries), &arr, &c->nretries);
     if (r == NULL)
         return -1;
-    c->nretries = PQntuples(r);
-    c->retries = calloc((size_t)c->nretries + 1, sizeof(*c->retries));
-    if (c->retries == NULL) {
-        PQclear(r);
-        return -1;
-    }
+    c->retries = arr;
     for (int i = 0; i < c->nretries; i++) {
         struct retry_rec *v = &c->retries[i];
         snprintf(v->id, sizeof(v->id), "%s", PQgetvalue(r, i, 0));
@@ -265,23 +293,18 @@ static int cmp_consumer_rec(const void *a, const void *b)
  * it: for each group and message, the first commit time of a record. */
 static int load_consumer_records(struct ctx *c)
 {
-    if (q_long(c, "SELECT count(*) FROM pg_class WHERE relname = 'crashwindow_consumer_records'",
-               0, NULL) == 0)
+    if (!has_table(c, "crashwindow_consumer_records"))
         return c->db_failed ? -1 : 0;
-    PGresult *r = q(c,
+    void *arr;
+    PGresult *r = q_rows(c,
         "SELECT consumer_name, lower(message_id),"
         "       (extract(epoch FROM min(committed_at)) * 1000000)::bigint"
         "  FROM crashwindow_consumer_records"
         " WHERE committed_at IS NOT NULL AND message_id IS NOT NULL"
-        " GROUP BY 1, 2", 0, NULL);
+        " GROUP BY 1, 2", sizeof(*c->crecs), &arr, &c->ncrecs);
     if (r == NULL)
         return -1;
-    c->ncrecs = PQntuples(r);
-    c->crecs = calloc((size_t)c->ncrecs + 1, sizeof(*c->crecs));
-    if (c->crecs == NULL) {
-        PQclear(r);
-        return -1;
-    }
+    c->crecs = arr;
     for (int i = 0; i < c->ncrecs; i++) {
         struct consumer_rec *v = &c->crecs[i];
         snprintf(v->group, sizeof(v->group), "%s", PQgetvalue(r, i, 0));
@@ -300,18 +323,15 @@ static const struct claim_rec *find_claim(const struct ctx *c, const char *id,
     struct claim_rec key;
     if (id == NULL || token == NULL)
         return NULL;
-    snprintf(key.id, sizeof(key.id), "%s", id);
-    snprintf(key.token, sizeof(key.token), "%s", token);
-    for (char *p = key.id; *p; p++)
-        *p = (char)tolower((unsigned char)*p);
-    for (char *p = key.token; *p; p++)
-        *p = (char)tolower((unsigned char)*p);
+    copy_lower(key.id, sizeof(key.id), id);
+    copy_lower(key.token, sizeof(key.token), token);
     return bsearch(&key, c->claims, (size_t)c->nclaims, sizeof(key), cmp_claim_rec);
 }
 
 static int load_outbox(struct ctx *c)
 {
-    PGresult *r = q(c,
+    void *arr;
+    PGresult *r = q_rows(c,
         "SELECT id::text, event_type, aggregate_id::text, aggregate_version,"
         "       published_at IS NOT NULL, dead_lettered_at IS NOT NULL, attempts,"
         "       encode(sha256(convert_to(payload::text, 'UTF8')), 'hex')"
@@ -319,15 +339,10 @@ static int load_outbox(struct ctx *c)
         " UNION ALL"
         " SELECT id::text, event_type, aggregate_id::text, aggregate_version, true, false,"
         "        attempts, payload_sha256"
-        "  FROM outbox_removed", 0, NULL);
+        "  FROM outbox_removed", sizeof(*c->rows), &arr, &c->nrows);
     if (r == NULL)
         return -1;
-    c->nrows = PQntuples(r);
-    c->rows = calloc((size_t)c->nrows + 1, sizeof(*c->rows));
-    if (c->rows == NULL) {
-        PQclear(r);
-        return -1;
-    }
+    c->rows = arr;
     for (int i = 0; i < c->nrows; i++) {
         struct orow *o = &c->rows[i];
         snprintf(o->id, sizeof(o->id), "%s", PQgetvalue(r, i, 0));
@@ -346,18 +361,14 @@ static int load_outbox(struct ctx *c)
 
 static int load_requeues(struct ctx *c)
 {
-    PGresult *r = q(c,
+    void *arr;
+    PGresult *r = q_rows(c,
         "SELECT message_id::text, (extract(epoch FROM requeued_at) * 1000000)::bigint,"
         "       attempts_before"
-        "  FROM outbox_requeues", 0, NULL);
+        "  FROM outbox_requeues", sizeof(*c->requeues), &arr, &c->nrequeues);
     if (r == NULL)
         return -1;
-    c->nrequeues = PQntuples(r);
-    c->requeues = calloc((size_t)c->nrequeues + 1, sizeof(*c->requeues));
-    if (c->requeues == NULL) {
-        PQclear(r);
-        return -1;
-    }
+    c->requeues = arr;
     for (int i = 0; i < c->nrequeues; i++) {
         snprintf(c->requeues[i].id, sizeof(c->requeues[i].id), "%s", PQgetvalue(r, i, 0));
         c->requeues[i].at_us = atoll(PQgetvalue(r, i, 1));
@@ -1703,9 +1714,7 @@ static void inv_ack_after_commit(struct ctx *c)
             continue;
         struct consumer_rec key;
         snprintf(key.group, sizeof(key.group), "%s", group);
-        snprintf(key.id, sizeof(key.id), "%s", id);
-        for (char *p = key.id; *p; p++)
-            *p = (char)tolower((unsigned char)*p);
+        copy_lower(key.id, sizeof(key.id), id);
         const struct consumer_rec *rec = bsearch(&key, c->crecs, (size_t)c->ncrecs,
                                                  sizeof(key), cmp_consumer_rec);
         if (rec == NULL)

@@ -182,16 +182,11 @@ static int stamp_claim_history(PGconn *conn, char *err, size_t errlen)
     char qerr[256], state[6];
     PGresult *r = pgx_exec(conn, "SELECT to_regclass('crashwindow_claims') IS NOT NULL", 0,
                            NULL, state, qerr, sizeof(qerr));
-    if (r != NULL) {
-        int has = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    int has = r != NULL && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    const char *const stamps[] = { claim_history_stamp_sql, consumer_records_stamp_sql };
+    for (size_t i = 0; r != NULL && has && i < sizeof(stamps) / sizeof(stamps[0]); i++) {
         PQclear(r);
-        if (!has)
-            return 0;
-        r = pgx_exec(conn, claim_history_stamp_sql, 0, NULL, state, qerr, sizeof(qerr));
-    }
-    if (r != NULL) {
-        PQclear(r);
-        r = pgx_exec(conn, consumer_records_stamp_sql, 0, NULL, state, qerr, sizeof(qerr));
+        r = pgx_exec(conn, stamps[i], 0, NULL, state, qerr, sizeof(qerr));
     }
     if (r == NULL) {
         snprintf(err, errlen, "stamping the claim history's commit times: %s", qerr);
