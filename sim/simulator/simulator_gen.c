@@ -261,6 +261,32 @@ static int has_peers(const struct sim_plan *p, int proc)
     return 0;
 }
 
+/* A relay that parks on its first pass while other relays share the work
+ * parks on whichever event it won the race for: the first version of a
+ * payment in one replay, the last in the next, and then no later version
+ * waits behind the one it holds.  So its peers that would start with it
+ * are held back until it has parked (see release_held): it claims the
+ * run's first event in every replay.  The relay, or -1.  No draw. */
+static int first_parker(const struct sim_plan *p)
+{
+    for (int i = 0; i < p->nfaults; i++) {
+        const struct sim_fault *f = &p->faults[i];
+        const struct sim_proc *x = &p->procs[f->proc];
+        if (f->action == SIM_PARK && f->incarnation == -1 && f->hit == 1 &&
+            x->kind == SIM_RELAY && x->autostart && has_peers(p, f->proc))
+            return f->proc;
+    }
+    return -1;
+}
+
+/* Whether proc starts only once first_parker's relay has parked. */
+static int held_back(const struct sim_plan *p, int proc)
+{
+    int lead = first_parker(p);
+    return lead >= 0 && proc != lead && p->procs[proc].kind == SIM_RELAY &&
+           p->procs[proc].autostart;
+}
+
 /* Arms point pt in incarnation inc of proc: a random allowed action, hit
  * and duration.  0, or -1 when nothing could be armed. */
 static int add_fault(struct sim_rng *r, struct sim_plan *p, const struct sim_point *pt,
@@ -1619,6 +1645,33 @@ static void render_restart(struct render_ctx *ctx, const struct sim_act *a, int 
     }
 }
 
+/* After the first payments batch: the park of first_parker's relay, then
+ * the start of the peers held back for it, each with its first faults. */
+static void release_held(struct render_ctx *ctx)
+{
+    const struct sim_plan *p = ctx->p;
+    int lead = first_parker(p);
+    if (lead < 0)
+        return;
+    char name[32];
+    const struct rstate *ls = &ctx->st[lead];
+    if (ls->up && ls->park_point != NULL) {
+        proc_name(p, lead, name, sizeof(name));
+        cJSON *o = render_anchor(ctx, "parked", "the parked relay holds the first event, then "
+                                                "its peers start, in every replay");
+        cJSON_AddStringToObject(o, "proc", name);
+        cJSON_AddStringToObject(o, "point", ls->park_point);
+    }
+    for (int i = 0; i < p->nprocs; i++) {
+        if (!held_back(p, i))
+            continue;
+        struct sim_act a;
+        act_init(&a, SIM_RESTART, i);
+        proc_name(p, i, name, sizeof(name));
+        render_restart(ctx, &a, -1, &ctx->st[i], name);
+    }
+}
+
 static void render_broker(struct render_ctx *ctx, const struct sim_act *a)
 {
     cJSON *c = cJSON_CreateObject();
@@ -1723,7 +1776,7 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
     char spec[1024], name[32];
     for (int i = 0; i < p->nprocs; i++) {
         struct rstate *s = &ctx.st[i];
-        s->up = p->procs[i].autostart;
+        s->up = p->procs[i].autostart && !held_back(p, i);
         s->faulty = fault_spec(p, i, -1, spec, sizeof(spec), &s->crashy, &s->parks,
                                &s->park_point) > 0;
         ctx.starts[i] = s->up;
@@ -1736,6 +1789,8 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
         switch (a->kind) {
         case SIM_PAY:
             render_pay(&ctx, a);
+            if (ctx.batch == 1)
+                release_held(&ctx);
             break;
         case SIM_REUSE:
             render_reuse(&ctx);
@@ -1860,10 +1915,12 @@ cJSON *sim_render(const struct sim_plan *p, const char *name, const char *title)
             cJSON_AddItemToObject(o, "args", relay_args(x));
         else if (x->kind == SIM_CONSUMER)
             cJSON_AddItemToObject(o, "args", consumer_args(x));
-        int crashy, parks;
-        if (fault_spec(p, i, -1, buf, sizeof(buf), &crashy, &parks, NULL) > 0)
+        /* A relay held back gets its first faults from the step that
+         * starts it. */
+        int crashy, parks, held = held_back(p, i);
+        if (!held && fault_spec(p, i, -1, buf, sizeof(buf), &crashy, &parks, NULL) > 0)
             cJSON_AddStringToObject(o, "faults", buf);
-        if (!x->autostart)
+        if (!x->autostart || held)
             cJSON_AddBoolToObject(o, "autostart", 0);
         if (x->db_deadline_ms > 0)
             cJSON_AddNumberToObject(o, "db_deadline_ms", x->db_deadline_ms);

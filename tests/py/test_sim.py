@@ -144,7 +144,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
     scs = scenarios_in(sim(["--seed", "3001", "--runs", "80", "--dry-run"]).stdout)
     assert len(scs) == 80
     anchors = cleanups = requeues = refused = closes = slow = park_anchors = creations_only = 0
-    opens = silent = caught_up = held = revived = first_parks = gap_parks = 0
+    opens = silent = caught_up = held = revived = first_parks = gap_parks = releases = 0
     for sc in scs:
         steps = sc["steps"]
         # A relay or consumer that shares its work parks on its first pass.
@@ -156,6 +156,13 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                         len(peers_of(sc, name)) > 1:
                     assert spec.endswith("=park@1"), (sc["name"], name, spec)
                     first_parks += 1
+        # Every autostarted relay beside one that parks on its first pass
+        # starts only after that park (the release checked below).
+        parkers = [n for n, x in sc["processes"].items() if x["kind"] == "relay"
+                   and x.get("autostart", True) and "=park@1" in x.get("faults", "")]
+        if parkers and any(len(peers_of(sc, n)) > 1 for n in parkers):
+            assert not [n for n, x in sc["processes"].items() if x["kind"] == "relay"
+                        and n != parkers[0] and x.get("autostart", True)], sc["name"]
         # A consumer parks a gap well before a held predecessor's lease
         # runs out, or well after: never at about the same moment.
         leases = {x["args"]["lease-ms"] for x in sc["processes"].values() if x["kind"] == "relay"}
@@ -285,6 +292,23 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                     assert follow["fault"] == "partition", follow
                     assert follow["link"] == st["proc"] + "->pg", follow
                     continue
+                if follow["do"] == "restart" and follow["proc"] != st["proc"]:
+                    # A relay parked on its first pass, beside peers that
+                    # would start with it: they start only once it parked,
+                    # right after the first payments, so that it holds the
+                    # run's first event in every replay.
+                    assert st["point"].startswith("relay/"), (sc["name"], st)
+                    assert [x["do"] for x in steps[:i]] == ["payments"], (sc["name"], i)
+                    k = i + 1
+                    while k < len(steps) and steps[k]["do"] == "restart" and \
+                            steps[k]["proc"] != st["proc"]:
+                        peer = sc["processes"][steps[k]["proc"]]
+                        assert peer["kind"] == "relay" and peer.get("autostart") is False, \
+                            (sc["name"], steps[k])
+                        assert "faults" not in peer, (sc["name"], steps[k])
+                        k += 1
+                    releases += 1
+                    continue
                 if follow["do"] == "sleep":
                     # A relay parked in its loop holds a claim: it stays
                     # parked past that claim's lease, then is resumed.
@@ -322,6 +346,7 @@ def test_schedules_anchor_park_follow_ups_and_run_the_runbook():
                     assert relays[0]["args"]["max-attempts"] <= 3
     assert anchors >= 10 and cleanups >= 5 and requeues >= 2, (anchors, cleanups, requeues)
     assert held >= 1, "no parked relay held past its lease in 80 schedules"
+    assert releases >= 1, "no relay parked on its first pass with its peers held back"
     assert refused >= 10 and closes >= 5 and slow >= 3, (refused, closes, slow)
     assert opens >= closes, (opens, closes)
     assert park_anchors >= 2 and creations_only >= 2, (park_anchors, creations_only)
