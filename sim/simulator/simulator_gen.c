@@ -1999,7 +1999,8 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
     out[0] = '\0';
     for (int i = 0; i < p->nprocs; i++) {
         proc_name(p, i, name, sizeof(name));
-        sb_add(&b, "%s%s%s", i ? " " : "", name, p->procs[i].autostart ? "" : "(late)");
+        sb_add(&b, "%s%s%s", i ? " " : "", name,
+               !p->procs[i].autostart ? "(late)" : held_back(p, i) ? "(held)" : "");
     }
     if (p->duplicate || p->reorder || p->delay_ms)
         sb_add(&b, " | broker%s%s", p->duplicate ? " dup" : "", p->reorder ? " reorder" : "");
