@@ -14,7 +14,18 @@
  *
  * The connection guard (api_guard.h) follows each connection through
  * libmicrohttpd's connection notifications: its deadline is held while a
- * complete request is handled and rearmed when a response is queued. */
+ * complete request is handled and rearmed when a response is queued.
+ *
+ * A complete request is not run on the libmicrohttpd thread that read it:
+ * that thread also serves every other connection it accepted, and one
+ * request blocked on the database (a slow COMMIT, a silent link until its
+ * timeout) would hold all of them, while other database connections sat
+ * idle.  Which thread accepts a connection is a race, so with N threads and
+ * N clients two clients often share one: measured, 4 keep-alive clients on 4
+ * threads kept only 2-3 database connections busy.  So the connection is
+ * suspended and the request queued for the request workers (as many as the
+ * pool has connections); the worker that ran it resumes the connection, and
+ * libmicrohttpd calls the handler once more to queue the answer. */
 #include "api_http.h"
 #include "api_guard.h"
 #include "api_validate.h"
@@ -49,6 +60,14 @@ struct api_http {
     api_store *store;
     atomic_int in_flight;
     atomic_int draining;
+    /* The request workers and their queue (requests whose connection is
+     * suspended).  stopping: run what is queued, then exit. */
+    pthread_mutex_t lock;
+    pthread_cond_t ready;
+    struct req *head, *tail;
+    int stopping;
+    int nworkers;
+    pthread_t workers[API_HTTP_MAX_THREADS];
 };
 
 struct req {
@@ -61,6 +80,17 @@ struct req {
     int answered;                       /* a response was queued */
     int too_large;                      /* the body crossed API_MAX_BODY */
     size_t discarded;                   /* body bytes dropped since then */
+    /* Handed to a request worker (see the top of this file). */
+    int queued;
+    int done;                           /* under the lock: reply is final */
+    struct req *next;                   /* in the queue */
+    struct MHD_Connection *conn;
+    /* Headers read on the connection's thread; the values live in
+     * libmicrohttpd's memory for as long as the request does. */
+    const char *idem_key;
+    const char *traceparent;
+    const char *content_type;
+    struct api_reply reply;             /* the worker's answer */
 };
 
 /* How much of an oversized chunked body is read and dropped before the
@@ -298,8 +328,7 @@ static int check_post_headers(struct MHD_Connection *c, struct req *q, struct ap
     return 0;
 }
 
-static void run_command(api_http *h, struct MHD_Connection *c, struct req *q,
-                        struct api_reply *r)
+static void run_command(api_http *h, struct req *q, struct api_reply *r)
 {
     struct api_create_body create;
     struct api_command cmd;
@@ -315,12 +344,8 @@ static void run_command(api_http *h, struct MHD_Connection *c, struct req *q,
         cmd.kind = API_CMD_CREATE;
         cmd.create = &create;
     } else {
-        if (q->len > 0) {
-            int repeated;
-            const char *ctype = single_header(c, MHD_HTTP_HEADER_CONTENT_TYPE, &repeated);
-            if (api_check_content_type(ctype, r) < 0)
-                return;
-        }
+        if (q->len > 0 && api_check_content_type(q->content_type, r) < 0)
+            return;
         if (api_parse_empty_body(body, q->len, r) < 0)
             return;
         snprintf(canonical_body, sizeof(canonical_body), "{}");
@@ -341,12 +366,10 @@ static void run_command(api_http *h, struct MHD_Connection *c, struct req *q,
         api_sha256_hex(canonical, strlen(canonical), hash) < 0)
         goto internal;
 
-    int repeated;
     char trace[CW_TRACEPARENT_LEN + 1];
-    /* A repeated traceparent is invalid (W3C trace context): new trace. */
-    api_trace_for_request(single_header(c, "traceparent", &repeated), trace);
+    api_trace_for_request(q->traceparent, trace);
     cmd.client_id = q->client;
-    cmd.idem_key = single_header(c, "Idempotency-Key", &repeated);
+    cmd.idem_key = q->idem_key;
     cmd.request_hash = hash;
     cmd.traceparent = trace;
     api_store_execute(h->store, &cmd, r);
@@ -421,21 +444,86 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_reply(h, c, method, url, q, &r);
     }
 
+    if (q->queued) {
+        /* A worker resumed the connection: its answer is ready. */
+        pthread_mutex_lock(&h->lock);
+        int done = q->done;
+        pthread_mutex_unlock(&h->lock);
+        return done ? send_reply(h, c, method, url, q, &q->reply) : MHD_YES;
+    }
+
     /* The request is complete: from here the time is the server's. */
     api_guard_hold(guard_of(c));
+    int repeated;
+    q->idem_key = single_header(c, "Idempotency-Key", &repeated);
+    /* A repeated traceparent is invalid (W3C trace context): new trace. */
+    q->traceparent = single_header(c, "traceparent", &repeated);
+    q->content_type = single_header(c, MHD_HTTP_HEADER_CONTENT_TYPE, &repeated);
+    q->conn = c;
+    q->queued = 1;
+    /* Suspended before it is queued, so no worker can resume it first. */
+    MHD_suspend_connection(c);
+    pthread_mutex_lock(&h->lock);
+    if (h->tail != NULL)
+        h->tail->next = q;
+    else
+        h->head = q;
+    h->tail = q;
+    pthread_cond_signal(&h->ready);
+    pthread_mutex_unlock(&h->lock);
+    return MHD_YES;
+}
 
-    switch (q->route) {
-    case ROUTE_HEALTH:
-        api_store_health(h->store, &r);
-        break;
-    case ROUTE_GET:
-        api_store_get_payment(h->store, q->payment_id, &r);
-        break;
-    default:
-        run_command(h, c, q, &r);
-        break;
+/* A request worker: runs queued requests until told to stop and nothing is
+ * left. */
+static void *request_worker(void *arg)
+{
+    api_http *h = arg;
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        while (h->head == NULL && !h->stopping)
+            pthread_cond_wait(&h->ready, &h->lock);
+        struct req *q = h->head;
+        if (q == NULL)
+            break;
+        h->head = q->next;
+        if (h->head == NULL)
+            h->tail = NULL;
+        pthread_mutex_unlock(&h->lock);
+
+        api_reply_init(&q->reply);
+        switch (q->route) {
+        case ROUTE_HEALTH:
+            api_store_health(h->store, &q->reply);
+            break;
+        case ROUTE_GET:
+            api_store_get_payment(h->store, q->payment_id, &q->reply);
+            break;
+        default:
+            run_command(h, q, &q->reply);
+            break;
+        }
+        struct MHD_Connection *c = q->conn;
+        pthread_mutex_lock(&h->lock);
+        q->done = 1;
+        pthread_mutex_unlock(&h->lock);
+        MHD_resume_connection(c); /* q may be freed from here on */
+        pthread_mutex_lock(&h->lock);
     }
-    return send_reply(h, c, method, url, q, &r);
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+/* Tells the workers to finish what is queued and waits for them. */
+static void stop_workers(api_http *h)
+{
+    pthread_mutex_lock(&h->lock);
+    h->stopping = 1;
+    pthread_cond_broadcast(&h->ready);
+    pthread_mutex_unlock(&h->lock);
+    for (int i = 0; i < h->nworkers; i++)
+        pthread_join(h->workers[i], NULL);
+    h->nworkers = 0;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
@@ -448,6 +536,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     api_guard_rearm(guard_of(c));
     if (q == NULL)
         return;
+    api_reply_clear(&q->reply);
     free(q->body);
     free(q);
     *req_cls = NULL;
@@ -509,7 +598,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 api_http *api_http_start(const struct api_http_config *cfg, char *err, size_t errlen)
 {
-    if (cfg->threads < 1 || cfg->store == NULL || cfg->request_timeout_ms < 1 ||
+    if (cfg->threads < 1 || cfg->threads > API_HTTP_MAX_THREADS || cfg->store == NULL || cfg->request_timeout_ms < 1 ||
         cfg->max_connections < cfg->threads || cfg->max_per_client < 1) {
         snprintf(err, errlen, "invalid http configuration");
         return NULL;
@@ -527,11 +616,22 @@ api_http *api_http_start(const struct api_http_config *cfg, char *err, size_t er
         free(h);
         return NULL;
     }
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->ready, NULL);
+    /* The workers first: the daemon may hand them a request as it starts. */
+    for (; h->nworkers < cfg->threads; h->nworkers++)
+        if (pthread_create(&h->workers[h->nworkers], NULL, request_worker, h) != 0)
+            break;
+    if (h->nworkers < cfg->threads) {
+        snprintf(err, errlen, "cannot start the request workers");
+        stop_workers(h);
+        goto fail;
+    }
     /* MHD_USE_ITC is what lets MHD_quiesce_daemon stop a thread pool's
      * listening without stopping its connections.  The idle timeout is a
      * backstop only: the guard's deadline is the one that holds. */
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
-                         MHD_USE_ERROR_LOG;
+                         MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     unsigned int idle_s = (unsigned int)(cfg->request_timeout_ms + 999) / 1000;
     h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
                                  MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
@@ -548,11 +648,16 @@ api_http *api_http_start(const struct api_http_config *cfg, char *err, size_t er
                                  MHD_OPTION_END);
     if (h->daemon == NULL) {
         snprintf(err, errlen, "could not start the HTTP server (address in use?)");
-        api_guard_stop(h->guard);
-        free(h);
-        return NULL;
+        stop_workers(h);
+        goto fail;
     }
     return h;
+fail:
+    pthread_cond_destroy(&h->ready);
+    pthread_mutex_destroy(&h->lock);
+    api_guard_stop(h->guard);
+    free(h);
+    return NULL;
 }
 
 int api_http_port(api_http *h)
@@ -577,10 +682,15 @@ int api_http_shutdown(api_http *h, int drain_ms)
         nanosleep(&ts, NULL);
     }
     int left = atomic_load(&h->in_flight);
+    /* No connection may stay suspended when the daemon stops: the workers
+     * answer what is queued and resume every connection first. */
+    stop_workers(h);
     MHD_stop_daemon(h->daemon);
     api_guard_stop(h->guard);
     if (lsock != MHD_INVALID_SOCKET)
         close(lsock);
+    pthread_cond_destroy(&h->ready);
+    pthread_mutex_destroy(&h->lock);
     free(h);
     return left;
 }

@@ -9,9 +9,10 @@
  * Anything else is 404 (unknown path) or 405 with Allow (known path, other
  * method).  Every answer is JSON; errors are RFC 9457 problem documents.
  *
- * Threads: libmicrohttpd's internal thread pool (epoll); each worker thread
- * runs its requests to completion, taking one pooled database connection at
- * a time.  A body is read into memory only up to API_MAX_BODY: a larger
+ * Threads: libmicrohttpd's internal thread pool (epoll) reads requests and
+ * writes answers; a complete request is run by one of as many request
+ * workers, each taking one pooled database connection at a time, so a
+ * request blocked on the database never holds up another connection.  A body is read into memory only up to API_MAX_BODY: a larger
  * Content-Length is refused before anything is read, a larger chunked body
  * as soon as it crosses the limit (413).  Too many or too large header
  * fields get 431, a long URL 414, each with a problem body.
@@ -31,9 +32,11 @@
 
 typedef struct api_http api_http;
 
+#define API_HTTP_MAX_THREADS 64
+
 struct api_http_config {
     struct sockaddr_in addr;  /* where to listen; port 0 picks a free port */
-    int threads;              /* worker threads, >= 1 */
+    int threads;              /* HTTP threads and request workers, 1..API_HTTP_MAX_THREADS */
     api_store *store;         /* borrowed */
     int request_timeout_ms;   /* whole-request deadline, >= 1 */
     int max_connections;      /* >= threads */

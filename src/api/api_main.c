@@ -67,7 +67,7 @@ static void usage(FILE *f)
             "                    [--db-wait-ms MS]\n"
             "  --listen ADDR:PORT        IPv4 address and port (default 127.0.0.1:8080;\n"
             "                            port 0 picks a free one, printed on stdout)\n"
-            "  --threads N               HTTP worker threads = database connections (4)\n"
+            "  --threads N               request workers = database connections (4)\n"
             "  --lock-timeout-ms MS      wait for a racing request's key at most MS (50)\n"
             "  --statement-timeout-ms MS bound on every statement (10000)\n"
             "  --drain-ms MS             on SIGTERM, wait for requests in flight (10000)\n"

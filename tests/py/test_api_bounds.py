@@ -11,10 +11,11 @@ import json
 import socket
 import time
 
+import psycopg
 import pytest
 
 from apiclient import assert_problem, counts, start_api
-from conftest import wait_for
+from conftest import scalar, wait_for
 
 TIMEOUT_MS = 1500
 SLACK_S = 1.5          # the guard checks every 100 ms; a loaded machine is slower
@@ -248,3 +249,49 @@ def test_connections_per_client_address_are_limited(procs, db):
         except OSError:
             return False
     wait_for(served, 5, "127.0.0.1 served again")
+
+
+def test_a_request_stuck_in_the_database_holds_up_no_other_connection(procs, db):
+    """A request waiting on the database (here a row lock; in production a
+    slow COMMIT or a silent link until its timeout) must not hold up the
+    requests of other connections.  libmicrohttpd gives a connection to
+    whichever of its threads accepts it first, so of eight keep-alive
+    connections on two threads the stuck one shares its thread with others
+    in all but 1 run in 128; each of them must still be answered while it
+    waits."""
+    api = start_api(procs, db, extra=["--threads", "2", "--lock-timeout-ms", "30000",
+                                      "--statement-timeout-ms", "30000"])
+    r = api.post_payment("held-payment")
+    assert r.status == 201, r
+    payment = r.json()["id"]
+    conns = [connect(api) for _ in range(8)]
+    try:
+        for s in conns:  # each accepted and owned by a thread before anything waits
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            out = outcome(s, 10)
+            assert out[0] == "response" and out[1] == 200, out
+        waiting = ("SELECT count(*) FROM pg_stat_activity"
+                   " WHERE application_name = 'payments-api' AND wait_event_type = 'Lock'")
+        with psycopg.connect(db) as holder:
+            holder.execute("SELECT 1 FROM payments WHERE id = %s FOR UPDATE", (payment,))
+            conns[0].sendall(f"POST /payments/{payment}/authorize HTTP/1.1\r\nHost: t\r\n"
+                             "X-Client-Id: t\r\nIdempotency-Key: stuck\r\n"
+                             "Content-Length: 0\r\n\r\n".encode())
+            wait_for(lambda: scalar(db, waiting) == 1, 10, "the authorize to wait for the lock")
+            for i, s in enumerate(conns[1:]):
+                body = b'{"amount":"1.00","currency":"EUR"}'
+                s.sendall(b"POST /payments HTTP/1.1\r\nHost: t\r\nX-Client-Id: t\r\n"
+                          b"Idempotency-Key: other-%d\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n%s" % (i, len(body), body))
+            for s in conns[1:]:
+                out = outcome(s, 10)
+                assert out[0] == "response" and out[1] == 201, out
+            assert scalar(db, waiting) == 1, "the authorize stopped waiting before its lock freed"
+            holder.rollback()
+        out = outcome(conns[0], 10)
+        assert out[0] == "response" and out[1] == 200, out
+    finally:
+        for s in conns:
+            s.close()
+    assert scalar(db, "SELECT count(*) FROM payments") == 8
+    assert scalar(db, "SELECT status FROM payments WHERE id = %s", (payment,)) == "authorized"
