@@ -1,8 +1,8 @@
 /* api_pool.h -- a small, fixed-size pool of libpq connections.
  *
- * The API serves requests on a fixed number of HTTP worker threads and each
+ * The API runs requests on a fixed number of request workers and each
  * request holds at most one connection at a time, so the pool is sized to the
- * thread count and an acquire normally never waits.  Slots are filled lazily:
+ * worker count and an acquire normally never waits.  Slots are filled lazily:
  * a slot whose connection was discarded (broken, or thrown away on purpose
  * after an ambiguous COMMIT) is reconnected by the next acquire, outside the
  * lock, so one slow connect never blocks the other threads.

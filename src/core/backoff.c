@@ -3,7 +3,7 @@
  * Jitter only has to decorrelate processes, so a xorshift64* generator
  * seeded once from libuuid's random bytes is enough; two processes started
  * in the same microsecond still get different seeds.  The state is per
- * thread, so the API's worker threads may draw without a lock. */
+ * thread, so the API's request workers may draw without a lock. */
 #include "backoff.h"
 #include "ids.h"
 
