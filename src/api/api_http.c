@@ -598,8 +598,9 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 api_http *api_http_start(const struct api_http_config *cfg, char *err, size_t errlen)
 {
-    if (cfg->threads < 1 || cfg->threads > API_HTTP_MAX_THREADS || cfg->store == NULL || cfg->request_timeout_ms < 1 ||
-        cfg->max_connections < cfg->threads || cfg->max_per_client < 1) {
+    if (cfg->threads < 1 || cfg->threads > API_HTTP_MAX_THREADS || cfg->store == NULL ||
+        cfg->request_timeout_ms < 1 || cfg->max_connections < cfg->threads ||
+        cfg->max_per_client < 1) {
         snprintf(err, errlen, "invalid http configuration");
         return NULL;
     }
