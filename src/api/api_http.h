@@ -12,7 +12,8 @@
  * Threads: libmicrohttpd's internal thread pool (epoll) reads requests and
  * writes answers; a complete request is run by one of as many request
  * workers, each taking one pooled database connection at a time, so a
- * request blocked on the database never holds up another connection.  A body is read into memory only up to API_MAX_BODY: a larger
+ * request blocked on the database never holds up another connection.
+ * A body is read into memory only up to API_MAX_BODY: a larger
  * Content-Length is refused before anything is read, a larger chunked body
  * as soon as it crosses the limit (413).  Too many or too large header
  * fields get 431, a long URL 414, each with a problem body.

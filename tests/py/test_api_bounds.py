@@ -293,5 +293,5 @@ def test_a_request_stuck_in_the_database_holds_up_no_other_connection(procs, db)
     finally:
         for s in conns:
             s.close()
-    assert scalar(db, "SELECT count(*) FROM payments") == 8
+    assert counts(db)["payments"] == 8
     assert scalar(db, "SELECT status FROM payments WHERE id = %s", (payment,)) == "authorized"
