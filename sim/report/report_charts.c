@@ -60,7 +60,7 @@ static int consumer_slot(struct rmetrics *m, const char *name)
             return i;
     if (m->nconsumers == MAX_CONSUMERS)
         return -1;
-    m->consumers[m->nconsumers] = xstrdup(name);
+    m->consumers[m->nconsumers] = report_strdup(name);
     if (m->consumers[m->nconsumers] == NULL)
         return -1;
     return m->nconsumers++;
@@ -124,7 +124,7 @@ struct rmetrics *rmetrics_load(const char *path, size_t max_samples, char *err,
     }
     struct jsonl_sink sink = { add_sample_cb, m, &m->n, max_samples, &m->dropped,
                                &m->bad_lines };
-    if (read_jsonl(path, &sink, err, errlen) < 0) {
+    if (report_read_jsonl(path, &sink, err, errlen) < 0) {
         rmetrics_free(m);
         return NULL;
     }
@@ -166,7 +166,7 @@ int rtl_view(const struct rtl *t, const struct rmetrics *m, struct rview *v)
     /* the runner's first step: start-up before it is context, not the story */
     for (size_t i = 0; t != NULL && i < t->n; i++) {
         const struct rev *e = &t->ev[i];
-        if (role_of(t->lanes[e->lane].name) != R_RUNNER || e->text == NULL ||
+        if (rtl_role_of(t->lanes[e->lane].name) != R_RUNNER || e->text == NULL ||
             strncmp(e->text, "step", 4) != 0 || (e->text[4] != '\0' && e->text[4] != '\n'))
             continue;
         if (e->ts - a > (v->t1 - a) / 5) {
@@ -249,10 +249,11 @@ static void chart_windows(struct rbuf *b, const struct rtl *t, const struct rvie
     for (size_t i = 0; t != NULL && i < t->nwin; i++) {
         if (t->win[i].to < v->t0)
             continue;
-        double x = xpos(g, t->win[i].from), x2 = xpos(g, t->win[i].to);
+        double x = report_xpos(g, t->win[i].from), x2 = report_xpos(g, t->win[i].to);
         rbuf_printf(b, "<rect class=\"cwin-%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
                        "height=\"%.0f\"><title>",
-                    win_names[t->win[i].type], x, CH_T, x2 - x < 1.5 ? 1.5 : x2 - x, ph);
+                    rtl_win_names[t->win[i].type], x, CH_T, x2 - x < 1.5 ? 1.5 : x2 - x,
+                    ph);
         rbuf_esc(b, t->win[i].label, 200);
         rbuf_puts(b, " in ");
         rbuf_esc(b, t->lanes[t->win[i].lane].name, 80);
@@ -281,8 +282,8 @@ static void chart_axes(struct rbuf *b, const struct rview *v, const struct geo *
     for (double ms = ceil(from_ms / xstep - 1e-9) * xstep;
          to_ms > from_ms && ms <= to_ms + xstep * 1e-9 && nt < 12; ms += xstep, nt++) {
         char lab[48];
-        fmt_offset(lab, sizeof(lab), ms, xstep);
-        double x = xpos(g, v->origin + (int64_t)llround(ms * 1000));
+        report_fmt_offset(lab, sizeof(lab), ms, xstep);
+        double x = report_xpos(g, v->origin + (int64_t)llround(ms * 1000));
         rbuf_printf(b, "<text class=\"xlab\" x=\"%.1f\" y=\"%d\">%s</text>", x, CH_H - 6, lab);
     }
     rbuf_puts(b, "</g>");
@@ -304,7 +305,7 @@ static void chart_line(struct rbuf *b, const struct rmetrics *m, const struct ge
             pen = 0;
             continue;
         }
-        lx = xpos(g, m->s[i].ts);
+        lx = report_xpos(g, m->s[i].ts);
         ly = CH_T + cs->ph - val / cs->ymax * cs->ph;
         rbuf_printf(b, "%s%.1f %.1f", pen ? "L" : "M", lx, ly);
         pen = 1;

@@ -21,11 +21,11 @@
 #define TITLE_MAX 700
 #define MAX_WINDOWS 4000
 
-const char *const win_names[] = {"fault", "down", "paused", "net"};
+const char *const rtl_win_names[] = {"fault", "down", "paused", "net"};
 
 /* ---- small helpers ------------------------------------------------------- */
 
-char *xstrdup(const char *s)
+char *report_strdup(const char *s)
 {
     size_t n = strlen(s);
     char *d = malloc(n + 1);
@@ -82,7 +82,7 @@ static int msg_index(struct rtl *t, const char *s)
         t->witness = nw;
         t->idcap = nc;
     }
-    char *copy = xstrdup(s);
+    char *copy = report_strdup(s);
     if (copy == NULL)
         return -1;
     t->ids[t->nids] = copy;
@@ -112,7 +112,7 @@ static int lane_get(struct rtl *t, const char *name)
             return i;
         name = "(other processes)";
     }
-    char *copy = xstrdup(name);
+    char *copy = report_strdup(name);
     if (copy == NULL)
         return t->nlanes > 0 ? t->nlanes - 1 : -1;
     t->lanes[t->nlanes].name = copy;
@@ -133,7 +133,7 @@ static int jtrue(const cJSON *o, const char *key)
 }
 
 
-enum role role_of(const char *proc)
+enum role rtl_role_of(const char *proc)
 {
     if (strncmp(proc, "api", 3) == 0 || strncmp(proc, "payments", 8) == 0)
         return R_API;
@@ -293,14 +293,14 @@ static char *event_text(const cJSON *o)
     }
     char *s;
     if (b.len == 0) {
-        s = xstrdup("");
+        s = report_strdup("");
     } else if (b.overflow) {
         /* keep what fitted, marked as cut */
         s = malloc(b.len + 5);
         if (s != NULL)
             snprintf(s, b.len + 5, "%s ...", b.data);
     } else {
-        s = xstrdup(b.data);
+        s = report_strdup(b.data);
     }
     rbuf_free(&b);
     return s;
@@ -369,7 +369,7 @@ static int add_event(struct rtl *t, const cJSON *o)
         return -1;
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(o, "pid");
     e->pid = cJSON_IsNumber(pid) ? (long)pid->valuedouble : 0;
-    enum role role = role_of(proc);
+    enum role role = rtl_role_of(proc);
     e->kind = kind_of(role, name, o);
     e->target = -1;
     /* the runner's actions on a process are drawn on that process's lane */
@@ -432,7 +432,7 @@ static void add_window(struct rtl *t, int lane, enum win_type type, int64_t from
     w->type = type;
     w->from = from;
     w->to = to;
-    w->label = xstrdup(label ? label : "");
+    w->label = report_strdup(label ? label : "");
     t->nwin++;
 }
 
@@ -568,7 +568,7 @@ static void build_windows(struct rtl *t)
  * group by name, so that a message flows top to bottom. */
 static int lane_rank(const char *name)
 {
-    switch (role_of(name)) {
+    switch (rtl_role_of(name)) {
     case R_RUNNER: return 0;
     case R_API: return 1;
     case R_RELAY: return 2;
@@ -610,7 +610,7 @@ static void order_lanes(struct rtl *t)
     }
 }
 
-int read_jsonl(const char *path, const struct jsonl_sink *sink, char *err,
+int report_read_jsonl(const char *path, const struct jsonl_sink *sink, char *err,
                       size_t errlen)
 {
     FILE *f = fopen(path, "r");
@@ -654,7 +654,7 @@ struct rtl *rtl_load(const char *path, size_t max_events, char *err, size_t errl
     }
     struct jsonl_sink sink = { add_event_cb, t, &t->n, max_events, &t->dropped,
                                &t->bad_lines };
-    if (read_jsonl(path, &sink, err, errlen) < 0) {
+    if (report_read_jsonl(path, &sink, err, errlen) < 0) {
         rtl_free(t);
         return NULL;
     }
@@ -696,7 +696,7 @@ size_t rtl_windows(const struct rtl *t, const char *type)
 {
     size_t n = 0;
     for (size_t i = 0; t != NULL && i < t->nwin; i++)
-        if (strcmp(win_names[t->win[i].type], type) == 0)
+        if (strcmp(rtl_win_names[t->win[i].type], type) == 0)
             n++;
     return n;
 }

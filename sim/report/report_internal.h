@@ -37,7 +37,7 @@ struct rev {
 };
 
 enum win_type { W_FAULT, W_DOWN, W_PAUSED, W_NET };
-extern const char *const win_names[];
+extern const char *const rtl_win_names[];
 
 struct rwin {
     int lane;
@@ -71,11 +71,11 @@ struct rtl {
  * ("publish" is a relay's and the broker's, "deliver" a consumer's and the
  * broker's), so the role picks the kind. */
 enum role { R_OTHER, R_API, R_RELAY, R_BROKER, R_RUNNER, R_CONSUMER };
-enum role role_of(const char *proc);
+enum role rtl_role_of(const char *proc);
 
-char *xstrdup(const char *s);
+char *report_strdup(const char *s);
 
-/* Where read_jsonl hands the lines of a file: add takes one JSON object and returns
+/* Where report_read_jsonl hands the lines of a file: add takes one JSON object and returns
  * < 0 to count it as bad; *n is the count add keeps, compared against max. */
 struct jsonl_sink {
     int (*add)(void *ctx, const cJSON *o);
@@ -89,8 +89,8 @@ struct jsonl_sink {
  * reaches sink->max further lines only count in *dropped; a line longer than MAX_LINE,
  * not a JSON object, or refused by add counts in *bad_lines. 0 on success, -1 with
  * the reason in err when the file cannot be opened or read (what was added stays). */
-int read_jsonl(const char *path, const struct jsonl_sink *sink, char *err,
-               size_t errlen);
+int report_read_jsonl(const char *path, const struct jsonl_sink *sink, char *err,
+                      size_t errlen);
 
 struct geo {
     int64_t t0, t1;   /* shown */
@@ -98,11 +98,11 @@ struct geo {
     int64_t origin;   /* labels count from here */
 };
 
-double xpos(const struct geo *g, int64_t ts);
+double report_xpos(const struct geo *g, int64_t ts);
 
 /* Formats a time offset in milliseconds for an axis with the given step:
  * seconds once the step reaches 100 ms, with as many decimals as the step
  * needs, milliseconds below. */
-void fmt_offset(char *out, size_t len, double ms, double step_ms);
+void report_fmt_offset(char *out, size_t len, double ms, double step_ms);
 
 #endif

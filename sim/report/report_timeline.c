@@ -87,7 +87,7 @@ double report_nice_step(double span, int n)
     return nice * p;
 }
 
-void fmt_offset(char *out, size_t len, double ms, double step_ms)
+void report_fmt_offset(char *out, size_t len, double ms, double step_ms)
 {
     if (fabs(ms) < step_ms * 1e-6)
         ms = 0; /* never "-0.0 s" */
@@ -102,7 +102,7 @@ void fmt_offset(char *out, size_t len, double ms, double step_ms)
 
 /* ---- the timeline SVG ---------------------------------------------------- */
 
-double xpos(const struct geo *g, int64_t ts)
+double report_xpos(const struct geo *g, int64_t ts)
 {
     if (g->t1 <= g->t0)
         return g->x0;
@@ -243,9 +243,9 @@ static void draw_axis(struct rbuf *b, const struct geo *g, int height)
     int n = 0;
     for (double ms = ceil(from_ms / step - 1e-9) * step; ms <= to_ms + step * 1e-9 && n < 40;
          ms += step, n++) {
-        double x = xpos(g, g->origin + (int64_t)llround(ms * 1000));
+        double x = report_xpos(g, g->origin + (int64_t)llround(ms * 1000));
         char lab[48];
-        fmt_offset(lab, sizeof(lab), ms, step);
+        report_fmt_offset(lab, sizeof(lab), ms, step);
         rbuf_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>"
                        "<text x=\"%.1f\" y=\"%d\">%s</text>",
                     x, TL_TOP - 4, x, height - 4, x, TL_TOP - 8, lab);
@@ -296,13 +296,13 @@ static void draw_windows(struct rbuf *b, const struct rtl *t, const struct geo *
         const struct rwin *w = &t->win[i];
         if (w->to < g->t0)
             continue;
-        double x = xpos(g, w->from), x2 = xpos(g, w->to);
+        double x = report_xpos(g, w->from), x2 = report_xpos(g, w->to);
         double wd = x2 - x < 2 ? 2 : x2 - x;
         if (w->type == W_FAULT)
             rbuf_printf(b, "<rect class=\"faultband\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
                            "height=\"%d\"/>", x, TL_TOP, wd, t->nlanes * TL_LANE_H);
         rbuf_printf(b, "<rect class=\"win-%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
-                       "height=\"%d\"", win_names[w->type], x,
+                       "height=\"%d\"", rtl_win_names[w->type], x,
                     TL_TOP + w->lane * TL_LANE_H + 1, wd, TL_LANE_H - 2);
         if (w->type == W_DOWN)
             rbuf_printf(b, " fill=\"url(#hatch-%d)\"", scen);
@@ -335,7 +335,7 @@ static size_t draw_density(struct rbuf *b, const struct rtl *t, const struct geo
         const struct rev *e = &t->ev[i];
         if (e->ts < g->t0 || is_individual(t, e, 1))
             continue;
-        int bk = (int)((xpos(g, e->ts) - g->x0) / TL_BUCKET_PX);
+        int bk = (int)((report_xpos(g, e->ts) - g->x0) / TL_BUCKET_PX);
         size_t c = (size_t)draw_lane(e) * (size_t)nb + (size_t)bk;
         cnt[c]++;
         kc[(size_t)draw_lane(e) * K_COUNT + (size_t)e->kind]++;
@@ -398,7 +398,7 @@ static int draw_witness_lines(struct rbuf *b, const struct rtl *t, const struct 
                 if (pts == 0)
                     rbuf_printf(b, "<polyline class=\"wline\" data-m=\"%d-%zu\" points=\"",
                                 scen, m);
-                rbuf_printf(b, "%s%.1f,%.1f", pts ? " " : "", xpos(g, e->ts),
+                rbuf_printf(b, "%s%.1f,%.1f", pts ? " " : "", report_xpos(g, e->ts),
                             row_y(draw_lane(e), kinds[e->kind].row));
                 pts++;
             }
@@ -418,7 +418,8 @@ static void draw_marker(struct rbuf *b, const struct rtl *t, const struct rev *e
                         const struct geo *g, int scen)
 {
     int lane = draw_lane(e);
-    shape_open(b, kinds[e->kind].shape, xpos(g, e->ts), row_y(lane, kinds[e->kind].row));
+    shape_open(b, kinds[e->kind].shape, report_xpos(g, e->ts),
+               row_y(lane, kinds[e->kind].row));
     int wit;
     /* data-m before class so that the witness flag is known */
     struct rbuf tmp;
