@@ -12,6 +12,7 @@
  *   summary table    one row per scenario
  *   scenarios        sentence, faults, counts, invariants with witnesses,
  *                    timeline (report_timeline.c) and metric charts
+ *                    (report_charts.c)
  *   mutant matrix    mutants x scenarios, when the run has mutants
  *   simulator        statistics and replay commands, when present
  *

@@ -1,12 +1,12 @@
-/* report_timeline.c -- per-scenario SVG timeline and metric charts for the
- * HTML report (contracts and the shading rules are in report_timeline.h).
+/* report_charts.c -- a scenario's metrics: its metrics.jsonl read into
+ * samples, and the small-multiple SVG charts drawn from them on the
+ * timeline's time axis with its windows shaded (contracts in
+ * report_timeline.h).  rtl_view, the part of the run both the timeline and
+ * the charts show, is here because it is the one call that reads both the
+ * events and the samples.
  *
- * Parsing keeps, for each event, only what drawing needs: time, lane, kind,
- * the message indices it concerns and a pre-rendered hover text.  The raw
- * JSON is dropped line by line so a long run does not hold every parsed tree
- * in memory.  Every piece of outside text reaches the page through rbuf_esc;
- * numbers are formatted by us; element ids and data-m values are built from
- * integers only, never from names taken from the run. */
+ * As on the timeline, outside text (a consumer's name) reaches the page
+ * through rbuf_esc and numbers are formatted by us. */
 #include "report_internal.h"
 
 #include <cjson/cJSON.h>
@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Formats a y-axis label: whole numbers without decimals, others with two
+ * below 10 and one up to 10,000. */
 static void fmt_value(char *out, size_t len, double v)
 {
     if (fabs(v) >= 10000)
@@ -28,7 +30,7 @@ static void fmt_value(char *out, size_t len, double v)
         snprintf(out, len, "%.2f", v);
 }
 
-/* ---- metrics --------------------------------------------------------------- */
+/* ---- metric samples ------------------------------------------------------ */
 
 enum mfield { M_PENDING, M_OLDEST, M_ATTEMPTS, M_DEAD, M_DUPS, M_PUBLISHED, M_PUB50,
               M_PUB99, M_PROC50, M_PROC99, M_NFIELDS };
@@ -144,6 +146,8 @@ void rmetrics_free(struct rmetrics *m)
 
 size_t rmetrics_count(const struct rmetrics *m) { return m ? m->n : 0; }
 
+/* ---- the view the timeline and the charts share ------------------------- */
+
 int rtl_view(const struct rtl *t, const struct rmetrics *m, struct rview *v)
 {
     int64_t a = INT64_MAX, z = INT64_MIN;
@@ -177,6 +181,8 @@ int rtl_view(const struct rtl *t, const struct rmetrics *m, struct rview *v)
     }
     return 1;
 }
+
+/* ---- the charts ---------------------------------------------------------- */
 
 /* Geometry of one small chart. */
 #define CH_W 372

@@ -1,12 +1,13 @@
-/* report_timeline.c -- per-scenario SVG timeline and metric charts for the
- * HTML report (contracts and the shading rules are in report_timeline.h).
+/* report_events.c -- the event model behind a scenario's timeline: its
+ * timeline.jsonl read into lanes, events, message ids and the shaded windows
+ * the events imply (contracts and the shading rules are in report_timeline.h;
+ * report_timeline.c draws what is built here).
  *
  * Parsing keeps, for each event, only what drawing needs: time, lane, kind,
  * the message indices it concerns and a pre-rendered hover text.  The raw
  * JSON is dropped line by line so a long run does not hold every parsed tree
- * in memory.  Every piece of outside text reaches the page through rbuf_esc;
- * numbers are formatted by us; element ids and data-m values are built from
- * integers only, never from names taken from the run. */
+ * in memory.  The JSON-lines reader here serves the metric samples too
+ * (report_charts.c). */
 #include "report_internal.h"
 
 #include <cjson/cJSON.h>
@@ -23,8 +24,9 @@
 
 const char *const rtl_win_names[] = {"fault", "down", "paused", "net"};
 
-/* ---- small helpers ------------------------------------------------------- */
+/* ---- message ids and lanes ----------------------------------------------- */
 
+/* A copy of s, or NULL on out of memory. */
 char *report_strdup(const char *s)
 {
     size_t n = strlen(s);
@@ -120,6 +122,8 @@ static int lane_get(struct rtl *t, const char *name)
     return t->nlanes++;
 }
 
+/* ---- one event: its role, kind, hover text and messages ------------------ */
+
 static const char *jstr(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -131,7 +135,6 @@ static int jtrue(const cJSON *o, const char *key)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsTrue(v) || (cJSON_IsNumber(v) && v->valuedouble != 0);
 }
-
 
 enum role rtl_role_of(const char *proc)
 {
@@ -418,6 +421,8 @@ static int cmp_ev(const void *a, const void *b)
     return 0;
 }
 
+/* ---- shaded windows (the rules: report_timeline.h) ------------------------ */
+
 static void add_window(struct rtl *t, int lane, enum win_type type, int64_t from,
                        int64_t to, const char *label)
 {
@@ -566,6 +571,8 @@ static void build_windows(struct rtl *t)
 
 /* Lane order: runner, api, relays, broker, consumers, then the rest, each
  * group by name, so that a message flows top to bottom. */
+/* ---- lane order ---------------------------------------------------------- */
+
 static int lane_rank(const char *name)
 {
     switch (rtl_role_of(name)) {
@@ -610,6 +617,8 @@ static void order_lanes(struct rtl *t)
     }
 }
 
+/* ---- reading JSON lines (the metric samples too) ------------------------- */
+
 int report_read_jsonl(const char *path, const struct jsonl_sink *sink, char *err,
                       size_t errlen)
 {
@@ -642,6 +651,8 @@ int report_read_jsonl(const char *path, const struct jsonl_sink *sink, char *err
     }
     return 0;
 }
+
+/* ---- the calls of report_timeline.h -------------------------------------- */
 
 static int add_event_cb(void *ctx, const cJSON *o) { return add_event(ctx, o); }
 

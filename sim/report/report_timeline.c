@@ -1,12 +1,13 @@
-/* report_timeline.c -- per-scenario SVG timeline and metric charts for the
- * HTML report (contracts and the shading rules are in report_timeline.h).
+/* report_timeline.c -- the SVG timeline of one scenario: lanes, time axis,
+ * shaded windows, density bars, witness lines and markers, then the legend
+ * and notes (contracts in report_timeline.h; the events, lanes and windows
+ * it draws are built by report_events.c).
  *
- * Parsing keeps, for each event, only what drawing needs: time, lane, kind,
- * the message indices it concerns and a pre-rendered hover text.  The raw
- * JSON is dropped line by line so a long run does not hold every parsed tree
- * in memory.  Every piece of outside text reaches the page through rbuf_esc;
- * numbers are formatted by us; element ids and data-m values are built from
- * integers only, never from names taken from the run. */
+ * Every piece of outside text reaches the page through rbuf_esc; numbers are
+ * formatted by us; element ids and data-m values are built from integers
+ * only, never from names taken from the run.  The time axis helpers here
+ * (report_nice_step, report_fmt_offset, report_xpos) serve the metric charts
+ * too (report_charts.c), which share the timeline's time axis. */
 #include "report_timeline.h"
 #include "report_internal.h"
 
@@ -27,7 +28,7 @@
 #define TL_LANE_H 34
 #define TL_BUCKET_PX 5 /* width of one density bar */
 
-/* ---- event kinds --------------------------------------------------------- */
+/* ---- how each event kind is drawn ---------------------------------------- */
 
 enum shape { SH_CIRCLE, SH_SQUARE, SH_DIAMOND, SH_TRI, SH_CROSS, SH_TICK, SH_BAR,
              SH_PLAY, SH_STAR, SH_DOT, SH_KILL, SH_START };
@@ -74,7 +75,7 @@ static const struct kind_info kinds[K_COUNT] = {
     [K_OTHER] = {"other", "other event", SH_DOT, 1, 1},
 };
 
-/* ---- shared drawing helpers --------------------------------------------- */
+/* ---- the time axis, shared with the charts -------------------------------- */
 
 double report_nice_step(double span, int n)
 {
@@ -100,8 +101,6 @@ void report_fmt_offset(char *out, size_t len, double ms, double step_ms)
     }
 }
 
-/* ---- the timeline SVG ---------------------------------------------------- */
-
 double report_xpos(const struct geo *g, int64_t ts)
 {
     if (g->t1 <= g->t0)
@@ -113,6 +112,8 @@ double report_xpos(const struct geo *g, int64_t ts)
         f = 1;
     return g->x0 + f * g->w;
 }
+
+/* ---- the timeline SVG ---------------------------------------------------- */
 
 static double row_y(int lane, int row)
 {

@@ -30,7 +30,13 @@
  * metrics.jsonl samples (pending, oldest age, attempts, dead letters,
  * duplicates ignored, published/consumed, latency p50/p99) become line
  * charts on the same time axis with the fault windows shaded; missing or
- * null fields leave gaps. */
+ * null fields leave gaps.
+ *
+ * This header is the drawings' whole public interface, kept in three files:
+ * report_events.c reads a timeline into the event model (rtl_load and the
+ * rtl_ counts), report_timeline.c draws it (rtl_svg), report_charts.c reads
+ * the metrics and draws their charts (rmetrics_*, and rtl_view, which needs
+ * both).  What the three share and no caller needs is in report_internal.h. */
 #ifndef CW_REPORT_TIMELINE_H
 #define CW_REPORT_TIMELINE_H
 
