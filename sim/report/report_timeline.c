@@ -11,8 +11,6 @@
 #include "report_timeline.h"
 #include "report_internal.h"
 
-#include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
