@@ -27,7 +27,7 @@
  * pool has connections); the worker that ran it resumes the connection, and
  * libmicrohttpd calls the handler once more to queue the answer. */
 #include "api_http.h"
-#include "api_guard.h"
+#include "api_deadline.h"
 #include "api_validate.h"
 #include "sanitize.h"
 #include "cwlog.h"

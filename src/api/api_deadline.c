@@ -5,7 +5,7 @@
  * atomics so that libmicrohttpd's threads can move them without the lock;
  * the checker reads them under the lock, which only serializes it with
  * opening and closing.  A deadline of INT64_MAX means "held". */
-#include "api_guard.h"
+#include "api_deadline.h"
 #include "cwlog.h"
 
 #include <arpa/inet.h>
