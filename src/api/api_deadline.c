@@ -1,5 +1,5 @@
-/* api_guard.c -- per-connection deadlines for the HTTP server; see
- * api_guard.h.
+/* api_deadline.c -- per-connection deadlines for the HTTP server; see
+ * api_deadline.h.
  *
  * Connections are a doubly linked list under one mutex.  Deadlines are
  * atomics so that libmicrohttpd's threads can move them without the lock;
@@ -21,8 +21,8 @@
 #define CHECK_EVERY_MS 100
 #define MAX_REPORTS 64   /* client addresses logged per check; the rest counted */
 
-struct api_guard_conn {
-    struct api_guard_conn *prev, *next;
+struct api_deadline_conn {
+    struct api_deadline_conn *prev, *next;
     int fd;
     int shut;                       /* shut down by the guard already */
     int64_t opened_ms;
@@ -32,13 +32,13 @@ struct api_guard_conn {
     char client[INET6_ADDRSTRLEN];
 };
 
-struct api_guard {
+struct api_deadline {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_t thread;
     int stopping;
     int timeout_ms;
-    struct api_guard_conn *head;
+    struct api_deadline_conn *head;
     atomic_long timeouts;
 };
 
@@ -65,7 +65,7 @@ static void addr_text(const struct sockaddr *a, char *out, size_t outlen)
 
 /* Counts c into the report of its address and state (a new one if there
  * is room).  Returns 0, or -1 when it could not be described. */
-static int report_add(struct report *rep, int *nrep, const struct api_guard_conn *c,
+static int report_add(struct report *rep, int *nrep, const struct api_deadline_conn *c,
                       int answered, int64_t age_ms)
 {
     for (int i = 0; i < *nrep; i++) {
@@ -88,14 +88,14 @@ static int report_add(struct report *rep, int *nrep, const struct api_guard_conn
 
 /* One pass: shuts down every connection past its deadline.  Returns how
  * many; rep describes them by client address, except *untold of them. */
-static int check_once(api_guard *g, struct report *rep, int *nrep, int *untold)
+static int check_once(api_deadline *g, struct report *rep, int *nrep, int *untold)
 {
     int64_t now = cw_mono_ms();
     int n = 0;
     *nrep = 0;
     *untold = 0;
     pthread_mutex_lock(&g->lock);
-    for (struct api_guard_conn *c = g->head; c != NULL; c = c->next) {
+    for (struct api_deadline_conn *c = g->head; c != NULL; c = c->next) {
         if (c->shut || atomic_load(&c->deadline_ms) > now)
             continue;
         /* Read before the shutdown: libmicrohttpd answers it at once, and
@@ -113,7 +113,7 @@ static int check_once(api_guard *g, struct report *rep, int *nrep, int *untold)
 
 static void *checker(void *arg)
 {
-    api_guard *g = arg;
+    api_deadline *g = arg;
     struct report rep[MAX_REPORTS];
     pthread_mutex_lock(&g->lock);
     while (!g->stopping) {
@@ -155,9 +155,9 @@ static void *checker(void *arg)
     return NULL;
 }
 
-api_guard *api_guard_start(int timeout_ms, char *err, size_t errlen)
+api_deadline *api_deadline_start(int timeout_ms, char *err, size_t errlen)
 {
-    api_guard *g = calloc(1, sizeof(*g));
+    api_deadline *g = calloc(1, sizeof(*g));
     if (g == NULL || timeout_ms < 1) {
         snprintf(err, errlen, timeout_ms < 1 ? "invalid request timeout" : "out of memory");
         free(g);
@@ -178,7 +178,7 @@ api_guard *api_guard_start(int timeout_ms, char *err, size_t errlen)
     return g;
 }
 
-void api_guard_stop(api_guard *g)
+void api_deadline_stop(api_deadline *g)
 {
     if (g == NULL)
         return;
@@ -188,7 +188,7 @@ void api_guard_stop(api_guard *g)
     pthread_mutex_unlock(&g->lock);
     pthread_join(g->thread, NULL);
     while (g->head != NULL) {
-        struct api_guard_conn *c = g->head;
+        struct api_deadline_conn *c = g->head;
         g->head = c->next;
         free(c);
     }
@@ -197,9 +197,10 @@ void api_guard_stop(api_guard *g)
     free(g);
 }
 
-struct api_guard_conn *api_guard_open(api_guard *g, int fd, const struct sockaddr *addr)
+struct api_deadline_conn *api_deadline_open(api_deadline *g, int fd,
+                                           const struct sockaddr *addr)
 {
-    struct api_guard_conn *c = calloc(1, sizeof(*c));
+    struct api_deadline_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return NULL;
     c->fd = fd;
@@ -217,13 +218,13 @@ struct api_guard_conn *api_guard_open(api_guard *g, int fd, const struct sockadd
     return c;
 }
 
-void api_guard_hold(struct api_guard_conn *c)
+void api_deadline_hold(struct api_deadline_conn *c)
 {
     if (c != NULL)
         atomic_store(&c->deadline_ms, INT64_MAX);
 }
 
-void api_guard_rearm(struct api_guard_conn *c)
+void api_deadline_rearm(struct api_deadline_conn *c)
 {
     if (c == NULL)
         return;
@@ -231,7 +232,7 @@ void api_guard_rearm(struct api_guard_conn *c)
     atomic_store(&c->deadline_ms, cw_mono_ms() + c->timeout_ms);
 }
 
-void api_guard_close(api_guard *g, struct api_guard_conn *c)
+void api_deadline_close(api_deadline *g, struct api_deadline_conn *c)
 {
     if (c == NULL)
         return;
@@ -246,7 +247,7 @@ void api_guard_close(api_guard *g, struct api_guard_conn *c)
     free(c);
 }
 
-long api_guard_timeouts(api_guard *g)
+long api_deadline_timeouts(api_deadline *g)
 {
     return atomic_load(&g->timeouts);
 }

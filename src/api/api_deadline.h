@@ -1,4 +1,4 @@
-/* api_guard.h -- a deadline on every HTTP connection of the payments API.
+/* api_deadline.h -- a deadline on every HTTP connection of the payments API.
  *
  * libmicrohttpd's connection timeout is an idle timeout: any byte restarts
  * it, so a client that sends one byte every few seconds (slow loris) holds a
@@ -14,41 +14,42 @@
  * deadline is shut down (shutdown(2), both directions), which libmicrohttpd
  * sees as the peer going away: it closes the connection and frees its slot.
  * The guard never closes a descriptor itself, and a connection leaves the
- * guard (api_guard_close, from libmicrohttpd's "closed" notification) under
+ * guard (api_deadline_close, from libmicrohttpd's "closed" notification) under
  * the same lock the checker holds, so a descriptor is never shut down after
  * libmicrohttpd has closed it and the number was given to another socket.
  * Each check logs what it shut down as "http_timeout" events, one per
  * client address: how many connections, waiting for what. */
-#ifndef CW_API_GUARD_H
-#define CW_API_GUARD_H
+#ifndef CW_API_DEADLINE_H
+#define CW_API_DEADLINE_H
 
 #include <stddef.h>
 #include <sys/socket.h>
 
-typedef struct api_guard api_guard;
-struct api_guard_conn;
+typedef struct api_deadline api_deadline;
+struct api_deadline_conn;
 
 /* Starts the checker thread.  NULL with a message in err. */
-api_guard *api_guard_start(int timeout_ms, char *err, size_t errlen);
+api_deadline *api_deadline_start(int timeout_ms, char *err, size_t errlen);
 
 /* Stops the thread and frees g; call after every connection has closed. */
-void api_guard_stop(api_guard *g);
+void api_deadline_stop(api_deadline *g);
 
 /* A new connection on fd from addr (may be NULL): its first request is due
  * within the timeout.  NULL on out of memory (the connection is unguarded). */
-struct api_guard_conn *api_guard_open(api_guard *g, int fd, const struct sockaddr *addr);
+struct api_deadline_conn *api_deadline_open(api_deadline *g, int fd,
+                                           const struct sockaddr *addr);
 
 /* The request is complete and being handled: no deadline until rearmed. */
-void api_guard_hold(struct api_guard_conn *c);
+void api_deadline_hold(struct api_deadline_conn *c);
 
 /* A response was queued: the client has the timeout again to take it and
  * to send its next request. */
-void api_guard_rearm(struct api_guard_conn *c);
+void api_deadline_rearm(struct api_deadline_conn *c);
 
 /* The connection is closed; c is freed.  c may be NULL. */
-void api_guard_close(api_guard *g, struct api_guard_conn *c);
+void api_deadline_close(api_deadline *g, struct api_deadline_conn *c);
 
 /* How many connections were shut down for their deadline so far. */
-long api_guard_timeouts(api_guard *g);
+long api_deadline_timeouts(api_deadline *g);
 
 #endif

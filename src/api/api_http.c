@@ -12,7 +12,7 @@
  * whether it ended with a response or a dropped connection; the same
  * callback maintains the in-flight count that a graceful shutdown waits on.
  *
- * The connection guard (api_guard.h) follows each connection through
+ * The connection guard (api_deadline.h) follows each connection through
  * libmicrohttpd's connection notifications: its deadline is held while a
  * complete request is handled and rearmed when a response is queued.
  *
@@ -56,7 +56,7 @@ enum route {
 
 struct api_http {
     struct MHD_Daemon *daemon;
-    api_guard *guard;
+    api_deadline *guard;
     api_store *store;
     atomic_int in_flight;
     atomic_int draining;
@@ -244,7 +244,7 @@ static void log_request(const char *method, const char *url, const struct req *q
 }
 
 /* The guard's record of connection c (NULL when it has none). */
-static struct api_guard_conn *guard_of(struct MHD_Connection *c)
+static struct api_deadline_conn *guard_of(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -280,7 +280,7 @@ static enum MHD_Result send_reply(api_http *h, struct MHD_Connection *c, const c
     enum MHD_Result ok = MHD_queue_response(c, (unsigned int)r->status, resp);
     MHD_destroy_response(resp);
     q->answered = 1;
-    api_guard_rearm(guard_of(c));
+    api_deadline_rearm(guard_of(c));
     if (ok != MHD_YES)
         r->status = 0;  /* logged as "no response": the connection is dropped */
     log_request(method, url, q, r);
@@ -453,7 +453,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
 
     /* The request is complete: from here the time is the server's. */
-    api_guard_hold(guard_of(c));
+    api_deadline_hold(guard_of(c));
     int repeated;
     q->idem_key = single_header(c, "Idempotency-Key", &repeated);
     /* A repeated traceparent is invalid (W3C trace context): new trace. */
@@ -533,7 +533,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     struct req *q = *req_cls;
     (void)toe;
     /* Keep-alive: the next request is due within the timeout. */
-    api_guard_rearm(guard_of(c));
+    api_deadline_rearm(guard_of(c));
     if (q == NULL)
         return;
     api_reply_clear(&q->reply);
@@ -553,10 +553,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         const union MHD_ConnectionInfo *addr =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         *socket_context = fd == NULL ? NULL
-                        : api_guard_open(h->guard, fd->connect_fd,
-                                         addr != NULL ? addr->client_addr : NULL);
+                        : api_deadline_open(h->guard, fd->connect_fd,
+                                            addr != NULL ? addr->client_addr : NULL);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-        api_guard_close(h->guard, *socket_context);
+        api_deadline_close(h->guard, *socket_context);
         *socket_context = NULL;
     }
 }
@@ -612,7 +612,7 @@ api_http *api_http_start(const struct api_http_config *cfg, char *err, size_t er
     h->store = cfg->store;
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->draining, 0);
-    h->guard = api_guard_start(cfg->request_timeout_ms, err, errlen);
+    h->guard = api_deadline_start(cfg->request_timeout_ms, err, errlen);
     if (h->guard == NULL) {
         free(h);
         return NULL;
@@ -656,7 +656,7 @@ api_http *api_http_start(const struct api_http_config *cfg, char *err, size_t er
 fail:
     pthread_cond_destroy(&h->ready);
     pthread_mutex_destroy(&h->lock);
-    api_guard_stop(h->guard);
+    api_deadline_stop(h->guard);
     free(h);
     return NULL;
 }
@@ -687,7 +687,7 @@ int api_http_shutdown(api_http *h, int drain_ms)
      * answer what is queued and resume every connection first. */
     stop_workers(h);
     MHD_stop_daemon(h->daemon);
-    api_guard_stop(h->guard);
+    api_deadline_stop(h->guard);
     if (lsock != MHD_INVALID_SOCKET)
         close(lsock);
     pthread_cond_destroy(&h->ready);

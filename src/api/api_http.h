@@ -19,7 +19,7 @@
  * fields get 431, a long URL 414, each with a problem body.
  *
  * Bounds against slow and greedy clients: every connection has a deadline
- * for its whole request (api_guard.h: a client that trickles bytes cannot
+ * for its whole request (api_deadline.h: a client that trickles bytes cannot
  * stretch it); at most max_connections connections, at most
  * max_per_client from one address (more are closed as they arrive).
  * Threads are not held by slow clients: epoll serves every connection. */

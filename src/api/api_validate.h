@@ -18,7 +18,7 @@
  *                     it answers 431 itself, with its own HTML body.)
  *   URL               at most API_MAX_URL bytes.                         414
  *   time              the whole request within --request-timeout-ms, or the
- *                     connection is closed (api_guard.h).
+ *                     connection is closed (api_deadline.h).
  *
  *   POST /payments    {"amount":"12.50","currency":"EUR"}
  *     malformed JSON, not an object, a missing field, a field of the wrong
