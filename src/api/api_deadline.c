@@ -1,5 +1,6 @@
-/* api_deadline.c -- per-connection deadlines for the HTTP server; see
- * api_deadline.h.
+/* api_deadline.c -- the connection deadline guard: each HTTP connection's
+ * deadline and the thread that shuts down the connections past theirs
+ * (what it guards against and the contracts: api_deadline.h).
  *
  * Connections are a doubly linked list under one mutex.  Deadlines are
  * atomics so that libmicrohttpd's threads can move them without the lock;

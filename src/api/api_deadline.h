@@ -1,4 +1,6 @@
-/* api_deadline.h -- a deadline on every HTTP connection of the payments API.
+/* api_deadline.h -- the connection deadline guard of the payments API: it
+ * bounds the time a client may take over each HTTP connection (to send a
+ * whole request, to read the answer), whatever bytes it trickles meanwhile.
  *
  * libmicrohttpd's connection timeout is an idle timeout: any byte restarts
  * it, so a client that sends one byte every few seconds (slow loris) holds a

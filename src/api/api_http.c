@@ -12,9 +12,9 @@
  * whether it ended with a response or a dropped connection; the same
  * callback maintains the in-flight count that a graceful shutdown waits on.
  *
- * The connection guard (api_deadline.h) follows each connection through
- * libmicrohttpd's connection notifications: its deadline is held while a
- * complete request is handled and rearmed when a response is queued.
+ * The connection deadline guard (api_deadline.h) follows each connection
+ * through libmicrohttpd's connection notifications: its deadline is held
+ * while a complete request is handled and rearmed when a response is queued.
  *
  * A complete request is not run on the libmicrohttpd thread that read it:
  * that thread also serves every other connection it accepted, and one
