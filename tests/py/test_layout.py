@@ -22,7 +22,7 @@ ALLOWED = {
     "sim/netproxy": set(),
     "sim/scenario": {"sim/netproxy"},
     "sim/fakebroker": {"src/core"},
-    "sim/rabbitmq": {"src/core", "src/bus"},
+    "sim/rabbitbridge": {"src/core", "src/bus"},
     "sim/checker": {"sim/scenario", "src/core"},
     "sim/report": set(),
     "sim/merge": {"sim/report", "src/core"},
