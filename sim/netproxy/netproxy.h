@@ -28,9 +28,13 @@
  *                          confirm line never reaches the client;
  *                 ack      (broker links) the consumer's ack line never
  *                          reaches the broker.
- *   A fault set with ms > 0 ends by itself after ms milliseconds.
- *
- * The partition fault lives in the kernel, not here: see netpart.h. */
+ *   partition   (TCP links) neither end hears from the other, not even a
+ *               TCP ACK.  It lives in the kernel, not in the proxy's thread:
+ *               the proxy daemon (netproxy_main.c, partition_set) drops the
+ *               link's packets with an nftables chain on its port, and only
+ *               in a network namespace of the run's own, which the runner
+ *               (sim/runner) makes for a run that has a partition step.
+ *   A fault set with ms > 0 ends by itself after ms milliseconds. */
 #ifndef CW_NETPROXY_H
 #define CW_NETPROXY_H
 
