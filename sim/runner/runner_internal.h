@@ -19,6 +19,7 @@
 #define CW_RUNNER_INTERNAL_H
 
 #include "runner.h"
+#include "checker.h"
 #include "httpc.h"
 #include "procs.h"
 #include "runner_db.h"
@@ -117,6 +118,32 @@ struct sctx {
     int failed_over;
     int64_t fault_started_us;   /* wall clock: when the current db/broker fault began */
 };
+
+/* What the checks of a scenario found, carried from the checker to the
+ * verdict, result.json, the terminal summary and the run's totals. */
+struct outcome {
+    struct chk_result res;
+    cJSON *proc_events[SC_MAX_PROCS];   /* each process's events; NULL unless checked */
+    cJSON *broker_events;
+    int checked;                        /* the checker ran */
+    cJSON *fired, *not_hit;             /* faults_fired, faults_not_hit (result.json owns) */
+    int pass;
+    int ninv_checked;
+    long nevents;                       /* lines of timeline.jsonl */
+    cJSON *recovery;                    /* runner_recovery_json (result.json owns) */
+    int hazard_caught;                  /* every hazard invariant failed */
+};
+
+int write_file(const char *path, const char *text);
+long write_timeline(struct sctx *s);
+void stop_scenario(struct sctx *s);
+void collect_faults(struct sctx *s, struct outcome *oc);
+void decide_verdict(struct sctx *s, struct outcome *oc);
+cJSON *scenario_json(struct sctx *s, struct outcome *oc);
+void print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *o);
+void add_totals(struct runner *r, const struct sctx *s, const struct outcome *oc);
+cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep, int index,
+                    int total);
 
 /* ---- small helpers ------------------------------------------------------ */
 
