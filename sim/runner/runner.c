@@ -1,63 +1,28 @@
-/* runner.c -- `crashwindow run`; see runner.h for the phases.
+/* runner.c -- `crashwindow run`: the run and its command line; see
+ * runner.h for the phases.
  *
- * One struct sctx holds everything about the scenario being run: its
- * processes, the faults armed in each incarnation, the HTTP log, counters
- * and the first error.  Steps are executed in order by the main thread; a
- * step that cannot do its job (a wait that timed out, a process that would
- * not start) records the error and skips the remaining steps, but the heal
- * phase and the checker still run, so a failed scenario still produces its
- * witnesses and its timeline.
- *
- * This file is the orchestration: a run (scenarios, binaries, PostgreSQL,
- * result.json) and the phases of each scenario (start processes, drive
- * steps, heal, check, write results), plus the process and event helpers
- * every phase uses (runner_internal.h).  What each step verb does lives in
- * runner_steps.c, the heal phase in runner_heal.c.
- *
- * Layout of a run directory:
- *   DIR/result.json
- *   DIR/<scenario>/scenario.json        the file as run
- *   DIR/<scenario>/<proc>.events.jsonl  each process (restarts append)
- *   DIR/<scenario>/<proc>.log           its stdout and stderr
- *   DIR/<scenario>/broker.events.jsonl  the broker's log
- *   DIR/<scenario>/runner.events.jsonl  the runner's own decisions
- *   DIR/<scenario>/timeline.jsonl       all of the above, by ts_us
- *   DIR/<scenario>/metrics.jsonl        samples every ~250 ms
- * Sockets and libfiu FIFOs live in a short per-run directory under /tmp,
- * made by mkdtemp (mode 0700: libfiu obeys whoever can write its FIFOs)
- * (Unix socket paths are limited to 108 bytes; FIFO prefixes must be
- * hyphen-free because fiu-ls splits on '-'). */
+ * A run loads and validates its scenario files (keeping its share with
+ * --shard), finds the binaries, makes its output directory and its short
+ * per-run directory for sockets and FIFOs, starts PostgreSQL (and with
+ * --broker rabbitmq a RabbitMQ node), runs every scenario
+ * (runner_scenario.c) the --repeat times over, rewriting DIR/result.json
+ * after each, and ends with the summary, the HTML report, JUnit XML and
+ * the bundles of what failed. */
 #include "runner.h"
 #include "runner_internal.h"
-#include "report.h"
-#include "brokerctl.h"
-#include "checker.h"
-#include "fstree.h"
 #include "cwlog.h"
 #include "evlog.h"
-#include "history.h"
-#include "httpc.h"
+#include "fstree.h"
 #include "pgx.h"
-#include "procs.h"
-#include "runner_db.h"
-#include "runner_metrics.h"
+#include "report.h"
 #include "rundir.h"
-#include "scenario.h"
 #include "shard.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -110,7 +75,7 @@ static void write_result(struct runner *r, int64_t t0, int pass)
     snprintf(tmp, sizeof(tmp), "%s/.result.json.tmp", r->out);
     char *text = cJSON_Print(res);
     /* Written whole then renamed: a reader never sees half a result. */
-    if (text != NULL && write_file(tmp, text) == 0)
+    if (text != NULL && runner_write_file(tmp, text) == 0)
         rename(tmp, path);
     cJSON_free(text);
 }
@@ -427,7 +392,7 @@ static int run_scenarios(struct runner *r, const struct run_list *l, int64_t t0)
         for (int i = 0; i < l->nsc && !runner_interrupted(); i++) {
             if (broker_skip(r, l->scs[i], why, sizeof(why)) != NULL)
                 continue;
-            cJSON *one = run_scenario(r, l->scs[i], rep, ++index, total);
+            cJSON *one = runner_run_scenario(r, l->scs[i], rep, ++index, total);
             if (one != NULL)
                 cJSON_AddItemToArray(r->scenarios, one);
             write_result(r, t0, r->t_passed == r->t_scen);

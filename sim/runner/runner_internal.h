@@ -134,15 +134,15 @@ struct outcome {
     int hazard_caught;                  /* every hazard invariant failed */
 };
 
-int write_file(const char *path, const char *text);
-long write_timeline(struct sctx *s);
-void stop_scenario(struct sctx *s);
-void collect_faults(struct sctx *s, struct outcome *oc);
-void decide_verdict(struct sctx *s, struct outcome *oc);
-cJSON *scenario_json(struct sctx *s, struct outcome *oc);
-void print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *o);
-void add_totals(struct runner *r, const struct sctx *s, const struct outcome *oc);
-cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep, int index,
+int runner_write_file(const char *path, const char *text);
+long runner_write_timeline(struct sctx *s);
+void runner_stop_scenario(struct sctx *s);
+void runner_collect_faults(struct sctx *s, struct outcome *oc);
+void runner_decide_verdict(struct sctx *s, struct outcome *oc);
+cJSON *runner_scenario_json(struct sctx *s, struct outcome *oc);
+void runner_print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *o);
+void runner_add_totals(struct runner *r, const struct sctx *s, const struct outcome *oc);
+cJSON *runner_run_scenario(struct runner *r, const struct scenario *sc, int rep, int index,
                     int total);
 
 /* ---- small helpers ------------------------------------------------------ */

@@ -1,65 +1,20 @@
-/* runner.c -- `crashwindow run`; see runner.h for the phases.
+/* runner_output.c -- the end of a scenario: teardown, the verdict and
+ * what the scenario leaves behind.
  *
- * One struct sctx holds everything about the scenario being run: its
- * processes, the faults armed in each incarnation, the HTTP log, counters
- * and the first error.  Steps are executed in order by the main thread; a
- * step that cannot do its job (a wait that timed out, a process that would
- * not start) records the error and skips the remaining steps, but the heal
- * phase and the checker still run, so a failed scenario still produces its
- * witnesses and its timeline.
- *
- * This file is the orchestration: a run (scenarios, binaries, PostgreSQL,
- * result.json) and the phases of each scenario (start processes, drive
- * steps, heal, check, write results), plus the process and event helpers
- * every phase uses (runner_internal.h).  What each step verb does lives in
- * runner_steps.c, the heal phase in runner_heal.c.
- *
- * Layout of a run directory:
- *   DIR/result.json
- *   DIR/<scenario>/scenario.json        the file as run
- *   DIR/<scenario>/<proc>.events.jsonl  each process (restarts append)
- *   DIR/<scenario>/<proc>.log           its stdout and stderr
- *   DIR/<scenario>/broker.events.jsonl  the broker's log
- *   DIR/<scenario>/runner.events.jsonl  the runner's own decisions
- *   DIR/<scenario>/timeline.jsonl       all of the above, by ts_us
- *   DIR/<scenario>/metrics.jsonl        samples every ~250 ms
- * Sockets and libfiu FIFOs live in a short per-run directory under /tmp,
- * made by mkdtemp (mode 0700: libfiu obeys whoever can write its FIFOs)
- * (Unix socket paths are limited to 108 bytes; FIFO prefixes must be
- * hyphen-free because fiu-ls splits on '-'). */
-#include "runner.h"
+ * Stopping every process (or, with --keep, printing how to reach them);
+ * timeline.jsonl, every events file of the scenario merged by ts_us;
+ * faults_fired and faults_not_hit, an armed fault that never fired failing
+ * the scenario; the verdict; the scenario's entry in result.json; the
+ * terminal summary; and the run's totals.  runner_scenario.c calls these
+ * in that order once the checker has run. */
 #include "runner_internal.h"
-#include "report.h"
-#include "brokerctl.h"
-#include "checker.h"
-#include "fstree.h"
 #include "cwlog.h"
 #include "evlog.h"
-#include "history.h"
-#include "httpc.h"
-#include "pgx.h"
-#include "procs.h"
-#include "runner_db.h"
-#include "runner_metrics.h"
-#include "rundir.h"
-#include "scenario.h"
-#include "shard.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 /* ---- teardown and outputs ----------------------------------------------- */
 
@@ -136,7 +91,7 @@ static int cmp_tl(const void *a, const void *b)
 
 /* Merges every events file of the scenario into timeline.jsonl, naming
  * each line after the scenario's process.  Returns the number of events. */
-long write_timeline(struct sctx *s)
+long runner_write_timeline(struct sctx *s)
 {
     const char *paths[SC_MAX_PROCS + 2];
     const char *names[SC_MAX_PROCS + 2];
@@ -300,7 +255,7 @@ static void print_keep(struct sctx *s)
 
 /* Stops the metrics sampler and every process, or with --keep leaves them
  * running and prints how to reach them. */
-void stop_scenario(struct sctx *s)
+void runner_stop_scenario(struct sctx *s)
 {
     if (s->metrics != NULL)
         metrics_stop(s->metrics);
@@ -315,7 +270,7 @@ void stop_scenario(struct sctx *s)
 /* faults_fired and faults_not_hit.  A scenario whose armed fault never
  * fired did not reach the window it is about, and proves nothing about it:
  * that fails it, unless it says faults_optional. */
-void collect_faults(struct sctx *s, struct outcome *oc)
+void runner_collect_faults(struct sctx *s, struct outcome *oc)
 {
     const struct scenario *sc = s->sc;
     oc->fired = cJSON_CreateArray();
@@ -364,7 +319,7 @@ static cJSON *hazard_json(const struct sctx *s, const struct outcome *oc)
 /* The verdict: checked, no error, every invariant and every expectation
  * held; in a hazard scenario, every hazard invariant caught its loss and
  * every other one held.  Logged as scenario_end. */
-void decide_verdict(struct sctx *s, struct outcome *oc)
+void runner_decide_verdict(struct sctx *s, struct outcome *oc)
 {
     const struct scenario *sc = s->sc;
     oc->pass = s->error[0] == '\0' && oc->checked;
@@ -399,7 +354,7 @@ void decide_verdict(struct sctx *s, struct outcome *oc)
 
 /* The scenario's entry in result.json.  It takes over fired, not_hit and
  * the expectations. */
-cJSON *scenario_json(struct sctx *s, struct outcome *oc)
+cJSON *runner_scenario_json(struct sctx *s, struct outcome *oc)
 {
     const struct scenario *sc = s->sc;
     cJSON *o = cJSON_CreateObject();
@@ -491,7 +446,7 @@ static void print_vacuous(const struct sctx *s, const struct outcome *oc)
 
 /* The terminal summary: one line, then for a failure what failed, and a
  * note for every armed fault that never fired. */
-void print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *o)
+void runner_print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *o)
 {
     const struct scenario *sc = s->sc;
     printf("    %s: %s in %.1f s (%d invariants, %d faults fired, %d kills, %d pauses, "
@@ -533,7 +488,7 @@ void print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *
     fflush(stdout);
 }
 
-void add_totals(struct runner *r, const struct sctx *s, const struct outcome *oc)
+void runner_add_totals(struct runner *r, const struct sctx *s, const struct outcome *oc)
 {
     r->t_scen++;
     r->t_passed += oc->pass;

@@ -1,4 +1,4 @@
-/* runner.c -- `crashwindow run`; see runner.h for the phases.
+/* runner_scenario.c -- one scenario through the phases runner.h lists.
  *
  * One struct sctx holds everything about the scenario being run: its
  * processes, the faults armed in each incarnation, the HTTP log, counters
@@ -8,14 +8,7 @@
  * phase and the checker still run, so a failed scenario still produces its
  * witnesses and its timeline.
  *
- * This file is the orchestration: a run (scenarios, binaries, PostgreSQL,
- * result.json) and the phases of each scenario (start processes, drive
- * steps, heal, check, write results), plus the process and event helpers
- * every phase uses (runner_internal.h).  What each step verb does lives in
- * runner_steps.c, the heal phase in runner_heal.c.
- *
- * Layout of a run directory:
- *   DIR/result.json
+ * Layout of a scenario's directory:
  *   DIR/<scenario>/scenario.json        the file as run
  *   DIR/<scenario>/<proc>.events.jsonl  each process (restarts append)
  *   DIR/<scenario>/<proc>.log           its stdout and stderr
@@ -23,43 +16,16 @@
  *   DIR/<scenario>/runner.events.jsonl  the runner's own decisions
  *   DIR/<scenario>/timeline.jsonl       all of the above, by ts_us
  *   DIR/<scenario>/metrics.jsonl        samples every ~250 ms
- * Sockets and libfiu FIFOs live in a short per-run directory under /tmp,
- * made by mkdtemp (mode 0700: libfiu obeys whoever can write its FIFOs)
- * (Unix socket paths are limited to 108 bytes; FIFO prefixes must be
- * hyphen-free because fiu-ls splits on '-'). */
-#include "runner.h"
+ *   DIR/<scenario>/history/             the checker's input (history.h) */
 #include "runner_internal.h"
-#include "report.h"
 #include "brokerctl.h"
-#include "checker.h"
-#include "fstree.h"
 #include "cwlog.h"
-#include "evlog.h"
+#include "fstree.h"
 #include "history.h"
-#include "httpc.h"
-#include "pgx.h"
-#include "procs.h"
-#include "runner_db.h"
-#include "runner_metrics.h"
-#include "rundir.h"
-#include "scenario.h"
-#include "shard.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 /* ---- one scenario ------------------------------------------------------- */
 
@@ -112,7 +78,7 @@ static void scenario_files(struct sctx *s)
     char *text = cJSON_Print(sc->root);
     snprintf(path, sizeof(path), "%s/scenario.json", s->dir);
     if (text != NULL)
-        write_file(path, text);
+        runner_write_file(path, text);
     cJSON_free(text);
     fmt(s->run_events_path, sizeof(s->run_events_path), "%s/runner.events.jsonl", s->dir);
     s->ev = fopen(s->run_events_path, "a");
@@ -305,7 +271,7 @@ static void sctx_free(struct sctx *s)
  * entry in result.json (NULL when out of memory).  A phase that fails
  * records the error; the steps stop there, but whatever can still run
  * does, so a failed scenario is still healed, checked and reported. */
-cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep, int index,
+cJSON *runner_run_scenario(struct runner *r, const struct scenario *sc, int rep, int index,
                            int total)
 {
     struct sctx *s = sctx_new(r, sc, rep, index, total);
@@ -327,13 +293,13 @@ cJSON *run_scenario(struct runner *r, const struct scenario *sc, int rep, int in
     memset(&oc, 0, sizeof(oc));
     check_scenario(s, &oc);
     runner_net_check(s);
-    stop_scenario(s);
-    collect_faults(s, &oc);
-    decide_verdict(s, &oc);
-    oc.nevents = write_timeline(s);
-    cJSON *o = scenario_json(s, &oc);
-    print_summary(s, &oc, o);
-    add_totals(r, s, &oc);
+    runner_stop_scenario(s);
+    runner_collect_faults(s, &oc);
+    runner_decide_verdict(s, &oc);
+    oc.nevents = runner_write_timeline(s);
+    cJSON *o = runner_scenario_json(s, &oc);
+    runner_print_summary(s, &oc, o);
+    runner_add_totals(r, s, &oc);
     outcome_free(&oc, sc->nprocs);
     sctx_free(s);
     return o;

@@ -1,64 +1,32 @@
-/* runner.c -- `crashwindow run`; see runner.h for the phases.
+/* runner_util.c -- the helpers every file of the runner calls
+ * (runner_internal.h): interruption, the source and build trees, the
+ * runner's events and progress lines, the first error, process
+ * bookkeeping (starting a scenario's process or its broker and waiting
+ * until it is ready, reporting exits), fault control through libfiu's
+ * remote control, and the runner's own database connection.
  *
- * One struct sctx holds everything about the scenario being run: its
- * processes, the faults armed in each incarnation, the HTTP log, counters
- * and the first error.  Steps are executed in order by the main thread; a
- * step that cannot do its job (a wait that timed out, a process that would
- * not start) records the error and skips the remaining steps, but the heal
- * phase and the checker still run, so a failed scenario still produces its
- * witnesses and its timeline.
+ * A helper that cannot do its job records the scenario's first error with
+ * runner_fail and returns -1; the phase that called it decides what
+ * happens next.
  *
- * This file is the orchestration: a run (scenarios, binaries, PostgreSQL,
- * result.json) and the phases of each scenario (start processes, drive
- * steps, heal, check, write results), plus the process and event helpers
- * every phase uses (runner_internal.h).  What each step verb does lives in
- * runner_steps.c, the heal phase in runner_heal.c.
- *
- * Layout of a run directory:
- *   DIR/result.json
- *   DIR/<scenario>/scenario.json        the file as run
- *   DIR/<scenario>/<proc>.events.jsonl  each process (restarts append)
- *   DIR/<scenario>/<proc>.log           its stdout and stderr
- *   DIR/<scenario>/broker.events.jsonl  the broker's log
- *   DIR/<scenario>/runner.events.jsonl  the runner's own decisions
- *   DIR/<scenario>/timeline.jsonl       all of the above, by ts_us
- *   DIR/<scenario>/metrics.jsonl        samples every ~250 ms
  * Sockets and libfiu FIFOs live in a short per-run directory under /tmp,
  * made by mkdtemp (mode 0700: libfiu obeys whoever can write its FIFOs)
  * (Unix socket paths are limited to 108 bytes; FIFO prefixes must be
  * hyphen-free because fiu-ls splits on '-'). */
-#include "runner.h"
 #include "runner_internal.h"
-#include "report.h"
 #include "brokerctl.h"
-#include "checker.h"
-#include "fstree.h"
 #include "cwlog.h"
 #include "evlog.h"
-#include "history.h"
-#include "httpc.h"
 #include "pgx.h"
-#include "procs.h"
-#include "runner_db.h"
-#include "runner_metrics.h"
-#include "rundir.h"
-#include "scenario.h"
-#include "shard.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef CW_SOURCE_DIR
@@ -676,7 +644,7 @@ long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *c
     return v;
 }
 
-int write_file(const char *path, const char *text)
+int runner_write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
     if (f == NULL)
