@@ -3,13 +3,25 @@
  * Private to the runner: only the .c files of sim/runner include it; every
  * other component uses runner.h.
  *
- * The runner is three files along the phases runner.h lists:
- *   runner.c        the orchestration: a run, and each scenario's phases
- *                   (start processes, drive steps, heal, check, write
- *                   results), plus the process and event helpers below;
- *   runner_steps.c  one step: each verb a scenario can say;
- *   runner_heal.c   the heal phase and the "pipeline is quiet" test that
- *                   both it and the "quiet" wait use.
+ * The runner is these files, along the phases runner.h lists:
+ *   runner.c            the run: scenarios loaded, binaries, PostgreSQL,
+ *                       result.json; and the command line;
+ *   runner_scenario.c   one scenario through its phases: context, directory,
+ *                       database, processes, steps, heal, check;
+ *   runner_output.c     a scenario's end: teardown, faults fired, verdict,
+ *                       timeline.jsonl, result.json entry, summary, totals;
+ *   runner_util.c       the helpers every file calls: events, progress and
+ *                       errors, processes, libfiu's remote control, the
+ *                       runner's database connection, the source tree;
+ *   runner_steps.c      the step verbs of the workload and the processes;
+ *   runner_heal.c       the heal phase and the "pipeline is quiet" test that
+ *                       both it and the "quiet" wait use;
+ *   runner_net.c        the fault proxy, the "net" step, a process's clock;
+ *   runner_dbfault.c    the scenario's own primary and standby, the "db"
+ *                       and "broker_crash" steps, recovery times;
+ *   runner_rabbit.c     the run against a real RabbitMQ node.
+ * The modules with a header of their own (procs.h, httpc.h, runner_db.h,
+ * runner_metrics.h, history.h) do not include this one.
  *
  * Errors follow one rule everywhere: a helper that cannot do its job
  * records the first error with runner_fail (later ones are dropped) and
@@ -119,32 +131,6 @@ struct sctx {
     int64_t fault_started_us;   /* wall clock: when the current db/broker fault began */
 };
 
-/* What the checks of a scenario found, carried from the checker to the
- * verdict, result.json, the terminal summary and the run's totals. */
-struct outcome {
-    struct chk_result res;
-    cJSON *proc_events[SC_MAX_PROCS];   /* each process's events; NULL unless checked */
-    cJSON *broker_events;
-    int checked;                        /* the checker ran */
-    cJSON *fired, *not_hit;             /* faults_fired, faults_not_hit (result.json owns) */
-    int pass;
-    int ninv_checked;
-    long nevents;                       /* lines of timeline.jsonl */
-    cJSON *recovery;                    /* runner_recovery_json (result.json owns) */
-    int hazard_caught;                  /* every hazard invariant failed */
-};
-
-int runner_write_file(const char *path, const char *text);
-long runner_write_timeline(struct sctx *s);
-void runner_stop_scenario(struct sctx *s);
-void runner_collect_faults(struct sctx *s, struct outcome *oc);
-void runner_decide_verdict(struct sctx *s, struct outcome *oc);
-cJSON *runner_scenario_json(struct sctx *s, struct outcome *oc);
-void runner_print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *o);
-void runner_add_totals(struct runner *r, const struct sctx *s, const struct outcome *oc);
-cJSON *runner_run_scenario(struct runner *r, const struct scenario *sc, int rep, int index,
-                    int total);
-
 /* ---- small helpers ------------------------------------------------------ */
 
 /* snprintf for paths and messages: output that does not fit is cut, which
@@ -166,7 +152,7 @@ static inline void nap(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* ---- runner.c: runner events, progress and errors ----------------------- */
+/* ---- runner_util.c: runner events, progress and errors ------------------ */
 
 /* A runner event (runner.events.jsonl) with ts_us, proc, pid, event and the
  * current step; the caller adds fields and hands it to runner_rev_emit,
@@ -191,7 +177,7 @@ int runner_fail(struct sctx *s, const char *format, ...);
 /* An expectation result ("expect" array of result.json). */
 void runner_add_expect(struct sctx *s, const char *check, int ok, const char *detail);
 
-/* ---- runner.c: processes, fault control, database ----------------------- */
+/* ---- runner_util.c: processes, fault control, database, files ----------- */
 
 /* Reports every exit not reported yet: one "exit" event each, and counts
  * the SIGKILL deaths outside the final teardown. */
@@ -218,6 +204,62 @@ int runner_connect(struct sctx *s, char *err, size_t errlen);
  * s->conn NULL when the connection was lost (the next call reconnects). */
 long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *const *params,
                            char *err, size_t errlen);
+
+/* Writes text and a newline to path (created or truncated).  0, or -1. */
+int runner_write_file(const char *path, const char *text);
+
+/* ---- runner_scenario.c: one scenario ------------------------------------ */
+
+/* Runs repetition rep of sc (the index-th of total) through the phases
+ * runner.h lists and returns its entry in result.json (NULL when out of
+ * memory).  A phase that fails records the error; the steps stop there,
+ * but whatever can still run does, so a failed scenario is still healed,
+ * checked and reported. */
+cJSON *runner_run_scenario(struct runner *r, const struct scenario *sc, int rep, int index,
+                           int total);
+
+/* ---- runner_output.c: a scenario's end and what it leaves --------------- */
+
+/* What the checks of a scenario found, carried from the checker to the
+ * verdict, result.json, the terminal summary and the run's totals. */
+struct outcome {
+    struct chk_result res;
+    cJSON *proc_events[SC_MAX_PROCS];   /* each process's events; NULL unless checked */
+    cJSON *broker_events;
+    int checked;                        /* the checker ran */
+    cJSON *fired, *not_hit;             /* faults_fired, faults_not_hit (result.json owns) */
+    int pass;
+    int ninv_checked;
+    long nevents;                       /* lines of timeline.jsonl */
+    cJSON *recovery;                    /* runner_recovery_json (result.json owns) */
+    int hazard_caught;                  /* every hazard invariant failed */
+};
+
+/* Stops the metrics sampler and every process, or with --keep leaves them
+ * running and prints how to reach them. */
+void runner_stop_scenario(struct sctx *s);
+
+/* faults_fired and faults_not_hit into oc (fired, not_hit); an armed fault
+ * that never fired fails the scenario unless it says faults_optional. */
+void runner_collect_faults(struct sctx *s, struct outcome *oc);
+
+/* The verdict into oc (pass, ninv_checked, hazard_caught), logged as
+ * scenario_end. */
+void runner_decide_verdict(struct sctx *s, struct outcome *oc);
+
+/* Merges every events file of the scenario into timeline.jsonl.  Returns
+ * the number of events. */
+long runner_write_timeline(struct sctx *s);
+
+/* The scenario's entry in result.json; it takes over oc's fired, not_hit
+ * and recovery, and the scenario's expectations. */
+cJSON *runner_scenario_json(struct sctx *s, struct outcome *oc);
+
+/* The terminal summary of the scenario whose result.json entry is o. */
+void runner_print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *o);
+
+/* Adds the scenario's figures to the run's totals. */
+void runner_add_totals(struct runner *r, const struct sctx *s, const struct outcome *oc);
 
 /* ---- runner_steps.c ----------------------------------------------------- */
 
