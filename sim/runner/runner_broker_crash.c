@@ -1,0 +1,331 @@
+/* runner_dbfault.c -- the database and the broker as fault targets: a
+ * scenario's own primary with a streaming standby, the "db" and
+ * "broker_crash" steps, and how long the pipeline took to recover.
+ *
+ * Most scenarios share the run's throwaway cluster, each in a database of
+ * its own; a "db" step then crashes, restarts or freezes that shared server,
+ * which is harmless because scenarios run one at a time.  A scenario with
+ * "database": {"standby": true} gets a primary and a standby of its own
+ * instead: a failover leaves the old primary dead, which no later scenario
+ * may inherit.  Its processes and the runner itself connect with a
+ * multi-host connection string and target_session_attrs=read-write, so they
+ * find the new primary the way a production client would.
+ *
+ * Recovery time is measured from the end of each database or broker fault
+ * to the first event a consumer applied afterwards (its "apply" event): a
+ * figure for the report, never a verdict, since it is the consumer's own
+ * word about its own timing. */
+#include "runner_internal.h"
+#include "cwlog.h"
+#include "evlog.h"
+#include "pgfault.h"
+#include "pgx.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The port a cluster started by scripts/pg-cluster listens on, or 0. */
+static int cluster_port(const char *dir)
+{
+    char path[PATH_MAX + 16];
+    fmt(path, sizeof(path), "%s/port", dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    int port = 0;
+    if (fscanf(f, "%d", &port) != 1)
+        port = 0;
+    fclose(f);
+    return port;
+}
+
+/* Waits until the primary in s->pg_dir streams to the standby, in sync
+ * state when the scenario asks for synchronous replication. */
+static int wait_replication(struct sctx *s, const char *admin)
+{
+    const char *sql = s->sc->synchronous
+        ? "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' "
+          "AND sync_state = 'sync'"
+        : "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'";
+    char err[512] = "";
+    int64_t deadline = cw_mono_ms() + 20000;
+    PGconn *c = NULL;
+    while (cw_mono_ms() < deadline) {
+        if (c == NULL)
+            c = pgx_connect(admin, err, sizeof(err));
+        PGresult *r = c ? pgx_exec(c, sql, 0, NULL, NULL, err, sizeof(err)) : NULL;
+        int ok = r != NULL && atoi(PQgetvalue(r, 0, 0)) > 0;
+        PQclear(r);
+        if (ok) {
+            PQfinish(c);
+            return 0;
+        }
+        nap(50);
+    }
+    PQfinish(c);
+    return runner_fail(s, "database: the standby did not start %s replication within 20 s%s%s",
+                       s->sc->synchronous ? "synchronous" : "streaming", err[0] ? ": " : "",
+                       err);
+}
+
+int runner_open_standby_db(struct sctx *s)
+{
+    struct runner *r = s->run;
+    char err[1024], out[1024];
+    if (rdb_start_cluster(&s->own, r->pg_script, err, sizeof(err)) < 0)
+        return runner_fail(s, "database: primary: %s", err);
+    fmt(s->pg_dir, sizeof(s->pg_dir), "%s", s->own.cluster_dir);
+    char tag[48];
+    fmt(tag, sizeof(tag), "%d_%d", (int)getpid(), r->nsc);
+    if (rdb_make_template(&s->own, r->exe_outboxctl, tag, err, sizeof(err)) < 0)
+        return runner_fail(s, "database: %s", err);
+    char *single = rdb_create_db(&s->own, s->label, s->dbname, err, sizeof(err));
+    if (single == NULL)
+        return runner_fail(s, "database: %s", err);
+    free(single);
+    fmt(s->standby_dir, sizeof(s->standby_dir), "%s.standby", s->pg_dir);
+    if (rdb_cluster_cmd(r->pg_script, "standby", s->pg_dir, s->standby_dir, 120000, out,
+                        sizeof(out), err, sizeof(err)) < 0) {
+        s->standby_dir[0] = '\0';
+        return runner_fail(s, "database: standby: %s", err);
+    }
+    if (s->sc->synchronous &&
+        rdb_cluster_cmd(r->pg_script, "sync", s->pg_dir, "on", 60000, NULL, 0, err,
+                        sizeof(err)) < 0)
+        return runner_fail(s, "database: synchronous replication: %s", err);
+    if (wait_replication(s, s->own.admin) < 0)
+        return -1;
+    char multi[3 * PATH_MAX];
+    fmt(multi, sizeof(multi),
+        "host='%s,%s' port='%d,%d' user='postgres' dbname='%s' "
+        "target_session_attrs='read-write' connect_timeout='5'",
+        s->pg_dir, s->standby_dir, cluster_port(s->pg_dir), cluster_port(s->standby_dir),
+        s->dbname);
+    s->conninfo = strdup(multi);
+    s->db_env = s->conninfo ? conninfo_env(s->conninfo) : NULL;
+    if (s->db_env == NULL)
+        return runner_fail(s, "database: out of memory");
+    if (runner_connect(s, err, sizeof(err)) < 0)
+        return runner_fail(s, "database: %s", err);
+    runner_progress(s, "database: own primary %s and %s standby %s", s->pg_dir,
+                    s->sc->synchronous ? "synchronous" : "asynchronous", s->standby_dir);
+    return 0;
+}
+
+void runner_close_own_cluster(struct sctx *s)
+{
+    char err[256];
+    if (s->run->o->keep)
+        return;
+    if (s->standby_dir[0] != '\0')
+        rdb_cluster_cmd(s->run->pg_script, "stop", s->standby_dir, NULL, 120000, NULL, 0, err,
+                        sizeof(err));
+    if (s->own.cluster_dir[0] != '\0')
+        rdb_finish(&s->own, s->run->pg_script, 0);
+}
+
+/* A "db_fault" runner event, logged when the fault is over: its action and
+ * when it began (started_us), for the recovery measurement. */
+static void fault_event(struct sctx *s, const char *target, const char *action, const char *detail)
+{
+    cJSON *ev = runner_rev_begin(s, "db_fault");
+    cwlog_add_int64(ev, "started_us", s->fault_started_us);
+    cJSON_AddStringToObject(ev, "target", target);
+    cJSON_AddStringToObject(ev, "action", action);
+    if (detail != NULL)
+        cJSON_AddStringToObject(ev, "detail", detail);
+    runner_rev_emit(s, ev);
+}
+
+/* Waits ms (a fault's duration, chosen by the scenario), waking for an
+ * interruption. */
+static void hold(int ms)
+{
+    int64_t until = cw_mono_ms() + ms;
+    while (cw_mono_ms() < until && !runner_interrupted())
+        nap(ms < 20 ? ms : 20);
+}
+
+static int db_terminate(struct sctx *s, const struct sc_step *st)
+{
+    const struct scenario *sc = s->sc;
+    char names[SC_MAX_PROCS * (SC_NAME_MAX + 3) + 4] = "{";
+    for (int i = 0; i < sc->nprocs; i++) {
+        size_t n = strlen(names);
+        fmt(names + n, sizeof(names) - n, "%s\"%s\"", i ? "," : "", sc->procs[i].name);
+    }
+    strcat(names, "}");
+    const char *who = st->proc >= 0 ? sc->procs[st->proc].name : "";
+    const char *params[3] = { s->dbname, who, names };
+    char err[512];
+    long long n = runner_sql_value(s, pgf_terminate_sql(), 3, params, err, sizeof(err));
+    if (n < 0)
+        return runner_fail(s, "db terminate: %s", err);
+    char detail[96];
+    fmt(detail, sizeof(detail), "%lld sessions of %s", n, who[0] ? who : "every process");
+    fault_event(s, "postgres", "terminate", detail);
+    runner_progress(s, "terminated %s", detail);
+    return 0;
+}
+
+static int db_freeze(struct sctx *s, const struct sc_step *st)
+{
+    pid_t pids[PGF_MAX_PIDS];
+    char err[512];
+    int n = pgf_freeze(s->pg_dir, pids, PGF_MAX_PIDS, err, sizeof(err));
+    if (n < 0)
+        return runner_fail(s, "db freeze: %s", err);
+    runner_progress(s, "froze the server (%d processes)", n);
+    hold(st->ms);
+    pgf_thaw(pids, n);
+    char detail[64];
+    fmt(detail, sizeof(detail), "%d processes stopped for %d ms", n, st->ms);
+    fault_event(s, "postgres", "freeze", detail);
+    return 0;
+}
+
+static int db_failover(struct sctx *s)
+{
+    struct runner *r = s->run;
+    char err[1024];
+    if (s->failed_over)
+        return runner_fail(s, "db failover: already failed over (no standby left)");
+    if (rdb_cluster_cmd(r->pg_script, "crash", s->pg_dir, NULL, 60000, NULL, 0, err,
+                        sizeof(err)) < 0)
+        return runner_fail(s, "db failover: %s", err);
+    if (rdb_cluster_cmd(r->pg_script, "promote", s->standby_dir, NULL, 60000, NULL, 0, err,
+                        sizeof(err)) < 0)
+        return runner_fail(s, "db failover: %s", err);
+    s->failed_over = 1;
+    /* The runner's own connection went down with the primary. */
+    PQfinish(s->conn);
+    s->conn = NULL;
+    char old[PATH_MAX];
+    fmt(old, sizeof(old), "%s", s->pg_dir);
+    fmt(s->pg_dir, sizeof(s->pg_dir), "%s", s->standby_dir);
+    fault_event(s, "postgres", "failover", old);
+    runner_progress(s, "failover: primary %s killed, %s promoted", old, s->pg_dir);
+    return 0;
+}
+
+/* The standby stops receiving WAL: its primary_conninfo is cleared, and
+ * the step returns once its WAL receiver is gone.  Stopping the receiver
+ * with SIGSTOP instead would not do: what the primary already sent waits in
+ * the socket's buffers and is written the moment the receiver runs again. */
+static int db_stall_replication(struct sctx *s)
+{
+    char err[1024];
+    if (rdb_cluster_cmd(s->run->pg_script, "detach", s->standby_dir, NULL, 60000, NULL, 0, err,
+                        sizeof(err)) < 0)
+        return runner_fail(s, "db stall_replication: %s", err);
+    int64_t deadline = cw_mono_ms() + 10000;
+    while (pgf_signal_walreceiver(s->standby_dir, 0, err, sizeof(err)) == 0) {
+        if (cw_mono_ms() >= deadline)
+            return runner_fail(s, "db stall_replication: the standby's WAL receiver still "
+                               "runs 10 s after its primary_conninfo was cleared");
+        nap(20);
+    }
+    s->repl_stalled = 1;
+    fault_event(s, "postgres", "stall_replication", s->standby_dir);
+    return 0;
+}
+
+int runner_step_db(struct sctx *s, const struct sc_step *st)
+{
+    struct runner *r = s->run;
+    char err[1024];
+    if (s->pg_dir[0] == '\0')
+        return runner_fail(s, "db %s: the runner controls only the clusters it starts; "
+                           "run without --pg", sc_db_action_name(st->db_action));
+    s->fault_started_us = cw_now_us();
+    switch (st->db_action) {
+    case DB_CRASH:
+        if (rdb_cluster_cmd(r->pg_script, "crash", s->pg_dir, NULL, 60000, NULL, 0, err,
+                            sizeof(err)) < 0)
+            return runner_fail(s, "db crash: %s", err);
+        hold(st->down_ms);
+        if (rdb_cluster_cmd(r->pg_script, "up", s->pg_dir, NULL, 120000, NULL, 0, err,
+                            sizeof(err)) < 0)
+            return runner_fail(s, "db crash: start after the crash: %s", err);
+        fault_event(s, "postgres", "crash", NULL);
+        return 0;
+    case DB_RESTART:
+        if (rdb_cluster_cmd(r->pg_script, "restart", s->pg_dir, NULL, 120000, NULL, 0, err,
+                            sizeof(err)) < 0)
+            return runner_fail(s, "db restart: %s", err);
+        fault_event(s, "postgres", "restart", NULL);
+        return 0;
+    case DB_TERMINATE:
+        return db_terminate(s, st);
+    case DB_FREEZE:
+        return db_freeze(s, st);
+    case DB_FAILOVER:
+        return db_failover(s);
+    case DB_STALL_REPLICATION:
+        return db_stall_replication(s);
+    }
+    return runner_fail(s, "db: unhandled action");
+}
+
+int runner_step_broker_crash(struct sctx *s, const struct sc_step *st)
+{
+    struct proc *b = &s->broker;
+    if (runner_rabbit(s->run)) {
+        s->fault_started_us = cw_now_us();
+        if (runner_rabbit_crash(s, st->down_ms) < 0)
+            return -1;
+        fault_event(s, "broker", "crash", "rabbitmq node, quorum queues");
+        return 0;
+    }
+    if (!proc_poll(b))
+        return runner_fail(s, "broker_crash: the broker is not running");
+    s->fault_started_us = cw_now_us();
+    runner_rev_proc(s, "kill", "broker", b->pid, "signal", "SIGKILL");
+    proc_kill(b);
+    s->kills++;
+    hold(st->down_ms);
+    if (runner_start_broker(s) < 0)
+        return -1;
+    fault_event(s, "broker", "crash", s->sc->broker_durable ? "durable store" : "in-memory store");
+    return 0;
+}
+
+cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events)
+{
+    cJSON *faults = evlog_read(s->run_events_path, NULL);
+    cJSON *out = cJSON_CreateArray();
+    const cJSON *f;
+    cJSON_ArrayForEach(f, faults) {
+        /* A detached standby is no outage: nothing to recover from. */
+        if (!ev_field_equals(f, "event", "db_fault") ||
+            ev_field_equals(f, "action", "stall_replication"))
+            continue;
+        /* The first apply after the fault ended, timed from when it began. */
+        int64_t t = ev_ts(f);
+        double started = (double)t;
+        ev_num(f, "started_us", &started);
+        int64_t first = -1;
+        for (int i = 0; i < s->sc->nprocs; i++) {
+            const cJSON *e;
+            cJSON_ArrayForEach(e, proc_events[i]) {
+                int64_t te = ev_ts(e);
+                if (te >= t && ev_field_equals(e, "event", "apply") && (first < 0 || te < first))
+                    first = te;
+            }
+        }
+        cJSON *o = cJSON_CreateObject();
+        const cJSON *target = cJSON_GetObjectItemCaseSensitive(f, "target");
+        const cJSON *action = cJSON_GetObjectItemCaseSensitive(f, "action");
+        cJSON_AddStringToObject(o, "target", cJSON_IsString(target) ? target->valuestring : "");
+        cJSON_AddStringToObject(o, "action", cJSON_IsString(action) ? action->valuestring : "");
+        if (first >= 0)
+            cJSON_AddNumberToObject(o, "recovery_ms", ((double)first - started) / 1000.0);
+        else
+            cJSON_AddNullToObject(o, "recovery_ms");
+        cJSON_AddItemToArray(out, o);
+    }
+    cJSON_Delete(faults);
+    return out;
+}
