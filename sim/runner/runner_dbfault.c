@@ -128,7 +128,7 @@ void runner_close_own_cluster(struct sctx *s)
 
 /* A "db_fault" runner event, logged when the fault is over: its action and
  * when it began (started_us), for the recovery measurement. */
-static void fault_event(struct sctx *s, const char *target, const char *action, const char *detail)
+void fault_event(struct sctx *s, const char *target, const char *action, const char *detail)
 {
     cJSON *ev = runner_rev_begin(s, "db_fault");
     cwlog_add_int64(ev, "started_us", s->fault_started_us);
@@ -141,7 +141,7 @@ static void fault_event(struct sctx *s, const char *target, const char *action, 
 
 /* Waits ms (a fault's duration, chosen by the scenario), waking for an
  * interruption. */
-static void hold(int ms)
+void hold(int ms)
 {
     int64_t until = cw_mono_ms() + ms;
     while (cw_mono_ms() < until && !runner_interrupted())
@@ -267,29 +267,6 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
         return db_stall_replication(s);
     }
     return runner_fail(s, "db: unhandled action");
-}
-
-int runner_step_broker_crash(struct sctx *s, const struct sc_step *st)
-{
-    struct proc *b = &s->broker;
-    if (runner_rabbit(s->run)) {
-        s->fault_started_us = cw_now_us();
-        if (runner_rabbit_crash(s, st->down_ms) < 0)
-            return -1;
-        fault_event(s, "broker", "crash", "rabbitmq node, quorum queues");
-        return 0;
-    }
-    if (!proc_poll(b))
-        return runner_fail(s, "broker_crash: the broker is not running");
-    s->fault_started_us = cw_now_us();
-    runner_rev_proc(s, "kill", "broker", b->pid, "signal", "SIGKILL");
-    proc_kill(b);
-    s->kills++;
-    hold(st->down_ms);
-    if (runner_start_broker(s) < 0)
-        return -1;
-    fault_event(s, "broker", "crash", s->sc->broker_durable ? "durable store" : "in-memory store");
-    return 0;
 }
 
 cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events)

@@ -328,6 +328,8 @@ void runner_close_own_cluster(struct sctx *s);
 /* The "db" and "broker_crash" steps.  0 or -1 (recorded). */
 int runner_step_db(struct sctx *s, const struct sc_step *st);
 int runner_step_broker_crash(struct sctx *s, const struct sc_step *st);
+void fault_event(struct sctx *s, const char *target, const char *action, const char *detail);
+void hold(int ms);
 
 /* One object per database or broker fault of the scenario: target, action
  * and recovery_ms, the time from the fault's end to the first event a
