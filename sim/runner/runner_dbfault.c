@@ -1,6 +1,7 @@
-/* runner_dbfault.c -- the database and the broker as fault targets: a
- * scenario's own primary with a streaming standby, the "db" and
- * "broker_crash" steps, and how long the pipeline took to recover.
+/* runner_dbfault.c -- the database as a fault target: a scenario's own
+ * primary with a streaming standby, the "db" step, and how long the
+ * pipeline took to recover from each database or broker outage (the
+ * broker's is runner_broker_crash.c's).
  *
  * Most scenarios share the run's throwaway cluster, each in a database of
  * its own; a "db" step then crashes, restarts or freezes that shared server,
@@ -128,7 +129,8 @@ void runner_close_own_cluster(struct sctx *s)
 
 /* A "db_fault" runner event, logged when the fault is over: its action and
  * when it began (started_us), for the recovery measurement. */
-void fault_event(struct sctx *s, const char *target, const char *action, const char *detail)
+void runner_outage_event(struct sctx *s, const char *target, const char *action,
+                         const char *detail)
 {
     cJSON *ev = runner_rev_begin(s, "db_fault");
     cwlog_add_int64(ev, "started_us", s->fault_started_us);
@@ -141,7 +143,7 @@ void fault_event(struct sctx *s, const char *target, const char *action, const c
 
 /* Waits ms (a fault's duration, chosen by the scenario), waking for an
  * interruption. */
-void hold(int ms)
+void runner_hold(int ms)
 {
     int64_t until = cw_mono_ms() + ms;
     while (cw_mono_ms() < until && !runner_interrupted())
@@ -165,7 +167,7 @@ static int db_terminate(struct sctx *s, const struct sc_step *st)
         return runner_fail(s, "db terminate: %s", err);
     char detail[96];
     fmt(detail, sizeof(detail), "%lld sessions of %s", n, who[0] ? who : "every process");
-    fault_event(s, "postgres", "terminate", detail);
+    runner_outage_event(s, "postgres", "terminate", detail);
     runner_progress(s, "terminated %s", detail);
     return 0;
 }
@@ -178,11 +180,11 @@ static int db_freeze(struct sctx *s, const struct sc_step *st)
     if (n < 0)
         return runner_fail(s, "db freeze: %s", err);
     runner_progress(s, "froze the server (%d processes)", n);
-    hold(st->ms);
+    runner_hold(st->ms);
     pgf_thaw(pids, n);
     char detail[64];
     fmt(detail, sizeof(detail), "%d processes stopped for %d ms", n, st->ms);
-    fault_event(s, "postgres", "freeze", detail);
+    runner_outage_event(s, "postgres", "freeze", detail);
     return 0;
 }
 
@@ -205,7 +207,7 @@ static int db_failover(struct sctx *s)
     char old[PATH_MAX];
     fmt(old, sizeof(old), "%s", s->pg_dir);
     fmt(s->pg_dir, sizeof(s->pg_dir), "%s", s->standby_dir);
-    fault_event(s, "postgres", "failover", old);
+    runner_outage_event(s, "postgres", "failover", old);
     runner_progress(s, "failover: primary %s killed, %s promoted", old, s->pg_dir);
     return 0;
 }
@@ -228,7 +230,7 @@ static int db_stall_replication(struct sctx *s)
         nap(20);
     }
     s->repl_stalled = 1;
-    fault_event(s, "postgres", "stall_replication", s->standby_dir);
+    runner_outage_event(s, "postgres", "stall_replication", s->standby_dir);
     return 0;
 }
 
@@ -245,17 +247,17 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
         if (rdb_cluster_cmd(r->pg_script, "crash", s->pg_dir, NULL, 60000, NULL, 0, err,
                             sizeof(err)) < 0)
             return runner_fail(s, "db crash: %s", err);
-        hold(st->down_ms);
+        runner_hold(st->down_ms);
         if (rdb_cluster_cmd(r->pg_script, "up", s->pg_dir, NULL, 120000, NULL, 0, err,
                             sizeof(err)) < 0)
             return runner_fail(s, "db crash: start after the crash: %s", err);
-        fault_event(s, "postgres", "crash", NULL);
+        runner_outage_event(s, "postgres", "crash", NULL);
         return 0;
     case DB_RESTART:
         if (rdb_cluster_cmd(r->pg_script, "restart", s->pg_dir, NULL, 120000, NULL, 0, err,
                             sizeof(err)) < 0)
             return runner_fail(s, "db restart: %s", err);
-        fault_event(s, "postgres", "restart", NULL);
+        runner_outage_event(s, "postgres", "restart", NULL);
         return 0;
     case DB_TERMINATE:
         return db_terminate(s, st);

@@ -4,22 +4,24 @@
  * other component uses runner.h.
  *
  * The runner is these files, along the phases runner.h lists:
- *   runner.c            the run: scenarios loaded, binaries, PostgreSQL,
- *                       result.json; and the command line;
- *   runner_scenario.c   one scenario through its phases: context, directory,
- *                       database, processes, steps, heal, check;
- *   runner_output.c     a scenario's end: teardown, faults fired, verdict,
- *                       timeline.jsonl, result.json entry, summary, totals;
- *   runner_util.c       the helpers every file calls: events, progress and
- *                       errors, processes, libfiu's remote control, the
- *                       runner's database connection, the source tree;
- *   runner_steps.c      the step verbs of the workload and the processes;
- *   runner_heal.c       the heal phase and the "pipeline is quiet" test that
- *                       both it and the "quiet" wait use;
- *   runner_net.c        the fault proxy, the "net" step, a process's clock;
- *   runner_dbfault.c    the scenario's own primary and standby, the "db"
- *                       and "broker_crash" steps, recovery times;
- *   runner_rabbit.c     the run against a real RabbitMQ node.
+ *   runner.c                the run: scenarios loaded, binaries, PostgreSQL,
+ *                           result.json; and the command line;
+ *   runner_scenario.c       one scenario through its phases: context,
+ *                           directory, database, processes, steps, heal,
+ *                           check;
+ *   runner_output.c         a scenario's end: teardown, faults fired, verdict,
+ *                           timeline.jsonl, result.json entry, summary, totals;
+ *   runner_util.c           the helpers every file calls: events, progress and
+ *                           errors, processes, libfiu's remote control, the
+ *                           runner's database connection, the source tree;
+ *   runner_steps.c          the step verbs of the workload and the processes;
+ *   runner_heal.c           the heal phase and the "pipeline is quiet" test
+ *                           that both it and the "quiet" wait use;
+ *   runner_net.c            the fault proxy, the "net" step, a process's clock;
+ *   runner_dbfault.c        the scenario's own primary and standby, the "db"
+ *                           step, recovery times;
+ *   runner_broker_crash.c   the "broker_crash" step;
+ *   runner_rabbitmq_node.c  the run against a real RabbitMQ node.
  * The modules with a header of their own (procs.h, httpc.h, runner_db.h,
  * runner_metrics.h, history.h) do not include this one.
  *
@@ -325,18 +327,30 @@ int runner_open_standby_db(struct sctx *s);
  * WAL receiver first. */
 void runner_close_own_cluster(struct sctx *s);
 
-/* The "db" and "broker_crash" steps.  0 or -1 (recorded). */
+/* The "db" step.  0 or -1 (recorded). */
 int runner_step_db(struct sctx *s, const struct sc_step *st);
-int runner_step_broker_crash(struct sctx *s, const struct sc_step *st);
-void fault_event(struct sctx *s, const char *target, const char *action, const char *detail);
-void hold(int ms);
+
+/* A "db_fault" runner event for an outage of target ("postgres" or
+ * "broker"), logged when it is over: its action, detail (may be NULL) and
+ * when it began (s->fault_started_us), for runner_recovery_json. */
+void runner_outage_event(struct sctx *s, const char *target, const char *action,
+                         const char *detail);
+
+/* Waits ms (a fault's duration, chosen by the scenario), waking for an
+ * interruption. */
+void runner_hold(int ms);
 
 /* One object per database or broker fault of the scenario: target, action
  * and recovery_ms, the time from the fault's end to the first event a
  * consumer applied after it (null when none was).  Caller frees. */
 cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events);
 
-/* ---- runner_rabbit.c ---------------------------------------------------- */
+/* ---- runner_broker_crash.c ---------------------------------------------- */
+
+/* The "broker_crash" step.  0 or -1 (recorded). */
+int runner_step_broker_crash(struct sctx *s, const struct sc_step *st);
+
+/* ---- runner_rabbitmq_node.c --------------------------------------------- */
 
 /* 1 when the run is against RabbitMQ (--broker rabbitmq). */
 int runner_rabbit(const struct runner *r);

@@ -1,4 +1,4 @@
-/* runner_rabbit.c -- `crashwindow run --broker rabbitmq`: the scenarios
+/* runner_rabbitmq_node.c -- `crashwindow run --broker rabbitmq`: the scenarios
  * against a real RabbitMQ node instead of the fake broker.
  *
  * One throwaway node per run (scripts/rabbit-node, firehose on); each
