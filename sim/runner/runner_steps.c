@@ -1,12 +1,15 @@
 /* runner_steps.c -- the verbs of a scenario: what each step does.
  *
- * runner_run_step dispatches one step to its verb: start and restart,
- * stop/kill/pause/resume (signals), fault (libfiu's remote control), http
- * and payments (the workload, recorded in the HTTP log the checker reads),
- * broker (the fake broker's switches), sql, outboxctl, wait, and sleep.  Each verb
- * either does its job or records the scenario's error with runner_fail and
- * returns -1; the orchestration in runner.c then skips the remaining steps
- * but still heals and checks.
+ * runner_run_step dispatches one step to its verb.  Fourteen of the
+ * seventeen verbs are run here: start and restart, stop, kill, pause and
+ * resume (signals), fault (libfiu's remote control), http and payments
+ * (the workload, recorded in the HTTP log the checker reads), broker (the
+ * broker's switches), sql, outboxctl, wait and sleep.  The other three
+ * live with what they fault: db in runner_dbfault.c, broker_crash in
+ * runner_broker_crash.c, net in runner_net.c.  Each verb either does its
+ * job or records the scenario's error with runner_fail and returns -1;
+ * runner_scenario.c then skips the remaining steps but still heals and
+ * checks.
  *
  * A payments step with concurrency > 1 runs one worker thread per
  * connection; the workers append to the HTTP log and the runner's events
@@ -356,7 +359,7 @@ static int wait_check(struct sctx *s, const struct sc_step *st, char *last, size
     return -1;
 }
 
-static int do_wait(struct sctx *s, const struct sc_step *st)
+static int step_wait(struct sctx *s, const struct sc_step *st)
 {
     char what[512], last[512] = "";
     scenario_step_describe(s->sc, st, what, sizeof(what));
@@ -757,7 +760,7 @@ int runner_run_step(struct sctx *s, const struct sc_step *st)
     case V_NET:
         return runner_net_step(s, st);
     case V_WAIT:
-        return do_wait(s, st);
+        return step_wait(s, st);
     case V_SLEEP:
         return step_sleep(s, st);
     }
