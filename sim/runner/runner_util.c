@@ -606,7 +606,7 @@ int runner_fiu_ctrl(struct proc *p, const char *command, int timeout_ms, char *e
 
 /* ---- database helpers --------------------------------------------------- */
 
-/* The first column of the first row as a number; -1 with an error set. */
+/* (Re)opens the runner's connection to the scenario's database. */
 int runner_connect(struct sctx *s, char *err, size_t errlen)
 {
     PQfinish(s->conn);
@@ -620,6 +620,7 @@ int runner_connect(struct sctx *s, char *err, size_t errlen)
     return 0;
 }
 
+/* The first column of the first row as a number; -1 with an error set. */
 long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *const *params,
                            char *err, size_t errlen)
 {
