@@ -85,6 +85,33 @@ struct armed {
     int disabled;
 };
 
+/* runner_net.c's: the fault proxy and each process's links.  Also read by
+ * runner_output.c (--keep prints the proxy's pid) and freed by
+ * runner_scenario.c (link_db_env). */
+struct sctx_net {
+    struct proc proxy;
+    char proxy_sock[PATH_MAX];
+    char link_broker[SC_MAX_PROCS][PATH_MAX];   /* "" when the process goes direct */
+    char *link_db_env[SC_MAX_PROCS];            /* CW_DB through its link, or NULL */
+};
+
+/* runner_dbfault.c's: the clusters a "db" step acts on.  runner_scenario.c
+ * sets dir when the scenario uses the run's cluster. */
+struct sctx_pg {
+    struct rdb own;             /* the scenario's own primary (with a standby), else unused */
+    char dir[PATH_MAX];         /* the cluster the database lives on now; "" with --pg */
+    char standby_dir[PATH_MAX]; /* "" without a standby */
+    int repl_stalled;           /* the standby's WAL receiver is stopped */
+    int failed_over;
+};
+
+/* runner_rabbitmq_node.c's: the scenario's exchange and each consumer's
+ * group ("topic:group") for rabbit-bridge. */
+struct sctx_rabbitmq {
+    char exchange[64];
+    char groups[SC_MAX_PROCS][140];
+};
+
 struct sctx {
     struct runner *run;
     const struct scenario *sc;
@@ -98,15 +125,10 @@ struct sctx {
     struct proc broker;
     char broker_sock[PATH_MAX];
     char broker_addr[PATH_MAX + 600]; /* what --broker gets: the socket, or the amqp:// URL */
-    char rabbit_exchange[64];
-    char rabbit_groups[SC_MAX_PROCS][140];
+    struct sctx_rabbitmq rabbitmq;
     struct proc procs[SC_MAX_PROCS];
     int port[SC_MAX_PROCS];
-    /* the network (runner_net.c): the fault proxy and each process's links */
-    struct proc netproxy;
-    char netproxy_sock[PATH_MAX];
-    char link_broker[SC_MAX_PROCS][PATH_MAX];   /* "" when the process goes direct */
-    char *link_db_env[SC_MAX_PROCS];            /* CW_DB through its link, or NULL */
+    struct sctx_net net;
     struct armed armed[MAX_ARMED];
     int narmed;
     int kills, pauses, restarts;
@@ -123,13 +145,8 @@ struct sctx {
     int tearing_down;           /* exits now are the end of the run, not events */
     metrics *metrics;
     char run_events_path[PATH_MAX + 32];  /* runner.events.jsonl */
-    /* the database side (runner_dbfault.c) */
-    struct rdb own;             /* the scenario's own primary (with a standby), else unused */
-    char pg_dir[PATH_MAX];      /* the cluster the database lives on now; "" with --pg */
-    char standby_dir[PATH_MAX]; /* "" without a standby */
-    int repl_stalled;           /* the standby's WAL receiver is stopped */
+    struct sctx_pg pg;
     struct pay_run *bg_payments; /* a background payments step still running */
-    int failed_over;
     int64_t fault_started_us;   /* wall clock: when the current db/broker fault began */
 };
 

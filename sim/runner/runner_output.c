@@ -248,8 +248,8 @@ static void print_keep(struct sctx *s)
         if (proc_poll(&s->procs[i]))
             printf(" %d", (int)s->procs[i].pid);
     printf(" %d", (int)s->broker.pid);
-    if (s->netproxy.pid > 0 && proc_poll(&s->netproxy))
-        printf(" %d", (int)s->netproxy.pid);
+    if (s->net.proxy.pid > 0 && proc_poll(&s->net.proxy))
+        printf(" %d", (int)s->net.proxy.pid);
     printf("\n");
 }
 

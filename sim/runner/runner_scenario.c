@@ -114,7 +114,7 @@ static void open_database(struct sctx *s)
     }
     const char *dir = s->run->db.cluster_dir[0] != '\0' ? s->run->db.cluster_dir
                       : s->run->o->pg_dir != NULL ? s->run->o->pg_dir : "";
-    fmt(s->pg_dir, sizeof(s->pg_dir), "%s", dir);
+    fmt(s->pg.dir, sizeof(s->pg.dir), "%s", dir);
     s->conninfo = rdb_create_db(&s->run->db, s->label, s->dbname, err, sizeof(err));
     if (s->conninfo != NULL)
         s->db_env = conninfo_env(s->conninfo);
@@ -259,7 +259,7 @@ static void sctx_free(struct sctx *s)
     free(s->conninfo);
     free(s->db_env);
     for (int i = 0; i < s->sc->nprocs; i++)
-        free(s->link_db_env[i]);
+        free(s->net.link_db_env[i]);
     cJSON_Delete(s->expects);
     if (s->ev != NULL)
         fclose(s->ev);
