@@ -22,7 +22,7 @@ int runner_step_broker_crash(struct sctx *s, const struct sc_step *st)
     s->fault_started_us = cw_now_us();
     runner_rev_proc(s, "kill", "broker", b->pid, "signal", "SIGKILL");
     proc_kill(b);
-    s->kills++;
+    s->count.kills++;
     runner_hold(st->down_ms);
     if (runner_start_broker(s) < 0)
         return -1;

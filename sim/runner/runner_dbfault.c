@@ -82,7 +82,7 @@ int runner_open_standby_db(struct sctx *s)
     fmt(tag, sizeof(tag), "%d_%d", (int)getpid(), r->nsc);
     if (rdb_make_template(&s->pg.own, r->exe_outboxctl, tag, err, sizeof(err)) < 0)
         return runner_fail(s, "database: %s", err);
-    char *single = rdb_create_db(&s->pg.own, s->label, s->dbname, err, sizeof(err));
+    char *single = rdb_create_db(&s->pg.own, s->label, s->db.name, err, sizeof(err));
     if (single == NULL)
         return runner_fail(s, "database: %s", err);
     free(single);
@@ -103,10 +103,10 @@ int runner_open_standby_db(struct sctx *s)
         "host='%s,%s' port='%d,%d' user='postgres' dbname='%s' "
         "target_session_attrs='read-write' connect_timeout='5'",
         s->pg.dir, s->pg.standby_dir, cluster_port(s->pg.dir), cluster_port(s->pg.standby_dir),
-        s->dbname);
-    s->conninfo = strdup(multi);
-    s->db_env = s->conninfo ? conninfo_env(s->conninfo) : NULL;
-    if (s->db_env == NULL)
+        s->db.name);
+    s->db.conninfo = strdup(multi);
+    s->db.env = s->db.conninfo ? conninfo_env(s->db.conninfo) : NULL;
+    if (s->db.env == NULL)
         return runner_fail(s, "database: out of memory");
     if (runner_connect(s, err, sizeof(err)) < 0)
         return runner_fail(s, "database: %s", err);
@@ -160,7 +160,7 @@ static int db_terminate(struct sctx *s, const struct sc_step *st)
     }
     strcat(names, "}");
     const char *who = st->proc >= 0 ? sc->procs[st->proc].name : "";
-    const char *params[3] = { s->dbname, who, names };
+    const char *params[3] = { s->db.name, who, names };
     char err[512];
     long long n = runner_sql_value(s, pgf_terminate_sql(), 3, params, err, sizeof(err));
     if (n < 0)
@@ -202,8 +202,8 @@ static int db_failover(struct sctx *s)
         return runner_fail(s, "db failover: %s", err);
     s->pg.failed_over = 1;
     /* The runner's own connection went down with the primary. */
-    PQfinish(s->conn);
-    s->conn = NULL;
+    PQfinish(s->db.conn);
+    s->db.conn = NULL;
     char old[PATH_MAX];
     fmt(old, sizeof(old), "%s", s->pg.dir);
     fmt(s->pg.dir, sizeof(s->pg.dir), "%s", s->pg.standby_dir);

@@ -85,6 +85,37 @@ struct armed {
     int disabled;
 };
 
+/* The scenario's database and the runner's own connection to it: made by
+ * runner_scenario.c (or runner_dbfault.c with a standby), used by every
+ * file that asks the database. */
+struct sctx_db {
+    char name[64];
+    char *conninfo;
+    char *env;                  /* "CW_DB=<conninfo>": children read it, argv never holds it */
+    PGconn *conn;
+};
+
+/* The fault points armed in each incarnation (CW_FAULTS at a start, or a
+ * fault step), for faults_not_hit and the heal. */
+struct sctx_armed {
+    struct armed list[MAX_ARMED];
+    int n;
+};
+
+/* What the runner did to the processes, for result.json and the summary. */
+struct sctx_count {
+    int kills, pauses, restarts;
+};
+
+/* runner_steps.c's HTTP log (under the scenario's lock: payment threads
+ * append to it), which runner_scenario.c stores for the checker, and the
+ * background payments step still running, if any. */
+struct sctx_http {
+    struct http_rec *recs;
+    int n, cap;
+    struct pay_run *background;
+};
+
 /* runner_net.c's: the fault proxy and each process's links.  Also read by
  * runner_output.c (--keep prints the proxy's pid) and freed by
  * runner_scenario.c (link_db_env). */
@@ -118,10 +149,7 @@ struct sctx {
     int rep;
     char label[96];             /* the directory name */
     char dir[PATH_MAX];
-    char dbname[64];
-    char *conninfo;
-    char *db_env;               /* "CW_DB=<conninfo>": children read it, argv never holds it */
-    PGconn *conn;
+    struct sctx_db db;
     struct proc broker;
     char broker_sock[PATH_MAX];
     char broker_addr[PATH_MAX + 600]; /* what --broker gets: the socket, or the amqp:// URL */
@@ -129,11 +157,9 @@ struct sctx {
     struct proc procs[SC_MAX_PROCS];
     int port[SC_MAX_PROCS];
     struct sctx_net net;
-    struct armed armed[MAX_ARMED];
-    int narmed;
-    int kills, pauses, restarts;
-    struct http_rec *http;
-    int nhttp, caphttp;
+    struct sctx_armed armed;
+    struct sctx_count count;
+    struct sctx_http http;
     pthread_mutex_t lock;       /* http log and runner events (payment threads) */
     FILE *ev;
     char error[1024];
@@ -146,7 +172,6 @@ struct sctx {
     metrics *metrics;
     char run_events_path[PATH_MAX + 32];  /* runner.events.jsonl */
     struct sctx_pg pg;
-    struct pay_run *bg_payments; /* a background payments step still running */
     int64_t fault_started_us;   /* wall clock: when the current db/broker fault began */
 };
 

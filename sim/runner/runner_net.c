@@ -137,7 +137,7 @@ static int read_links(struct sctx *s, const cJSON *reply)
                                    s->procs[i].name);
             snprintf(want, sizeof(want), "%s->pg", s->procs[i].name);
             if (strcmp(name, want) == 0 && strncmp(bound, "tcp:", 4) == 0) {
-                char *ci = link_conninfo(s->conninfo, atoi(strrchr(bound, ':') + 1));
+                char *ci = link_conninfo(s->db.conninfo, atoi(strrchr(bound, ':') + 1));
                 s->net.link_db_env[i] = ci ? conninfo_env(ci) : NULL;
                 free(ci);
                 if (s->net.link_db_env[i] == NULL)
@@ -181,7 +181,7 @@ int runner_start_netproxy(struct sctx *s)
     p->fifo_prefix = r->fifo_prefix;
     fmt(s->net.proxy_sock, sizeof(s->net.proxy_sock), "%s/n%d.sock", r->tmp, r->nsc);
     char pg_up[PATH_MAX];
-    if (sc->standby || pg_upstream(s->conninfo, pg_up, sizeof(pg_up)) < 0)
+    if (sc->standby || pg_upstream(s->db.conninfo, pg_up, sizeof(pg_up)) < 0)
         pg_up[0] = '\0';
     char specs[SC_MAX_PROCS * 2][PATH_MAX + 128];
     char *argv[SC_MAX_PROCS * 4 + 8];
@@ -270,7 +270,7 @@ const char *runner_broker_addr(const struct sctx *s, int idx)
 
 const char *runner_db_env(const struct sctx *s, int idx)
 {
-    return s->net.link_db_env[idx] != NULL ? s->net.link_db_env[idx] : s->db_env;
+    return s->net.link_db_env[idx] != NULL ? s->net.link_db_env[idx] : s->db.env;
 }
 
 int runner_clock_env(const struct sctx *s, int idx, char (*buf)[160], const char **env,

@@ -174,8 +174,8 @@ static void fault_report(struct sctx *s, const cJSON *const *proc_events, cJSON 
             cJSON_AddItemToArray(fired, o);
         }
     }
-    for (int i = 0; i < s->narmed; i++) {
-        const struct armed *a = &s->armed[i];
+    for (int i = 0; i < s->armed.n; i++) {
+        const struct armed *a = &s->armed.list[i];
         int hit = 0;
         const cJSON *ev;
         cJSON_ArrayForEach(ev, proc_events[a->proc]) {
@@ -223,7 +223,7 @@ static void print_keep(struct sctx *s)
 {
     printf("    --keep: the system stays up. To poke it:\n");
     int hidden = 0;
-    char *shown = conninfo_for_display(s->conninfo, &hidden);
+    char *shown = conninfo_for_display(s->db.conninfo, &hidden);
     printf("      psql \"%s\"%s\n", shown ? shown : "(connection string unreadable)",
            hidden ? "   (password not shown: give it with PGPASSWORD)" : "");
     free(shown);
@@ -376,11 +376,11 @@ cJSON *runner_scenario_json(struct sctx *s, struct outcome *oc)
     cJSON_AddStringToObject(o, "dir", s->label);
     cJSON_AddItemToObject(o, "faults_fired", oc->fired);
     cJSON_AddItemToObject(o, "faults_not_hit", oc->not_hit);
-    cJSON_AddNumberToObject(o, "kills", s->kills);
-    cJSON_AddNumberToObject(o, "pauses", s->pauses);
-    cJSON_AddNumberToObject(o, "restarts", s->restarts);
+    cJSON_AddNumberToObject(o, "kills", s->count.kills);
+    cJSON_AddNumberToObject(o, "pauses", s->count.pauses);
+    cJSON_AddNumberToObject(o, "restarts", s->count.restarts);
     cJSON_AddNumberToObject(o, "events", (double)oc->nevents);
-    cJSON_AddNumberToObject(o, "http_requests", s->nhttp);
+    cJSON_AddNumberToObject(o, "http_requests", s->http.n);
     cJSON_AddItemToObject(o, "counts", checker_counts_json(&oc->res));
     cJSON_AddItemToObject(o, "classification", checker_class_json(&oc->res));
     cJSON_AddItemToObject(o, "invariants", oc->checked ? checker_invariants_json(&oc->res, sc)
@@ -452,7 +452,7 @@ void runner_print_summary(const struct sctx *s, const struct outcome *oc, const 
     printf("    %s: %s in %.1f s (%d invariants, %d faults fired, %d kills, %d pauses, "
            "%d restarts)\n", s->label, oc->pass ? "PASS" : "FAIL",
            (double)(cw_mono_ms() - s->t0) / 1000.0, oc->ninv_checked,
-           cJSON_GetArraySize(oc->fired), s->kills, s->pauses, s->restarts);
+           cJSON_GetArraySize(oc->fired), s->count.kills, s->count.pauses, s->count.restarts);
     print_hazard_and_recovery(s, oc, o);
     print_vacuous(s, oc);
     if (!oc->pass) {
@@ -494,8 +494,8 @@ void runner_add_totals(struct runner *r, const struct sctx *s, const struct outc
     r->t_passed += oc->pass;
     r->t_inv += oc->ninv_checked;
     r->t_faults += cJSON_GetArraySize(oc->fired);
-    r->t_kills += s->kills;
-    r->t_pauses += s->pauses;
-    r->t_restarts += s->restarts;
+    r->t_kills += s->count.kills;
+    r->t_pauses += s->count.pauses;
+    r->t_restarts += s->count.restarts;
     r->t_events += oc->nevents;
 }

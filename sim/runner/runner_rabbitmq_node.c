@@ -226,13 +226,13 @@ int runner_rabbit_crash(struct sctx *s, int down_ms)
     runner_rev_proc(s, "kill", "rabbitmq", 0, "signal", "SIGKILL");
     if (proc_run_capture(crash, NULL, 60000, out, sizeof(out)) != 0)
         return runner_fail(s, "broker_crash: could not kill the RabbitMQ node: %.300s", out);
-    s->kills++;
+    s->count.kills++;
     if (down_ms > 0)
         nap(down_ms);
     char *up[] = { r->rabbit_script, (char *)"up", r->rabbit_dir, NULL };
     if (proc_run_capture(up, NULL, 120000, out, sizeof(out)) != 0)
         return runner_fail(s, "broker_crash: the RabbitMQ node did not come back: %.300s", out);
-    s->restarts++;
+    s->count.restarts++;
     runner_rev_proc(s, "restart", "rabbitmq", 0, "kind", "broker");
     return 0;
 }

@@ -115,11 +115,11 @@ static void open_database(struct sctx *s)
     const char *dir = s->run->db.cluster_dir[0] != '\0' ? s->run->db.cluster_dir
                       : s->run->o->pg_dir != NULL ? s->run->o->pg_dir : "";
     fmt(s->pg.dir, sizeof(s->pg.dir), "%s", dir);
-    s->conninfo = rdb_create_db(&s->run->db, s->label, s->dbname, err, sizeof(err));
-    if (s->conninfo != NULL)
-        s->db_env = conninfo_env(s->conninfo);
-    if (s->conninfo == NULL || s->db_env == NULL) {
-        runner_fail(s, "database: %s", s->conninfo == NULL ? err : "out of memory");
+    s->db.conninfo = rdb_create_db(&s->run->db, s->label, s->db.name, err, sizeof(err));
+    if (s->db.conninfo != NULL)
+        s->db.env = conninfo_env(s->db.conninfo);
+    if (s->db.conninfo == NULL || s->db.env == NULL) {
+        runner_fail(s, "database: %s", s->db.conninfo == NULL ? err : "out of memory");
     } else {
         if (runner_connect(s, err, sizeof(err)) < 0)
             runner_fail(s, "database: %s", err);
@@ -143,7 +143,7 @@ static void start_processes(struct sctx *s)
     }
     char path[PATH_MAX + 64];
     snprintf(path, sizeof(path), "%s/metrics.jsonl", s->dir);
-    s->metrics = metrics_start(s->conninfo, path, 250);
+    s->metrics = metrics_start(s->db.conninfo, path, 250);
     for (int i = 0; i < sc->nprocs && s->error[0] == '\0'; i++) {
         if (!sc->procs[i].autostart)
             continue;
@@ -190,12 +190,12 @@ static void check_scenario(struct sctx *s, struct outcome *oc)
     char err[512];
     /* After a database fault the runner's connection may be gone (a crash,
      * a failover): one probe, and a new connection when it fails. */
-    if (s->conninfo == NULL)
+    if (s->db.conninfo == NULL)
         return; /* the database was never created */
     if (runner_sql_value(s, "SELECT 1", 0, NULL, err, sizeof(err)) < 0 &&
         runner_sql_value(s, "SELECT 1", 0, NULL, err, sizeof(err)) < 0)
         runner_fail(s, "check: database: %s", err);
-    if (s->conn == NULL)
+    if (s->db.conn == NULL)
         return;
     /* The sampler's last line is the state the checker sees, and its file
      * is complete before it is read as evidence. */
@@ -204,7 +204,7 @@ static void check_scenario(struct sctx *s, struct outcome *oc)
     s->metrics = NULL;
     /* The history is the input: saved first, then read back and checked
      * exactly as `crashwindow check` checks a stored run. */
-    if (history_save(s->conn, s->dir, s->http, s->nhttp, err, sizeof(err)) < 0) {
+    if (history_save(s->db.conn, s->dir, s->http.recs, s->http.n, err, sizeof(err)) < 0) {
         runner_fail(s, "check: saving the history: %s", err);
         return;
     }
@@ -214,7 +214,7 @@ static void check_scenario(struct sctx *s, struct outcome *oc)
         return;
     }
     cJSON *expects = cJSON_CreateArray();
-    if (history_check(sc, &h, s->conn, &oc->res, expects) < 0 && s->error[0] == '\0')
+    if (history_check(sc, &h, s->db.conn, &oc->res, expects) < 0 && s->error[0] == '\0')
         runner_fail(s, "%s", oc->res.error);
     const cJSON *x;
     cJSON_ArrayForEach(x, expects)
@@ -248,16 +248,16 @@ static void outcome_free(struct outcome *oc, int nprocs)
 static void sctx_free(struct sctx *s)
 {
     char err[1024];
-    PQfinish(s->conn);
+    PQfinish(s->db.conn);
     if (s->sc->standby)
         runner_close_own_cluster(s);
-    else if (!s->run->o->keep && s->dbname[0] != '\0')
-        rdb_drop_db(&s->run->db, s->dbname, err, sizeof(err));
-    for (int i = 0; i < s->nhttp; i++)
-        free(s->http[i].body);
-    free(s->http);
-    free(s->conninfo);
-    free(s->db_env);
+    else if (!s->run->o->keep && s->db.name[0] != '\0')
+        rdb_drop_db(&s->run->db, s->db.name, err, sizeof(err));
+    for (int i = 0; i < s->http.n; i++)
+        free(s->http.recs[i].body);
+    free(s->http.recs);
+    free(s->db.conninfo);
+    free(s->db.env);
     for (int i = 0; i < s->sc->nprocs; i++)
         free(s->net.link_db_env[i]);
     cJSON_Delete(s->expects);

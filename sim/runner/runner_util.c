@@ -293,7 +293,7 @@ void runner_reap_all(struct sctx *s)
         proc_exit_text(p, how, sizeof(how));
         runner_rev_proc(s, "exit", p->name, p->pid, "how", how);
         if (WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGKILL && !s->tearing_down)
-            s->kills++;
+            s->count.kills++;
     }
 }
 
@@ -305,8 +305,8 @@ static void arm_env_faults(struct sctx *s, int idx, int pid, const char *spec)
     int n = scenario_fault_points(spec, buf, sizeof(buf), names, 32);
     char copy[1024];
     snprintf(copy, sizeof(copy), "%s", spec);
-    for (int i = 0; i < n && s->narmed < MAX_ARMED; i++) {
-        struct armed *a = &s->armed[s->narmed++];
+    for (int i = 0; i < n && s->armed.n < MAX_ARMED; i++) {
+        struct armed *a = &s->armed.list[s->armed.n++];
         memset(a, 0, sizeof(*a));
         a->proc = idx;
         a->pid = pid;
@@ -447,7 +447,7 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     if (proc_spawn(p, argv, faults, env, err, sizeof(err)) < 0)
         return runner_fail(s, "%s", err);
     if (restart)
-        s->restarts++;
+        s->count.restarts++;
     s->port[idx] = 0;
     if (faults != NULL)
         arm_env_faults(s, idx, p->pid, faults);
@@ -543,7 +543,7 @@ static int start_broker_argv(struct sctx *s, char **argv)
     if (proc_spawn(b, argv, NULL, NULL, err, sizeof(err)) < 0)
         return runner_fail(s, "%s", err);
     if (restart)
-        s->restarts++;
+        s->count.restarts++;
     runner_rev_proc(s, restart ? "restart" : "start", "broker", b->pid, "kind", "broker");
     /* Ready means answering: the socket file appears at bind(), a moment
      * before listen(), and a connect in between is refused. */
@@ -609,14 +609,14 @@ int runner_fiu_ctrl(struct proc *p, const char *command, int timeout_ms, char *e
 /* (Re)opens the runner's connection to the scenario's database. */
 int runner_connect(struct sctx *s, char *err, size_t errlen)
 {
-    PQfinish(s->conn);
-    s->conn = pgx_connect(s->conninfo, err, errlen);
-    if (s->conn == NULL)
+    PQfinish(s->db.conn);
+    s->db.conn = pgx_connect(s->db.conninfo, err, errlen);
+    if (s->db.conn == NULL)
         return -1;
     /* The server's notices ("terminating connection due to immediate
      * shutdown" when a "db" step crashes it) are the scenario's doing, not
      * news for the terminal. */
-    PQsetNoticeProcessor(s->conn, rdb_quiet_notices, NULL);
+    PQsetNoticeProcessor(s->db.conn, rdb_quiet_notices, NULL);
     return 0;
 }
 
@@ -624,17 +624,17 @@ int runner_connect(struct sctx *s, char *err, size_t errlen)
 long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *const *params,
                            char *err, size_t errlen)
 {
-    if ((s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) &&
+    if ((s->db.conn == NULL || PQstatus(s->db.conn) != CONNECTION_OK) &&
         runner_connect(s, err, errlen) < 0)
         return -1;
     char sqlstate[6] = "";
-    PGresult *r = pgx_exec(s->conn, sql, n, params, sqlstate, err, errlen);
+    PGresult *r = pgx_exec(s->db.conn, sql, n, params, sqlstate, err, errlen);
     if (r == NULL) {
         /* A server that went away (a "db" step): drop the connection, so
          * that callers see it gone and the next call connects again. */
-        if (sqlstate[0] == '\0' || pgx_conn_lost(s->conn, sqlstate)) {
-            PQfinish(s->conn);
-            s->conn = NULL;
+        if (sqlstate[0] == '\0' || pgx_conn_lost(s->db.conn, sqlstate)) {
+            PQfinish(s->db.conn);
+            s->db.conn = NULL;
         }
         return -1;
     }
