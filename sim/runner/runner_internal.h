@@ -76,6 +76,7 @@ struct runner {
     int nsc;                    /* scenarios run so far (for socket names) */
 };
 
+/* A fault point armed in one incarnation (pid) of scenario process proc. */
 struct armed {
     int proc;
     int pid;
@@ -143,25 +144,24 @@ struct sctx_rabbitmq {
     char groups[SC_MAX_PROCS][140];
 };
 
+/* One scenario being run: the core every file reads, then the groups
+ * (each type above says which files use it). */
 struct sctx {
+    /* the core: what the scenario is, where its files go, its processes,
+     * its broker, its events and its first error */
     struct runner *run;
     const struct scenario *sc;
     int rep;
     char label[96];             /* the directory name */
     char dir[PATH_MAX];
-    struct sctx_db db;
+    struct proc procs[SC_MAX_PROCS];
+    int port[SC_MAX_PROCS];     /* an API's bound port, 0 until known */
     struct proc broker;
     char broker_sock[PATH_MAX];
     char broker_addr[PATH_MAX + 600]; /* what --broker gets: the socket, or the amqp:// URL */
-    struct sctx_rabbitmq rabbitmq;
-    struct proc procs[SC_MAX_PROCS];
-    int port[SC_MAX_PROCS];
-    struct sctx_net net;
-    struct sctx_armed armed;
-    struct sctx_count count;
-    struct sctx_http http;
     pthread_mutex_t lock;       /* http log and runner events (payment threads) */
     FILE *ev;
+    char run_events_path[PATH_MAX + 32];  /* runner.events.jsonl */
     char error[1024];
     cJSON *expects;
     int step;
@@ -170,9 +170,16 @@ struct sctx {
     int64_t deadline;           /* mono ms: the whole scenario */
     int tearing_down;           /* exits now are the end of the run, not events */
     metrics *metrics;
-    char run_events_path[PATH_MAX + 32];  /* runner.events.jsonl */
+    int64_t fault_started_us;   /* wall clock: when the current db/broker outage began
+                                 * (runner_dbfault.c, runner_broker_crash.c) */
+
+    struct sctx_db db;
+    struct sctx_armed armed;
+    struct sctx_count count;
+    struct sctx_http http;
+    struct sctx_net net;
     struct sctx_pg pg;
-    int64_t fault_started_us;   /* wall clock: when the current db/broker fault began */
+    struct sctx_rabbitmq rabbitmq;
 };
 
 /* ---- small helpers ------------------------------------------------------ */
