@@ -238,7 +238,8 @@ void runner_reap_all(struct sctx *s);
  * (a CW_FAULTS value, or NULL) and waits until it is ready.  0 or -1. */
 int runner_start_proc(struct sctx *s, int idx, const char *faults);
 
-/* Starts the fake broker and waits until it answers.  0 or -1. */
+/* Starts the scenario's broker (the fake broker, or rabbit-bridge in front
+ * of the run's RabbitMQ node) and waits until it answers.  0 or -1. */
 int runner_start_broker(struct sctx *s);
 
 /* Runs fiu-ctrl -c command against p within timeout_ms.  0, or -1 with

@@ -2,9 +2,9 @@
  * what the scenario leaves behind.
  *
  * Stopping every process (or, with --keep, printing how to reach them);
- * timeline.jsonl, every events file of the scenario merged by ts_us;
  * faults_fired and faults_not_hit, an armed fault that never fired failing
- * the scenario; the verdict; the scenario's entry in result.json; the
+ * the scenario; the verdict; timeline.jsonl, every events file of the
+ * scenario merged by ts_us; the scenario's entry in result.json; the
  * terminal summary; and the run's totals.  runner_scenario.c calls these
  * in that order once the checker has run. */
 #include "runner_internal.h"
