@@ -117,9 +117,8 @@ struct sctx_http {
     struct pay_run *background;
 };
 
-/* runner_net.c's: the fault proxy and each process's links.  Also read by
- * runner_output.c (--keep prints the proxy's pid) and freed by
- * runner_scenario.c (link_db_env). */
+/* runner_net.c's: the fault proxy and each process's links; no other file
+ * touches them. */
 struct sctx_net {
     struct proc proxy;
     char proxy_sock[PATH_MAX];
@@ -330,8 +329,15 @@ void runner_payments_join(struct sctx *s);
  * (recorded). */
 int runner_start_netproxy(struct sctx *s);
 
-/* Stops the proxy (after the processes) and forgets the links. */
+/* Stops the proxy (after the processes) and removes the socket files of
+ * its broker links. */
 void runner_stop_netproxy(struct sctx *s);
+
+/* The proxy's pid while it runs, else 0. */
+int runner_netproxy_pid(struct sctx *s);
+
+/* Frees what the links hold; the scenario's last call into this file. */
+void runner_net_free(struct sctx *s);
 
 /* Where process idx reaches the broker, and its CW_DB=... variable: its
  * links, or the direct ones when it has none. */

@@ -263,6 +263,17 @@ void runner_stop_netproxy(struct sctx *s)
             unlink(s->net.link_broker[i]);
 }
 
+int runner_netproxy_pid(struct sctx *s)
+{
+    return s->net.proxy.pid > 0 && proc_poll(&s->net.proxy) ? (int)s->net.proxy.pid : 0;
+}
+
+void runner_net_free(struct sctx *s)
+{
+    for (int i = 0; i < s->sc->nprocs; i++)
+        free(s->net.link_db_env[i]);
+}
+
 const char *runner_broker_addr(const struct sctx *s, int idx)
 {
     return s->net.link_broker[idx][0] != '\0' ? s->net.link_broker[idx] : s->broker_addr;

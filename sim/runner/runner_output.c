@@ -248,8 +248,9 @@ static void print_keep(struct sctx *s)
         if (proc_poll(&s->procs[i]))
             printf(" %d", (int)s->procs[i].pid);
     printf(" %d", (int)s->broker.pid);
-    if (s->net.proxy.pid > 0 && proc_poll(&s->net.proxy))
-        printf(" %d", (int)s->net.proxy.pid);
+    int proxy_pid = runner_netproxy_pid(s);
+    if (proxy_pid > 0)
+        printf(" %d", proxy_pid);
     printf("\n");
 }
 

@@ -258,8 +258,7 @@ static void sctx_free(struct sctx *s)
     free(s->http.recs);
     free(s->db.conninfo);
     free(s->db.env);
-    for (int i = 0; i < s->sc->nprocs; i++)
-        free(s->net.link_db_env[i]);
+    runner_net_free(s);
     cJSON_Delete(s->expects);
     if (s->ev != NULL)
         fclose(s->ev);
