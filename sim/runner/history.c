@@ -15,19 +15,32 @@
 #include "pgx.h"
 #include "runner_db.h"
 #include "redact.h"
+#include "httpc.h"
 #include "runner.h"
-#include "runner_internal.h"
 #include "rundir.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* snprintf for paths: output that does not fit is cut, which the callers
+ * accept (their buffers hold any path a run makes). */
+__attribute__((format(printf, 3, 4)))
+static int fmt(char *out, size_t outlen, const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    int n = vsnprintf(out, outlen, format, ap);
+    va_end(ap);
+    return n;
+}
 
 /* ---- HTTP records ------------------------------------------------------- */
 

@@ -14,7 +14,7 @@
  * is a bounded poll anyway -- and stops (a process parked at a fault point
  * raised SIGSTOP on itself) by reading the state letter of /proc/PID/stat.
  * A process killed with SIGKILL leaves its libfiu control FIFOs behind;
- * proc_reap removes them. */
+ * proc_poll, which every reap goes through, removes them. */
 #ifndef CW_PROCS_H
 #define CW_PROCS_H
 

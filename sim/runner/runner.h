@@ -1,13 +1,17 @@
 /* runner.h -- `crashwindow run`: scenarios against the real binaries.
  *
  * For each scenario the runner
- *   1. clones a fresh database from the run's migrated template,
- *   2. starts the fake broker and the declared processes (payments-api,
- *      outbox-relay, accounting-consumer) with their events files and the
- *      database's connection string in CW_DB (never on a command line),
+ *   1. clones a fresh database from the run's migrated template (a
+ *      scenario with a standby gets a primary and a standby of its own),
+ *   2. starts the broker (the fake broker, or with --broker rabbitmq
+ *      rabbit-bridge in front of a RabbitMQ node) and the declared
+ *      processes (payments-api, outbox-relay, accounting-consumer) with
+ *      their events files and the database's connection string in CW_DB
+ *      (never on a command line),
  *   3. drives the steps: workload over HTTP, faults fired through CW_FAULTS
  *      or libfiu's remote control, kills, pauses at fault points, restarts,
- *      broker switches, operator commands, and bounded waits,
+ *      broker switches, operator commands, database, broker and network
+ *      faults, and bounded waits,
  *   4. heals: faults off, broker switches reset, every process running
  *      again; then waits until the pipeline converges (liveness),
  *   5. runs the invariant checker and the scenario's expectations; a fault
@@ -15,10 +19,11 @@
  *      window) unless the scenario says "faults_optional",
  *   6. stops everything and writes DIR/<scenario>/ (scenario.json as run,
  *      each process's events, broker.events.jsonl, timeline.jsonl,
- *      metrics.jsonl) and DIR/result.json.
+ *      metrics.jsonl, history/) and DIR/result.json.
  *
  * Every wait is a condition polled against a deadline and fails with a
- * message naming what it waited for; no step sleeps for a fixed time.
+ * message naming what it waited for; nothing sleeps for a fixed time but
+ * what the scenario asks to last (a "sleep" step, a fault's down time).
  *
  * Exit codes: 0 every invariant and expectation of every scenario held,
  * 1 one did not (or a scenario could not run), 2 bad usage or a bad
@@ -57,10 +62,12 @@ struct run_opts {
 
 /* `crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO] [--out DIR]
  * [--keep] [--dry-run] [--repeat N] [--bin DIR] [--report FILE.html]
- * [--shard K/N|env] [--junit FILE]`: returns the exit code.  With --shard
- * the run takes scenario i (from 0, in the list's order: --all sorts it)
- * when i % N == K-1 (shard.h), and result.json records the whole list in
- * "shard" so that `crashwindow merge` can check the shards fit. */
+ * [--shard K/N|env] [--shard-weights DIR] [--junit FILE] [--broker B]`:
+ * returns the exit code.  With --shard the run takes scenario i (from 0, in
+ * the list's order: --all sorts it) when i % N == K-1, or with
+ * --shard-weights the share shard_plan gives it (shard.h), and result.json
+ * records the whole list in "shard" so that `crashwindow merge` can check
+ * the shards fit. */
 int runner_main(int argc, char **argv);
 
 /* Runs with parsed options.  When result is not NULL it receives the

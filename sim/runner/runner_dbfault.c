@@ -1,6 +1,7 @@
-/* runner_dbfault.c -- the database and the broker as fault targets: a
- * scenario's own primary with a streaming standby, the "db" and
- * "broker_crash" steps, and how long the pipeline took to recover.
+/* runner_dbfault.c -- the database as a fault target: a scenario's own
+ * primary with a streaming standby, the "db" step, and how long the
+ * pipeline took to recover from each database or broker outage (the
+ * broker's is runner_broker_crash.c's).
  *
  * Most scenarios share the run's throwaway cluster, each in a database of
  * its own; a "db" step then crashes, restarts or freezes that shared server,
@@ -41,7 +42,7 @@ static int cluster_port(const char *dir)
     return port;
 }
 
-/* Waits until the primary in s->pg_dir streams to the standby, in sync
+/* Waits until the primary in s->pg.dir streams to the standby, in sync
  * state when the scenario asks for synchronous replication. */
 static int wait_replication(struct sctx *s, const char *admin)
 {
@@ -74,43 +75,43 @@ int runner_open_standby_db(struct sctx *s)
 {
     struct runner *r = s->run;
     char err[1024], out[1024];
-    if (rdb_start_cluster(&s->own, r->pg_script, err, sizeof(err)) < 0)
+    if (rdb_start_cluster(&s->pg.own, r->pg_script, err, sizeof(err)) < 0)
         return runner_fail(s, "database: primary: %s", err);
-    fmt(s->pg_dir, sizeof(s->pg_dir), "%s", s->own.cluster_dir);
+    fmt(s->pg.dir, sizeof(s->pg.dir), "%s", s->pg.own.cluster_dir);
     char tag[48];
     fmt(tag, sizeof(tag), "%d_%d", (int)getpid(), r->nsc);
-    if (rdb_make_template(&s->own, r->exe_outboxctl, tag, err, sizeof(err)) < 0)
+    if (rdb_make_template(&s->pg.own, r->exe_outboxctl, tag, err, sizeof(err)) < 0)
         return runner_fail(s, "database: %s", err);
-    char *single = rdb_create_db(&s->own, s->label, s->dbname, err, sizeof(err));
+    char *single = rdb_create_db(&s->pg.own, s->label, s->db.name, err, sizeof(err));
     if (single == NULL)
         return runner_fail(s, "database: %s", err);
     free(single);
-    fmt(s->standby_dir, sizeof(s->standby_dir), "%s.standby", s->pg_dir);
-    if (rdb_cluster_cmd(r->pg_script, "standby", s->pg_dir, s->standby_dir, 120000, out,
+    fmt(s->pg.standby_dir, sizeof(s->pg.standby_dir), "%s.standby", s->pg.dir);
+    if (rdb_cluster_cmd(r->pg_script, "standby", s->pg.dir, s->pg.standby_dir, 120000, out,
                         sizeof(out), err, sizeof(err)) < 0) {
-        s->standby_dir[0] = '\0';
+        s->pg.standby_dir[0] = '\0';
         return runner_fail(s, "database: standby: %s", err);
     }
     if (s->sc->synchronous &&
-        rdb_cluster_cmd(r->pg_script, "sync", s->pg_dir, "on", 60000, NULL, 0, err,
+        rdb_cluster_cmd(r->pg_script, "sync", s->pg.dir, "on", 60000, NULL, 0, err,
                         sizeof(err)) < 0)
         return runner_fail(s, "database: synchronous replication: %s", err);
-    if (wait_replication(s, s->own.admin) < 0)
+    if (wait_replication(s, s->pg.own.admin) < 0)
         return -1;
     char multi[3 * PATH_MAX];
     fmt(multi, sizeof(multi),
         "host='%s,%s' port='%d,%d' user='postgres' dbname='%s' "
         "target_session_attrs='read-write' connect_timeout='5'",
-        s->pg_dir, s->standby_dir, cluster_port(s->pg_dir), cluster_port(s->standby_dir),
-        s->dbname);
-    s->conninfo = strdup(multi);
-    s->db_env = s->conninfo ? conninfo_env(s->conninfo) : NULL;
-    if (s->db_env == NULL)
+        s->pg.dir, s->pg.standby_dir, cluster_port(s->pg.dir), cluster_port(s->pg.standby_dir),
+        s->db.name);
+    s->db.conninfo = strdup(multi);
+    s->db.env = s->db.conninfo ? conninfo_env(s->db.conninfo) : NULL;
+    if (s->db.env == NULL)
         return runner_fail(s, "database: out of memory");
     if (runner_connect(s, err, sizeof(err)) < 0)
         return runner_fail(s, "database: %s", err);
-    runner_progress(s, "database: own primary %s and %s standby %s", s->pg_dir,
-                    s->sc->synchronous ? "synchronous" : "asynchronous", s->standby_dir);
+    runner_progress(s, "database: own primary %s and %s standby %s", s->pg.dir,
+                    s->sc->synchronous ? "synchronous" : "asynchronous", s->pg.standby_dir);
     return 0;
 }
 
@@ -119,16 +120,17 @@ void runner_close_own_cluster(struct sctx *s)
     char err[256];
     if (s->run->o->keep)
         return;
-    if (s->standby_dir[0] != '\0')
-        rdb_cluster_cmd(s->run->pg_script, "stop", s->standby_dir, NULL, 120000, NULL, 0, err,
+    if (s->pg.standby_dir[0] != '\0')
+        rdb_cluster_cmd(s->run->pg_script, "stop", s->pg.standby_dir, NULL, 120000, NULL, 0, err,
                         sizeof(err));
-    if (s->own.cluster_dir[0] != '\0')
-        rdb_finish(&s->own, s->run->pg_script, 0);
+    if (s->pg.own.cluster_dir[0] != '\0')
+        rdb_finish(&s->pg.own, s->run->pg_script, 0);
 }
 
 /* A "db_fault" runner event, logged when the fault is over: its action and
  * when it began (started_us), for the recovery measurement. */
-static void fault_event(struct sctx *s, const char *target, const char *action, const char *detail)
+void runner_outage_event(struct sctx *s, const char *target, const char *action,
+                         const char *detail)
 {
     cJSON *ev = runner_rev_begin(s, "db_fault");
     cwlog_add_int64(ev, "started_us", s->fault_started_us);
@@ -141,7 +143,7 @@ static void fault_event(struct sctx *s, const char *target, const char *action, 
 
 /* Waits ms (a fault's duration, chosen by the scenario), waking for an
  * interruption. */
-static void hold(int ms)
+void runner_hold(int ms)
 {
     int64_t until = cw_mono_ms() + ms;
     while (cw_mono_ms() < until && !runner_interrupted())
@@ -158,14 +160,14 @@ static int db_terminate(struct sctx *s, const struct sc_step *st)
     }
     strcat(names, "}");
     const char *who = st->proc >= 0 ? sc->procs[st->proc].name : "";
-    const char *params[3] = { s->dbname, who, names };
+    const char *params[3] = { s->db.name, who, names };
     char err[512];
     long long n = runner_sql_value(s, pgf_terminate_sql(), 3, params, err, sizeof(err));
     if (n < 0)
         return runner_fail(s, "db terminate: %s", err);
     char detail[96];
     fmt(detail, sizeof(detail), "%lld sessions of %s", n, who[0] ? who : "every process");
-    fault_event(s, "postgres", "terminate", detail);
+    runner_outage_event(s, "postgres", "terminate", detail);
     runner_progress(s, "terminated %s", detail);
     return 0;
 }
@@ -174,15 +176,15 @@ static int db_freeze(struct sctx *s, const struct sc_step *st)
 {
     pid_t pids[PGF_MAX_PIDS];
     char err[512];
-    int n = pgf_freeze(s->pg_dir, pids, PGF_MAX_PIDS, err, sizeof(err));
+    int n = pgf_freeze(s->pg.dir, pids, PGF_MAX_PIDS, err, sizeof(err));
     if (n < 0)
         return runner_fail(s, "db freeze: %s", err);
     runner_progress(s, "froze the server (%d processes)", n);
-    hold(st->ms);
+    runner_hold(st->ms);
     pgf_thaw(pids, n);
     char detail[64];
     fmt(detail, sizeof(detail), "%d processes stopped for %d ms", n, st->ms);
-    fault_event(s, "postgres", "freeze", detail);
+    runner_outage_event(s, "postgres", "freeze", detail);
     return 0;
 }
 
@@ -190,23 +192,23 @@ static int db_failover(struct sctx *s)
 {
     struct runner *r = s->run;
     char err[1024];
-    if (s->failed_over)
+    if (s->pg.failed_over)
         return runner_fail(s, "db failover: already failed over (no standby left)");
-    if (rdb_cluster_cmd(r->pg_script, "crash", s->pg_dir, NULL, 60000, NULL, 0, err,
+    if (rdb_cluster_cmd(r->pg_script, "crash", s->pg.dir, NULL, 60000, NULL, 0, err,
                         sizeof(err)) < 0)
         return runner_fail(s, "db failover: %s", err);
-    if (rdb_cluster_cmd(r->pg_script, "promote", s->standby_dir, NULL, 60000, NULL, 0, err,
+    if (rdb_cluster_cmd(r->pg_script, "promote", s->pg.standby_dir, NULL, 60000, NULL, 0, err,
                         sizeof(err)) < 0)
         return runner_fail(s, "db failover: %s", err);
-    s->failed_over = 1;
+    s->pg.failed_over = 1;
     /* The runner's own connection went down with the primary. */
-    PQfinish(s->conn);
-    s->conn = NULL;
+    PQfinish(s->db.conn);
+    s->db.conn = NULL;
     char old[PATH_MAX];
-    fmt(old, sizeof(old), "%s", s->pg_dir);
-    fmt(s->pg_dir, sizeof(s->pg_dir), "%s", s->standby_dir);
-    fault_event(s, "postgres", "failover", old);
-    runner_progress(s, "failover: primary %s killed, %s promoted", old, s->pg_dir);
+    fmt(old, sizeof(old), "%s", s->pg.dir);
+    fmt(s->pg.dir, sizeof(s->pg.dir), "%s", s->pg.standby_dir);
+    runner_outage_event(s, "postgres", "failover", old);
+    runner_progress(s, "failover: primary %s killed, %s promoted", old, s->pg.dir);
     return 0;
 }
 
@@ -217,18 +219,18 @@ static int db_failover(struct sctx *s)
 static int db_stall_replication(struct sctx *s)
 {
     char err[1024];
-    if (rdb_cluster_cmd(s->run->pg_script, "detach", s->standby_dir, NULL, 60000, NULL, 0, err,
+    if (rdb_cluster_cmd(s->run->pg_script, "detach", s->pg.standby_dir, NULL, 60000, NULL, 0, err,
                         sizeof(err)) < 0)
         return runner_fail(s, "db stall_replication: %s", err);
     int64_t deadline = cw_mono_ms() + 10000;
-    while (pgf_signal_walreceiver(s->standby_dir, 0, err, sizeof(err)) == 0) {
+    while (pgf_signal_walreceiver(s->pg.standby_dir, 0, err, sizeof(err)) == 0) {
         if (cw_mono_ms() >= deadline)
             return runner_fail(s, "db stall_replication: the standby's WAL receiver still "
                                "runs 10 s after its primary_conninfo was cleared");
         nap(20);
     }
-    s->repl_stalled = 1;
-    fault_event(s, "postgres", "stall_replication", s->standby_dir);
+    s->pg.repl_stalled = 1;
+    runner_outage_event(s, "postgres", "stall_replication", s->pg.standby_dir);
     return 0;
 }
 
@@ -236,26 +238,26 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
 {
     struct runner *r = s->run;
     char err[1024];
-    if (s->pg_dir[0] == '\0')
+    if (s->pg.dir[0] == '\0')
         return runner_fail(s, "db %s: the runner controls only the clusters it starts; "
                            "run without --pg", sc_db_action_name(st->db_action));
     s->fault_started_us = cw_now_us();
     switch (st->db_action) {
     case DB_CRASH:
-        if (rdb_cluster_cmd(r->pg_script, "crash", s->pg_dir, NULL, 60000, NULL, 0, err,
+        if (rdb_cluster_cmd(r->pg_script, "crash", s->pg.dir, NULL, 60000, NULL, 0, err,
                             sizeof(err)) < 0)
             return runner_fail(s, "db crash: %s", err);
-        hold(st->down_ms);
-        if (rdb_cluster_cmd(r->pg_script, "up", s->pg_dir, NULL, 120000, NULL, 0, err,
+        runner_hold(st->down_ms);
+        if (rdb_cluster_cmd(r->pg_script, "up", s->pg.dir, NULL, 120000, NULL, 0, err,
                             sizeof(err)) < 0)
             return runner_fail(s, "db crash: start after the crash: %s", err);
-        fault_event(s, "postgres", "crash", NULL);
+        runner_outage_event(s, "postgres", "crash", NULL);
         return 0;
     case DB_RESTART:
-        if (rdb_cluster_cmd(r->pg_script, "restart", s->pg_dir, NULL, 120000, NULL, 0, err,
+        if (rdb_cluster_cmd(r->pg_script, "restart", s->pg.dir, NULL, 120000, NULL, 0, err,
                             sizeof(err)) < 0)
             return runner_fail(s, "db restart: %s", err);
-        fault_event(s, "postgres", "restart", NULL);
+        runner_outage_event(s, "postgres", "restart", NULL);
         return 0;
     case DB_TERMINATE:
         return db_terminate(s, st);
@@ -267,29 +269,6 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
         return db_stall_replication(s);
     }
     return runner_fail(s, "db: unhandled action");
-}
-
-int runner_step_broker_crash(struct sctx *s, const struct sc_step *st)
-{
-    struct proc *b = &s->broker;
-    if (runner_rabbit(s->run)) {
-        s->fault_started_us = cw_now_us();
-        if (runner_rabbit_crash(s, st->down_ms) < 0)
-            return -1;
-        fault_event(s, "broker", "crash", "rabbitmq node, quorum queues");
-        return 0;
-    }
-    if (!proc_poll(b))
-        return runner_fail(s, "broker_crash: the broker is not running");
-    s->fault_started_us = cw_now_us();
-    runner_rev_proc(s, "kill", "broker", b->pid, "signal", "SIGKILL");
-    proc_kill(b);
-    s->kills++;
-    hold(st->down_ms);
-    if (runner_start_broker(s) < 0)
-        return -1;
-    fault_event(s, "broker", "crash", s->sc->broker_durable ? "durable store" : "in-memory store");
-    return 0;
 }
 
 cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events)

@@ -211,8 +211,8 @@ static void record_relay_sessions(struct sctx *s)
 static void heal_faults(struct sctx *s, int idx)
 {
     struct proc *p = &s->procs[idx];
-    for (int i = 0; i < s->narmed; i++) {
-        struct armed *a = &s->armed[i];
+    for (int i = 0; i < s->armed.n; i++) {
+        struct armed *a = &s->armed.list[i];
         if (a->proc != idx || a->pid != p->pid || a->disabled || !proc_poll(p))
             continue;
         char cmd[192], err[1200];

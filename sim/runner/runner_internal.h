@@ -3,13 +3,27 @@
  * Private to the runner: only the .c files of sim/runner include it; every
  * other component uses runner.h.
  *
- * The runner is three files along the phases runner.h lists:
- *   runner.c        the orchestration: a run, and each scenario's phases
- *                   (start processes, drive steps, heal, check, write
- *                   results), plus the process and event helpers below;
- *   runner_steps.c  one step: each verb a scenario can say;
- *   runner_heal.c   the heal phase and the "pipeline is quiet" test that
- *                   both it and the "quiet" wait use.
+ * The runner is these files, along the phases runner.h lists:
+ *   runner.c                the run: scenarios loaded, binaries, PostgreSQL,
+ *                           result.json; and the command line;
+ *   runner_scenario.c       one scenario through its phases: context,
+ *                           directory, database, processes, steps, heal,
+ *                           check;
+ *   runner_output.c         a scenario's end: teardown, faults fired, verdict,
+ *                           timeline.jsonl, result.json entry, summary, totals;
+ *   runner_util.c           the helpers every file calls: events, progress and
+ *                           errors, processes, libfiu's remote control, the
+ *                           runner's database connection, the source tree;
+ *   runner_steps.c          the step verbs of the workload and the processes;
+ *   runner_heal.c           the heal phase and the "pipeline is quiet" test
+ *                           that both it and the "quiet" wait use;
+ *   runner_net.c            the fault proxy, the "net" step, a process's clock;
+ *   runner_dbfault.c        the scenario's own primary and standby, the "db"
+ *                           step, recovery times;
+ *   runner_broker_crash.c   the "broker_crash" step;
+ *   runner_rabbitmq_node.c  the run against a real RabbitMQ node.
+ * The modules with a header of their own (procs.h, httpc.h, runner_db.h,
+ * runner_metrics.h, history.h) do not include this one.
  *
  * Errors follow one rule everywhere: a helper that cannot do its job
  * records the first error with runner_fail (later ones are dropped) and
@@ -19,6 +33,7 @@
 #define CW_RUNNER_INTERNAL_H
 
 #include "runner.h"
+#include "checker.h"
 #include "httpc.h"
 #include "procs.h"
 #include "runner_db.h"
@@ -61,6 +76,7 @@ struct runner {
     int nsc;                    /* scenarios run so far (for socket names) */
 };
 
+/* A fault point armed in one incarnation (pid) of scenario process proc. */
 struct armed {
     int proc;
     int pid;
@@ -70,35 +86,81 @@ struct armed {
     int disabled;
 };
 
+/* The scenario's database and the runner's own connection to it: made by
+ * runner_scenario.c (or runner_dbfault.c with a standby), used by every
+ * file that asks the database. */
+struct sctx_db {
+    char name[64];
+    char *conninfo;
+    char *env;                  /* "CW_DB=<conninfo>": children read it, argv never holds it */
+    PGconn *conn;
+};
+
+/* The fault points armed in each incarnation (CW_FAULTS at a start, or a
+ * fault step), for faults_not_hit and the heal. */
+struct sctx_armed {
+    struct armed list[MAX_ARMED];
+    int n;
+};
+
+/* What the runner did to the processes, for result.json and the summary. */
+struct sctx_count {
+    int kills, pauses, restarts;
+};
+
+/* runner_steps.c's HTTP log (under the scenario's lock: payment threads
+ * append to it), which runner_scenario.c stores for the checker, and the
+ * background payments step still running, if any. */
+struct sctx_http {
+    struct http_rec *recs;
+    int n, cap;
+    struct pay_run *background;
+};
+
+/* runner_net.c's: the fault proxy and each process's links; no other file
+ * touches them. */
+struct sctx_net {
+    struct proc proxy;
+    char proxy_sock[PATH_MAX];
+    char link_broker[SC_MAX_PROCS][PATH_MAX];   /* "" when the process goes direct */
+    char *link_db_env[SC_MAX_PROCS];            /* CW_DB through its link, or NULL */
+};
+
+/* runner_dbfault.c's: the clusters a "db" step acts on.  runner_scenario.c
+ * sets dir when the scenario uses the run's cluster. */
+struct sctx_pg {
+    struct rdb own;             /* the scenario's own primary (with a standby), else unused */
+    char dir[PATH_MAX];         /* the cluster the database lives on now; "" with --pg */
+    char standby_dir[PATH_MAX]; /* "" without a standby */
+    int repl_stalled;           /* the standby's WAL receiver is stopped */
+    int failed_over;
+};
+
+/* runner_rabbitmq_node.c's: the scenario's exchange and each consumer's
+ * group ("topic:group") for rabbit-bridge. */
+struct sctx_rabbitmq {
+    char exchange[64];
+    char groups[SC_MAX_PROCS][140];
+};
+
+/* One scenario being run: the core every file reads, then the groups
+ * (each type above says which files use it). */
 struct sctx {
+    /* the core: what the scenario is, where its files go, its processes,
+     * its broker, its events and its first error */
     struct runner *run;
     const struct scenario *sc;
     int rep;
     char label[96];             /* the directory name */
     char dir[PATH_MAX];
-    char dbname[64];
-    char *conninfo;
-    char *db_env;               /* "CW_DB=<conninfo>": children read it, argv never holds it */
-    PGconn *conn;
+    struct proc procs[SC_MAX_PROCS];
+    int port[SC_MAX_PROCS];     /* an API's bound port, 0 until known */
     struct proc broker;
     char broker_sock[PATH_MAX];
     char broker_addr[PATH_MAX + 600]; /* what --broker gets: the socket, or the amqp:// URL */
-    char rabbit_exchange[64];
-    char rabbit_groups[SC_MAX_PROCS][140];
-    struct proc procs[SC_MAX_PROCS];
-    int port[SC_MAX_PROCS];
-    /* the network (runner_net.c): the fault proxy and each process's links */
-    struct proc netproxy;
-    char netproxy_sock[PATH_MAX];
-    char link_broker[SC_MAX_PROCS][PATH_MAX];   /* "" when the process goes direct */
-    char *link_db_env[SC_MAX_PROCS];            /* CW_DB through its link, or NULL */
-    struct armed armed[MAX_ARMED];
-    int narmed;
-    int kills, pauses, restarts;
-    struct http_rec *http;
-    int nhttp, caphttp;
     pthread_mutex_t lock;       /* http log and runner events (payment threads) */
     FILE *ev;
+    char run_events_path[PATH_MAX + 32];  /* runner.events.jsonl */
     char error[1024];
     cJSON *expects;
     int step;
@@ -107,15 +169,16 @@ struct sctx {
     int64_t deadline;           /* mono ms: the whole scenario */
     int tearing_down;           /* exits now are the end of the run, not events */
     metrics *metrics;
-    char run_events_path[PATH_MAX + 32];  /* runner.events.jsonl */
-    /* the database side (runner_dbfault.c) */
-    struct rdb own;             /* the scenario's own primary (with a standby), else unused */
-    char pg_dir[PATH_MAX];      /* the cluster the database lives on now; "" with --pg */
-    char standby_dir[PATH_MAX]; /* "" without a standby */
-    int repl_stalled;           /* the standby's WAL receiver is stopped */
-    struct pay_run *bg_payments; /* a background payments step still running */
-    int failed_over;
-    int64_t fault_started_us;   /* wall clock: when the current db/broker fault began */
+    int64_t fault_started_us;   /* wall clock: when the current db/broker outage began
+                                 * (runner_dbfault.c, runner_broker_crash.c) */
+
+    struct sctx_db db;
+    struct sctx_armed armed;
+    struct sctx_count count;
+    struct sctx_http http;
+    struct sctx_net net;
+    struct sctx_pg pg;
+    struct sctx_rabbitmq rabbitmq;
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -139,7 +202,7 @@ static inline void nap(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* ---- runner.c: runner events, progress and errors ----------------------- */
+/* ---- runner_util.c: runner events, progress and errors ------------------ */
 
 /* A runner event (runner.events.jsonl) with ts_us, proc, pid, event and the
  * current step; the caller adds fields and hands it to runner_rev_emit,
@@ -164,7 +227,7 @@ int runner_fail(struct sctx *s, const char *format, ...);
 /* An expectation result ("expect" array of result.json). */
 void runner_add_expect(struct sctx *s, const char *check, int ok, const char *detail);
 
-/* ---- runner.c: processes, fault control, database ----------------------- */
+/* ---- runner_util.c: processes, fault control, database, files ----------- */
 
 /* Reports every exit not reported yet: one "exit" event each, and counts
  * the SIGKILL deaths outside the final teardown. */
@@ -174,7 +237,8 @@ void runner_reap_all(struct sctx *s);
  * (a CW_FAULTS value, or NULL) and waits until it is ready.  0 or -1. */
 int runner_start_proc(struct sctx *s, int idx, const char *faults);
 
-/* Starts the fake broker and waits until it answers.  0 or -1. */
+/* Starts the scenario's broker (the fake broker, or rabbit-bridge in front
+ * of the run's RabbitMQ node) and waits until it answers.  0 or -1. */
 int runner_start_broker(struct sctx *s);
 
 /* Runs fiu-ctrl -c command against p within timeout_ms.  0, or -1 with
@@ -191,6 +255,62 @@ int runner_connect(struct sctx *s, char *err, size_t errlen);
  * s->conn NULL when the connection was lost (the next call reconnects). */
 long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *const *params,
                            char *err, size_t errlen);
+
+/* Writes text and a newline to path (created or truncated).  0, or -1. */
+int runner_write_file(const char *path, const char *text);
+
+/* ---- runner_scenario.c: one scenario ------------------------------------ */
+
+/* Runs repetition rep of sc (the index-th of total) through the phases
+ * runner.h lists and returns its entry in result.json (NULL when out of
+ * memory).  A phase that fails records the error; the steps stop there,
+ * but whatever can still run does, so a failed scenario is still healed,
+ * checked and reported. */
+cJSON *runner_run_scenario(struct runner *r, const struct scenario *sc, int rep, int index,
+                           int total);
+
+/* ---- runner_output.c: a scenario's end and what it leaves --------------- */
+
+/* What the checks of a scenario found, carried from the checker to the
+ * verdict, result.json, the terminal summary and the run's totals. */
+struct outcome {
+    struct chk_result res;
+    cJSON *proc_events[SC_MAX_PROCS];   /* each process's events; NULL unless checked */
+    cJSON *broker_events;
+    int checked;                        /* the checker ran */
+    cJSON *fired, *not_hit;             /* faults_fired, faults_not_hit (result.json owns) */
+    int pass;
+    int ninv_checked;
+    long nevents;                       /* lines of timeline.jsonl */
+    cJSON *recovery;                    /* runner_recovery_json (result.json owns) */
+    int hazard_caught;                  /* every hazard invariant failed */
+};
+
+/* Stops the metrics sampler and every process, or with --keep leaves them
+ * running and prints how to reach them. */
+void runner_stop_scenario(struct sctx *s);
+
+/* faults_fired and faults_not_hit into oc (fired, not_hit); an armed fault
+ * that never fired fails the scenario unless it says faults_optional. */
+void runner_collect_faults(struct sctx *s, struct outcome *oc);
+
+/* The verdict into oc (pass, ninv_checked, hazard_caught), logged as
+ * scenario_end. */
+void runner_decide_verdict(struct sctx *s, struct outcome *oc);
+
+/* Merges every events file of the scenario into timeline.jsonl.  Returns
+ * the number of events. */
+long runner_write_timeline(struct sctx *s);
+
+/* The scenario's entry in result.json; it takes over oc's fired, not_hit
+ * and recovery, and the scenario's expectations. */
+cJSON *runner_scenario_json(struct sctx *s, struct outcome *oc);
+
+/* The terminal summary of the scenario whose result.json entry is o. */
+void runner_print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *o);
+
+/* Adds the scenario's figures to the run's totals. */
+void runner_add_totals(struct runner *r, const struct sctx *s, const struct outcome *oc);
 
 /* ---- runner_steps.c ----------------------------------------------------- */
 
@@ -209,8 +329,15 @@ void runner_payments_join(struct sctx *s);
  * (recorded). */
 int runner_start_netproxy(struct sctx *s);
 
-/* Stops the proxy (after the processes) and forgets the links. */
+/* Stops the proxy (after the processes) and removes the socket files of
+ * its broker links. */
 void runner_stop_netproxy(struct sctx *s);
+
+/* The proxy's pid while it runs, else 0. */
+int runner_netproxy_pid(struct sctx *s);
+
+/* Frees what the links hold; the scenario's last call into this file. */
+void runner_net_free(struct sctx *s);
 
 /* Where process idx reaches the broker, and its CW_DB=... variable: its
  * links, or the direct ones when it has none. */
@@ -256,16 +383,30 @@ int runner_open_standby_db(struct sctx *s);
  * WAL receiver first. */
 void runner_close_own_cluster(struct sctx *s);
 
-/* The "db" and "broker_crash" steps.  0 or -1 (recorded). */
+/* The "db" step.  0 or -1 (recorded). */
 int runner_step_db(struct sctx *s, const struct sc_step *st);
-int runner_step_broker_crash(struct sctx *s, const struct sc_step *st);
+
+/* A "db_fault" runner event for an outage of target ("postgres" or
+ * "broker"), logged when it is over: its action, detail (may be NULL) and
+ * when it began (s->fault_started_us), for runner_recovery_json. */
+void runner_outage_event(struct sctx *s, const char *target, const char *action,
+                         const char *detail);
+
+/* Waits ms (a fault's duration, chosen by the scenario), waking for an
+ * interruption. */
+void runner_hold(int ms);
 
 /* One object per database or broker fault of the scenario: target, action
  * and recovery_ms, the time from the fault's end to the first event a
  * consumer applied after it (null when none was).  Caller frees. */
 cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events);
 
-/* ---- runner_rabbit.c ---------------------------------------------------- */
+/* ---- runner_broker_crash.c ---------------------------------------------- */
+
+/* The "broker_crash" step.  0 or -1 (recorded). */
+int runner_step_broker_crash(struct sctx *s, const struct sc_step *st);
+
+/* ---- runner_rabbitmq_node.c --------------------------------------------- */
 
 /* 1 when the run is against RabbitMQ (--broker rabbitmq). */
 int runner_rabbit(const struct runner *r);

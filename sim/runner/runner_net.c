@@ -131,16 +131,16 @@ static int read_links(struct sctx *s, const cJSON *reply)
             char want[SC_NAME_MAX + 16];
             snprintf(want, sizeof(want), "%s->broker", s->procs[i].name);
             if (strcmp(name, want) == 0 && strncmp(bound, "tcp:", 4) == 0 &&
-                amqp_via(s->broker_addr, bound + 4, s->link_broker[i],
-                         sizeof(s->link_broker[i])) < 0)
+                amqp_via(s->broker_addr, bound + 4, s->net.link_broker[i],
+                         sizeof(s->net.link_broker[i])) < 0)
                 return runner_fail(s, "netproxy: cannot build %s's broker URL",
                                    s->procs[i].name);
             snprintf(want, sizeof(want), "%s->pg", s->procs[i].name);
             if (strcmp(name, want) == 0 && strncmp(bound, "tcp:", 4) == 0) {
-                char *ci = link_conninfo(s->conninfo, atoi(strrchr(bound, ':') + 1));
-                s->link_db_env[i] = ci ? conninfo_env(ci) : NULL;
+                char *ci = link_conninfo(s->db.conninfo, atoi(strrchr(bound, ':') + 1));
+                s->net.link_db_env[i] = ci ? conninfo_env(ci) : NULL;
                 free(ci);
-                if (s->link_db_env[i] == NULL)
+                if (s->net.link_db_env[i] == NULL)
                     return runner_fail(s, "netproxy: cannot build %s's connection string",
                                        s->procs[i].name);
             }
@@ -174,21 +174,21 @@ int runner_start_netproxy(struct sctx *s)
 {
     struct runner *r = s->run;
     const struct scenario *sc = s->sc;
-    struct proc *p = &s->netproxy;
+    struct proc *p = &s->net.proxy;
     snprintf(p->name, sizeof(p->name), "netproxy");
     fmt(p->events_path, sizeof(p->events_path), "%s/netproxy.events.jsonl", s->dir);
     fmt(p->log_path, sizeof(p->log_path), "%s/netproxy.log", s->dir);
     p->fifo_prefix = r->fifo_prefix;
-    fmt(s->netproxy_sock, sizeof(s->netproxy_sock), "%s/n%d.sock", r->tmp, r->nsc);
+    fmt(s->net.proxy_sock, sizeof(s->net.proxy_sock), "%s/n%d.sock", r->tmp, r->nsc);
     char pg_up[PATH_MAX];
-    if (sc->standby || pg_upstream(s->conninfo, pg_up, sizeof(pg_up)) < 0)
+    if (sc->standby || pg_upstream(s->db.conninfo, pg_up, sizeof(pg_up)) < 0)
         pg_up[0] = '\0';
     char specs[SC_MAX_PROCS * 2][PATH_MAX + 128];
     char *argv[SC_MAX_PROCS * 4 + 8];
     int n = 0, k = 0;
     argv[n++] = r->exe_netproxy;
     argv[n++] = (char *)"--control";
-    argv[n++] = s->netproxy_sock;
+    argv[n++] = s->net.proxy_sock;
     if (host_netns[0] != '\0') {
         argv[n++] = (char *)"--isolated-from";
         argv[n++] = host_netns;
@@ -201,10 +201,10 @@ int runner_start_netproxy(struct sctx *s)
          * read the broker's lines); a RabbitMQ link is loopback TCP, never
          * parsed.  read_links makes the process's address of either. */
         if (!runner_rabbit(r)) {
-            fmt(s->link_broker[i], sizeof(s->link_broker[i]), "%s/b%d-%d.sock", r->tmp, r->nsc,
-                i);
+            fmt(s->net.link_broker[i], sizeof(s->net.link_broker[i]), "%s/b%d-%d.sock", r->tmp,
+                r->nsc, i);
             fmt(specs[k], sizeof(specs[k]), "%s->broker=broker,unix:%s,unix:%s",
-                sc->procs[i].name, s->link_broker[i], s->broker_sock);
+                sc->procs[i].name, s->net.link_broker[i], s->broker_sock);
         } else {
             fmt(specs[k], sizeof(specs[k]), "%s->broker=amqp,tcp:127.0.0.1:0,%s",
                 sc->procs[i].name, amqp_up);
@@ -232,12 +232,12 @@ int runner_start_netproxy(struct sctx *s)
     int64_t deadline = cw_mono_ms() + 10000;
     cJSON *reply = NULL;
     while (reply == NULL) {
-        if (access(s->netproxy_sock, F_OK) == 0)
-            reply = brokerctl_call(s->netproxy_sock, ask, "links", 1000, err, sizeof(err));
+        if (access(s->net.proxy_sock, F_OK) == 0)
+            reply = brokerctl_call(s->net.proxy_sock, ask, "links", 1000, err, sizeof(err));
         if (reply == NULL && (!proc_poll(p) || cw_mono_ms() >= deadline)) {
             cJSON_Delete(ask);
             return runner_fail(s, "netproxy did not answer on %s within 10 s (%s)",
-                               s->netproxy_sock, err);
+                               s->net.proxy_sock, err);
         }
         if (reply == NULL)
             nap(5);
@@ -250,27 +250,38 @@ int runner_start_netproxy(struct sctx *s)
 
 void runner_stop_netproxy(struct sctx *s)
 {
-    if (s->netproxy.pid > 0 && proc_poll(&s->netproxy)) {
-        kill(s->netproxy.pid, SIGTERM);
+    if (s->net.proxy.pid > 0 && proc_poll(&s->net.proxy)) {
+        kill(s->net.proxy.pid, SIGTERM);
         int64_t deadline = cw_mono_ms() + STOP_TIMEOUT_MS;
-        while (proc_poll(&s->netproxy) && cw_mono_ms() < deadline)
+        while (proc_poll(&s->net.proxy) && cw_mono_ms() < deadline)
             nap(5);
-        if (proc_poll(&s->netproxy))
-            proc_kill(&s->netproxy);
+        if (proc_poll(&s->net.proxy))
+            proc_kill(&s->net.proxy);
     }
     for (int i = 0; i < s->sc->nprocs; i++)
-        if (s->link_broker[i][0] == '/')
-            unlink(s->link_broker[i]);
+        if (s->net.link_broker[i][0] == '/')
+            unlink(s->net.link_broker[i]);
+}
+
+int runner_netproxy_pid(struct sctx *s)
+{
+    return s->net.proxy.pid > 0 && proc_poll(&s->net.proxy) ? (int)s->net.proxy.pid : 0;
+}
+
+void runner_net_free(struct sctx *s)
+{
+    for (int i = 0; i < s->sc->nprocs; i++)
+        free(s->net.link_db_env[i]);
 }
 
 const char *runner_broker_addr(const struct sctx *s, int idx)
 {
-    return s->link_broker[idx][0] != '\0' ? s->link_broker[idx] : s->broker_addr;
+    return s->net.link_broker[idx][0] != '\0' ? s->net.link_broker[idx] : s->broker_addr;
 }
 
 const char *runner_db_env(const struct sctx *s, int idx)
 {
-    return s->link_db_env[idx] != NULL ? s->link_db_env[idx] : s->db_env;
+    return s->net.link_db_env[idx] != NULL ? s->net.link_db_env[idx] : s->db.env;
 }
 
 int runner_clock_env(const struct sctx *s, int idx, char (*buf)[160], const char **env,
@@ -344,7 +355,7 @@ static long long link_accepted(struct sctx *s, const char *link)
     cJSON *ask = cJSON_CreateObject();
     cJSON_AddStringToObject(ask, "op", "stats");
     char err[256];
-    cJSON *reply = brokerctl_call(s->netproxy_sock, ask, "stats", 3000, err, sizeof(err));
+    cJSON *reply = brokerctl_call(s->net.proxy_sock, ask, "stats", 3000, err, sizeof(err));
     cJSON_Delete(ask);
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(reply, "links"),
@@ -384,14 +395,14 @@ static int await_reconnect(struct sctx *s, const struct sc_step *st, long long b
 int runner_net_step(struct sctx *s, const struct sc_step *st)
 {
     int pg = st->net_peer == NP_PG;
-    if ((pg && s->link_db_env[st->proc] == NULL) ||
-        (!pg && s->link_broker[st->proc][0] == '\0'))
+    if ((pg && s->net.link_db_env[st->proc] == NULL) ||
+        (!pg && s->net.link_broker[st->proc][0] == '\0'))
         return runner_fail(s, "net: %s has no link of its own in this scenario", st->link);
     long long before = st->reconnect_within_ms > 0 ? link_accepted(s, st->link) : 0;
     int64_t t0 = cw_mono_ms();
     cJSON *f = net_frame(st);
     char err[512];
-    cJSON *reply = brokerctl_call(s->netproxy_sock, f, "ok", 3000, err, sizeof(err));
+    cJSON *reply = brokerctl_call(s->net.proxy_sock, f, "ok", 3000, err, sizeof(err));
     cJSON *ev = runner_rev_begin(s, st->net_clear ? "net_clear" : "net_fault");
     cJSON_AddStringToObject(ev, "link", st->link);
     if (!st->net_clear) {
@@ -411,7 +422,7 @@ int runner_net_step(struct sctx *s, const struct sc_step *st)
 
 void runner_net_clear_all(struct sctx *s)
 {
-    if (s->netproxy.pid <= 0 || !proc_poll(&s->netproxy))
+    if (s->net.proxy.pid <= 0 || !proc_poll(&s->net.proxy))
         return;
     for (int i = 0; i < s->sc->nsteps; i++) {
         const struct sc_step *st = &s->sc->steps[i];
@@ -427,7 +438,7 @@ void runner_net_clear_all(struct sctx *s)
         clear.net_clear = 1;
         cJSON *f = net_frame(&clear);
         char err[256];
-        cJSON *reply = brokerctl_call(s->netproxy_sock, f, "ok", 3000, err, sizeof(err));
+        cJSON *reply = brokerctl_call(s->net.proxy_sock, f, "ok", 3000, err, sizeof(err));
         cJSON_Delete(f);
         cJSON *ev = runner_rev_begin(s, "net_clear");
         cJSON_AddStringToObject(ev, "link", st->link);
@@ -439,7 +450,7 @@ void runner_net_clear_all(struct sctx *s)
 
 void runner_net_print_keep(const struct sctx *s)
 {
-    if (s->netproxy_sock[0] == '\0' || !proc_poll((struct proc *)&s->netproxy))
+    if (s->net.proxy_sock[0] == '\0' || !proc_poll((struct proc *)&s->net.proxy))
         return;
     /* An example on a link the run has: with a standby nothing reaches
      * PostgreSQL through the proxy, and the API has no broker link. */
@@ -453,19 +464,19 @@ void runner_net_print_keep(const struct sctx *s)
         }
     printf("      links (fault proxy pid %d): %s --control %s --send "
            "'{\"op\":\"set\",\"link\":\"%s->%s\",\"fault\":\"blackhole\",\"ms\":5000}'\n",
-           (int)s->netproxy.pid, s->run->exe_netproxy, s->netproxy_sock, proc, peer);
+           (int)s->net.proxy.pid, s->run->exe_netproxy, s->net.proxy_sock, proc, peer);
     printf("        ({\"op\":\"links\"} lists them, {\"op\":\"clear\",\"link\":...} ends a "
            "fault, {\"op\":\"stats\"} counts bytes and cuts)\n");
 }
 
 int runner_net_check(struct sctx *s)
 {
-    if (s->netproxy_sock[0] == '\0' || !proc_poll(&s->netproxy))
+    if (s->net.proxy_sock[0] == '\0' || !proc_poll(&s->net.proxy))
         return 0;
     cJSON *ask = cJSON_CreateObject();
     cJSON_AddStringToObject(ask, "op", "stats");
     char err[512];
-    cJSON *reply = brokerctl_call(s->netproxy_sock, ask, "stats", 3000, err, sizeof(err));
+    cJSON *reply = brokerctl_call(s->net.proxy_sock, ask, "stats", 3000, err, sizeof(err));
     cJSON_Delete(ask);
     if (reply == NULL)
         return runner_fail(s, "netproxy stats: %s", err);

@@ -1,12 +1,15 @@
 /* runner_steps.c -- the verbs of a scenario: what each step does.
  *
- * runner_run_step dispatches one step to its verb: start and restart,
- * stop/kill/pause/resume (signals), fault (libfiu's remote control), http
- * and payments (the workload, recorded in the HTTP log the checker reads),
- * broker (the fake broker's switches), sql, outboxctl, wait, and sleep.  Each verb
- * either does its job or records the scenario's error with runner_fail and
- * returns -1; the orchestration in runner.c then skips the remaining steps
- * but still heals and checks.
+ * runner_run_step dispatches one step to its verb.  Fourteen of the
+ * seventeen verbs are run here: start and restart, stop, kill, pause and
+ * resume (signals), fault (libfiu's remote control), http and payments
+ * (the workload, recorded in the HTTP log the checker reads), broker (the
+ * broker's switches), sql, outboxctl, wait and sleep.  The other three
+ * live with what they fault: db in runner_dbfault.c, broker_crash in
+ * runner_broker_crash.c, net in runner_net.c.  Each verb either does its
+ * job or records the scenario's error with runner_fail and returns -1;
+ * runner_scenario.c then skips the remaining steps but still heals and
+ * checks.
  *
  * A payments step with concurrency > 1 runs one worker thread per
  * connection; the workers append to the HTTP log and the runner's events
@@ -33,18 +36,18 @@
 static void http_log_add(struct sctx *s, const struct http_rec *h)
 {
     pthread_mutex_lock(&s->lock);
-    if (s->nhttp == s->caphttp) {
-        int ncap = s->caphttp ? s->caphttp * 2 : 64;
-        struct http_rec *nv = realloc(s->http, (size_t)ncap * sizeof(*nv));
+    if (s->http.n == s->http.cap) {
+        int ncap = s->http.cap ? s->http.cap * 2 : 64;
+        struct http_rec *nv = realloc(s->http.recs, (size_t)ncap * sizeof(*nv));
         if (nv == NULL) {
             pthread_mutex_unlock(&s->lock);
             free(h->body);
             return;
         }
-        s->http = nv;
-        s->caphttp = ncap;
+        s->http.recs = nv;
+        s->http.cap = ncap;
     }
-    s->http[s->nhttp++] = *h;
+    s->http.recs[s->http.n++] = *h;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -138,9 +141,9 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
 
 static const struct http_rec *http_find(struct sctx *s, const char *name)
 {
-    for (int i = s->nhttp - 1; i >= 0; i--)
-        if (strcmp(s->http[i].name, name) == 0)
-            return &s->http[i];
+    for (int i = s->http.n - 1; i >= 0; i--)
+        if (strcmp(s->http.recs[i].name, name) == 0)
+            return &s->http.recs[i];
     return NULL;
 }
 
@@ -287,7 +290,7 @@ static int wait_check(struct sctx *s, const struct sc_step *st, char *last, size
                 return 0;
             }
         }
-        s->pauses++;
+        s->count.pauses++;
         snprintf(last, lastlen, "parked");
         return 1;
     case U_EVENT: {
@@ -348,7 +351,7 @@ static int wait_check(struct sctx *s, const struct sc_step *st, char *last, size
             /* A statement that fails is the scenario's mistake; a server
              * that went away (a "db" step) is only not back yet: the next
              * poll connects again. */
-            return s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK ? 0 : -1;
+            return s->db.conn == NULL || PQstatus(s->db.conn) != CONNECTION_OK ? 0 : -1;
         }
         snprintf(last, lastlen, "value %lld", v);
         return v >= st->count;
@@ -356,7 +359,7 @@ static int wait_check(struct sctx *s, const struct sc_step *st, char *last, size
     return -1;
 }
 
-static int do_wait(struct sctx *s, const struct sc_step *st)
+static int step_wait(struct sctx *s, const struct sc_step *st)
 {
     char what[512], last[512] = "";
     scenario_step_describe(s->sc, st, what, sizeof(what));
@@ -445,7 +448,7 @@ static int step_signal(struct sctx *s, const struct sc_step *st)
                                    proc_state(p->pid));
             nap(2);
         }
-        s->pauses++;
+        s->count.pauses++;
         return 0;
     }
     case V_RESUME: {
@@ -494,12 +497,12 @@ static int step_fault(struct sctx *s, const struct sc_step *st)
     if (runner_fiu_ctrl(p, cmd, 5000, err, sizeof(err)) < 0)
         return runner_fail(s, "%s", err);
     if (st->disable) {
-        for (int i = 0; i < s->narmed; i++)
-            if (s->armed[i].proc == st->proc && s->armed[i].pid == p->pid &&
-                strcmp(s->armed[i].point, st->point) == 0)
-                s->armed[i].disabled = 1;
-    } else if (s->narmed < MAX_ARMED) {
-        struct armed *a = &s->armed[s->narmed++];
+        for (int i = 0; i < s->armed.n; i++)
+            if (s->armed.list[i].proc == st->proc && s->armed.list[i].pid == p->pid &&
+                strcmp(s->armed.list[i].point, st->point) == 0)
+                s->armed.list[i].disabled = 1;
+    } else if (s->armed.n < MAX_ARMED) {
+        struct armed *a = &s->armed.list[s->armed.n++];
         memset(a, 0, sizeof(*a));
         a->proc = st->proc;
         a->pid = p->pid;
@@ -539,9 +542,9 @@ static int step_http(struct sctx *s, const struct sc_step *st)
     }
     if (st->same_as != NULL) {
         const struct http_rec *ref = NULL;
-        for (int i = 0; i < s->nhttp - 1; i++)
-            if (strcmp(s->http[i].name, st->same_as) == 0)
-                ref = &s->http[i];
+        for (int i = 0; i < s->http.n - 1; i++)
+            if (strcmp(s->http.recs[i].name, st->same_as) == 0)
+                ref = &s->http.recs[i];
         snprintf(check, sizeof(check), "steps[%d].same_as", s->step);
         int same = ref != NULL && ref->status == h.status && strcmp(ref->body, h.body) == 0;
         snprintf(detail, sizeof(detail), "%s: HTTP %d %.200s; %s: HTTP %d %.200s",
@@ -575,11 +578,11 @@ static void payments_join(struct sctx *s, struct pay_run *pr)
 
 void runner_payments_join(struct sctx *s)
 {
-    if (s->bg_payments == NULL)
+    if (s->http.background == NULL)
         return;
-    payments_join(s, s->bg_payments);
-    free(s->bg_payments);
-    s->bg_payments = NULL;
+    payments_join(s, s->http.background);
+    free(s->http.background);
+    s->http.background = NULL;
 }
 
 static int step_payments(struct sctx *s, const struct sc_step *st)
@@ -587,7 +590,7 @@ static int step_payments(struct sctx *s, const struct sc_step *st)
     struct proc *p = &s->procs[st->proc];
     if (!proc_poll(p))
         return runner_fail(s, "payments: %s is not running", p->name);
-    if (st->background && s->bg_payments != NULL)
+    if (st->background && s->http.background != NULL)
         return runner_fail(s, "payments: a background payments step is still running");
     struct pay_run *pr = calloc(1, sizeof(*pr));
     if (pr == NULL)
@@ -609,7 +612,7 @@ static int step_payments(struct sctx *s, const struct sc_step *st)
         pr->started++;
     }
     if (st->background) {
-        s->bg_payments = pr;
+        s->http.background = pr;
         return 0;
     }
     payments_join(s, pr);
@@ -635,11 +638,11 @@ static int step_broker(struct sctx *s, const struct sc_step *st)
 static int step_sql(struct sctx *s, const struct sc_step *st)
 {
     char err[512], state[6];
-    if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK) {
+    if (s->db.conn == NULL || PQstatus(s->db.conn) != CONNECTION_OK) {
         if (runner_connect(s, err, sizeof(err)) < 0)
             return runner_fail(s, "sql: %s", err);
     }
-    PGresult *r = pgx_exec(s->conn, st->sql, 0, NULL, state, err, sizeof(err));
+    PGresult *r = pgx_exec(s->db.conn, st->sql, 0, NULL, state, err, sizeof(err));
     if (r == NULL)
         return runner_fail(s, "sql failed (%s): %s", state, err);
     long rows = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : atol(PQcmdTuples(r));
@@ -666,7 +669,7 @@ static int step_outboxctl(struct sctx *s, const struct sc_step *st)
         argv[n++] = (char *)st->argv[i];
     argv[n] = NULL;
     char out[16384];
-    const char *env[] = { s->db_env, NULL };
+    const char *env[] = { s->db.env, NULL };
     int rc = proc_run_capture(argv, env, st->timeout_ms, out, sizeof(out));
     char path[PATH_MAX + 64];
     snprintf(path, sizeof(path), "%s/outboxctl.step%d.log", s->dir, s->step + 1);
@@ -757,7 +760,7 @@ int runner_run_step(struct sctx *s, const struct sc_step *st)
     case V_NET:
         return runner_net_step(s, st);
     case V_WAIT:
-        return do_wait(s, st);
+        return step_wait(s, st);
     case V_SLEEP:
         return step_sleep(s, st);
     }

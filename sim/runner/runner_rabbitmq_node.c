@@ -1,4 +1,4 @@
-/* runner_rabbit.c -- `crashwindow run --broker rabbitmq`: the scenarios
+/* runner_rabbitmq_node.c -- `crashwindow run --broker rabbitmq`: the scenarios
  * against a real RabbitMQ node instead of the fake broker.
  *
  * One throwaway node per run (scripts/rabbit-node, firehose on); each
@@ -149,9 +149,9 @@ void runner_rabbit_stop(struct runner *r)
 void runner_rabbit_address(struct sctx *s)
 {
     struct runner *r = s->run;
-    fmt(s->rabbit_exchange, sizeof(s->rabbit_exchange), "cw%d-s%d", (int)getpid(), r->nsc);
+    fmt(s->rabbitmq.exchange, sizeof(s->rabbitmq.exchange), "cw%d-s%d", (int)getpid(), r->nsc);
     fmt(s->broker_addr, sizeof(s->broker_addr), "%s?exchange=%s", r->rabbit_url,
-        s->rabbit_exchange);
+        s->rabbitmq.exchange);
 }
 
 int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max)
@@ -162,7 +162,7 @@ int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max)
     argv[n++] = (char *)"--url";
     argv[n++] = r->rabbit_url;
     argv[n++] = (char *)"--exchange";
-    argv[n++] = s->rabbit_exchange;
+    argv[n++] = s->rabbitmq.exchange;
     argv[n++] = (char *)"--socket";
     argv[n++] = s->broker_sock;
     argv[n++] = (char *)"--events";
@@ -175,10 +175,10 @@ int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max)
         for (int j = 0; j < sp->nargs; j++)
             if (strcmp(sp->arg_key[j], "topic") == 0 && sp->arg_val[j] != NULL)
                 topic = sp->arg_val[j];
-        fmt(s->rabbit_groups[i], sizeof(s->rabbit_groups[i]), "%s:%s", topic,
+        fmt(s->rabbitmq.groups[i], sizeof(s->rabbitmq.groups[i]), "%s:%s", topic,
             sp->group ? sp->group : sp->consumer_name);
         argv[n++] = (char *)"--group";
-        argv[n++] = s->rabbit_groups[i];
+        argv[n++] = s->rabbitmq.groups[i];
     }
     argv[n] = NULL;
     return n;
@@ -226,13 +226,13 @@ int runner_rabbit_crash(struct sctx *s, int down_ms)
     runner_rev_proc(s, "kill", "rabbitmq", 0, "signal", "SIGKILL");
     if (proc_run_capture(crash, NULL, 60000, out, sizeof(out)) != 0)
         return runner_fail(s, "broker_crash: could not kill the RabbitMQ node: %.300s", out);
-    s->kills++;
+    s->count.kills++;
     if (down_ms > 0)
         nap(down_ms);
     char *up[] = { r->rabbit_script, (char *)"up", r->rabbit_dir, NULL };
     if (proc_run_capture(up, NULL, 120000, out, sizeof(out)) != 0)
         return runner_fail(s, "broker_crash: the RabbitMQ node did not come back: %.300s", out);
-    s->restarts++;
+    s->count.restarts++;
     runner_rev_proc(s, "restart", "rabbitmq", 0, "kind", "broker");
     return 0;
 }
