@@ -8,6 +8,8 @@
 #ifndef CW_FSTREE_H
 #define CW_FSTREE_H
 
+#include "common_fs.h"
+
 #include <stddef.h>
 
 #define FSTREE_MAX_DEPTH 8
@@ -27,20 +29,7 @@ int fstree_copy_dir(const char *src, const char *dst, int link_ok, const char *s
  * dst, made when missing.  Returns the number copied, or -1 with err. */
 int fstree_copy_files(const char *src, const char *dst, char *err, size_t errlen);
 
-/* snprintf for paths and messages built from paths: the same result.
- * Callers compare it with the buffer's size where a cut path matters
- * (where it only shortens a message, a cut is harmless). */
-int fstree_fmt(char *out, size_t outlen, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* mkdir -p.  0, or -1 (errno set). */
-int fstree_mkdir_p(const char *path);
-
 /* Removes path and everything under it (never following a link).  0 or -1. */
 int fstree_remove(const char *path);
-
-/* Writes text to path whole: to a temporary name first, then renamed, so a
- * reader never sees half a file.  0, or -1 with err. */
-int fstree_write_text(const char *path, const char *text, char *err, size_t errlen);
 
 #endif
