@@ -1,4 +1,4 @@
-/* fstree.c -- copying and removing directory trees; see fstree.h. */
+/* common_fs.c -- paths and whole files; see common_fs.h. */
 #include "common_fs.h"
 
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int fstree_fmt(char *out, size_t outlen, const char *format, ...)
+int cw_fmt(char *out, size_t outlen, const char *format, ...)
 {
     va_list ap;
     va_start(ap, format);
@@ -19,7 +19,7 @@ int fstree_fmt(char *out, size_t outlen, const char *format, ...)
     return n;
 }
 
-int fstree_mkdir_p(const char *path)
+int cw_mkdir_p(const char *path)
 {
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp)) {
@@ -36,7 +36,8 @@ int fstree_mkdir_p(const char *path)
     }
     return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
-int fstree_write_text(const char *path, const char *text, char *err, size_t errlen)
+
+int cw_write_text(const char *path, const char *text, int newline, char *err, size_t errlen)
 {
     char tmp[PATH_MAX + 32];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
@@ -48,11 +49,32 @@ int fstree_write_text(const char *path, const char *text, char *err, size_t errl
         snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
         return -1;
     }
-    int bad = fputs(text, f) < 0;
+    int bad = fputs(text, f) < 0 || (newline && fputc('\n', f) == EOF);
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
     }
     return 0;
+}
+
+char *cw_slurp(const char *path, size_t max, size_t *len, enum cw_slurp_error *why)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        *why = CW_SLURP_OPEN;
+        return NULL;
+    }
+    char *data = malloc(max + 1);
+    size_t n = data != NULL ? fread(data, 1, max + 1, f) : 0;
+    int bad = data == NULL || ferror(f);
+    fclose(f);
+    if (bad || n > max) {
+        *why = data == NULL ? CW_SLURP_NOMEM : bad ? CW_SLURP_READ : CW_SLURP_TOO_LARGE;
+        free(data);
+        return NULL;
+    }
+    data[n] = '\0';
+    *len = n;
+    return data;
 }

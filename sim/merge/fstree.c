@@ -1,11 +1,11 @@
 /* fstree.c -- copying and removing directory trees; see fstree.h. */
 #include "fstree.h"
+#include "common_fs.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +81,7 @@ static int copy_dir_at(const char *src, const char *dst, int link_ok, const char
         snprintf(err, errlen, "cannot open directory %s: %s", src, strerror(errno));
         return -1;
     }
-    if (fstree_mkdir_p(dst) < 0) {
+    if (cw_mkdir_p(dst) < 0) {
         snprintf(err, errlen, "cannot create %s: %s", dst, strerror(errno));
         closedir(d);
         return -1;

@@ -35,6 +35,7 @@
  * Exit status: 0 when the baseline passes and every mutant is killed, 1
  * otherwise, 2 on bad usage. */
 #include "mutants.h"
+#include "common_fs.h"
 #include "runner.h"
 #include "cwlog.h"
 #include "procs.h"
@@ -45,7 +46,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,16 +139,6 @@ static const struct {
 };
 #define NTARGETS ((int)(sizeof(TARGETS) / sizeof(TARGETS[0])))
 
-__attribute__((format(printf, 3, 4)))
-static int fmt(char *out, size_t outlen, const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    int n = vsnprintf(out, outlen, format, ap);
-    va_end(ap);
-    return n;
-}
-
 static int file_mentions(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");
@@ -175,7 +165,7 @@ static int dir_mentions(const char *dir, const char *needle)
         if (len < 3 || strcmp(de->d_name + len - 2, ".c") != 0)
             continue;
         char path[PATH_MAX + 256];
-        fmt(path, sizeof(path), "%s/%s", dir, de->d_name);
+        cw_fmt(path, sizeof(path), "%s/%s", dir, de->d_name);
         found = file_mentions(path, needle);
     }
     closedir(d);
@@ -191,7 +181,7 @@ static int mutant_targets(const char *name, const char **targets)
     char needle[96], hook[96], src[PATH_MAX], dir[PATH_MAX + 256];
     snprintf(needle, sizeof(needle), "CW_MUTANT_%s", name);
     snprintf(hook, sizeof(hook), "CW_MUTANT(%s)", name);
-    fmt(src, sizeof(src), "%s/src", runner_source_dir());
+    cw_fmt(src, sizeof(src), "%s/src", runner_source_dir());
     DIR *d = opendir(src);
     if (d == NULL)
         return 0;
@@ -200,7 +190,7 @@ static int mutant_targets(const char *name, const char **targets)
     for (de = readdir(d); de != NULL; de = readdir(d)) {
         if (de->d_name[0] == '.')
             continue;
-        fmt(dir, sizeof(dir), "%s/%s", src, de->d_name);
+        cw_fmt(dir, sizeof(dir), "%s/%s", src, de->d_name);
         if (!dir_mentions(dir, needle) && !dir_mentions(dir, hook))
             continue;
         any = 1;
@@ -241,7 +231,7 @@ static int build_start(const char *name, const char *build_dir, const char **tar
         fclose(log);
     }
     if (rc != 0) {
-        fmt(err, errlen, "cmake configure failed (%d), see %s", rc, b->log_path);
+        cw_fmt(err, errlen, "cmake configure failed (%d), see %s", rc, b->log_path);
         return -1;
     }
     char *argv[16];
@@ -262,13 +252,13 @@ static int build_finish(struct proc *b, char *err, size_t errlen)
 {
     if (proc_wait_exit(b, 900000) < 0) {
         proc_kill(b);
-        fmt(err, errlen, "build did not finish within 15 minutes, see %s", b->log_path);
+        cw_fmt(err, errlen, "build did not finish within 15 minutes, see %s", b->log_path);
         return -1;
     }
     char how[64];
     proc_exit_text(b, how, sizeof(how));
     if (strcmp(how, "exit status 0") != 0) {
-        fmt(err, errlen, "build failed (%s), see %s", how, b->log_path);
+        cw_fmt(err, errlen, "build failed (%s), see %s", how, b->log_path);
         return -1;
     }
     return 0;
@@ -571,7 +561,7 @@ static int locate(struct mrun *r, const char *out_arg)
         gmtime_r(&now, &tm);
         char stamp[32];
         strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-        fmt(r->out, sizeof(r->out), "%s/reports/mutants-%s", runner_source_dir(), stamp);
+        cw_fmt(r->out, sizeof(r->out), "%s/reports/mutants-%s", runner_source_dir(), stamp);
     }
     return 0;
 }
@@ -616,17 +606,17 @@ static void choose_mutants(struct mrun *r, const struct mutants_opts *o)
         if (shard_mine(&r->shard, seen++))
             r->chosen[r->nchosen++] = k;
     }
-    fmt(r->mroot, sizeof(r->mroot), "%s/mutants", r->out);
+    cw_fmt(r->mroot, sizeof(r->mroot), "%s/mutants", r->out);
     mkdir(r->out, 0755);
     mkdir(r->mroot, 0755);
     for (int i = 0; i < r->nchosen; i++) {
         const struct mutant *m = &MUTANTS[r->chosen[i]];
         char mdir[PATH_MAX];
-        fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
+        cw_fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
         mkdir(mdir, 0755);
         memset(&r->builds[i], 0, sizeof(r->builds[i]));
         snprintf(r->builds[i].name, sizeof(r->builds[i].name), "build");
-        fmt(r->builds[i].log_path, sizeof(r->builds[i].log_path), "%s/build.log", mdir);
+        cw_fmt(r->builds[i].log_path, sizeof(r->builds[i].log_path), "%s/build.log", mdir);
         r->build_err[i][0] = '\0';
     }
 }
@@ -643,7 +633,7 @@ static void start_builds(struct mrun *r, int i)
         const char *targets[NTARGETS];
         int nt = mutant_targets(name, targets);
         char mbuild[PATH_MAX];
-        fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, name);
+        cw_fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, name);
         if (nt == 0)
             snprintf(r->build_err[j], sizeof(r->build_err[j]),
                      "no source file implements this mutant");
@@ -700,7 +690,7 @@ static cJSON *run_scenarios(const struct mrun *r, const struct mutant *m, const 
                             int nfiles, const char *outdir)
 {
     char mbuild[PATH_MAX];
-    fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, m->name);
+    cw_fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, m->name);
     struct run_opts o;
     memset(&o, 0, sizeof(o));
     o.files = files;
@@ -730,7 +720,7 @@ static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *
     for (int k = 0; k < n; k++)
         files[k] = r->all[order[k]];
     char mdir[PATH_MAX];
-    fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
+    cw_fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
     int killed = 0, errored = 0, started = 1, ran = 0;
     char skip_reason[256] = "";
     for (int k = 0; k < n && !killed && started && !runner_interrupted();
@@ -833,17 +823,12 @@ static void write_result(struct mrun *r, cJSON *result, int base_rc, int64_t t0,
         cJSON_AddItemToObject(sh, "mutants", r->all_chosen);
         r->all_chosen = NULL;
     }
-    char tmp[PATH_MAX + 40];
-    fmt(path, pathlen, "%s/result.json", r->out);
-    fmt(tmp, sizeof(tmp), "%s/.result.json.tmp", r->out);
+    cw_fmt(path, pathlen, "%s/result.json", r->out);
     char *text = cJSON_Print(result);
-    FILE *f = text ? fopen(tmp, "w") : NULL;
-    if (f != NULL) {
-        fputs(text, f);
-        fputc('\n', f);
-        if (fclose(f) == 0)
-            rename(tmp, path);
-    }
+    char err[256];
+    /* A result that cannot be written shows as a missing result.json. */
+    if (text != NULL)
+        (void)cw_write_text(path, text, 1, err, sizeof(err));
     cJSON_free(text);
 }
 
@@ -885,7 +870,7 @@ int mutants_main(int argc, char **argv)
     struct rdb db;
     memset(&db, 0, sizeof(db));
     char script[PATH_MAX];
-    fmt(script, sizeof(script), "%s/scripts/pg-cluster", runner_source_dir());
+    cw_fmt(script, sizeof(script), "%s/scripts/pg-cluster", runner_source_dir());
     if (opts.pg == NULL && rdb_start_cluster(&db, script, err, sizeof(err)) < 0) {
         fprintf(stderr, "crashwindow mutants: %s\n", err);
         return 1;
