@@ -37,6 +37,7 @@
 #include "mutants.h"
 #include "common_fs.h"
 #include "runner.h"
+#include "cliutil.h"
 #include "cwlog.h"
 #include "procs.h"
 #include "rundir.h"
@@ -452,55 +453,72 @@ struct mutants_opts {
     const char *broker;      /* --broker fake|rabbitmq, or NULL (the fake broker) */
 };
 
+static int take_only(const char *n, void *ctx, char *err, size_t errlen)
+{
+    struct mutants_opts *o = ctx;
+    int known = 0;
+    for (int k = 0; k < NMUTANTS; k++)
+        known |= strcmp(MUTANTS[k].name, n) == 0;
+    if (!known || o->nonly == NMUTANTS) {
+        snprintf(err, errlen, "unknown mutant '%s' (see --list)", n);
+        return -1;
+    }
+    o->only[o->nonly++] = n;
+    return 0;
+}
+
+static int take_broker(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct mutants_opts *o = ctx;
+    o->broker = v;
+    if (strcmp(v, "fake") != 0 && strcmp(v, "rabbitmq") != 0) {
+        snprintf(err, errlen, "--broker takes fake or rabbitmq, not '%s'", v);
+        return -1;
+    }
+    return 0;
+}
+
+static int take_shard(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct mutants_opts *o = ctx;
+    return shard_arg(v, &o->shard, err, errlen);
+}
+
+static const struct cw_opts_style mutants_style = {
+    .help = CW_HELP_LONG | CW_HELP_SHORT,
+    .unknown = "unknown option or missing value: '%s'",
+    .missing = "unknown option or missing value: '%s'",
+};
+
 /* 0 to go on, 1 after --help (usage printed), -1 on bad usage (message
  * printed). */
 static int parse_args(struct mutants_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
-            const char *n = argv[++i];
-            int known = 0;
-            for (int k = 0; k < NMUTANTS; k++)
-                known |= strcmp(MUTANTS[k].name, n) == 0;
-            if (!known || o->nonly == NMUTANTS) {
-                fprintf(stderr, "crashwindow mutants: unknown mutant '%s' (see --list)\n", n);
-                return -1;
-            }
-            o->only[o->nonly++] = n;
-        } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
-            o->out = argv[++i];
-        } else if (strcmp(argv[i], "--pg") == 0 && i + 1 < argc) {
-            o->pg = argv[++i];
-        } else if (strcmp(argv[i], "--pg-dir") == 0 && i + 1 < argc) {
-            o->pg_dir = argv[++i];
-        } else if (strcmp(argv[i], "--junit") == 0 && i + 1 < argc) {
-            o->junit = argv[++i];
-        } else if (strcmp(argv[i], "--broker") == 0 && i + 1 < argc) {
-            o->broker = argv[++i];
-            if (strcmp(o->broker, "fake") != 0 && strcmp(o->broker, "rabbitmq") != 0) {
-                fprintf(stderr, "crashwindow mutants: --broker takes fake or rabbitmq, not '%s'\n",
-                        o->broker);
-                return -1;
-            }
-        } else if (strcmp(argv[i], "--shard") == 0 && i + 1 < argc) {
-            char err[512];
-            if (shard_arg(argv[++i], &o->shard, err, sizeof(err)) < 0) {
-                fprintf(stderr, "crashwindow mutants: %s\n", err);
-                return -1;
-            }
-        } else if (strcmp(argv[i], "--list") == 0) {
-            o->list = 1;
-        } else if (strcmp(argv[i], "--full") == 0) {
-            o->full = 1;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 1;
-        } else {
-            fprintf(stderr, "crashwindow mutants: unknown option or missing value: '%s'\n", argv[i]);
+    const struct cw_opt opts[] = {
+        CW_OPT_CALL("--only", take_only, o),
+        CW_OPT_STRING("--out", &o->out),
+        CW_OPT_STRING("--pg", &o->pg),
+        CW_OPT_STRING("--pg-dir", &o->pg_dir),
+        CW_OPT_STRING("--junit", &o->junit),
+        CW_OPT_CALL("--broker", take_broker, o),
+        CW_OPT_CALL("--shard", take_shard, o),
+        CW_OPT_FLAG("--list", &o->list),
+        CW_OPT_FLAG("--full", &o->full),
+    };
+    char err[4096];
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &mutants_style, argc, argv, NULL, err,
+                           sizeof(err));
+    if (rc == CW_OPTS_HELP) {
+        usage(stdout);
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "crashwindow mutants: %s\n", err);
+        /* A value refused is the whole story; a mistake of form gets the usage. */
+        if (rc == CW_OPTS_USAGE)
             usage(stderr);
-            return -1;
-        }
+        return -1;
     }
     return 0;
 }
