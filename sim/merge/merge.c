@@ -4,6 +4,7 @@
 #include "merge.h"
 #include "merge_internal.h"
 #include "bundle.h"
+#include "cliutil.h"
 #include "common_fs.h"
 #include "cwlog.h"
 #include "fstree.h"
@@ -424,6 +425,18 @@ static void free_merge(struct merge *m)
     free(m->by_index);
 }
 
+/* A shard's directory: a positional argument. */
+static int take_dir(const char *arg, void *ctx, char *err, size_t errlen)
+{
+    struct merge *m = ctx;
+    if (m->n >= SHARD_MAX) {
+        snprintf(err, errlen, "more than %d directories", SHARD_MAX);
+        return -1;
+    }
+    m->sh[m->n++].dir = arg;
+    return 0;
+}
+
 /* DIRs, --out and --junit.  0, 1 after --help, -1 on bad usage (printed). */
 static int parse_args(int argc, char **argv, struct merge *m, const char **out,
                       const char **junit)
@@ -432,22 +445,27 @@ static int parse_args(int argc, char **argv, struct merge *m, const char **out,
     m->sh = calloc((size_t)argc, sizeof(*m->sh));
     if (m->sh == NULL)
         return -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 1;
-        } else if ((strcmp(a, "--out") == 0 || strcmp(a, "--junit") == 0) && i + 1 < argc) {
-            *(strcmp(a, "--out") == 0 ? out : junit) = argv[++i];
-        } else if (a[0] == '-') {
-            fprintf(stderr, "crashwindow merge: unknown option or missing value: '%s'\n", a);
-            return -1;
-        } else if (m->n < SHARD_MAX) {
-            m->sh[m->n++].dir = a;
-        } else {
-            fprintf(stderr, "crashwindow merge: more than %d directories\n", SHARD_MAX);
-            return -1;
-        }
+    const struct cw_opt opts[] = {
+        CW_OPT_STRING("--out", out),
+        CW_OPT_STRING("--junit", junit),
+    };
+    const struct cw_opts_style style = {
+        .prefix = "-",
+        .help = CW_HELP_LONG | CW_HELP_SHORT,
+        .unknown = "unknown option or missing value: '%s'",
+        .missing = "unknown option or missing value: '%s'",
+        .positional = take_dir,
+        .positional_ctx = m,
+    };
+    char err[4096];
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &style, argc, argv, NULL, err, sizeof(err));
+    if (rc == CW_OPTS_HELP) {
+        usage(stdout);
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "crashwindow merge: %s\n", err);
+        return -1;
     }
     if (m->n == 0 || *out == NULL) {
         fprintf(stderr, "crashwindow merge: give the shards' directories and --out DIR\n");
