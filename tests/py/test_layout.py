@@ -20,7 +20,7 @@ ALLOWED = {
     "src/consumer": {"src/core", "src/bus"},
     "src/outboxctl": {"src/core"},
     "sim/common": set(),
-    "sim/netproxy": set(),
+    "sim/netproxy": {"src/core"},
     "sim/scenario": {"sim/netproxy"},
     "sim/fakebroker": {"src/core"},
     "sim/rabbitmq": {"src/core", "src/bus"},
