@@ -1,6 +1,7 @@
 /* fstree.h -- the file operations a merge and a failure bundle need: copy a
- * file or a directory tree (hard links when allowed and possible), make a
- * directory path, remove a tree this program made.
+ * file or a directory tree (hard links when allowed and possible), remove a
+ * tree this program made.  Making a directory path and writing a file whole
+ * are common_fs.h's, shared with the rest of the harness.
  *
  * Symbolic links are never followed nor copied: a run directory holds none,
  * and one planted in a shard must not make the merge read or write outside
