@@ -7,6 +7,7 @@
  * Exit status: 0 after SIGTERM/SIGINT, 1 on a runtime failure, 2 on bad
  * usage or a fault specification that does not parse. */
 #include "fakebroker.h"
+#include "cliutil.h"
 #include "cwlog.h"
 #include "fault.h"
 
@@ -26,16 +27,24 @@ static void usage(FILE *f)
                "  --events FILE              append the broker log (JSON lines) to FILE\n");
 }
 
-static int parse_ms(const char *s, int *out)
+/* --visibility-timeout-ms: cw_parse_int's rule, the broker's own message. */
+static int take_visibility(const char *v, void *ctx, char *err, size_t errlen)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < 1 || v > 86400000)
+    if (cw_parse_int(NULL, v, 1, 86400000, ctx, NULL, 0) < 0) {
+        snprintf(err, errlen, "--visibility-timeout-ms must be an integer in 1..86400000, "
+                              "got '%s'", v);
         return -1;
-    *out = (int)v;
+    }
     return 0;
 }
+
+/* Every option takes a value; every argument is read as an option's name. */
+static const struct cw_opts_style broker_style = {
+    .help = CW_HELP_LONG | CW_HELP_SHORT,
+    .value_first = 1,
+    .unknown = "unknown option %s",
+    .missing = "%s needs a value",
+};
 
 int main(int argc, char **argv)
 {
@@ -45,35 +54,25 @@ int main(int argc, char **argv)
         .events_path = NULL,
         .visibility_timeout_ms = 30000,
     };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "fakebroker: %s needs a value\n", a);
+    const struct cw_opt opts[] = {
+        CW_OPT_STRING("--socket", &opt.socket_path),
+        CW_OPT_STRING("--db", &opt.db_path),
+        CW_OPT_STRING("--events", &opt.events_path),
+        CW_OPT_CALL("--visibility-timeout-ms", take_visibility, &opt.visibility_timeout_ms),
+    };
+    char err[4096];
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &broker_style, argc, argv, NULL, err,
+                           sizeof(err));
+    if (rc == CW_OPTS_HELP) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "fakebroker: %s\n", err);
+        /* A value refused is the whole story; a mistake of form gets the usage. */
+        if (rc == CW_OPTS_USAGE)
             usage(stderr);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--socket") == 0) {
-            opt.socket_path = v;
-        } else if (strcmp(a, "--db") == 0) {
-            opt.db_path = v;
-        } else if (strcmp(a, "--events") == 0) {
-            opt.events_path = v;
-        } else if (strcmp(a, "--visibility-timeout-ms") == 0) {
-            if (parse_ms(v, &opt.visibility_timeout_ms) < 0) {
-                fprintf(stderr, "fakebroker: --visibility-timeout-ms must be an integer"
-                                " in 1..86400000, got '%s'\n", v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "fakebroker: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
+        return 2;
     }
     if (opt.socket_path == NULL || opt.socket_path[0] == '\0') {
         fprintf(stderr, "fakebroker: --socket is required\n");
@@ -91,7 +90,6 @@ int main(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
-    char err[256];
     if (fault_init(err, sizeof(err)) < 0) {
         fprintf(stderr, "fakebroker: %s\n", err);
         return 2;

@@ -6,6 +6,7 @@
  * plain ([A-Za-z0-9._:-]); anything else is left out of the script, never
  * quoted into it. */
 #include "bundle.h"
+#include "common_fs.h"
 #include "fstree.h"
 #include "report_html.h"
 #include "rundir.h"
@@ -51,9 +52,9 @@ static void scenario_label(const cJSON *sc, char *out, size_t outlen)
     if (!shell_plain(name))
         name = "unnamed";
     if (cJSON_IsNumber(rep))
-        fstree_fmt(out, outlen, "%s.r%d", name, rep->valueint);
+        cw_fmt(out, outlen, "%s.r%d", name, rep->valueint);
     else
-        fstree_fmt(out, outlen, "%s", name);
+        cw_fmt(out, outlen, "%s", name);
 }
 
 /* The simulator's record of a failing run named "sim-S-I": its "failing"
@@ -66,7 +67,7 @@ static const cJSON *sim_failing(const cJSON *result, const char *name)
         char want[96];
         if (run == NULL)
             continue;
-        fstree_fmt(want, sizeof(want), "sim-%s", run);
+        cw_fmt(want, sizeof(want), "sim-%s", run);
         char *colon = strchr(want, ':');
         if (colon != NULL)
             *colon = '-';
@@ -81,11 +82,11 @@ static int write_buf(const char *dir, const char *name, struct rbuf *b, char *er
 {
     char path[PATH_MAX];
     if (b->overflow) {
-        fstree_fmt(err, errlen, "%s/%s would be too large", dir, name);
+        cw_fmt(err, errlen, "%s/%s would be too large", dir, name);
         return -1;
     }
-    fstree_fmt(path, sizeof(path), "%s/%s", dir, name);
-    int rc = fstree_write_text(path, b->len ? b->data : "", err, errlen);
+    cw_fmt(path, sizeof(path), "%s/%s", dir, name);
+    int rc = cw_write_text(path, b->len ? b->data : "", 0, err, errlen);
     if (rc == 0 && strcmp(name, "replay.sh") == 0)
         chmod(path, 0755);
     return rc;
@@ -180,30 +181,30 @@ static int scenario_files(const char *dir, const cJSON *sc, const cJSON *failing
     const char *rel = rd_str(sc, "dir");
     struct stat st;
     *has_logs = *has_shrunk = 0;
-    if (rundir_safe_rel(rel) && fstree_fmt(src, sizeof(src), "%s/%s", dir, rel) < (int)sizeof(src) &&
+    if (rundir_safe_rel(rel) && cw_fmt(src, sizeof(src), "%s/%s", dir, rel) < (int)sizeof(src) &&
         stat(src, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fstree_fmt(dst, sizeof(dst), "%s/logs", bdir);
+        cw_fmt(dst, sizeof(dst), "%s/logs", bdir);
         if (fstree_copy_files(src, dst, err, errlen) < 0)
             return -1;
         *has_logs = 1;
-        fstree_fmt(src, sizeof(src), "%s/%s/scenario.json", dir, rel);
-        fstree_fmt(dst, sizeof(dst), "%s/scenario.json", bdir);
+        cw_fmt(src, sizeof(src), "%s/%s/scenario.json", dir, rel);
+        cw_fmt(dst, sizeof(dst), "%s/scenario.json", bdir);
         if (stat(src, &st) == 0 && fstree_copy_file(src, dst, 0, err, errlen) < 0)
             return -1;
     }
     const char *shrunk = rd_str(failing, "shrunk");
-    if (rundir_safe_rel(shrunk) && fstree_fmt(src, sizeof(src), "%s/%s", dir, shrunk) < (int)sizeof(src) &&
+    if (rundir_safe_rel(shrunk) && cw_fmt(src, sizeof(src), "%s/%s", dir, shrunk) < (int)sizeof(src) &&
         stat(src, &st) == 0) {
-        fstree_fmt(dst, sizeof(dst), "%s/shrunk.json", bdir);
+        cw_fmt(dst, sizeof(dst), "%s/shrunk.json", bdir);
         if (fstree_copy_file(src, dst, 0, err, errlen) < 0)
             return -1;
         *has_shrunk = 1;
     }
     char *text = cJSON_Print(sc);
-    fstree_fmt(dst, sizeof(dst), "%s/verdict.json", bdir);
-    int rc = text != NULL ? fstree_write_text(dst, text, err, errlen) : -1;
+    cw_fmt(dst, sizeof(dst), "%s/verdict.json", bdir);
+    int rc = text != NULL ? cw_write_text(dst, text, 0, err, errlen) : -1;
     if (text == NULL)
-        fstree_fmt(err, errlen, "out of memory");
+        cw_fmt(err, errlen, "out of memory");
     cJSON_free(text);
     return rc;
 }
@@ -263,9 +264,9 @@ static int bundle_scenario(const char *dir, const char *broot, const cJSON *resu
 {
     char label[160], bdir[PATH_MAX], witness[2048], sig[128];
     scenario_label(sc, label, sizeof(label));
-    fstree_fmt(bdir, sizeof(bdir), "%s/%s", broot, label);
-    if (fstree_mkdir_p(bdir) < 0) {
-        fstree_fmt(err, errlen, "cannot create %s: %s", bdir, strerror(errno));
+    cw_fmt(bdir, sizeof(bdir), "%s/%s", broot, label);
+    if (cw_mkdir_p(bdir) < 0) {
+        cw_fmt(err, errlen, "cannot create %s: %s", bdir, strerror(errno));
         return -1;
     }
     const cJSON *failing = sim_failing(result, rd_str(sc, "name"));
@@ -306,8 +307,8 @@ static int mutant_files(const char *dir, const cJSON *m, const char *bdir, char 
         return 0;
     char src[PATH_MAX], dst[PATH_MAX];
     struct stat st;
-    fstree_fmt(src, sizeof(src), "%s/%s/build.log", dir, rel);
-    fstree_fmt(dst, sizeof(dst), "%s/build.log", bdir);
+    cw_fmt(src, sizeof(src), "%s/%s/build.log", dir, rel);
+    cw_fmt(dst, sizeof(dst), "%s/build.log", bdir);
     if (stat(src, &st) == 0 && fstree_copy_file(src, dst, 0, err, errlen) < 0)
         return -1;
     const cJSON *s;
@@ -315,8 +316,8 @@ static int mutant_files(const char *dir, const cJSON *m, const char *bdir, char 
         const char *name = rd_str(s, "name");
         if (!shell_plain(name))
             continue;
-        fstree_fmt(src, sizeof(src), "%s/%s/%s", dir, rel, name);
-        fstree_fmt(dst, sizeof(dst), "%s/logs/%s", bdir, name);
+        cw_fmt(src, sizeof(src), "%s/%s/%s", dir, rel, name);
+        cw_fmt(dst, sizeof(dst), "%s/logs/%s", bdir, name);
         if (stat(src, &st) == 0 && S_ISDIR(st.st_mode) &&
             fstree_copy_files(src, dst, err, errlen) < 0)
             return -1;
@@ -332,9 +333,9 @@ static int bundle_mutant(const char *dir, const char *broot, const cJSON *result
     if (!shell_plain(name))
         name = "unnamed";
     char bdir[PATH_MAX];
-    fstree_fmt(bdir, sizeof(bdir), "%s/mutant-%s", broot, name);
-    if (fstree_mkdir_p(bdir) < 0) {
-        fstree_fmt(err, errlen, "cannot create %s: %s", bdir, strerror(errno));
+    cw_fmt(bdir, sizeof(bdir), "%s/mutant-%s", broot, name);
+    if (cw_mkdir_p(bdir) < 0) {
+        cw_fmt(err, errlen, "cannot create %s: %s", bdir, strerror(errno));
         return -1;
     }
     if (mutant_files(dir, m, bdir, err, errlen) < 0)
@@ -377,8 +378,8 @@ static int bundle_mutant(const char *dir, const char *broot, const cJSON *result
 int bundle_write_all(const char *dir, const cJSON *result, char *err, size_t errlen)
 {
     char broot[PATH_MAX];
-    if (fstree_fmt(broot, sizeof(broot), "%s/bundles", dir) >= (int)sizeof(broot)) {
-        fstree_fmt(err, errlen, "%s: path too long", dir);
+    if (cw_fmt(broot, sizeof(broot), "%s/bundles", dir) >= (int)sizeof(broot)) {
+        cw_fmt(err, errlen, "%s: path too long", dir);
         return -1;
     }
     fstree_remove(broot);

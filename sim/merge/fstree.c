@@ -1,11 +1,11 @@
 /* fstree.c -- copying and removing directory trees; see fstree.h. */
 #include "fstree.h"
+#include "common_fs.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,33 +62,6 @@ int fstree_copy_file(const char *src, const char *dst, int link_ok, char *err, s
     return rc;
 }
 
-int fstree_fmt(char *out, size_t outlen, const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    int n = vsnprintf(out, outlen, format, ap);
-    va_end(ap);
-    return n;
-}
-
-int fstree_mkdir_p(const char *path)
-{
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* src/name and dst/name into a and b; -1 when a path is too long. */
 static int join2(const char *src, const char *dst, const char *name, char *a, char *b)
 {
@@ -108,7 +81,7 @@ static int copy_dir_at(const char *src, const char *dst, int link_ok, const char
         snprintf(err, errlen, "cannot open directory %s: %s", src, strerror(errno));
         return -1;
     }
-    if (fstree_mkdir_p(dst) < 0) {
+    if (cw_mkdir_p(dst) < 0) {
         snprintf(err, errlen, "cannot create %s: %s", dst, strerror(errno));
         closedir(d);
         return -1;
@@ -194,25 +167,4 @@ static int remove_at(const char *path, int depth)
 int fstree_remove(const char *path)
 {
     return remove_at(path, 0);
-}
-
-int fstree_write_text(const char *path, const char *text, char *err, size_t errlen)
-{
-    char tmp[PATH_MAX + 32];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
-        snprintf(err, errlen, "%s: path too long", path);
-        return -1;
-    }
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        return -1;
-    }
-    int bad = fputs(text, f) < 0;
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
 }

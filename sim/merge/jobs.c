@@ -1,6 +1,7 @@
 /* jobs.c -- `--jobs N`: shards of one command side by side, then a merge.
  * See jobs.h for what is run, where its files go and what is refused. */
 #include "jobs.h"
+#include "common_fs.h"
 #include "fstree.h"
 #include "merge.h"
 #include "cwlog.h"
@@ -147,7 +148,7 @@ static int parse(int argc, char **argv, const char *source_dir, int default_shar
         gmtime_r(&now, &tm);
         char stamp[32];
         strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-        if (fstree_fmt(j->out_buf, sizeof(j->out_buf), "%s/reports/%s-%s", source_dir, j->cmd,
+        if (cw_fmt(j->out_buf, sizeof(j->out_buf), "%s/reports/%s-%s", source_dir, j->cmd,
                        stamp) >= (int)sizeof(j->out_buf)) {
             fprintf(stderr, "crashwindow %s: the default --out is too long\n", j->cmd);
             return -1;
@@ -157,7 +158,7 @@ static int parse(int argc, char **argv, const char *source_dir, int default_shar
     size_t len = strlen(j->out);
     while (len > 1 && j->out[len - 1] == '/')
         len--;
-    if (fstree_fmt(j->parts, sizeof(j->parts), "%.*s.jobs", (int)len, j->out)
+    if (cw_fmt(j->parts, sizeof(j->parts), "%.*s.jobs", (int)len, j->out)
         >= (int)sizeof(j->parts)) {
         fprintf(stderr, "crashwindow %s: --out %s: path too long\n", j->cmd, j->out);
         return -1;
@@ -172,8 +173,8 @@ static int parse(int argc, char **argv, const char *source_dir, int default_shar
     }
     for (int k = 0; k < j->m; k++) {
         struct job *jb = &j->job[k];
-        if (fstree_fmt(jb->dir, sizeof(jb->dir), "%s/%d", j->parts, k + 1) >= (int)sizeof(jb->dir)
-            || fstree_fmt(jb->log, sizeof(jb->log), "%s/%d.log", j->parts, k + 1)
+        if (cw_fmt(jb->dir, sizeof(jb->dir), "%s/%d", j->parts, k + 1) >= (int)sizeof(jb->dir)
+            || cw_fmt(jb->log, sizeof(jb->log), "%s/%d.log", j->parts, k + 1)
                    >= (int)sizeof(jb->log)) {
             fprintf(stderr, "crashwindow %s: --out %s: path too long\n", j->cmd, j->out);
             return -1;
@@ -367,14 +368,14 @@ static int merge_jobs(struct jobs *j)
         return 2;
     char err[512], dst[PATH_MAX];
     for (int k = 0; k < j->m; k++) {
-        if (fstree_fmt(dst, sizeof(dst), "%s/shards/%d/console.log", j->out, k + 1)
+        if (cw_fmt(dst, sizeof(dst), "%s/shards/%d/console.log", j->out, k + 1)
                 < (int)sizeof(dst)
             && fstree_copy_file(j->job[k].log, dst, 1, err, sizeof(err)) < 0)
             fprintf(stderr, "crashwindow %s --jobs: %s\n", j->cmd, err);
     }
     if (j->report != NULL) {
         char src[PATH_MAX];
-        fstree_fmt(src, sizeof(src), "%s/report.html", j->out);
+        cw_fmt(src, sizeof(src), "%s/report.html", j->out);
         if (fstree_copy_file(src, j->report, 0, err, sizeof(err)) < 0) {
             fprintf(stderr, "crashwindow %s --jobs: --report: %s\n", j->cmd, err);
             return 2;
@@ -405,7 +406,7 @@ int jobs_main(int argc, char **argv, const char *source_dir, int default_shares)
         goto out;
     }
     exe[len] = '\0';
-    if (fstree_mkdir_p(j.parts) < 0) {
+    if (cw_mkdir_p(j.parts) < 0) {
         fprintf(stderr, "crashwindow %s: %s: %s\n", j.cmd, j.parts, strerror(errno));
         goto out;
     }

@@ -4,6 +4,7 @@
  * and written in one go; every value from the run goes through rbuf_esc,
  * which escapes for both text and attributes and replaces what XML forbids. */
 #include "junit.h"
+#include "common_fs.h"
 #include "fstree.h"
 #include "report_html.h"
 #include "rundir.h"
@@ -262,7 +263,7 @@ int junit_write(const cJSON *result, const char *path, char *err, size_t errlen)
     if (b.overflow)
         snprintf(err, errlen, "the JUnit file would exceed %u bytes", JUNIT_MAX_BYTES);
     else
-        rc = fstree_write_text(path, b.data, err, errlen);
+        rc = cw_write_text(path, b.data, 0, err, errlen);
     rbuf_free(&b);
     return rc;
 }

@@ -4,6 +4,8 @@
 #include "merge.h"
 #include "merge_internal.h"
 #include "bundle.h"
+#include "cliutil.h"
+#include "common_fs.h"
 #include "cwlog.h"
 #include "fstree.h"
 #include "junit.h"
@@ -38,7 +40,7 @@ static void rebase(cJSON *o, const char *key, int k)
         return;
     }
     char buf[1200];
-    fstree_fmt(buf, sizeof(buf), "shards/%d/%s", k, p);
+    cw_fmt(buf, sizeof(buf), "shards/%d/%s", k, p);
     set_item(o, key, cJSON_CreateString(buf));
 }
 
@@ -293,23 +295,23 @@ static int check_out(const struct merge *m, const char *out, char *real, size_t 
                      int *exists, char *err, size_t errlen)
 {
     char a[PATH_MAX], b[PATH_MAX], parent[PATH_MAX];
-    fstree_fmt(a, sizeof(a), "%s", out);
-    fstree_fmt(b, sizeof(b), "%s", out);
+    cw_fmt(a, sizeof(a), "%s", out);
+    cw_fmt(b, sizeof(b), "%s", out);
     const char *base = basename(a);
     if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 || strcmp(base, "/") == 0)
-        return fstree_fmt(err, errlen, "--out %s: name a new directory", out), -1;
+        return cw_fmt(err, errlen, "--out %s: name a new directory", out), -1;
     if (realpath(dirname(b), parent) == NULL)
-        return fstree_fmt(err, errlen, "--out %s: its parent: %s", out, strerror(errno)), -1;
-    if (fstree_fmt(real, reallen, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, base) >=
+        return cw_fmt(err, errlen, "--out %s: its parent: %s", out, strerror(errno)), -1;
+    if (cw_fmt(real, reallen, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, base) >=
         (int)reallen)
-        return fstree_fmt(err, errlen, "--out %s: path too long", out), -1;
+        return cw_fmt(err, errlen, "--out %s: path too long", out), -1;
     size_t rl = strlen(real);
     for (int i = 0; i < m->n; i++) {
         const char *s = m->sh[i].real;
         size_t sl = strlen(s);
         if ((strncmp(real, s, sl) == 0 && (real[sl] == '\0' || real[sl] == '/')) ||
             (strncmp(s, real, rl) == 0 && s[rl] == '/'))
-            return fstree_fmt(err, errlen, "--out %s and %s lie one inside the other: the "
+            return cw_fmt(err, errlen, "--out %s and %s lie one inside the other: the "
                             "merged directory must be apart from every shard", out,
                             m->sh[i].label), -1;
     }
@@ -317,7 +319,7 @@ static int check_out(const struct merge *m, const char *out, char *real, size_t 
     *exists = 0;
     if (lstat(real, &st) == 0) {
         if (!S_ISDIR(st.st_mode) || !dir_empty(real))
-            return fstree_fmt(err, errlen, "--out %s exists and is not an empty directory",
+            return cw_fmt(err, errlen, "--out %s exists and is not an empty directory",
                             out), -1;
         *exists = 1;
     }
@@ -330,20 +332,20 @@ static int fill(const struct merge *m, const cJSON *res, const char *dir, int *n
 {
     char path[PATH_MAX + 64];
     for (int k = 1; k <= m->count; k++) {
-        fstree_fmt(path, sizeof(path), "%s/shards/%d", dir, k);
+        cw_fmt(path, sizeof(path), "%s/shards/%d", dir, k);
         if (fstree_copy_dir(m->by_index[k]->dir, path, 1, "bundles", err, errlen) < 0)
             return -1;
     }
     char *text = cJSON_Print(res);
-    fstree_fmt(path, sizeof(path), "%s/result.json", dir);
-    int rc = text != NULL ? fstree_write_text(path, text, err, errlen) : -1;
+    cw_fmt(path, sizeof(path), "%s/result.json", dir);
+    int rc = text != NULL ? cw_write_text(path, text, 0, err, errlen) : -1;
     cJSON_free(text);
     if (rc < 0)
         return -1;
-    fstree_fmt(path, sizeof(path), "%s/report.html", dir);
+    cw_fmt(path, sizeof(path), "%s/report.html", dir);
     if (report_write(dir, path, err, errlen) < 0)
         return -1;
-    fstree_fmt(path, sizeof(path), "%s/junit.xml", dir);
+    cw_fmt(path, sizeof(path), "%s/junit.xml", dir);
     if (junit_write(res, path, err, errlen) < 0)
         return -1;
     *nbundles = bundle_write_all(dir, res, err, errlen);
@@ -359,17 +361,17 @@ static int write_out(const struct merge *m, const cJSON *res, const char *out, i
     if (check_out(m, out, real, sizeof(real), &exists, err, errlen) < 0)
         return -1;
     char copy[PATH_MAX], copy2[PATH_MAX];
-    fstree_fmt(copy, sizeof(copy), "%s", real);
-    fstree_fmt(copy2, sizeof(copy2), "%s", real);
-    fstree_fmt(stage, sizeof(stage), "%s/.%s.merging.%ld", dirname(copy), basename(copy2),
+    cw_fmt(copy, sizeof(copy), "%s", real);
+    cw_fmt(copy2, sizeof(copy2), "%s", real);
+    cw_fmt(stage, sizeof(stage), "%s/.%s.merging.%ld", dirname(copy), basename(copy2),
              (long)getpid());
     if (mkdir(stage, 0755) < 0)
-        return fstree_fmt(err, errlen, "cannot create %s: %s", stage, strerror(errno)), -1;
+        return cw_fmt(err, errlen, "cannot create %s: %s", stage, strerror(errno)), -1;
     err[0] = '\0';
     if (fill(m, res, stage, nbundles, err, errlen) < 0 || (exists && rmdir(real) < 0) ||
         rename(stage, real) < 0) {
         if (err[0] == '\0')
-            fstree_fmt(err, errlen, "cannot move the merged directory to %s: %s", out,
+            cw_fmt(err, errlen, "cannot move the merged directory to %s: %s", out,
                      strerror(errno));
         fstree_remove(stage);
         return -1;
@@ -423,6 +425,18 @@ static void free_merge(struct merge *m)
     free(m->by_index);
 }
 
+/* A shard's directory: a positional argument. */
+static int take_dir(const char *arg, void *ctx, char *err, size_t errlen)
+{
+    struct merge *m = ctx;
+    if (m->n >= SHARD_MAX) {
+        snprintf(err, errlen, "more than %d directories", SHARD_MAX);
+        return -1;
+    }
+    m->sh[m->n++].dir = arg;
+    return 0;
+}
+
 /* DIRs, --out and --junit.  0, 1 after --help, -1 on bad usage (printed). */
 static int parse_args(int argc, char **argv, struct merge *m, const char **out,
                       const char **junit)
@@ -431,22 +445,27 @@ static int parse_args(int argc, char **argv, struct merge *m, const char **out,
     m->sh = calloc((size_t)argc, sizeof(*m->sh));
     if (m->sh == NULL)
         return -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 1;
-        } else if ((strcmp(a, "--out") == 0 || strcmp(a, "--junit") == 0) && i + 1 < argc) {
-            *(strcmp(a, "--out") == 0 ? out : junit) = argv[++i];
-        } else if (a[0] == '-') {
-            fprintf(stderr, "crashwindow merge: unknown option or missing value: '%s'\n", a);
-            return -1;
-        } else if (m->n < SHARD_MAX) {
-            m->sh[m->n++].dir = a;
-        } else {
-            fprintf(stderr, "crashwindow merge: more than %d directories\n", SHARD_MAX);
-            return -1;
-        }
+    const struct cw_opt opts[] = {
+        CW_OPT_STRING("--out", out),
+        CW_OPT_STRING("--junit", junit),
+    };
+    const struct cw_opts_style style = {
+        .prefix = "-",
+        .help = CW_HELP_LONG | CW_HELP_SHORT,
+        .unknown = "unknown option or missing value: '%s'",
+        .missing = "unknown option or missing value: '%s'",
+        .positional = take_dir,
+        .positional_ctx = m,
+    };
+    char err[4096];
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &style, argc, argv, NULL, err, sizeof(err));
+    if (rc == CW_OPTS_HELP) {
+        usage(stdout);
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "crashwindow merge: %s\n", err);
+        return -1;
     }
     if (m->n == 0 || *out == NULL) {
         fprintf(stderr, "crashwindow merge: give the shards' directories and --out DIR\n");
@@ -475,7 +494,7 @@ int merge_main(int argc, char **argv)
         goto out;
     res = build_result(&m);
     if (res == NULL) {
-        fstree_fmt(err, sizeof(err), "out of memory");
+        cw_fmt(err, sizeof(err), "out of memory");
         goto out;
     }
     if (write_out(&m, res, out, &nbundles, err, sizeof(err)) < 0)

@@ -1,6 +1,7 @@
 /* rundir.c -- result.json of a run directory; see rundir.h. */
 #include "rundir.h"
 #include "bundle.h"
+#include "common_fs.h"
 #include "junit.h"
 
 #include <errno.h>
@@ -14,26 +15,17 @@ static const char *jstr(const cJSON *o, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* The whole file, NUL-terminated, at most max bytes.  NULL with err. */
-static char *slurp(const char *path, size_t max, size_t *len, char *err, size_t errlen)
+/* DIR/result.json's text, at most RUNDIR_MAX_JSON bytes.  NULL with err. */
+static char *read_result(const char *path, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(err, errlen, "%s: %s", path, errno == ENOENT ? "missing" : strerror(errno));
-        return NULL;
-    }
-    char *data = malloc(max + 1);
-    size_t n = data != NULL ? fread(data, 1, max + 1, f) : 0;
-    int bad = data == NULL || ferror(f);
-    fclose(f);
-    if (bad || n > max) {
-        snprintf(err, errlen, "%s: %s", path, data == NULL ? "out of memory"
-                 : bad ? "cannot be read" : "larger than the limit of result.json");
-        free(data);
-        return NULL;
-    }
-    data[n] = '\0';
-    *len = n;
+    enum cw_slurp_error why;
+    char *data = cw_slurp(path, RUNDIR_MAX_JSON, len, &why);
+    if (data == NULL)
+        snprintf(err, errlen, "%s: %s", path,
+                 why == CW_SLURP_OPEN ? (errno == ENOENT ? "missing" : strerror(errno))
+                 : why == CW_SLURP_NOMEM ? "out of memory"
+                 : why == CW_SLURP_READ ? "cannot be read"
+                 : "larger than the limit of result.json");
     return data;
 }
 
@@ -45,7 +37,7 @@ cJSON *rundir_load(const char *dir, char *err, size_t errlen)
         return NULL;
     }
     size_t len = 0;
-    char *text = slurp(path, RUNDIR_MAX_JSON, &len, err, errlen);
+    char *text = read_result(path, &len, err, errlen);
     if (text == NULL)
         return NULL;
     if (len == 0) {

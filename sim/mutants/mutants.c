@@ -35,7 +35,9 @@
  * Exit status: 0 when the baseline passes and every mutant is killed, 1
  * otherwise, 2 on bad usage. */
 #include "mutants.h"
+#include "common_fs.h"
 #include "runner.h"
+#include "cliutil.h"
 #include "cwlog.h"
 #include "procs.h"
 #include "rundir.h"
@@ -45,7 +47,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,16 +140,6 @@ static const struct {
 };
 #define NTARGETS ((int)(sizeof(TARGETS) / sizeof(TARGETS[0])))
 
-__attribute__((format(printf, 3, 4)))
-static int fmt(char *out, size_t outlen, const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    int n = vsnprintf(out, outlen, format, ap);
-    va_end(ap);
-    return n;
-}
-
 static int file_mentions(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");
@@ -175,7 +166,7 @@ static int dir_mentions(const char *dir, const char *needle)
         if (len < 3 || strcmp(de->d_name + len - 2, ".c") != 0)
             continue;
         char path[PATH_MAX + 256];
-        fmt(path, sizeof(path), "%s/%s", dir, de->d_name);
+        cw_fmt(path, sizeof(path), "%s/%s", dir, de->d_name);
         found = file_mentions(path, needle);
     }
     closedir(d);
@@ -191,7 +182,7 @@ static int mutant_targets(const char *name, const char **targets)
     char needle[96], hook[96], src[PATH_MAX], dir[PATH_MAX + 256];
     snprintf(needle, sizeof(needle), "CW_MUTANT_%s", name);
     snprintf(hook, sizeof(hook), "CW_MUTANT(%s)", name);
-    fmt(src, sizeof(src), "%s/src", runner_source_dir());
+    cw_fmt(src, sizeof(src), "%s/src", runner_source_dir());
     DIR *d = opendir(src);
     if (d == NULL)
         return 0;
@@ -200,7 +191,7 @@ static int mutant_targets(const char *name, const char **targets)
     for (de = readdir(d); de != NULL; de = readdir(d)) {
         if (de->d_name[0] == '.')
             continue;
-        fmt(dir, sizeof(dir), "%s/%s", src, de->d_name);
+        cw_fmt(dir, sizeof(dir), "%s/%s", src, de->d_name);
         if (!dir_mentions(dir, needle) && !dir_mentions(dir, hook))
             continue;
         any = 1;
@@ -241,7 +232,7 @@ static int build_start(const char *name, const char *build_dir, const char **tar
         fclose(log);
     }
     if (rc != 0) {
-        fmt(err, errlen, "cmake configure failed (%d), see %s", rc, b->log_path);
+        cw_fmt(err, errlen, "cmake configure failed (%d), see %s", rc, b->log_path);
         return -1;
     }
     char *argv[16];
@@ -262,13 +253,13 @@ static int build_finish(struct proc *b, char *err, size_t errlen)
 {
     if (proc_wait_exit(b, 900000) < 0) {
         proc_kill(b);
-        fmt(err, errlen, "build did not finish within 15 minutes, see %s", b->log_path);
+        cw_fmt(err, errlen, "build did not finish within 15 minutes, see %s", b->log_path);
         return -1;
     }
     char how[64];
     proc_exit_text(b, how, sizeof(how));
     if (strcmp(how, "exit status 0") != 0) {
-        fmt(err, errlen, "build failed (%s), see %s", how, b->log_path);
+        cw_fmt(err, errlen, "build failed (%s), see %s", how, b->log_path);
         return -1;
     }
     return 0;
@@ -462,55 +453,72 @@ struct mutants_opts {
     const char *broker;      /* --broker fake|rabbitmq, or NULL (the fake broker) */
 };
 
+static int take_only(const char *n, void *ctx, char *err, size_t errlen)
+{
+    struct mutants_opts *o = ctx;
+    int known = 0;
+    for (int k = 0; k < NMUTANTS; k++)
+        known |= strcmp(MUTANTS[k].name, n) == 0;
+    if (!known || o->nonly == NMUTANTS) {
+        snprintf(err, errlen, "unknown mutant '%s' (see --list)", n);
+        return -1;
+    }
+    o->only[o->nonly++] = n;
+    return 0;
+}
+
+static int take_broker(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct mutants_opts *o = ctx;
+    o->broker = v;
+    if (strcmp(v, "fake") != 0 && strcmp(v, "rabbitmq") != 0) {
+        snprintf(err, errlen, "--broker takes fake or rabbitmq, not '%s'", v);
+        return -1;
+    }
+    return 0;
+}
+
+static int take_shard(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct mutants_opts *o = ctx;
+    return shard_arg(v, &o->shard, err, errlen);
+}
+
+static const struct cw_opts_style mutants_style = {
+    .help = CW_HELP_LONG | CW_HELP_SHORT,
+    .unknown = "unknown option or missing value: '%s'",
+    .missing = "unknown option or missing value: '%s'",
+};
+
 /* 0 to go on, 1 after --help (usage printed), -1 on bad usage (message
  * printed). */
 static int parse_args(struct mutants_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
-            const char *n = argv[++i];
-            int known = 0;
-            for (int k = 0; k < NMUTANTS; k++)
-                known |= strcmp(MUTANTS[k].name, n) == 0;
-            if (!known || o->nonly == NMUTANTS) {
-                fprintf(stderr, "crashwindow mutants: unknown mutant '%s' (see --list)\n", n);
-                return -1;
-            }
-            o->only[o->nonly++] = n;
-        } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
-            o->out = argv[++i];
-        } else if (strcmp(argv[i], "--pg") == 0 && i + 1 < argc) {
-            o->pg = argv[++i];
-        } else if (strcmp(argv[i], "--pg-dir") == 0 && i + 1 < argc) {
-            o->pg_dir = argv[++i];
-        } else if (strcmp(argv[i], "--junit") == 0 && i + 1 < argc) {
-            o->junit = argv[++i];
-        } else if (strcmp(argv[i], "--broker") == 0 && i + 1 < argc) {
-            o->broker = argv[++i];
-            if (strcmp(o->broker, "fake") != 0 && strcmp(o->broker, "rabbitmq") != 0) {
-                fprintf(stderr, "crashwindow mutants: --broker takes fake or rabbitmq, not '%s'\n",
-                        o->broker);
-                return -1;
-            }
-        } else if (strcmp(argv[i], "--shard") == 0 && i + 1 < argc) {
-            char err[512];
-            if (shard_arg(argv[++i], &o->shard, err, sizeof(err)) < 0) {
-                fprintf(stderr, "crashwindow mutants: %s\n", err);
-                return -1;
-            }
-        } else if (strcmp(argv[i], "--list") == 0) {
-            o->list = 1;
-        } else if (strcmp(argv[i], "--full") == 0) {
-            o->full = 1;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 1;
-        } else {
-            fprintf(stderr, "crashwindow mutants: unknown option or missing value: '%s'\n", argv[i]);
+    const struct cw_opt opts[] = {
+        CW_OPT_CALL("--only", take_only, o),
+        CW_OPT_STRING("--out", &o->out),
+        CW_OPT_STRING("--pg", &o->pg),
+        CW_OPT_STRING("--pg-dir", &o->pg_dir),
+        CW_OPT_STRING("--junit", &o->junit),
+        CW_OPT_CALL("--broker", take_broker, o),
+        CW_OPT_CALL("--shard", take_shard, o),
+        CW_OPT_FLAG("--list", &o->list),
+        CW_OPT_FLAG("--full", &o->full),
+    };
+    char err[4096];
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &mutants_style, argc, argv, NULL, err,
+                           sizeof(err));
+    if (rc == CW_OPTS_HELP) {
+        usage(stdout);
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "crashwindow mutants: %s\n", err);
+        /* A value refused is the whole story; a mistake of form gets the usage. */
+        if (rc == CW_OPTS_USAGE)
             usage(stderr);
-            return -1;
-        }
+        return -1;
     }
     return 0;
 }
@@ -571,7 +579,7 @@ static int locate(struct mrun *r, const char *out_arg)
         gmtime_r(&now, &tm);
         char stamp[32];
         strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-        fmt(r->out, sizeof(r->out), "%s/reports/mutants-%s", runner_source_dir(), stamp);
+        cw_fmt(r->out, sizeof(r->out), "%s/reports/mutants-%s", runner_source_dir(), stamp);
     }
     return 0;
 }
@@ -616,17 +624,17 @@ static void choose_mutants(struct mrun *r, const struct mutants_opts *o)
         if (shard_mine(&r->shard, seen++))
             r->chosen[r->nchosen++] = k;
     }
-    fmt(r->mroot, sizeof(r->mroot), "%s/mutants", r->out);
+    cw_fmt(r->mroot, sizeof(r->mroot), "%s/mutants", r->out);
     mkdir(r->out, 0755);
     mkdir(r->mroot, 0755);
     for (int i = 0; i < r->nchosen; i++) {
         const struct mutant *m = &MUTANTS[r->chosen[i]];
         char mdir[PATH_MAX];
-        fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
+        cw_fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
         mkdir(mdir, 0755);
         memset(&r->builds[i], 0, sizeof(r->builds[i]));
         snprintf(r->builds[i].name, sizeof(r->builds[i].name), "build");
-        fmt(r->builds[i].log_path, sizeof(r->builds[i].log_path), "%s/build.log", mdir);
+        cw_fmt(r->builds[i].log_path, sizeof(r->builds[i].log_path), "%s/build.log", mdir);
         r->build_err[i][0] = '\0';
     }
 }
@@ -643,7 +651,7 @@ static void start_builds(struct mrun *r, int i)
         const char *targets[NTARGETS];
         int nt = mutant_targets(name, targets);
         char mbuild[PATH_MAX];
-        fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, name);
+        cw_fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, name);
         if (nt == 0)
             snprintf(r->build_err[j], sizeof(r->build_err[j]),
                      "no source file implements this mutant");
@@ -700,7 +708,7 @@ static cJSON *run_scenarios(const struct mrun *r, const struct mutant *m, const 
                             int nfiles, const char *outdir)
 {
     char mbuild[PATH_MAX];
-    fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, m->name);
+    cw_fmt(mbuild, sizeof(mbuild), "%s/build-mutant-%s", r->parent, m->name);
     struct run_opts o;
     memset(&o, 0, sizeof(o));
     o.files = files;
@@ -730,7 +738,7 @@ static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *
     for (int k = 0; k < n; k++)
         files[k] = r->all[order[k]];
     char mdir[PATH_MAX];
-    fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
+    cw_fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
     int killed = 0, errored = 0, started = 1, ran = 0;
     char skip_reason[256] = "";
     for (int k = 0; k < n && !killed && started && !runner_interrupted();
@@ -833,17 +841,12 @@ static void write_result(struct mrun *r, cJSON *result, int base_rc, int64_t t0,
         cJSON_AddItemToObject(sh, "mutants", r->all_chosen);
         r->all_chosen = NULL;
     }
-    char tmp[PATH_MAX + 40];
-    fmt(path, pathlen, "%s/result.json", r->out);
-    fmt(tmp, sizeof(tmp), "%s/.result.json.tmp", r->out);
+    cw_fmt(path, pathlen, "%s/result.json", r->out);
     char *text = cJSON_Print(result);
-    FILE *f = text ? fopen(tmp, "w") : NULL;
-    if (f != NULL) {
-        fputs(text, f);
-        fputc('\n', f);
-        if (fclose(f) == 0)
-            rename(tmp, path);
-    }
+    char err[256];
+    /* A result that cannot be written shows as a missing result.json. */
+    if (text != NULL)
+        (void)cw_write_text(path, text, 1, err, sizeof(err));
     cJSON_free(text);
 }
 
@@ -885,7 +888,7 @@ int mutants_main(int argc, char **argv)
     struct rdb db;
     memset(&db, 0, sizeof(db));
     char script[PATH_MAX];
-    fmt(script, sizeof(script), "%s/scripts/pg-cluster", runner_source_dir());
+    cw_fmt(script, sizeof(script), "%s/scripts/pg-cluster", runner_source_dir());
     if (opts.pg == NULL && rdb_start_cluster(&db, script, err, sizeof(err)) < 0) {
         fprintf(stderr, "crashwindow mutants: %s\n", err);
         return 1;

@@ -34,6 +34,7 @@
  * direct (scripts/bench-proxy 2 12 20000): 0.78-0.82 in the benchmark's
  * session, 0.90 in one of its own, 0.95 with that weight. */
 #include "netproxy.h"
+#include "cliutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -437,36 +438,61 @@ static void weigh_session(void)
     close(fd);
 }
 
+/* The links given with --link, made as they are read. */
+struct link_args {
+    netproxy *np;  /* made at the first --link */
+    int status;    /* the exit status when one fails: 1 no proxy, 2 a bad link */
+};
+
+static int take_link(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct link_args *la = ctx;
+    if (la->np == NULL && (la->np = netproxy_new(err, errlen)) == NULL) {
+        la->status = 1;
+        return -1;
+    }
+    if (add_link(la->np, v) < 0) {
+        err[0] = '\0'; /* add_link said why */
+        la->status = 2;
+        return -1;
+    }
+    return 0;
+}
+
+/* No help; any mistake gets the one-line usage. */
+#define NETPROXY_USAGE \
+    "usage: netproxy --control SOCK (--link NAME=pg|broker|amqp,LISTEN,UPSTREAM ... | " \
+    "--send FRAME)"
+static const struct cw_opts_style netproxy_style = {
+    .unknown = NETPROXY_USAGE,
+    .missing = NETPROXY_USAGE,
+};
+
 int main(int argc, char **argv)
 {
     const char *control = NULL, *send = NULL;
     signal(SIGPIPE, SIG_IGN);
     char err[256];
-    netproxy *np = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(argv[i], "--control") == 0 && v != NULL) {
-            control = v;
-        } else if (strcmp(argv[i], "--isolated-from") == 0 && v != NULL) {
-            isolated_from = v;
-        } else if (strcmp(argv[i], "--send") == 0 && v != NULL) {
-            send = v;
-        } else if (strcmp(argv[i], "--link") == 0 && v != NULL) {
-            if (np == NULL && (np = netproxy_new(err, sizeof(err))) == NULL) {
-                fprintf(stderr, "netproxy: %s\n", err);
-                return 1;
-            }
-            if (add_link(np, v) < 0) {
-                netproxy_free(np);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "usage: netproxy --control SOCK (--link NAME=pg|broker|amqp,LISTEN,"
-                    "UPSTREAM ... | --send FRAME)\n");
-            netproxy_free(np);
-            return 2;
-        }
-        i++;
+    struct link_args la = { NULL, 0 };
+    const struct cw_opt opts[] = {
+        CW_OPT_STRING("--control", &control),
+        CW_OPT_STRING("--isolated-from", &isolated_from),
+        CW_OPT_STRING("--send", &send),
+        CW_OPT_CALL("--link", take_link, &la),
+    };
+    int pr = cw_opts_parse(opts, CW_NOPTS(opts), &netproxy_style, argc, argv, NULL, err,
+                           sizeof(err));
+    netproxy *np = la.np;
+    if (pr == CW_OPTS_USAGE) {
+        fprintf(stderr, "%s\n", err);
+        netproxy_free(np);
+        return 2;
+    }
+    if (pr < 0) {
+        if (err[0] != '\0')
+            fprintf(stderr, "netproxy: %s\n", err);
+        netproxy_free(np);
+        return la.status;
     }
     if (control == NULL) {
         fprintf(stderr, "netproxy: --control is required\n");

@@ -101,57 +101,43 @@ static int parse_listen(const char *s, struct sockaddr_in *addr)
     return 0;
 }
 
+/* Every option takes a value; a value-less last argument is reported as
+ * such whatever it is, and every argument is read as an option's name. */
+static const struct cw_opts_style api_style = {
+    .help = CW_HELP_LONG,
+    .value_first = 1,
+    .unknown = "unknown option '%s'",
+    .missing = "unknown option or missing value: '%s'",
+};
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "payments-api: unknown option or missing value: '%s'\n", a);
-            return -1;
-        }
-        const char *v = argv[++i];
-        char err[160];
-        int bad = 0;
-        if (strcmp(a, "--db") == 0)
-            o->db = v;
-        else if (strcmp(a, "--listen") == 0)
-            o->listen = v;
-        else if (strcmp(a, "--events") == 0)
-            o->events = v;
-        else if (strcmp(a, "--name") == 0)
-            o->name = v;
-        else if (strcmp(a, "--broker") == 0)
-            o->broker = v;
-        else if (strcmp(a, "--metrics-listen") == 0)
-            o->metrics_listen = v;
-        else if (strcmp(a, "--threads") == 0)
-            bad = cw_parse_int(a, v, 1, 64, &o->threads, err, sizeof(err));
-        else if (strcmp(a, "--lock-timeout-ms") == 0)
-            bad = cw_parse_int(a, v, 1, 60000, &o->lock_timeout_ms, err, sizeof(err));
-        else if (strcmp(a, "--statement-timeout-ms") == 0)
-            bad = cw_parse_int(a, v, 1, 3600000, &o->statement_timeout_ms, err, sizeof(err));
-        else if (strcmp(a, "--drain-ms") == 0)
-            bad = cw_parse_int(a, v, 0, 3600000, &o->drain_ms, err, sizeof(err));
-        else if (strcmp(a, "--db-wait-ms") == 0)
-            bad = cw_parse_int(a, v, 0, 3600000, &o->db_wait_ms, err, sizeof(err));
-        else if (strcmp(a, "--request-timeout-ms") == 0)
-            bad = cw_parse_int(a, v, 100, 600000, &o->request_timeout_ms, err, sizeof(err));
-        else if (strcmp(a, "--max-connections") == 0)
-            bad = cw_parse_int(a, v, 1, 65536, &o->max_connections, err, sizeof(err));
-        else if (strcmp(a, "--max-conns-per-client") == 0)
-            bad = cw_parse_int(a, v, 1, 65536, &o->max_per_client, err, sizeof(err));
-        else {
-            fprintf(stderr, "payments-api: unknown option '%s'\n", a);
-            return -1;
-        }
-        if (bad) {
-            fprintf(stderr, "payments-api: %s\n", err);
-            return -1;
-        }
+    const struct cw_opt opts[] = {
+        CW_OPT_STRING("--db", &o->db),
+        CW_OPT_STRING("--listen", &o->listen),
+        CW_OPT_STRING("--events", &o->events),
+        CW_OPT_STRING("--name", &o->name),
+        CW_OPT_STRING("--broker", &o->broker),
+        CW_OPT_STRING("--metrics-listen", &o->metrics_listen),
+        CW_OPT_INT("--threads", &o->threads, 1, 64),
+        CW_OPT_INT("--lock-timeout-ms", &o->lock_timeout_ms, 1, 60000),
+        CW_OPT_INT("--statement-timeout-ms", &o->statement_timeout_ms, 1, 3600000),
+        CW_OPT_INT("--drain-ms", &o->drain_ms, 0, 3600000),
+        CW_OPT_INT("--db-wait-ms", &o->db_wait_ms, 0, 3600000),
+        CW_OPT_INT("--request-timeout-ms", &o->request_timeout_ms, 100, 600000),
+        CW_OPT_INT("--max-connections", &o->max_connections, 1, 65536),
+        CW_OPT_INT("--max-conns-per-client", &o->max_per_client, 1, 65536),
+    };
+    char err[4096];
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &api_style, argc, argv, NULL, err,
+                           sizeof(err));
+    if (rc == CW_OPTS_HELP) {
+        usage(stdout);
+        exit(0);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "payments-api: %s\n", err);
+        return -1;
     }
     if (o->db == NULL) {
         fprintf(stderr, "payments-api: --db CONNINFO is required (or CW_DB)\n");

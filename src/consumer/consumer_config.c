@@ -8,7 +8,6 @@
 #include "cliutil.h"
 #include "metrics_http.h"
 
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -59,28 +58,23 @@ static int valid_name(const char *s)
     return 1;
 }
 
-/* The integer options: name, where the value goes, range. */
-struct int_opt {
-    const char *opt;
-    size_t offset;
-    int lo, hi;
-};
+static int take_metrics_listen(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct consumer_config *cfg = ctx;
+    if (metrics_listen_check(v, err, errlen) < 0)
+        return -1;
+    cfg->metrics_listen = v;
+    return 0;
+}
 
-static const struct int_opt int_opts[] = {
-    { "--prefetch", offsetof(struct consumer_config, prefetch), 1, 1000 },
-    { "--batch", offsetof(struct consumer_config, batch), 1, CONSUMER_BATCH_MAX },
-    { "--poison-max-deliveries", offsetof(struct consumer_config, poison_max_deliveries), 1,
-      1000 },
-    { "--poison-delay-ms", offsetof(struct consumer_config, poison_delay_ms), 0, 600000 },
-    { "--gap-delay-ms", offsetof(struct consumer_config, gap_delay_ms), 0, 600000 },
-    { "--gap-park-after-ms", offsetof(struct consumer_config, gap_park_after_ms), 0,
-      86400000 },
-    { "--retry-delay-ms", offsetof(struct consumer_config, retry_delay_ms), 0, 600000 },
-    { "--tx-retries", offsetof(struct consumer_config, tx_retries), 1, 100 },
-    { "--lock-timeout-ms", offsetof(struct consumer_config, lock_timeout_ms), 0, 3600000 },
-    { "--bus-timeout-ms", offsetof(struct consumer_config, bus_timeout_ms), 100, 600000 },
-    { "--connect-timeout-ms", offsetof(struct consumer_config, connect_timeout_ms), 0,
-      3600000 },
+/* Every option takes a value: "--flag VALUE" pairs, as the relay reads. */
+static const struct cw_opts_style consumer_style = {
+    .prefix = "--",
+    .help = CW_HELP_LONG | CW_HELP_SHORT,
+    .value_first = 1,
+    .unknown = "unknown option '%s'",
+    .missing = "%s needs a value",
+    .stray = "unexpected argument '%s'",
 };
 
 int consumer_config_parse(int argc, char **argv, struct consumer_config *cfg,
@@ -103,52 +97,36 @@ int consumer_config_parse(int argc, char **argv, struct consumer_config *cfg,
     cfg->connect_timeout_ms = 30000;
     const char *effect = NULL, *proc = NULL;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a, *v;
-        int r = cw_next_flag(argc, argv, &i, &a, &v, err, errlen);
-        if (r < 0)
-            return -1;
-        if (r == 0) {
-            consumer_usage(out);
-            return 1;
-        }
-        int matched = 0;
-        for (size_t k = 0; k < sizeof(int_opts) / sizeof(int_opts[0]); k++) {
-            if (strcmp(a, int_opts[k].opt) == 0) {
-                int *dst = (int *)((char *)cfg + int_opts[k].offset);
-                if (cw_parse_int(a, v, int_opts[k].lo, int_opts[k].hi, dst, err, errlen) < 0)
-                    return -1;
-                matched = 1;
-                break;
-            }
-        }
-        if (matched)
-            continue;
-        if (strcmp(a, "--db") == 0) {
-            cfg->db = v;
-        } else if (strcmp(a, "--broker") == 0) {
-            cfg->broker = v;
-        } else if (strcmp(a, "--name") == 0) {
-            cfg->name = v;
-        } else if (strcmp(a, "--group") == 0) {
-            cfg->group = v;
-        } else if (strcmp(a, "--topic") == 0) {
-            cfg->topic = v;
-        } else if (strcmp(a, "--effect") == 0) {
-            effect = v;
-        } else if (strcmp(a, "--events") == 0) {
-            cfg->events = v;
-        } else if (strcmp(a, "--proc-name") == 0) {
-            proc = v;
-        } else if (strcmp(a, "--metrics-listen") == 0) {
-            if (metrics_listen_check(v, err, errlen) < 0)
-                return -1;
-            cfg->metrics_listen = v;
-        } else {
-            snprintf(err, errlen, "unknown option '%s'", a);
-            return -1;
-        }
+    const struct cw_opt opts[] = {
+        CW_OPT_INT("--prefetch", &cfg->prefetch, 1, 1000),
+        CW_OPT_INT("--batch", &cfg->batch, 1, CONSUMER_BATCH_MAX),
+        CW_OPT_INT("--poison-max-deliveries", &cfg->poison_max_deliveries, 1, 1000),
+        CW_OPT_INT("--poison-delay-ms", &cfg->poison_delay_ms, 0, 600000),
+        CW_OPT_INT("--gap-delay-ms", &cfg->gap_delay_ms, 0, 600000),
+        CW_OPT_INT("--gap-park-after-ms", &cfg->gap_park_after_ms, 0, 86400000),
+        CW_OPT_INT("--retry-delay-ms", &cfg->retry_delay_ms, 0, 600000),
+        CW_OPT_INT("--tx-retries", &cfg->tx_retries, 1, 100),
+        CW_OPT_INT("--lock-timeout-ms", &cfg->lock_timeout_ms, 0, 3600000),
+        CW_OPT_INT("--bus-timeout-ms", &cfg->bus_timeout_ms, 100, 600000),
+        CW_OPT_INT("--connect-timeout-ms", &cfg->connect_timeout_ms, 0, 3600000),
+        CW_OPT_STRING("--db", &cfg->db),
+        CW_OPT_STRING("--broker", &cfg->broker),
+        CW_OPT_STRING("--name", &cfg->name),
+        CW_OPT_STRING("--group", &cfg->group),
+        CW_OPT_STRING("--topic", &cfg->topic),
+        CW_OPT_STRING("--effect", &effect),
+        CW_OPT_STRING("--events", &cfg->events),
+        CW_OPT_STRING("--proc-name", &proc),
+        CW_OPT_CALL("--metrics-listen", take_metrics_listen, cfg),
+    };
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &consumer_style, argc, argv, NULL, err,
+                           errlen);
+    if (rc == CW_OPTS_HELP) {
+        consumer_usage(out);
+        return 1;
     }
+    if (rc < 0)
+        return -1;
 
     if (cfg->db == NULL || cfg->db[0] == '\0') {
         snprintf(err, errlen, "--db CONNINFO is required (or CW_DB)");

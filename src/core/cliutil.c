@@ -52,3 +52,105 @@ int cw_next_flag(int argc, char **argv, int *i, const char **flag, const char **
     *value = argv[++*i];
     return 1;
 }
+
+/* tmpl with its first "%s" replaced by arg, into out. */
+static void expand(char *out, size_t outlen, const char *tmpl, const char *arg)
+{
+    if (out == NULL || outlen == 0)
+        return;
+    const char *at = tmpl != NULL ? strstr(tmpl, "%s") : NULL;
+    if (tmpl == NULL)
+        snprintf(out, outlen, "%s", arg);
+    else if (at == NULL)
+        snprintf(out, outlen, "%s", tmpl);
+    else
+        snprintf(out, outlen, "%.*s%s%s", (int)(at - tmpl), tmpl, arg, at + 2);
+}
+
+static int is_help(int help, const char *a)
+{
+    return ((help & CW_HELP_LONG) && strcmp(a, "--help") == 0) ||
+           ((help & CW_HELP_SHORT) && strcmp(a, "-h") == 0);
+}
+
+static const struct cw_opt *find_opt(const struct cw_opt *opts, size_t nopts, const char *name)
+{
+    for (size_t k = 0; k < nopts; k++)
+        if (strcmp(opts[k].name, name) == 0)
+            return &opts[k];
+    return NULL;
+}
+
+/* Stores v as o's kind says.  0, or -1 with err. */
+static int take_value(const struct cw_opt *o, const char *v, char *err, size_t errlen)
+{
+    switch (o->kind) {
+    case CW_KIND_STRING:
+        *(const char **)o->dest = v;
+        return 0;
+    case CW_KIND_INT:
+        return cw_parse_int(o->name, v, o->lo, o->hi, o->dest, err, errlen);
+    case CW_KIND_CALL:
+        return o->call(v, o->dest, err, errlen);
+    case CW_KIND_FLAG:
+        break;
+    }
+    return -1;
+}
+
+int cw_opts_parse(const struct cw_opt *opts, size_t nopts, const struct cw_opts_style *style,
+                  int argc, char **argv, int *next, char *err, size_t errlen)
+{
+    int rc = CW_OPTS_OK;
+    int i;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(style->help, a)) {
+            rc = CW_OPTS_HELP;
+            break;
+        }
+        if (style->prefix != NULL && strncmp(a, style->prefix, strlen(style->prefix)) != 0) {
+            if (style->stray != NULL) {
+                expand(err, errlen, style->stray, a);
+                rc = CW_OPTS_USAGE;
+                break;
+            }
+            if (style->positional == NULL)
+                break;
+            if (style->positional(a, style->positional_ctx, err, errlen) < 0) {
+                rc = CW_OPTS_BAD_VALUE;
+                break;
+            }
+            continue;
+        }
+        int has_value = i + 1 < argc;
+        if (style->value_first && !has_value) {
+            expand(err, errlen, style->missing, a);
+            rc = CW_OPTS_USAGE;
+            break;
+        }
+        const struct cw_opt *o = find_opt(opts, nopts, a);
+        if (o == NULL) {
+            expand(err, errlen, style->unknown, a);
+            rc = CW_OPTS_USAGE;
+            break;
+        }
+        if (o->kind == CW_KIND_FLAG) {
+            *(int *)o->dest = 1;
+            continue;
+        }
+        if (!has_value) {
+            expand(err, errlen, style->missing, a);
+            rc = CW_OPTS_USAGE;
+            break;
+        }
+        if (take_value(o, argv[i + 1], err, errlen) < 0) {
+            rc = CW_OPTS_BAD_VALUE;
+            break;
+        }
+        i++;
+    }
+    if (next != NULL)
+        *next = i;
+    return rc;
+}

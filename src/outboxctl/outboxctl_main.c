@@ -8,6 +8,7 @@
  *
  * Exit codes: 0 success, 1 the operation failed (database unreachable, unknown
  * id, refused), 2 bad usage. */
+#include "cliutil.h"
 #include "cwlog.h"
 #include "outboxctl.h"
 #include "pgx.h"
@@ -102,23 +103,31 @@ static const struct {
     { "parked", ctl_parked },
 };
 
+/* The global options come before the command, which ends them. */
+static const struct cw_opts_style global_style = {
+    .prefix = "--",
+    .help = CW_HELP_LONG,
+    .unknown = "unknown option '%s'",
+    .missing = "unknown option '%s'",
+};
+
 int main(int argc, char **argv)
 {
     struct ctl c = { getenv("CW_DB"), NULL };
     int i = 1;
     cwlog_open(NULL, "outboxctl");
-    while (i < argc && strncmp(argv[i], "--", 2) == 0) {
-        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
-            c.db = argv[i + 1];
-            i += 2;
-        } else if (strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return CTL_OK;
-        } else {
-            fprintf(stderr, "outboxctl: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return CTL_USAGE;
-        }
+    const struct cw_opt opts[] = { CW_OPT_STRING("--db", &c.db) };
+    char err[4096];
+    int pr = cw_opts_parse(opts, CW_NOPTS(opts), &global_style, argc, argv, &i, err,
+                           sizeof(err));
+    if (pr == CW_OPTS_HELP) {
+        usage(stdout);
+        return CTL_OK;
+    }
+    if (pr < 0) {
+        fprintf(stderr, "outboxctl: %s\n", err);
+        usage(stderr);
+        return CTL_USAGE;
     }
     if (i >= argc) {
         usage(stderr);
