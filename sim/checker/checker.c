@@ -38,7 +38,7 @@
 
 int checker_run(const struct chk_input *in, struct chk_result *res)
 {
-    struct ctx c;
+    struct chk_ctx c;
     memset(res, 0, sizeof(*res));
     memset(&c, 0, sizeof(c));
     c.in = in;
@@ -54,13 +54,13 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
         if (!dup)
             c.consumers[c.nconsumers++] = in->sc->procs[p].consumer_name;
     }
-    if (input_lacks(in, res) < 0) {
+    if (chk_input_lacks(in, res) < 0) {
         for (int i = 0; i < INV_COUNT; i++)
             res->inv[i].pass = 0;
         return -1;
     }
-    if (load_outbox(&c) == 0 && load_requeues(&c) == 0 && load_claim_history(&c) == 0 &&
-        load_consumer_records(&c) == 0) {
+    if (chk_load_outbox(&c) == 0 && chk_load_requeues(&c) == 0 && chk_load_claim_history(&c) == 0 &&
+        chk_load_consumer_records(&c) == 0) {
         inv_payment_one_creation_event(&c);
         inv_nothing_lost(&c);
         inv_effect_once(&c);
@@ -75,8 +75,8 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
         inv_idle_transactions_bounded(&c);
         inv_relay_recovers_after_heal(&c);
         inv_ack_after_commit(&c);
-        counts(&c);
-        classify(&c);
+        chk_counts(&c);
+        chk_classify(&c);
     }
     free(c.rows);
     free(c.requeues);

@@ -72,7 +72,7 @@ static int earlier_unanswered(const struct chk_input *in, int idx)
  * unanswered, was stored by that very request: a payment the client was
  * told does not exist.  A record from before the request (an earlier
  * success) or after its answer (a retry) is no such thing. */
-static void failed_answers_stored_nothing(struct ctx *c, struct chk_inv *inv)
+static void failed_answers_stored_nothing(struct chk_ctx *c, struct chk_inv *inv)
 {
     const struct chk_input *in = c->in;
     for (int i = 0; i < in->nhttp; i++) {
@@ -84,23 +84,23 @@ static void failed_answers_stored_nothing(struct ctx *c, struct chk_inv *inv)
         if (earlier_unanswered(in, i))
             continue;
         const char *p[2] = { h->client, h->key };
-        PGresult *r = q(c,
+        PGresult *r = chk_query(c,
             "SELECT (extract(epoch FROM created_at) * 1000000)::bigint, payment_id::text"
             "  FROM idempotency_records WHERE client_id = $1 AND idempotency_key = $2", 2, p);
         if (r != NULL && PQntuples(r) == 1 && atoll(PQgetvalue(r, 0, 0)) >= h->t0_us &&
             atoll(PQgetvalue(r, 0, 0)) <= h->t1_us) {
             char t1[32], t2[32];
-            fmt_time(atoll(PQgetvalue(r, 0, 0)), t1, sizeof(t1));
-            fmt_time(h->t1_us, t2, sizeof(t2));
-            violation(inv, "key %s of client %s was answered HTTP %d (nothing stored) at %s, "
-                      "yet its record, naming payment %s, was created at %s by that request",
-                      h->key, h->client, h->status, t2, PQgetvalue(r, 0, 1), t1);
+            chk_fmt_time(atoll(PQgetvalue(r, 0, 0)), t1, sizeof(t1));
+            chk_fmt_time(h->t1_us, t2, sizeof(t2));
+            chk_violation(inv, "key %s of client %s was answered HTTP %d (nothing stored) at %s, "
+                          "yet its record, naming payment %s, was created at %s by that request",
+                          h->key, h->client, h->status, t2, PQgetvalue(r, 0, 1), t1);
         }
         PQclear(r);
     }
 }
 
-void inv_one_payment_per_key(struct ctx *c)
+void inv_one_payment_per_key(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_ONE_PAYMENT_PER_KEY];
     const struct chk_input *in = c->in;
@@ -133,9 +133,9 @@ void inv_one_payment_per_key(struct ctx *c)
                 more++;
         }
         if (nids > 1)
-            violation(inv, "key %s of client %s created %d payments: %s, %s%s (each was "
-                      "answered with 2xx)", a->key, a->client, nids + more, ids[0], ids[1],
-                      nids + more > 2 ? ", ..." : "");
+            chk_violation(inv, "key %s of client %s created %d payments: %s, %s%s (each was "
+                          "answered with 2xx)", a->key, a->client, nids + more, ids[0], ids[1],
+                          nids + more > 2 ? ", ..." : "");
         /* The reference answer: the first settled one (2xx, or 4xx but 409,
          * which only says "in flight, retry"). */
         const struct http_rec *ref = NULL;
@@ -158,33 +158,33 @@ void inv_one_payment_per_key(struct ctx *c)
                  strcmp(b->payment_id, ref->payment_id) != 0))
                 continue;
             if (b->status != ref->status || strcmp(b->body_sha256, ref->body_sha256) != 0)
-                violation(inv, "key %s of client %s: a retry got HTTP %d %s, the first "
-                          "answer was HTTP %d %s", a->key, a->client, b->status, b->body_shown,
-                          ref->status, ref->body_shown);
+                chk_violation(inv, "key %s of client %s: a retry got HTTP %d %s, the first "
+                              "answer was HTTP %d %s", a->key, a->client, b->status, b->body_shown,
+                              ref->status, ref->body_shown);
         }
         /* The database's view: the (client, key) record names each payment
          * the client was given. */
         for (int k = 0; k < nids; k++) {
             const char *p[3] = { a->client, a->key, ids[k] };
-            long n = q_long(c,
+            long n = chk_query_long(c,
                 "SELECT count(*) FROM idempotency_records"
                 " WHERE client_id = $1 AND idempotency_key = $2 AND payment_id::text = $3",
                 3, p);
             if (n != 1)
-                violation(inv, "key %s of client %s: its idempotency record does not name "
-                          "payment %s, which the client was given", a->key, a->client, ids[k]);
+                chk_violation(inv, "key %s of client %s: its idempotency record does not name "
+                              "payment %s, which the client was given", a->key, a->client, ids[k]);
         }
     }
     failed_answers_stored_nothing(c, inv);
-    PGresult *r = q(c,
+    PGresult *r = chk_query(c,
         "SELECT p.id::text, p.client_id FROM payments p"
         " WHERE NOT EXISTS (SELECT 1 FROM idempotency_records r WHERE r.payment_id = p.id)", 0, NULL);
     if (r == NULL)
         return;
     for (int i = 0; i < PQntuples(r); i++)
-        violation(inv, "payment %s of client %s is named by no idempotency record: a second "
-                  "payment for a key whose record names another, or one created outside "
-                  "the keyed path", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+        chk_violation(inv, "payment %s of client %s is named by no idempotency record: a second "
+                      "payment for a key whose record names another, or one created outside "
+                      "the keyed path", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
     PQclear(r);
-    inv->checked += q_long(c, "SELECT count(*) FROM payments", 0, NULL);
+    inv->checked += chk_query_long(c, "SELECT count(*) FROM payments", 0, NULL);
 }

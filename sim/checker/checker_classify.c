@@ -36,11 +36,11 @@
 
 /* ---- counts and classification ------------------------------------------ */
 
-void counts(struct ctx *c)
+void chk_counts(struct chk_ctx *c)
 {
     struct chk_result *res = c->res;
     const struct scenario *sc = c->in->sc;
-    res->payments = q_long(c, "SELECT count(*) FROM payments", 0, NULL);
+    res->payments = chk_query_long(c, "SELECT count(*) FROM payments", 0, NULL);
     res->outbox_rows = c->nrows;
     for (int i = 0; i < c->nrows; i++) {
         res->published += c->rows[i].published;
@@ -52,7 +52,7 @@ void counts(struct ctx *c)
     cJSON_ArrayForEach(ev, c->in->broker_events) {
         const char *n = ev_name(ev);
         if (strcmp(n, "publish") == 0) {
-            if (publish_stored(ev))
+            if (chk_publish_stored(ev))
                 res->publishes++;
             else
                 res->publishes_refused++;
@@ -74,19 +74,19 @@ void counts(struct ctx *c)
                 gap_events++;
         }
     }
-    long dup_rows = q_long(c, "SELECT count(*) FROM consumer_anomalies WHERE kind = 'duplicate'",
-                           0, NULL);
+    long dup_rows = chk_query_long(c,
+        "SELECT count(*) FROM consumer_anomalies WHERE kind = 'duplicate'", 0, NULL);
     res->duplicates_absorbed = dup_events > dup_rows ? dup_events : dup_rows;
-    long gap_rows = q_long(c, "SELECT count(*) FROM consumer_anomalies WHERE kind IN ('gap', 'gap_parked')",
-                           0, NULL);
+    long gap_rows = chk_query_long(c, "SELECT count(*) FROM consumer_anomalies WHERE kind IN ('gap', 'gap_parked')",
+                                   0, NULL);
     res->gaps_detected = gap_events > gap_rows ? gap_events : gap_rows;
-    res->effects = q_long(c, effects_total_sql(), 0, NULL);
-    res->requeues = q_long(c, "SELECT count(*) FROM outbox_requeues", 0, NULL);
-    res->removed = q_long(c, "SELECT count(*) FROM outbox_removed", 0, NULL);
-    res->inbox_removed = q_long(c, "SELECT count(*) FROM inbox_removed", 0, NULL);
+    res->effects = chk_query_long(c, chk_effects_total_sql(), 0, NULL);
+    res->requeues = chk_query_long(c, "SELECT count(*) FROM outbox_requeues", 0, NULL);
+    res->removed = chk_query_long(c, "SELECT count(*) FROM outbox_removed", 0, NULL);
+    res->inbox_removed = chk_query_long(c, "SELECT count(*) FROM inbox_removed", 0, NULL);
 }
 
-void classify(struct ctx *c)
+void chk_classify(struct chk_ctx *c)
 {
     struct chk_result *res = c->res;
     const struct chk_input *in = c->in;
@@ -106,20 +106,20 @@ void classify(struct ctx *c)
         const char *p[1] = { c->consumers[k] };
         memset(got, 0, sizeof(int) * ((size_t)c->nrows + 1));
         memset(park_here, 0, (size_t)c->nrows + 1);
-        PGresult *r = qf(c, 1, p, "SELECT e.message_id::text, count(*) FROM %s e"
-                                  " GROUP BY e.message_id", effects_sql());
+        PGresult *r = chk_query_effects(c, 1, p, "SELECT e.message_id::text, count(*) FROM %s e"
+                                  " GROUP BY e.message_id", chk_effects_sql());
         for (int i = 0; r != NULL && i < PQntuples(r); i++) {
-            struct orow *o = find_row(c, PQgetvalue(r, i, 0));
+            struct orow *o = chk_find_row(c, PQgetvalue(r, i, 0));
             if (o == NULL)
                 res->unexpected++;
             else
                 got[o - c->rows] = atoi(PQgetvalue(r, i, 1));
         }
         PQclear(r);
-        r = q(c, "SELECT o.id::text FROM " OUTBOX_ALL " o WHERE " PARKED_BY_GROUP("o.id"),
-              1, p);
+        r = chk_query(c, "SELECT o.id::text FROM " OUTBOX_ALL " o WHERE " PARKED_BY_GROUP("o.id"),
+                      1, p);
         for (int i = 0; r != NULL && i < PQntuples(r); i++) {
-            struct orow *o = find_row(c, PQgetvalue(r, i, 0));
+            struct orow *o = chk_find_row(c, PQgetvalue(r, i, 0));
             if (o != NULL)
                 park_here[o - c->rows] = 1;
         }
@@ -139,13 +139,13 @@ void classify(struct ctx *c)
         if (!h->creation || h->key[0] == '\0' || (h->status != 0 && h->status < 500))
             continue;
         const char *p[2] = { h->client, h->key };
-        PGresult *r = q(c,
+        PGresult *r = chk_query(c,
             "SELECT o.id::text FROM idempotency_records r"
             "  JOIN " OUTBOX_ALL " o ON o.aggregate_id = r.payment_id"
             "   AND o.event_type = 'PaymentCreated'"
             " WHERE r.client_id = $1 AND r.idempotency_key = $2", 2, p);
         for (int j = 0; r != NULL && j < PQntuples(r); j++) {
-            struct orow *o = find_row(c, PQgetvalue(r, j, 0));
+            struct orow *o = chk_find_row(c, PQgetvalue(r, j, 0));
             if (o != NULL)
                 recovered[o - c->rows] = 1;
         }
@@ -158,7 +158,7 @@ void classify(struct ctx *c)
     int held = scenario_relays_hold_order(in->sc);
     for (int i = 0; i < c->nrows; i++) {
         int behind = (parked[i] || (held && !c->rows[i].published)) &&
-                     behind_dead_letter(c, &c->rows[i]);
+                     chk_behind_dead_letter(c, &c->rows[i]);
         int dead = c->rows[i].dead || behind;
         if (maxv[i] > 1)
             res->duplicated++;

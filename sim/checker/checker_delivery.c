@@ -36,10 +36,10 @@
 
 /* ---- 1. payment_one_creation_event -------------------------------------- */
 
-void inv_payment_one_creation_event(struct ctx *c)
+void inv_payment_one_creation_event(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_PAYMENT_ONE_CREATION_EVENT];
-    PGresult *r = q(c,
+    PGresult *r = chk_query(c,
         "SELECT p.id::text, count(o.id)"
         "  FROM payments p"
         "  LEFT JOIN " OUTBOX_ALL " o"
@@ -52,11 +52,11 @@ void inv_payment_one_creation_event(struct ctx *c)
         inv->checked++;
         long n = atol(PQgetvalue(r, i, 1));
         if (n != 1)
-            violation(inv, "payment %s has %ld PaymentCreated events in the outbox (want 1)",
-                      PQgetvalue(r, i, 0), n);
+            chk_violation(inv, "payment %s has %ld PaymentCreated events in the outbox (want 1)",
+                          PQgetvalue(r, i, 0), n);
     }
     PQclear(r);
-    r = q(c,
+    r = chk_query(c,
         "SELECT o.id::text, o.aggregate_id::text"
         "  FROM " OUTBOX_ALL " o"
         " WHERE o.event_type = 'PaymentCreated'"
@@ -65,9 +65,9 @@ void inv_payment_one_creation_event(struct ctx *c)
         return;
     for (int i = 0; i < PQntuples(r); i++) {
         inv->checked++;
-        violation(inv, "outbox event %s announces payment %s, which does not exist "
-                  "(the command rolled back but its event survived)",
-                  PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+        chk_violation(inv, "outbox event %s announces payment %s, which does not exist "
+                      "(the command rolled back but its event survived)",
+                      PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
     }
     PQclear(r);
 }
@@ -84,7 +84,7 @@ static int scenario_names_poison(const struct scenario *sc, const char *id)
 }
 
 /* Whether an older version of o's aggregate was dead-lettered by a relay. */
-int behind_dead_letter(const struct ctx *c, const struct orow *o)
+int chk_behind_dead_letter(const struct chk_ctx *c, const struct orow *o)
 {
     for (int i = 0; i < c->nrows; i++) {
         const struct orow *d = &c->rows[i];
@@ -95,10 +95,10 @@ int behind_dead_letter(const struct ctx *c, const struct orow *o)
     return 0;
 }
 
-void inv_nothing_lost(struct ctx *c)
+void inv_nothing_lost(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_NOTHING_LOST];
-    PGresult *r = q(c,
+    PGresult *r = chk_query(c,
         "SELECT id::text, event_type, attempts, coalesce(left(last_error, 120), ''),"
         "       lock_id IS NOT NULL AND locked_until > now(), next_attempt_at > now()"
         "  FROM outbox_messages"
@@ -114,15 +114,15 @@ void inv_nothing_lost(struct ctx *c)
         /* Held back behind its aggregate's dead letter, by the relays'
          * order: part of that dead letter, which an operator sees and
          * whose requeue releases it. */
-        const struct orow *row = held ? find_row(c, PQgetvalue(r, i, 0)) : NULL;
-        if (row != NULL && behind_dead_letter(c, row))
+        const struct orow *row = held ? chk_find_row(c, PQgetvalue(r, i, 0)) : NULL;
+        if (row != NULL && chk_behind_dead_letter(c, row))
             continue;
         const char *why = PQgetvalue(r, i, 4)[0] == 't' ? "under a live lease"
                           : PQgetvalue(r, i, 5)[0] == 't' ? "waiting on its backoff"
                                                           : "ready but never published";
-        violation(inv, "event %s (%s) is still pending after heal, %s (attempts %s%s%s)",
-                  PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), why, PQgetvalue(r, i, 2),
-                  PQgetvalue(r, i, 3)[0] ? ", last error: " : "", PQgetvalue(r, i, 3));
+        chk_violation(inv, "event %s (%s) is still pending after heal, %s (attempts %s%s%s)",
+                      PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), why, PQgetvalue(r, i, 2),
+                      PQgetvalue(r, i, 3)[0] ? ", last error: " : "", PQgetvalue(r, i, 3));
     }
     PQclear(r);
 
@@ -133,17 +133,17 @@ void inv_nothing_lost(struct ctx *c)
      * an operator sees).  No expectation switches this off. */
     for (int k = 0; k < c->nconsumers; k++) {
         const char *p[1] = { c->consumers[k] };
-        r = q(c, checker_unconsumed_sql(), 1, p);
+        r = chk_query(c, checker_unconsumed_sql(), 1, p);
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++)
-            violation(inv, "event %s (%s v%s of %s) was published but never applied by %s "
-                      "and is not parked",
-                      PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-                      PQgetvalue(r, i, 3), c->consumers[k]);
+            chk_violation(inv, "event %s (%s v%s of %s) was published but never applied by %s "
+                          "and is not parked",
+                          PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                          PQgetvalue(r, i, 3), c->consumers[k]);
         PQclear(r);
 
-        r = qf(c, 1, p,
+        r = chk_query_effects(c, 1, p,
             "SELECT o.id::text, o.event_type, o.aggregate_version,"
             "       coalesce((SELECT a.kind || coalesce(': ' || left(a.detail, 120), '')"
             "                   FROM consumer_anomalies a"
@@ -168,7 +168,7 @@ void inv_nothing_lost(struct ctx *c)
             "  FROM " OUTBOX_ALL " o"
             " WHERE NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = o.id)"
             "   AND " PARKED_BY_GROUP("o.id")
-            " ORDER BY o.occurred_at, o.id", effects_sql(), effects_sql());
+            " ORDER BY o.occurred_at, o.id", chk_effects_sql(), chk_effects_sql());
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++) {
@@ -176,19 +176,19 @@ void inv_nothing_lost(struct ctx *c)
              * is lost, whatever the scenario expects: nothing closes the gap
              * any more.  No expectation excuses it. */
             if (PQgetvalue(r, i, 4)[0] == 't') {
-                violation(inv, "event %s (%s v%s) was parked by %s for a version gap, and "
-                          "its predecessor was applied later, yet it never was: lost",
-                          PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-                          c->consumers[k]);
+                chk_violation(inv, "event %s (%s v%s) was parked by %s for a version gap, and "
+                              "its predecessor was applied later, yet it never was: lost",
+                              PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                              c->consumers[k]);
                 continue;
             }
             if (scenario_names_poison(c->in->sc, PQgetvalue(r, i, 0)) ||
                 !PQgetisnull(r, i, 5))
                 continue;
-            violation(inv, "event %s (%s v%s) was parked by %s instead of applied (%s), "
-                      "and nothing resolves it: parked-and-unresolved",
-                      PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-                      c->consumers[k], PQgetvalue(r, i, 3));
+            chk_violation(inv, "event %s (%s v%s) was parked by %s instead of applied (%s), "
+                          "and nothing resolves it: parked-and-unresolved",
+                          PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                          c->consumers[k], PQgetvalue(r, i, 3));
         }
         PQclear(r);
     }
@@ -200,15 +200,15 @@ void inv_nothing_lost(struct ctx *c)
             continue;
         const char *p[1] = { h->payment_id };
         inv->checked++;
-        if (q_long(c, "SELECT count(*) FROM payments WHERE id::text = $1", 1, p) != 1)
-            violation(inv, "payment %s was confirmed to the client (HTTP %d for key %s) "
-                      "but is not in the database", h->payment_id, h->status, h->key);
+        if (chk_query_long(c, "SELECT count(*) FROM payments WHERE id::text = $1", 1, p) != 1)
+            chk_violation(inv, "payment %s was confirmed to the client (HTTP %d for key %s) "
+                          "but is not in the database", h->payment_id, h->status, h->key);
     }
 }
 
 /* ---- 3. effect_once ----------------------------------------------------- */
 
-void inv_effect_once(struct ctx *c)
+void inv_effect_once(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_EFFECT_ONCE];
     inv->ran = 1;
@@ -216,44 +216,45 @@ void inv_effect_once(struct ctx *c)
         const char *p[1] = { c->consumers[k] };
         /* A marker the runbook removed (inbox_removed) excuses no second
          * effect: the witness says so, since that is how one came about. */
-        PGresult *r = qf(c, 1, p,
+        PGresult *r = chk_query_effects(c, 1, p,
             "SELECT e.message_id::text, count(*), string_agg(e.tbl || ' row ' || e.id, ', ' ORDER BY e.id),"
             "       coalesce((SELECT ' (its inbox marker was removed by ' || x.removed_by || ' at '"
             "                        || x.removed_at::text || ')'"
             "                   FROM inbox_removed x"
             "                  WHERE x.consumer_name = $1 AND x.message_id = e.message_id"
             "                  ORDER BY x.id LIMIT 1), '')"
-            "  FROM %s e GROUP BY e.message_id ORDER BY min(e.id)", effects_sql());
+            "  FROM %s e GROUP BY e.message_id ORDER BY min(e.id)", chk_effects_sql());
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++) {
             inv->checked++;
             long n = atol(PQgetvalue(r, i, 1));
             if (n > 1)
-                violation(inv, "event %s was applied %ld times by %s: %s%s", PQgetvalue(r, i, 0),
-                          n, c->consumers[k], PQgetvalue(r, i, 2), PQgetvalue(r, i, 3));
-            if (find_row(c, PQgetvalue(r, i, 0)) == NULL)
-                violation(inv, "%s applied event %s (%s), which is not in the outbox "
-                          "(an effect without a committed event)",
-                          c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
+                chk_violation(inv, "event %s was applied %ld times by %s: %s%s",
+                              PQgetvalue(r, i, 0), n, c->consumers[k], PQgetvalue(r, i, 2),
+                              PQgetvalue(r, i, 3));
+            if (chk_find_row(c, PQgetvalue(r, i, 0)) == NULL)
+                chk_violation(inv, "%s applied event %s (%s), which is not in the outbox "
+                              "(an effect without a committed event)",
+                              c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
         }
         PQclear(r);
         /* An effect whose marker the runbook removed (outboxctl
          * cleanup-inbox records each in inbox_removed) is history, not a
          * marker that never committed. */
-        r = qf(c, 1, p,
+        r = chk_query_effects(c, 1, p,
             "SELECT e.message_id::text, e.tbl || ' row ' || e.id"
             "  FROM %s e"
             " WHERE NOT EXISTS (SELECT 1 FROM inbox_messages i"
             "                    WHERE i.consumer_name = $1 AND i.message_id = e.message_id)"
             "   AND NOT EXISTS (SELECT 1 FROM inbox_removed x"
             "                    WHERE x.consumer_name = $1 AND x.message_id = e.message_id)"
-            " ORDER BY e.id", effects_sql());
+            " ORDER BY e.id", chk_effects_sql());
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++)
-            violation(inv, "%s has an effect for event %s (%s) but no inbox marker for it",
-                      c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+            chk_violation(inv, "%s has an effect for event %s (%s) but no inbox marker for it",
+                          c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
         PQclear(r);
         /* A marker without an effect is excused only where the consumer
          * committed it knowingly without one: a stale version, or a parked
@@ -261,7 +262,7 @@ void inv_effect_once(struct ctx *c)
          * first delivery, whose effect must be there -- the marker that
          * committed apart from its effect (then lost in a crash) is exactly
          * what a redelivery reports as a duplicate. */
-        r = qf(c, 1, p,
+        r = chk_query_effects(c, 1, p,
             "SELECT i.message_id::text FROM inbox_messages i"
             " WHERE i.consumer_name = $1"
             "   AND NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = i.message_id)"
@@ -269,15 +270,15 @@ void inv_effect_once(struct ctx *c)
             "                    WHERE a.consumer_name = $1 AND a.message_id = i.message_id"
             "                      AND a.kind = 'stale')"
             "   AND NOT " PARKED_BY_GROUP("i.message_id")
-            " ORDER BY i.processed_at", effects_sql());
+            " ORDER BY i.processed_at", chk_effects_sql());
         if (r == NULL)
             return;
-        inv->checked += q_long(c, "SELECT count(*) FROM inbox_messages WHERE consumer_name = $1",
-                               1, p);
+        inv->checked += chk_query_long(c,
+            "SELECT count(*) FROM inbox_messages WHERE consumer_name = $1", 1, p);
         for (int i = 0; i < PQntuples(r); i++) {
-            violation(inv, "%s holds an inbox marker for event %s without its effect "
-                      "(the marker committed apart from the effect)",
-                      c->consumers[k], PQgetvalue(r, i, 0));
+            chk_violation(inv, "%s holds an inbox marker for event %s without its effect "
+                          "(the marker committed apart from the effect)",
+                          c->consumers[k], PQgetvalue(r, i, 0));
         }
         PQclear(r);
     }
@@ -285,7 +286,7 @@ void inv_effect_once(struct ctx *c)
 
 /* ---- 4. broker_log_matches_outbox --------------------------------------- */
 
-void inv_broker_log_matches_outbox(struct ctx *c)
+void inv_broker_log_matches_outbox(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_BROKER_LOG_MATCHES_OUTBOX];
     inv->ran = 1;
@@ -295,16 +296,16 @@ void inv_broker_log_matches_outbox(struct ctx *c)
     if (seen == NULL)
         return;
     cJSON_ArrayForEach(ev, c->in->broker_events) {
-        if (!is_publish(ev) || !publish_stored(ev))
+        if (!chk_is_publish(ev) || !chk_publish_stored(ev))
             continue;
         const char *id = ev_str(ev, K_MSGID);
         inv->checked++;
-        struct orow *o = find_row(c, id);
+        struct orow *o = chk_find_row(c, id);
         if (o == NULL) {
             const char *client = ev_str(ev, "client");
-            violation(inv, "the broker stored message %s (from %s), which is not an outbox row "
-                      "(a ghost, or a fresh id per attempt)", id ? id : "(no id)",
-                      client ? client : "an unnamed client");
+            chk_violation(inv, "the broker stored message %s (from %s), which is not an outbox row "
+                          "(a ghost, or a fresh id per attempt)", id ? id : "(no id)",
+                          client ? client : "an unnamed client");
             continue;
         }
         seen[o - c->rows] = 1;
@@ -314,15 +315,15 @@ void inv_broker_log_matches_outbox(struct ctx *c)
             continue;
         inv->checked++;
         if (!seen[i])
-            violation(inv, "event %s (%s) is marked published but the broker never stored it",
-                      c->rows[i].id, c->rows[i].event_type);
+            chk_violation(inv, "event %s (%s) is marked published but the broker never stored it",
+                          c->rows[i].id, c->rows[i].event_type);
     }
     free(seen);
 }
 
 /* ---- 5. republish_same_payload ------------------------------------------ */
 
-void inv_republish_same_payload(struct ctx *c)
+void inv_republish_same_payload(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_REPUBLISH_SAME_PAYLOAD];
     inv->ran = 1;
@@ -337,12 +338,12 @@ void inv_republish_same_payload(struct ctx *c)
     }
     const cJSON *ev;
     cJSON_ArrayForEach(ev, c->in->broker_events) {
-        if (!is_publish(ev))
+        if (!chk_is_publish(ev))
             continue;
         const char *status = ev_str(ev, K_STATUS);
         if (status != NULL && strcmp(status, "stored") != 0 && strcmp(status, "refused") != 0)
             continue;
-        struct orow *o = find_row(c, ev_str(ev, K_MSGID));
+        struct orow *o = chk_find_row(c, ev_str(ev, K_MSGID));
         const char *sha = ev_str(ev, K_SHA);
         if (o == NULL || sha == NULL)
             continue;
@@ -352,11 +353,11 @@ void inv_republish_same_payload(struct ctx *c)
         if (count[i] == 1) {
             snprintf(first[i], 65, "%s", sha);
             if (strcasecmp(sha, o->sha) != 0)
-                violation(inv, "message %s was published with payload sha256 %.12s..., but its "
-                          "outbox payload hashes to %.12s...", o->id, sha, o->sha);
+                chk_violation(inv, "message %s was published with payload sha256 %.12s..., but its "
+                              "outbox payload hashes to %.12s...", o->id, sha, o->sha);
         } else if (strcasecmp(sha, first[i]) != 0) {
-            violation(inv, "message %s was published again with a different payload "
-                      "(sha256 %.12s... after %.12s...)", o->id, sha, first[i]);
+            chk_violation(inv, "message %s was published again with a different payload "
+                          "(sha256 %.12s... after %.12s...)", o->id, sha, first[i]);
         }
     }
     for (int i = 0; i < c->nrows; i++)
@@ -368,15 +369,15 @@ void inv_republish_same_payload(struct ctx *c)
 
 /* ---- 9. versions_in_order ----------------------------------------------- */
 
-void inv_versions_in_order(struct ctx *c)
+void inv_versions_in_order(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_VERSIONS_IN_ORDER];
     inv->ran = 1;
     for (int k = 0; k < c->nconsumers; k++) {
         const char *p[1] = { c->consumers[k] };
-        PGresult *r = qf(c, 1, p,
+        PGresult *r = chk_query_effects(c, 1, p,
             "SELECT e.payment_id::text, e.aggregate_version, e.tbl || ' row ' || e.id"
-            "  FROM %s e ORDER BY e.payment_id, e.id", effects_sql());
+            "  FROM %s e ORDER BY e.payment_id, e.id", chk_effects_sql());
         if (r == NULL)
             return;
         const char *agg = NULL;
@@ -395,12 +396,12 @@ void inv_versions_in_order(struct ctx *c)
                 continue; /* a repeat is effect_once's business */
             if (v != last + 1) {
                 if (v < last)
-                    violation(inv, "%s applied version %lld of payment %s after version %lld (%s)",
-                              c->consumers[k], v, a, last, PQgetvalue(r, i, 2));
+                    chk_violation(inv, "%s applied version %lld of payment %s after version "
+                                  "%lld (%s)", c->consumers[k], v, a, last, PQgetvalue(r, i, 2));
                 else
-                    violation(inv, "%s applied version %lld of payment %s without version %lld "
-                              "before it (%s): a gap was applied", c->consumers[k], v, a,
-                              last + 1, PQgetvalue(r, i, 2));
+                    chk_violation(inv, "%s applied version %lld of payment %s without version %lld "
+                                  "before it (%s): a gap was applied", c->consumers[k], v, a,
+                                  last + 1, PQgetvalue(r, i, 2));
                 broken = 1;
                 continue;
             }
@@ -428,7 +429,7 @@ void inv_versions_in_order(struct ctx *c)
  * commits (an asynchronous standby promoted): there the record of the
  * commit an ACK followed can be gone, and a later one stand in its place. */
 
-void inv_ack_after_commit(struct ctx *c)
+void inv_ack_after_commit(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_ACK_AFTER_COMMIT];
     inv->ran = 1;
@@ -443,20 +444,20 @@ void inv_ack_after_commit(struct ctx *c)
             continue;
         struct consumer_rec key;
         snprintf(key.group, sizeof(key.group), "%s", group);
-        copy_lower(key.id, sizeof(key.id), id);
+        chk_copy_lower(key.id, sizeof(key.id), id);
         const struct consumer_rec *rec = bsearch(&key, c->crecs, (size_t)c->ncrecs,
-                                                 sizeof(key), cmp_consumer_rec);
+                                                 sizeof(key), chk_cmp_consumer_rec);
         if (rec == NULL)
             continue;
         inv->checked++;
         long long at = (long long)ev_ts(ev);
         if (at < rec->committed_us) {
             const char *who = ev_str(ev, "consumer");
-            violation(inv, "the broker received %s's ACK of message %s (from %s) %.1f ms before "
-                      "the group's first record of it committed: an ACK sent before the "
-                      "COMMIT, which a crash between the two turns into a lost event",
-                      group, key.id, who ? who : "an unnamed consumer",
-                      (rec->committed_us - at) / 1000.0);
+            chk_violation(inv, "the broker received %s's ACK of message %s (from %s) %.1f ms "
+                          "before the group's first record of it committed: an ACK sent before the "
+                          "COMMIT, which a crash between the two turns into a lost event",
+                          group, key.id, who ? who : "an unnamed consumer",
+                          (rec->committed_us - at) / 1000.0);
         }
     }
 }

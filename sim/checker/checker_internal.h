@@ -73,7 +73,7 @@ struct retry_rec {
     int attempts;         /* the attempt the retried claim had counted */
 };
 
-struct ctx {
+struct chk_ctx {
     const struct chk_input *in;
     struct chk_result *res;
     struct orow *rows;
@@ -125,50 +125,51 @@ struct ctx {
 
 /* checker_load.c */
 __attribute__((format(printf, 2, 3)))
-void violation(struct chk_inv *inv, const char *fmt, ...);
-void copy_lower(char *dst, size_t n, const char *src);
-struct orow *find_row(struct ctx *c, const char *id);
-PGresult *q(struct ctx *c, const char *sql, int n, const char *const *params);
-long q_long(struct ctx *c, const char *sql, int n, const char *const *params);
-int load_claim_history(struct ctx *c);
-int cmp_consumer_rec(const void *a, const void *b);
-int load_consumer_records(struct ctx *c);
-const struct claim_rec *find_claim(const struct ctx *c, const char *id, const char *token);
-int load_outbox(struct ctx *c);
-int load_requeues(struct ctx *c);
-int requeued_between(const struct ctx *c, const char *id, int64_t from, int64_t to);
-const char *effects_sql(void);
-const char *effects_total_sql(void);
+void chk_violation(struct chk_inv *inv, const char *fmt, ...);
+void chk_copy_lower(char *dst, size_t n, const char *src);
+struct orow *chk_find_row(struct chk_ctx *c, const char *id);
+PGresult *chk_query(struct chk_ctx *c, const char *sql, int n, const char *const *params);
+long chk_query_long(struct chk_ctx *c, const char *sql, int n, const char *const *params);
+int chk_load_claim_history(struct chk_ctx *c);
+int chk_cmp_consumer_rec(const void *a, const void *b);
+int chk_load_consumer_records(struct chk_ctx *c);
+const struct claim_rec *chk_find_claim(const struct chk_ctx *c, const char *id, const char *token);
+int chk_load_outbox(struct chk_ctx *c);
+int chk_load_requeues(struct chk_ctx *c);
+int chk_requeued_between(const struct chk_ctx *c, const char *id, int64_t from, int64_t to);
+const char *chk_effects_sql(void);
+const char *chk_effects_total_sql(void);
 __attribute__((format(printf, 4, 5)))
-PGresult *qf(struct ctx *c, int n, const char *const *params, const char *fmt, ...);
-int is_publish(const cJSON *ev);
-int publish_stored(const cJSON *ev);
-void fmt_time(int64_t us, char *out, size_t n);
-int input_lacks(const struct chk_input *in, struct chk_result *res);
+PGresult *chk_query_effects(struct chk_ctx *c, int n, const char *const *params,
+                            const char *fmt, ...);
+int chk_is_publish(const cJSON *ev);
+int chk_publish_stored(const cJSON *ev);
+void chk_fmt_time(int64_t us, char *out, size_t n);
+int chk_input_lacks(const struct chk_input *in, struct chk_result *res);
 
 /* checker_delivery.c */
-void inv_payment_one_creation_event(struct ctx *c);
-int behind_dead_letter(const struct ctx *c, const struct orow *o);
-void inv_nothing_lost(struct ctx *c);
-void inv_effect_once(struct ctx *c);
-void inv_broker_log_matches_outbox(struct ctx *c);
-void inv_republish_same_payload(struct ctx *c);
-void inv_versions_in_order(struct ctx *c);
-void inv_ack_after_commit(struct ctx *c);
+void inv_payment_one_creation_event(struct chk_ctx *c);
+int chk_behind_dead_letter(const struct chk_ctx *c, const struct orow *o);
+void inv_nothing_lost(struct chk_ctx *c);
+void inv_effect_once(struct chk_ctx *c);
+void inv_broker_log_matches_outbox(struct chk_ctx *c);
+void inv_republish_same_payload(struct chk_ctx *c);
+void inv_versions_in_order(struct chk_ctx *c);
+void inv_ack_after_commit(struct chk_ctx *c);
 
 /* checker_leases.c */
-void inv_no_two_live_leases(struct ctx *c);
-void inv_retry_respects_backoff(struct ctx *c);
-void inv_dead_letter_at_limit(struct ctx *c);
-void inv_publish_within_lease(struct ctx *c);
-void inv_idle_transactions_bounded(struct ctx *c);
-void inv_relay_recovers_after_heal(struct ctx *c);
+void inv_no_two_live_leases(struct chk_ctx *c);
+void inv_retry_respects_backoff(struct chk_ctx *c);
+void inv_dead_letter_at_limit(struct chk_ctx *c);
+void inv_publish_within_lease(struct chk_ctx *c);
+void inv_idle_transactions_bounded(struct chk_ctx *c);
+void inv_relay_recovers_after_heal(struct chk_ctx *c);
 
 /* checker_answers.c */
-void inv_one_payment_per_key(struct ctx *c);
+void inv_one_payment_per_key(struct chk_ctx *c);
 
 /* checker_classify.c */
-void counts(struct ctx *c);
-void classify(struct ctx *c);
+void chk_counts(struct chk_ctx *c);
+void chk_classify(struct chk_ctx *c);
 
 #endif

@@ -67,7 +67,7 @@ static long long shortest_lease_us(const struct scenario *sc)
  * configured duration from its own transaction's clock, or a lease written
  * already short (a unit mistake, a clock read elsewhere) would make the
  * overlap above look like a clean hand-over. */
-static void leases_from_history(struct ctx *c, struct chk_inv *inv)
+static void leases_from_history(struct chk_ctx *c, struct chk_inv *inv)
 {
     struct claim_rec *v = malloc(((size_t)c->nclaims + 1) * sizeof(*v));
     if (v == NULL)
@@ -81,12 +81,12 @@ static void leases_from_history(struct ctx *c, struct chk_inv *inv)
         /* now() + lease_ms, both from one transaction: exact, save rounding. */
         if (least > 0 && b->until_us - b->claimed_us < least - 1000) {
             char t1[32];
-            fmt_time(b->claimed_us, t1, sizeof(t1));
-            violation(inv, "message %s was claimed at %s (claim %s) with a lease of %.3f ms, "
-                      "shorter than the %lld ms the scenario's relays are configured with: "
-                      "another relay may take the row while this one still publishes it "
-                      "(claim history)", b->id, t1, b->token,
-                      (b->until_us - b->claimed_us) / 1000.0, least / 1000);
+            chk_fmt_time(b->claimed_us, t1, sizeof(t1));
+            chk_violation(inv, "message %s was claimed at %s (claim %s) with a lease of %.3f ms, "
+                          "shorter than the %lld ms the scenario's relays are configured with: "
+                          "another relay may take the row while this one still publishes it "
+                          "(claim history)", b->id, t1, b->token,
+                          (b->until_us - b->claimed_us) / 1000.0, least / 1000);
             continue;
         }
         for (int j = i - 1; j >= 0 && strcmp(v[j].id, b->id) == 0; j--) {
@@ -95,12 +95,12 @@ static void leases_from_history(struct ctx *c, struct chk_inv *inv)
             if (b->claimed_us >= end)
                 continue;
             char t1[32], t2[32], t3[32];
-            fmt_time(b->claimed_us, t1, sizeof(t1));
-            fmt_time(a->claimed_us, t2, sizeof(t2));
-            fmt_time(a->until_us, t3, sizeof(t3));
-            violation(inv, "message %s was claimed at %s (claim %s) while the lease of its claim "
-                      "%s, taken at %s, was live until %s and never released (claim history)",
-                      b->id, t1, b->token, a->token, t2, t3);
+            chk_fmt_time(b->claimed_us, t1, sizeof(t1));
+            chk_fmt_time(a->claimed_us, t2, sizeof(t2));
+            chk_fmt_time(a->until_us, t3, sizeof(t3));
+            chk_violation(inv, "message %s was claimed at %s (claim %s) while the lease of its "
+                          "claim %s, taken at %s, was live until %s and never released "
+                          "(claim history)", b->id, t1, b->token, a->token, t2, t3);
             break;
         }
     }
@@ -111,9 +111,9 @@ static void leases_from_history(struct ctx *c, struct chk_inv *inv)
  * published_at IS NULL, so a row marked published a second time (the
  * history's 'remark') was marked by a worker whose lease another had taken,
  * or whose row another had already settled. */
-static void remarks_from_history(struct ctx *c, struct chk_inv *inv)
+static void remarks_from_history(struct chk_ctx *c, struct chk_inv *inv)
 {
-    PGresult *r = q(c,
+    PGresult *r = chk_query(c,
         "SELECT lower(message_id::text), coalesce(lower(lock_id::text), 'none'),"
         "       (extract(epoch FROM claimed_at) * 1000000)::bigint"
         "  FROM crashwindow_claims WHERE kind = 'remark' ORDER BY seq", 0, NULL);
@@ -121,11 +121,11 @@ static void remarks_from_history(struct ctx *c, struct chk_inv *inv)
         return;
     for (int i = 0; i < PQntuples(r); i++) {
         char t[32];
-        fmt_time(atoll(PQgetvalue(r, i, 2)), t, sizeof(t));
-        violation(inv, "message %s, already published, was marked published again at %s "
-                  "(the row's lease then was claim %s): a stale worker marked a row that was "
-                  "no longer its own (claim history)", PQgetvalue(r, i, 0), t,
-                  PQgetvalue(r, i, 1));
+        chk_fmt_time(atoll(PQgetvalue(r, i, 2)), t, sizeof(t));
+        chk_violation(inv, "message %s, already published, was marked published again at %s "
+                      "(the row's lease then was claim %s): a stale worker marked a row that was "
+                      "no longer its own (claim history)", PQgetvalue(r, i, 0), t,
+                      PQgetvalue(r, i, 1));
     }
     PQclear(r);
 }
@@ -133,7 +133,7 @@ static void remarks_from_history(struct ctx *c, struct chk_inv *inv)
 /* Only the claim history is evidence (claim_history.h): a run directory
  * older than it has nothing to hold the relays to, and the invariant then
  * checks nothing rather than take their word. */
-void inv_no_two_live_leases(struct ctx *c)
+void inv_no_two_live_leases(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_NO_TWO_LIVE_LEASES];
     inv->ran = 1;
@@ -177,7 +177,7 @@ void inv_no_two_live_leases(struct ctx *c)
     } while (0)
 
 /* The retry of row c_->id whose backoff claim c_ was taken inside, or NULL. */
-static const struct retry_rec *claimed_in_backoff(const struct ctx *c,
+static const struct retry_rec *claimed_in_backoff(const struct chk_ctx *c,
                                                   const struct claim_rec *cl)
 {
     int i;
@@ -185,13 +185,13 @@ static const struct retry_rec *claimed_in_backoff(const struct ctx *c,
     for (; i < c->nretries && strcmp(c->retries[i].id, cl->id) == 0; i++) {
         const struct retry_rec *r = &c->retries[i];
         if (r->seq < cl->seq && cl->claimed_us < r->next_us &&
-            !requeued_between(c, cl->id, r->at_us, cl->claimed_us))
+            !chk_requeued_between(c, cl->id, r->at_us, cl->claimed_us))
             return r;
     }
     return NULL;
 }
 
-void inv_retry_respects_backoff(struct ctx *c)
+void inv_retry_respects_backoff(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_RETRY_RESPECTS_BACKOFF];
     inv->ran = 1;
@@ -201,15 +201,15 @@ void inv_retry_respects_backoff(struct ctx *c)
     for (int i = 0; i < c->nretries; i++) {
         const struct retry_rec *r = &c->retries[i];
         inv->checked++;
-        fmt_time(r->at_us, t1, sizeof(t1));
+        chk_fmt_time(r->at_us, t1, sizeof(t1));
         if (r->next_us <= r->at_us) {
             if (r->next_us == LLONG_MIN)
                 snprintf(t2, sizeof(t2), "none");
             else
-                fmt_time(r->next_us, t2, sizeof(t2));
-            violation(inv, "message %s was retried at %s (ending claim %s) without a backoff: "
-                      "the row holds next_attempt_at %s, not a moment after the retry "
-                      "(claim history)", r->id, t1, r->token, t2);
+                chk_fmt_time(r->next_us, t2, sizeof(t2));
+            chk_violation(inv, "message %s was retried at %s (ending claim %s) without a backoff: "
+                          "the row holds next_attempt_at %s, not a moment after the retry "
+                          "(claim history)", r->id, t1, r->token, t2);
             continue;
         }
         int k;
@@ -217,33 +217,33 @@ void inv_retry_respects_backoff(struct ctx *c)
         for (; k < c->nclaims && strcmp(c->claims_seq[k].id, r->id) == 0; k++) {
             const struct claim_rec *cl = &c->claims_seq[k];
             if (cl->seq < r->seq || cl->claimed_us >= r->next_us ||
-                requeued_between(c, r->id, r->at_us, cl->claimed_us))
+                chk_requeued_between(c, r->id, r->at_us, cl->claimed_us))
                 continue;
-            fmt_time(cl->claimed_us, t2, sizeof(t2));
-            fmt_time(r->next_us, t3, sizeof(t3));
-            violation(inv, "message %s was claimed at %s (claim %s), before the next_attempt_at "
-                      "%s that its retry at %s persisted (claim history)", r->id, t2,
-                      cl->token, t3, t1);
+            chk_fmt_time(cl->claimed_us, t2, sizeof(t2));
+            chk_fmt_time(r->next_us, t3, sizeof(t3));
+            chk_violation(inv, "message %s was claimed at %s (claim %s), before the "
+                          "next_attempt_at %s that its retry at %s persisted (claim history)",
+                          r->id, t2, cl->token, t3, t1);
             break;
         }
     }
     const cJSON *b;
     cJSON_ArrayForEach(b, c->in->broker_events) {
-        if (!is_publish(b))
+        if (!chk_is_publish(b))
             continue;
-        const struct claim_rec *made = find_claim(c, ev_str(b, K_MSGID), ev_str(b, K_TOKEN));
+        const struct claim_rec *made = chk_find_claim(c, ev_str(b, K_MSGID), ev_str(b, K_TOKEN));
         if (made == NULL)
             continue; /* under no committed claim: publish_within_lease's business */
         inv->checked++;
         const struct retry_rec *r = claimed_in_backoff(c, made);
         if (r == NULL)
             continue;
-        fmt_time(ev_ts(b), t1, sizeof(t1));
-        fmt_time(made->claimed_us, t2, sizeof(t2));
-        fmt_time(r->next_us, t3, sizeof(t3));
-        violation(inv, "message %s reached the broker at %s under claim %s, taken at %s inside "
-                  "the backoff its earlier retry persisted (next_attempt_at %s)", made->id, t1,
-                  made->token, t2, t3);
+        chk_fmt_time(ev_ts(b), t1, sizeof(t1));
+        chk_fmt_time(made->claimed_us, t2, sizeof(t2));
+        chk_fmt_time(r->next_us, t3, sizeof(t3));
+        chk_violation(inv, "message %s reached the broker at %s under claim %s, taken at %s inside "
+                      "the backoff its earlier retry persisted (next_attempt_at %s)", made->id, t1,
+                      made->token, t2, t3);
     }
     /* Attempts never go backwards: successive claims of a row, in the
      * order the history recorded them, carry growing attempts, and the row
@@ -256,19 +256,19 @@ void inv_retry_respects_backoff(struct ctx *c)
             const struct claim_rec *a = &c->claims_seq[i - 1];
             inv->checked++;
             if (bcl->attempts <= a->attempts &&
-                !requeued_between(c, bcl->id, a->claimed_us, bcl->claimed_us))
-                violation(inv, "message %s was claimed with attempts %d (claim %s) after "
-                          "attempts %d (claim %s): attempts went backwards", bcl->id,
-                          bcl->attempts, bcl->token, a->attempts, a->token);
+                !chk_requeued_between(c, bcl->id, a->claimed_us, bcl->claimed_us))
+                chk_violation(inv, "message %s was claimed with attempts %d (claim %s) after "
+                              "attempts %d (claim %s): attempts went backwards", bcl->id,
+                              bcl->attempts, bcl->token, a->attempts, a->token);
         }
-        const struct orow *o = last ? find_row(c, bcl->id) : NULL;
+        const struct orow *o = last ? chk_find_row(c, bcl->id) : NULL;
         if (o == NULL)
             continue;
         inv->checked++;
         if (o->attempts < bcl->attempts &&
-            !requeued_between(c, o->id, bcl->claimed_us, INT64_MAX))
-            violation(inv, "message %s holds attempts = %d although its last claim (%s) "
-                      "committed attempts %d", o->id, o->attempts, bcl->token, bcl->attempts);
+            !chk_requeued_between(c, o->id, bcl->claimed_us, INT64_MAX))
+            chk_violation(inv, "message %s holds attempts = %d although its last claim (%s) "
+                          "committed attempts %d", o->id, o->attempts, bcl->token, bcl->attempts);
     }
     /* Every publish follows a committed claim, and every claim counts an
      * attempt: a row that reached the broker more often than its attempts
@@ -279,7 +279,7 @@ void inv_retry_respects_backoff(struct ctx *c)
     if (pubs == NULL)
         return;
     cJSON_ArrayForEach(b, c->in->broker_events) {
-        struct orow *o = is_publish(b) ? find_row(c, ev_str(b, K_MSGID)) : NULL;
+        struct orow *o = chk_is_publish(b) ? chk_find_row(c, ev_str(b, K_MSGID)) : NULL;
         if (o != NULL)
             pubs[o - c->rows]++;
     }
@@ -292,9 +292,9 @@ void inv_retry_respects_backoff(struct ctx *c)
             if (strcasecmp(c->requeues[k].id, c->rows[i].id) == 0)
                 allowed += c->requeues[k].attempts_before;
         if (pubs[i] > allowed)
-            violation(inv, "message %s reached the broker %d times but only %ld claims "
-                      "were committed (attempts = %d): a publish without a committed lease",
-                      c->rows[i].id, pubs[i], allowed, c->rows[i].attempts);
+            chk_violation(inv, "message %s reached the broker %d times but only %ld claims "
+                          "were committed (attempts = %d): a publish without a committed lease",
+                          c->rows[i].id, pubs[i], allowed, c->rows[i].attempts);
     }
     free(pubs);
 }
@@ -362,12 +362,12 @@ static void relay_limits(const struct scenario *sc, int *lo, int *hi)
  * claim history recorded (claim_history.h), so the claim before a dead
  * letter at limit + k did not end in a retry.  Every error the relay
  * stored, at a dead letter or at a retry, is sanitized. */
-void inv_dead_letter_at_limit(struct ctx *c)
+void inv_dead_letter_at_limit(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_DEAD_LETTER_AT_LIMIT];
     int limit, highest;
     relay_limits(c->in->sc, &limit, &highest);
-    PGresult *r = q(c,
+    PGresult *r = chk_query(c,
         "SELECT id::text, attempts, last_error, payload::text"
         "  FROM outbox_messages WHERE dead_lettered_at IS NOT NULL ORDER BY dead_lettered_at", 0, NULL);
     if (r == NULL)
@@ -377,20 +377,22 @@ void inv_dead_letter_at_limit(struct ctx *c)
         inv->checked++;
         int attempts = atoi(PQgetvalue(r, i, 1));
         if (attempts < limit)
-            violation(inv, "event %s was dead-lettered after %d attempts, before the limit (%d)",
-                      PQgetvalue(r, i, 0), attempts, limit);
+            chk_violation(inv, "event %s was dead-lettered after %d attempts, before the limit "
+                          "(%d)", PQgetvalue(r, i, 0), attempts, limit);
         if (PQgetisnull(r, i, 2)) {
-            violation(inv, "event %s was dead-lettered without a last_error", PQgetvalue(r, i, 0));
+            chk_violation(inv, "event %s was dead-lettered without a last_error",
+                          PQgetvalue(r, i, 0));
             continue;
         }
         char why[160];
         if (!checker_error_sanitized(PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), why, sizeof(why)))
-            violation(inv, "event %s: last_error is not sanitized: %s", PQgetvalue(r, i, 0), why);
+            chk_violation(inv, "event %s: last_error is not sanitized: %s", PQgetvalue(r, i, 0),
+                          why);
     }
     PQclear(r);
     /* A requeued dead letter was dead at the limit too, and its recorded
      * error was sanitized then. */
-    r = q(c,
+    r = chk_query(c,
         "SELECT q.message_id::text, q.attempts_before, q.last_error_before, o.payload::text"
         "  FROM outbox_requeues q LEFT JOIN outbox_messages o ON o.id = q.message_id"
         " ORDER BY q.id", 0, NULL);
@@ -400,20 +402,20 @@ void inv_dead_letter_at_limit(struct ctx *c)
         inv->checked++;
         int attempts = atoi(PQgetvalue(r, i, 1));
         if (attempts < limit)
-            violation(inv, "event %s was requeued from a dead letter with %d attempts, "
-                      "before the limit (%d)", PQgetvalue(r, i, 0), attempts, limit);
+            chk_violation(inv, "event %s was requeued from a dead letter with %d attempts, "
+                          "before the limit (%d)", PQgetvalue(r, i, 0), attempts, limit);
         char why[160];
         if (!PQgetisnull(r, i, 2) &&
             !checker_error_sanitized(PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), why, sizeof(why)))
-            violation(inv, "event %s: its dead-letter error was not sanitized: %s",
-                      PQgetvalue(r, i, 0), why);
+            chk_violation(inv, "event %s: its dead-letter error was not sanitized: %s",
+                          PQgetvalue(r, i, 0), why);
     }
     PQclear(r);
     /* The error each retry stored, which the row keeps only until the next
      * settle: sanitized too, from the first refusal on, not only at the
      * limit. */
     if (c->has_claim_history) {
-        r = q(c,
+        r = chk_query(c,
             "SELECT h.message_id::text, h.attempts, h.last_error, o.payload::text"
             "  FROM crashwindow_claims h LEFT JOIN outbox_messages o ON o.id = h.message_id"
             " WHERE h.kind = 'release' AND h.release_kind = 'retry'"
@@ -426,8 +428,8 @@ void inv_dead_letter_at_limit(struct ctx *c)
             if (!checker_error_sanitized(PQgetvalue(r, i, 2),
                                          PQgetisnull(r, i, 3) ? NULL : PQgetvalue(r, i, 3),
                                          why, sizeof(why)))
-                violation(inv, "event %s: the error its retry at attempt %s stored is not "
-                          "sanitized: %s", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), why);
+                chk_violation(inv, "event %s: the error its retry at attempt %s stored is not "
+                              "sanitized: %s", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), why);
         }
         PQclear(r);
     }
@@ -437,9 +439,9 @@ void inv_dead_letter_at_limit(struct ctx *c)
         const struct retry_rec *t = &c->retries[i];
         inv->checked++;
         if (t->attempts >= highest)
-            violation(inv, "message %s was retried (claim %s) at attempt %d although the "
-                      "relays' attempt limit is %d: it should have been dead-lettered",
-                      t->id, t->token, t->attempts, highest);
+            chk_violation(inv, "message %s was retried (claim %s) at attempt %d although the "
+                          "relays' attempt limit is %d: it should have been dead-lettered",
+                          t->id, t->token, t->attempts, highest);
     }
 }
 
@@ -458,7 +460,7 @@ void inv_dead_letter_at_limit(struct ctx *c)
  * publish that arrived without a token (from a broker that cannot log one)
  * is not examined. */
 
-void inv_publish_within_lease(struct ctx *c)
+void inv_publish_within_lease(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_PUBLISH_WITHIN_LEASE];
     inv->ran = 1;
@@ -466,7 +468,7 @@ void inv_publish_within_lease(struct ctx *c)
         return; /* a database the runner did not prepare: nothing to hold it to */
     const cJSON *ev;
     cJSON_ArrayForEach(ev, c->in->broker_events) {
-        if (!is_publish(ev) || !publish_stored(ev))
+        if (!chk_is_publish(ev) || !chk_publish_stored(ev))
             continue;
         const char *id = ev_str(ev, K_MSGID);
         const char *token = ev_str(ev, K_TOKEN);
@@ -480,23 +482,23 @@ void inv_publish_within_lease(struct ctx *c)
         if (!ev_num(ev, "stored_us", &at))
             at = (double)ev_ts(ev);
         inv->checked++;
-        const struct claim_rec *hit = find_claim(c, id, token);
+        const struct claim_rec *hit = chk_find_claim(c, id, token);
         const char *client = ev_str(ev, "client");
         if (hit == NULL)
-            violation(inv, "message %s was stored (from %s) under claim token %s, which no "
-                      "committed claim of that row holds: a publish under no lease", id,
-                      client ? client : "an unnamed client", token);
+            chk_violation(inv, "message %s was stored (from %s) under claim token %s, which no "
+                          "committed claim of that row holds: a publish under no lease", id,
+                          client ? client : "an unnamed client", token);
         else if ((long long)at < hit->committed_us)
-            violation(inv, "message %s reached the broker (from %s) %.1f ms before its claim %s "
-                      "committed: published under a lease no other worker could see yet, "
-                      "which a rollback of the claim would have undone while the message "
-                      "stayed published", id, client ? client : "an unnamed client",
-                      (hit->committed_us - (long long)at) / 1000.0, token);
+            chk_violation(inv, "message %s reached the broker (from %s) %.1f ms before its claim "
+                          "%s committed: published under a lease no other worker could see yet, "
+                          "which a rollback of the claim would have undone while the message "
+                          "stayed published", id, client ? client : "an unnamed client",
+                          (hit->committed_us - (long long)at) / 1000.0, token);
         else if ((long long)at > hit->until_us)
-            violation(inv, "message %s reached the broker (from %s) %.1f ms after the lease of "
-                      "its claim %s ended, when the row may already have been another "
-                      "worker's", id, client ? client : "an unnamed client",
-                      ((long long)at - hit->until_us) / 1000.0, token);
+            chk_violation(inv, "message %s reached the broker (from %s) %.1f ms after the lease of "
+                          "its claim %s ended, when the row may already have been another "
+                          "worker's", id, client ? client : "an unnamed client",
+                          ((long long)at - hit->until_us) / 1000.0, token);
     }
 }
 
@@ -535,7 +537,7 @@ static int proc_bound_ms(const struct scenario *sc, const char *app)
     return -1;
 }
 
-void inv_idle_transactions_bounded(struct ctx *c)
+void inv_idle_transactions_bounded(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_IDLE_TRANSACTIONS_BOUNDED];
     inv->ran = 1;
@@ -592,12 +594,12 @@ void inv_idle_transactions_bounded(struct ctx *c)
         if (e->first_over_us == 0 || e->last_over_us - e->first_over_us < SESSION_PERSIST_US)
             continue;
         char t[32];
-        fmt_time(e->began_us, t, sizeof(t));
-        violation(inv, "a session of %s (server pid %ld) sat idle inside an open transaction "
-                  "from %s for at least %.1f s, past its bound of %.1f s (+%.1f s slack): "
-                  "whatever it had locked stayed locked for a client that was gone",
-                  e->app, e->pid, t, e->max_idle_ms / 1000.0, e->bound_ms / 1000.0,
-                  SESSION_SLACK_MS / 1000.0);
+        chk_fmt_time(e->began_us, t, sizeof(t));
+        chk_violation(inv, "a session of %s (server pid %ld) sat idle inside an open transaction "
+                      "from %s for at least %.1f s, past its bound of %.1f s (+%.1f s slack): "
+                      "whatever it had locked stayed locked for a client that was gone",
+                      e->app, e->pid, t, e->max_idle_ms / 1000.0, e->bound_ms / 1000.0,
+                      SESSION_SLACK_MS / 1000.0);
     }
     free(eps);
 }
@@ -624,7 +626,7 @@ void inv_idle_transactions_bounded(struct ctx *c)
  * record of each claim and release and its own list of sessions, never
  * the relay's log. */
 
-void inv_relay_recovers_after_heal(struct ctx *c)
+void inv_relay_recovers_after_heal(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_RELAY_RECOVERS_AFTER_HEAL];
     inv->ran = 1;
@@ -635,7 +637,7 @@ void inv_relay_recovers_after_heal(struct ctx *c)
     char limit[16];
     snprintf(limit, sizeof(limit), "%d", lo);
     const char *p[1] = { limit };
-    PGresult *r = q(c,
+    PGresult *r = chk_query(c,
         "WITH t AS (SELECT max(claimed_at) AS at FROM crashwindow_claims"
         "           WHERE kind = 'faults_off'),"
         "     tok AS ("
@@ -678,15 +680,15 @@ void inv_relay_recovers_after_heal(struct ctx *c)
         if (run != 2)
             continue; /* one witness per run of failures */
         char off[32], at[32];
-        fmt_time(atoll(PQgetvalue(r, i, 5)), off, sizeof(off));
-        fmt_time(atoll(PQgetvalue(r, i, 4)), at, sizeof(at));
-        violation(inv, "relay worker %s failed the publishes of two claims in a row after every "
-                  "fault was off (at %s): claim %s, then claim %s at %s, with nothing of its "
-                  "published between them: it kept a broken broker connection instead of "
-                  "opening a new one", w, off, first, PQgetvalue(r, i, 1), at);
+        chk_fmt_time(atoll(PQgetvalue(r, i, 5)), off, sizeof(off));
+        chk_fmt_time(atoll(PQgetvalue(r, i, 4)), at, sizeof(at));
+        chk_violation(inv, "relay worker %s failed the publishes of two claims in a row after "
+                      "every fault was off (at %s): claim %s, then claim %s at %s, with nothing of "
+                      "its published between them: it kept a broken broker connection instead of "
+                      "opening a new one", w, off, first, PQgetvalue(r, i, 1), at);
     }
     PQclear(r);
-    r = q(c,
+    r = chk_query(c,
         "SELECT coalesce(proc, ''), coalesce(connected, false),"
         "       (extract(epoch FROM claimed_at) * 1000000)::bigint"
         "  FROM crashwindow_claims WHERE kind = 'session' ORDER BY seq", 0, NULL);
@@ -697,10 +699,10 @@ void inv_relay_recovers_after_heal(struct ctx *c)
         if (PQgetvalue(r, i, 1)[0] == 't')
             continue;
         char at[32];
-        fmt_time(atoll(PQgetvalue(r, i, 2)), at, sizeof(at));
-        violation(inv, "%s was still running when the heal ended (at %s) but the database "
-                  "listed no session of it: it kept a database connection it had lost instead "
-                  "of opening a new one, and will never claim again", PQgetvalue(r, i, 0), at);
+        chk_fmt_time(atoll(PQgetvalue(r, i, 2)), at, sizeof(at));
+        chk_violation(inv, "%s was still running when the heal ended (at %s) but the database "
+                      "listed no session of it: it kept a database connection it had lost instead "
+                      "of opening a new one, and will never claim again", PQgetvalue(r, i, 0), at);
     }
     PQclear(r);
 }

@@ -37,7 +37,7 @@
 /* ---- witnesses ---------------------------------------------------------- */
 
 __attribute__((format(printf, 2, 3)))
-void violation(struct chk_inv *inv, const char *fmt, ...)
+void chk_violation(struct chk_inv *inv, const char *fmt, ...)
 {
     inv->violations++;
     if (inv->witnesses == NULL)
@@ -61,23 +61,23 @@ static int cmp_orow(const void *a, const void *b)
 
 /* src into dst (n bytes, truncated), lowercased: ids and tokens as the
  * loaders store them (lower(...)). */
-void copy_lower(char *dst, size_t n, const char *src)
+void chk_copy_lower(char *dst, size_t n, const char *src)
 {
     snprintf(dst, n, "%s", src);
     for (char *p = dst; *p; p++)
         *p = (char)tolower((unsigned char)*p);
 }
 
-struct orow *find_row(struct ctx *c, const char *id)
+struct orow *chk_find_row(struct chk_ctx *c, const char *id)
 {
     struct orow key;
     if (id == NULL)
         return NULL;
-    copy_lower(key.id, sizeof(key.id), id);
+    chk_copy_lower(key.id, sizeof(key.id), id);
     return bsearch(&key, c->rows, (size_t)c->nrows, sizeof(key), cmp_orow);
 }
 
-PGresult *q(struct ctx *c, const char *sql, int n, const char *const *params)
+PGresult *chk_query(struct chk_ctx *c, const char *sql, int n, const char *const *params)
 {
     char err[256], state[6];
     PGresult *r = pgx_exec(c->in->conn, sql, n, params, state, err, sizeof(err));
@@ -89,9 +89,9 @@ PGresult *q(struct ctx *c, const char *sql, int n, const char *const *params)
     return r;
 }
 
-long q_long(struct ctx *c, const char *sql, int n, const char *const *params)
+long chk_query_long(struct chk_ctx *c, const char *sql, int n, const char *const *params)
 {
-    PGresult *r = q(c, sql, n, params);
+    PGresult *r = chk_query(c, sql, n, params);
     long v = 0;
     if (r != NULL && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
         v = atol(PQgetvalue(r, 0, 0));
@@ -103,9 +103,9 @@ long q_long(struct ctx *c, const char *sql, int n, const char *const *params)
  * *arr (one more than the rows, so that no rows still give an array), the
  * row count into *n.  The result, or NULL when the query or the allocation
  * failed (nothing to free then). */
-static PGresult *q_rows(struct ctx *c, const char *sql, size_t size, void **arr, int *n)
+static PGresult *q_rows(struct chk_ctx *c, const char *sql, size_t size, void **arr, int *n)
 {
-    PGresult *r = q(c, sql, 0, NULL);
+    PGresult *r = chk_query(c, sql, 0, NULL);
     if (r == NULL)
         return NULL;
     *n = PQntuples(r);
@@ -119,10 +119,10 @@ static PGresult *q_rows(struct ctx *c, const char *sql, size_t size, void **arr,
 
 /* Whether the database holds table name (the harness's own tables exist
  * only where the runner prepared it). */
-static int has_table(struct ctx *c, const char *name)
+static int has_table(struct chk_ctx *c, const char *name)
 {
     const char *params[1] = { name };
-    return q_long(c, "SELECT count(*) FROM pg_class WHERE relname = $1", 1, params) > 0;
+    return chk_query_long(c, "SELECT count(*) FROM pg_class WHERE relname = $1", 1, params) > 0;
 }
 
 static int cmp_claim_rec(const void *a, const void *b)
@@ -149,7 +149,7 @@ static int cmp_retry_seq(const void *a, const void *b)
 /* Loads crashwindow_claims (claim_history.h) when the database has it: the
  * committed claims, each with the moment a settle released it, and the
  * retries with the next_attempt_at they persisted. */
-int load_claim_history(struct ctx *c)
+int chk_load_claim_history(struct chk_ctx *c)
 {
     if (!has_table(c, "crashwindow_claims"))
         return c->db_failed ? -1 : 0;
@@ -215,7 +215,7 @@ int load_claim_history(struct ctx *c)
     return 0;
 }
 
-int cmp_consumer_rec(const void *a, const void *b)
+int chk_cmp_consumer_rec(const void *a, const void *b)
 {
     const struct consumer_rec *x = a, *y = b;
     int d = strcmp(x->group, y->group);
@@ -224,7 +224,7 @@ int cmp_consumer_rec(const void *a, const void *b)
 
 /* Loads crashwindow_consumer_records (claim_history.h) when the database has
  * it: for each group and message, the first commit time of a record. */
-int load_consumer_records(struct ctx *c)
+int chk_load_consumer_records(struct chk_ctx *c)
 {
     if (!has_table(c, "crashwindow_consumer_records"))
         return c->db_failed ? -1 : 0;
@@ -245,23 +245,23 @@ int load_consumer_records(struct ctx *c)
         v->committed_us = atoll(PQgetvalue(r, i, 2));
     }
     PQclear(r);
-    qsort(c->crecs, (size_t)c->ncrecs, sizeof(*c->crecs), cmp_consumer_rec);
+    qsort(c->crecs, (size_t)c->ncrecs, sizeof(*c->crecs), chk_cmp_consumer_rec);
     return 0;
 }
 
 /* The committed claim of row id whose fencing token is token, or NULL. */
-const struct claim_rec *find_claim(const struct ctx *c, const char *id,
+const struct claim_rec *chk_find_claim(const struct chk_ctx *c, const char *id,
                                           const char *token)
 {
     struct claim_rec key;
     if (id == NULL || token == NULL)
         return NULL;
-    copy_lower(key.id, sizeof(key.id), id);
-    copy_lower(key.token, sizeof(key.token), token);
+    chk_copy_lower(key.id, sizeof(key.id), id);
+    chk_copy_lower(key.token, sizeof(key.token), token);
     return bsearch(&key, c->claims, (size_t)c->nclaims, sizeof(key), cmp_claim_rec);
 }
 
-int load_outbox(struct ctx *c)
+int chk_load_outbox(struct chk_ctx *c)
 {
     void *arr;
     PGresult *r = q_rows(c,
@@ -292,7 +292,7 @@ int load_outbox(struct ctx *c)
     return 0;
 }
 
-int load_requeues(struct ctx *c)
+int chk_load_requeues(struct chk_ctx *c)
 {
     void *arr;
     PGresult *r = q_rows(c,
@@ -312,7 +312,7 @@ int load_requeues(struct ctx *c)
 }
 
 /* Was id requeued by the operator between from and to (microseconds)? */
-int requeued_between(const struct ctx *c, const char *id, int64_t from, int64_t to)
+int chk_requeued_between(const struct chk_ctx *c, const char *id, int64_t from, int64_t to)
 {
     for (int i = 0; i < c->nrequeues; i++)
         if (strcasecmp(c->requeues[i].id, id) == 0 && c->requeues[i].at_us > from &&
@@ -324,7 +324,7 @@ int requeued_between(const struct ctx *c, const char *id, int64_t from, int64_t 
 /* ---- the effects: one list ---------------------------------------------
  *
  * Every statement about "what a consumer applied" is built from this list:
- * the invariants, the counts, and the runner's heal (which waits on
+ * the invariants, the chk_counts, and the runner's heal (which waits on
  * checker_unconsumed_sql), so an effect table added here is seen by all of
  * them.  It mirrors the effect table of src/consumer/consumer_effect.c, which the
  * harness does not link: the checker judges the consumer's work and does
@@ -377,13 +377,13 @@ static void sqlset_build(void)
              "SELECT count(*) FROM (%s) u", sqlset.unconsumed);
 }
 
-const char *effects_sql(void)
+const char *chk_effects_sql(void)
 {
     pthread_once(&sqlset.once, sqlset_build);
     return sqlset.effects;
 }
 
-const char *effects_total_sql(void)
+const char *chk_effects_total_sql(void)
 {
     pthread_once(&sqlset.once, sqlset_build);
     return sqlset.effects_total;
@@ -401,10 +401,11 @@ const char *checker_unconsumed_count_sql(void)
     return sqlset.unconsumed_count;
 }
 
-/* q() on a statement that names the effects union at each %s.  Formatting
+/* chk_query() on a statement that names the effects union at each %s.  Formatting
  * splices in only that union, built above from constant identifiers. */
 __attribute__((format(printf, 4, 5)))
-PGresult *qf(struct ctx *c, int n, const char *const *params, const char *fmt, ...)
+PGresult *chk_query_effects(struct chk_ctx *c, int n, const char *const *params,
+                            const char *fmt, ...)
 {
     char sql[8192];
     va_list ap;
@@ -419,22 +420,22 @@ PGresult *qf(struct ctx *c, int n, const char *const *params, const char *fmt, .
         }
         return NULL;
     }
-    return q(c, sql, n, params);
+    return chk_query(c, sql, n, params);
 }
 
 /* ---- broker log helpers ------------------------------------------------- */
-int is_publish(const cJSON *ev)
+int chk_is_publish(const cJSON *ev)
 {
     return strcmp(ev_name(ev), "publish") == 0;
 }
 
-int publish_stored(const cJSON *ev)
+int chk_publish_stored(const cJSON *ev)
 {
     const char *st = ev_str(ev, K_STATUS);
     return st != NULL && strcmp(st, "stored") == 0;
 }
 
-void fmt_time(int64_t us, char *out, size_t n)
+void chk_fmt_time(int64_t us, char *out, size_t n)
 {
     if (us == INT64_MAX) {
         snprintf(out, n, "never");
@@ -537,7 +538,7 @@ const char *checker_event_lacks(enum chk_source src, const cJSON *ev)
 /* The same test over the checker's whole input, for a caller that did not
  * read it through history_read: 0, or -1 with res->error naming the
  * process, the event's position in its log and the field. */
-int input_lacks(const struct chk_input *in, struct chk_result *res)
+int chk_input_lacks(const struct chk_input *in, struct chk_result *res)
 {
     for (int p = 0; p <= in->sc->nprocs; p++) {
         const cJSON *arr = p < in->sc->nprocs ? in->proc_events[p] : in->broker_events;
