@@ -1,4 +1,5 @@
-/* checker.c -- the invariants; see checker.h for what each one means.
+/* checker.c -- the driver: loads the evidence, runs every invariant, gives
+ * the verdicts.
  *
  * Evidence comes only from outside the system under test:
  *   - the database: what the pipeline committed (outbox rows, inbox markers,
@@ -15,24 +16,17 @@
  *     samples of pg_stat_activity.
  * What a process logs about itself is context for witnesses and for the
  * counts of "expect", never what an invariant is decided on.
- * Statements are constant SQL with bind parameters; the outbox is loaded
- * once into a sorted array so the per-publish checks are lookups, not
- * queries per message. */
+ *
+ * The checker's files: checker_load.c loads that evidence once
+ * (checker_internal.h holds what the others share of it);
+ * checker_delivery.c, checker_leases.c and checker_answers.c judge the
+ * invariants, by family; checker_classify.c counts, classifies and
+ * evaluates the expectations. */
 #include "checker.h"
 #include "checker_internal.h"
-#include "evlog.h"
-#include "pgx.h"
-#include "redact.h"
-#include "sanitize.h"
 
-#include <ctype.h>
-#include <limits.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* ---- driver ------------------------------------------------------------- */
 

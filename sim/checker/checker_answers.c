@@ -1,38 +1,12 @@
-/* checker.c -- the invariants; see checker.h for what each one means.
- *
- * Evidence comes only from outside the system under test:
- *   - the database: what the pipeline committed (outbox rows, inbox markers,
- *     ledger and notification rows, idempotency records, the runbook's
- *     records of what it removed or requeued);
- *   - the broker's log: what really crossed the wire (every publish with the
- *     SHA-256 of its payload, every delivery), written by a process the
- *     system under test cannot influence;
- *   - the claim history (claim_history.h): every claim, release and second
- *     mark of an outbox row, recorded by a trigger the runner installs, in
- *     the database's own times -- the lease, backoff and dead-letter
- *     invariants read it;
- *   - the runner's own observations: the HTTP answers it received, its
- *     samples of pg_stat_activity.
- * What a process logs about itself is context for witnesses and for the
- * counts of "expect", never what an invariant is decided on.
- * Statements are constant SQL with bind parameters; the outbox is loaded
- * once into a sorted array so the per-publish checks are lookups, not
- * queries per message. */
+/* checker_answers.c -- the invariant of the client's answers: one payment
+ * per idempotency key, the same answer to every retry, and no payment
+ * behind an answer that said nothing was stored (invariant 10;
+ * invariants.c states it). */
 #include "checker.h"
 #include "checker_internal.h"
-#include "evlog.h"
-#include "pgx.h"
-#include "redact.h"
-#include "sanitize.h"
 
-#include <ctype.h>
-#include <limits.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* ---- 10. one_payment_per_key --------------------------------------------
  *

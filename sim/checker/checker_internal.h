@@ -1,23 +1,7 @@
-/* checker.c -- the invariants; see checker.h for what each one means.
- *
- * Evidence comes only from outside the system under test:
- *   - the database: what the pipeline committed (outbox rows, inbox markers,
- *     ledger and notification rows, idempotency records, the runbook's
- *     records of what it removed or requeued);
- *   - the broker's log: what really crossed the wire (every publish with the
- *     SHA-256 of its payload, every delivery), written by a process the
- *     system under test cannot influence;
- *   - the claim history (claim_history.h): every claim, release and second
- *     mark of an outbox row, recorded by a trigger the runner installs, in
- *     the database's own times -- the lease, backoff and dead-letter
- *     invariants read it;
- *   - the runner's own observations: the HTTP answers it received, its
- *     samples of pg_stat_activity.
- * What a process logs about itself is context for witnesses and for the
- * counts of "expect", never what an invariant is decided on.
- * Statements are constant SQL with bind parameters; the outbox is loaded
- * once into a sorted array so the per-publish checks are lookups, not
- * queries per message. */
+/* checker_internal.h -- what the checker's files share, and no one else:
+ * the evidence loaded once (struct chk_ctx and the rows it holds), the
+ * statements every family builds on, the broker log's field names, and
+ * each file's functions that another calls. */
 #ifndef CW_CHECKER_INTERNAL_H
 #define CW_CHECKER_INTERNAL_H
 
@@ -123,53 +107,81 @@ struct chk_ctx {
 #define K_SHA "payload_sha256"
 #define K_TOKEN "claim_token"  /* optional: a publish may carry none */
 
-/* checker_load.c */
+/* ---- checker_load.c ------------------------------------------------------ */
+
+/* Counts a violation of inv and keeps its witness (printf-style), up to
+ * CHK_MAX_WITNESSES of them. */
 __attribute__((format(printf, 2, 3)))
 void chk_violation(struct chk_inv *inv, const char *fmt, ...);
+/* src into dst (n bytes, truncated), lowercased, as the loaders store ids. */
 void chk_copy_lower(char *dst, size_t n, const char *src);
+/* The outbox row (or removed row) with id, any case, or NULL. */
 struct orow *chk_find_row(struct chk_ctx *c, const char *id);
+/* Runs sql; NULL on failure, which marks c failed and says why in its
+ * result (the first failure only).  The caller PQclears the result. */
 PGresult *chk_query(struct chk_ctx *c, const char *sql, int n, const char *const *params);
+/* The first column of the first row as a long; 0 when empty or failed. */
 long chk_query_long(struct chk_ctx *c, const char *sql, int n, const char *const *params);
-int chk_load_claim_history(struct chk_ctx *c);
-int chk_cmp_consumer_rec(const void *a, const void *b);
-int chk_load_consumer_records(struct chk_ctx *c);
-const struct claim_rec *chk_find_claim(const struct chk_ctx *c, const char *id, const char *token);
-int chk_load_outbox(struct chk_ctx *c);
-int chk_load_requeues(struct chk_ctx *c);
-int chk_requeued_between(const struct chk_ctx *c, const char *id, int64_t from, int64_t to);
-const char *chk_effects_sql(void);
-const char *chk_effects_total_sql(void);
+/* chk_query() on a statement that names the effects union at each %s. */
 __attribute__((format(printf, 4, 5)))
 PGresult *chk_query_effects(struct chk_ctx *c, int n, const char *const *params,
                             const char *fmt, ...);
+/* The loaders: each fills its part of c; 0, or -1 when the database could
+ * not be read (c's result says why). */
+int chk_load_outbox(struct chk_ctx *c);
+int chk_load_requeues(struct chk_ctx *c);
+int chk_load_claim_history(struct chk_ctx *c);
+int chk_load_consumer_records(struct chk_ctx *c);
+/* Orders consumer records by (group, message): for bsearch on c->crecs. */
+int chk_cmp_consumer_rec(const void *a, const void *b);
+/* The committed claim of row id whose fencing token is token, or NULL. */
+const struct claim_rec *chk_find_claim(const struct chk_ctx *c, const char *id,
+                                       const char *token);
+/* Was id requeued by the operator between from and to (microseconds)? */
+int chk_requeued_between(const struct chk_ctx *c, const char *id, int64_t from, int64_t to);
+/* The union of consumer group $1's effects (id, message_id, payment_id,
+ * aggregate_version, tbl), and the count of every effect row of every
+ * group: statements built once, never freed. */
+const char *chk_effects_sql(void);
+const char *chk_effects_total_sql(void);
+/* A publish line of the broker log; one the broker stored. */
 int chk_is_publish(const cJSON *ev);
 int chk_publish_stored(const cJSON *ev);
+/* The time of day of us (or "never" for INT64_MAX) into out, for witnesses. */
 void chk_fmt_time(int64_t us, char *out, size_t n);
+/* checker_event_lacks over the whole input: 0, or -1 with res->error
+ * naming the process, the event's position and the field. */
 int chk_input_lacks(const struct chk_input *in, struct chk_result *res);
 
-/* checker_delivery.c */
-void inv_payment_one_creation_event(struct chk_ctx *c);
+/* ---- checker_delivery.c -------------------------------------------------- */
+
+/* Whether an older version of o's aggregate was dead-lettered by a relay. */
 int chk_behind_dead_letter(const struct chk_ctx *c, const struct orow *o);
+
+/* ---- the judges, one per invariant (the driver calls them) ----------------
+ * Each marks its invariant ran and counts what it checked and what broke it
+ * in c->res->inv[]; a failed query leaves c failed (chk_query). */
+void inv_payment_one_creation_event(struct chk_ctx *c);
 void inv_nothing_lost(struct chk_ctx *c);
 void inv_effect_once(struct chk_ctx *c);
 void inv_broker_log_matches_outbox(struct chk_ctx *c);
 void inv_republish_same_payload(struct chk_ctx *c);
 void inv_versions_in_order(struct chk_ctx *c);
 void inv_ack_after_commit(struct chk_ctx *c);
-
-/* checker_leases.c */
 void inv_no_two_live_leases(struct chk_ctx *c);
 void inv_retry_respects_backoff(struct chk_ctx *c);
 void inv_dead_letter_at_limit(struct chk_ctx *c);
 void inv_publish_within_lease(struct chk_ctx *c);
 void inv_idle_transactions_bounded(struct chk_ctx *c);
 void inv_relay_recovers_after_heal(struct chk_ctx *c);
-
-/* checker_answers.c */
 void inv_one_payment_per_key(struct chk_ctx *c);
 
-/* checker_classify.c */
+/* ---- checker_classify.c -------------------------------------------------- */
+
+/* The counts of result.json into c->res, but republished_same_id, which
+ * republish_same_payload counts. */
 void chk_counts(struct chk_ctx *c);
+/* Every outbox event into exactly one class (checker.h) in c->res. */
 void chk_classify(struct chk_ctx *c);
 
 #endif

@@ -1,34 +1,15 @@
-/* checker.c -- the invariants; see checker.h for what each one means.
- *
- * Evidence comes only from outside the system under test:
- *   - the database: what the pipeline committed (outbox rows, inbox markers,
- *     ledger and notification rows, idempotency records, the runbook's
- *     records of what it removed or requeued);
- *   - the broker's log: what really crossed the wire (every publish with the
- *     SHA-256 of its payload, every delivery), written by a process the
- *     system under test cannot influence;
- *   - the claim history (claim_history.h): every claim, release and second
- *     mark of an outbox row, recorded by a trigger the runner installs, in
- *     the database's own times -- the lease, backoff and dead-letter
- *     invariants read it;
- *   - the runner's own observations: the HTTP answers it received, its
- *     samples of pg_stat_activity.
- * What a process logs about itself is context for witnesses and for the
- * counts of "expect", never what an invariant is decided on.
- * Statements are constant SQL with bind parameters; the outbox is loaded
- * once into a sorted array so the per-publish checks are lookups, not
- * queries per message. */
+/* checker_leases.c -- the invariants of the relays' leases and retries:
+ * one live lease per row, publishes inside it, backoffs kept, dead letters
+ * at the limit, sessions that never sit idle in a transaction, relays that
+ * recover once the faults are off (invariants 6-8 and 11-13; invariants.c
+ * states each).  Most read the claim history (claim_history.h). */
 #include "checker.h"
 #include "checker_internal.h"
 #include "evlog.h"
 #include "pgx.h"
-#include "redact.h"
 #include "sanitize.h"
 
-#include <ctype.h>
 #include <limits.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
