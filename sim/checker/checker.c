@@ -1,5 +1,8 @@
 /* checker.c -- the driver: loads the evidence, runs every invariant, gives
- * the verdicts.
+ * the verdicts.  What each invariant asserts, what it reads and which
+ * function judges it is the table of invariants.c (invariants.h;
+ * `crashwindow invariants` prints it); checker_run calls each judge
+ * through that table, in the order of the scenario format's names.
  *
  * Evidence comes only from outside the system under test:
  *   - the database: what the pipeline committed (outbox rows, inbox markers,
@@ -24,6 +27,7 @@
  * evaluates the expectations. */
 #include "checker.h"
 #include "checker_internal.h"
+#include "invariants.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,20 +59,8 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
     }
     if (chk_load_outbox(&c) == 0 && chk_load_requeues(&c) == 0 && chk_load_claim_history(&c) == 0 &&
         chk_load_consumer_records(&c) == 0) {
-        inv_payment_one_creation_event(&c);
-        inv_nothing_lost(&c);
-        inv_effect_once(&c);
-        inv_broker_log_matches_outbox(&c);
-        inv_republish_same_payload(&c);
-        inv_no_two_live_leases(&c);
-        inv_retry_respects_backoff(&c);
-        inv_dead_letter_at_limit(&c);
-        inv_versions_in_order(&c);
-        inv_one_payment_per_key(&c);
-        inv_publish_within_lease(&c);
-        inv_idle_transactions_bounded(&c);
-        inv_relay_recovers_after_heal(&c);
-        inv_ack_after_commit(&c);
+        for (int i = 0; i < INV_COUNT; i++)
+            inv_table[i].judge(&c);
         chk_counts(&c);
         chk_classify(&c);
     }

@@ -1,7 +1,9 @@
 /* checker_internal.h -- what the checker's files share, and no one else:
  * the evidence loaded once (struct chk_ctx and the rows it holds), the
  * statements every family builds on, the broker log's field names, and
- * each file's functions that another calls. */
+ * each file's functions that another calls.  The invariants' judges are
+ * declared here for the table of invariants.c, through which the driver
+ * calls them. */
 #ifndef CW_CHECKER_INTERNAL_H
 #define CW_CHECKER_INTERNAL_H
 
@@ -158,7 +160,7 @@ int chk_input_lacks(const struct chk_input *in, struct chk_result *res);
 /* Whether an older version of o's aggregate was dead-lettered by a relay. */
 int chk_behind_dead_letter(const struct chk_ctx *c, const struct orow *o);
 
-/* ---- the judges, one per invariant (the driver calls them) ----------------
+/* ---- the judges, one per invariant (the table of invariants.c) ------------
  * Each marks its invariant ran and counts what it checked and what broke it
  * in c->res->inv[]; a failed query leaves c failed (chk_query). */
 void inv_payment_one_creation_event(struct chk_ctx *c);
