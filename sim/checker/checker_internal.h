@@ -115,6 +115,8 @@ struct chk_ctx {
  * CHK_MAX_WITNESSES of them. */
 __attribute__((format(printf, 2, 3)))
 void chk_violation(struct chk_inv *inv, const char *fmt, ...);
+/* The time of day of us (or "never" for INT64_MAX) into out, for witnesses. */
+void chk_fmt_time(int64_t us, char *out, size_t n);
 /* src into dst (n bytes, truncated), lowercased, as the loaders store ids. */
 void chk_copy_lower(char *dst, size_t n, const char *src);
 /* The outbox row (or removed row) with id, any case, or NULL. */
@@ -149,8 +151,6 @@ const char *chk_effects_total_sql(void);
 /* A publish line of the broker log; one the broker stored. */
 int chk_is_publish(const cJSON *ev);
 int chk_publish_stored(const cJSON *ev);
-/* The time of day of us (or "never" for INT64_MAX) into out, for witnesses. */
-void chk_fmt_time(int64_t us, char *out, size_t n);
 /* checker_event_lacks over the whole input: 0, or -1 with res->error
  * naming the process, the event's position and the field. */
 int chk_input_lacks(const struct chk_input *in, struct chk_result *res);

@@ -38,6 +38,17 @@ void chk_violation(struct chk_inv *inv, const char *fmt, ...)
     cJSON_AddItemToArray(inv->witnesses, cJSON_CreateString(buf));
 }
 
+void chk_fmt_time(int64_t us, char *out, size_t n)
+{
+    if (us == INT64_MAX) {
+        snprintf(out, n, "never");
+        return;
+    }
+    char iso[40];
+    us_to_iso(us, iso, sizeof(iso));
+    snprintf(out, n, "%s", iso + 11); /* the time of day is enough here */
+}
+
 /* ---- the outbox, loaded once -------------------------------------------- */
 
 static int cmp_orow(const void *a, const void *b)
@@ -419,17 +430,6 @@ int chk_publish_stored(const cJSON *ev)
 {
     const char *st = ev_str(ev, K_STATUS);
     return st != NULL && strcmp(st, "stored") == 0;
-}
-
-void chk_fmt_time(int64_t us, char *out, size_t n)
-{
-    if (us == INT64_MAX) {
-        snprintf(out, n, "never");
-        return;
-    }
-    char iso[40];
-    us_to_iso(us, iso, sizeof(iso));
-    snprintf(out, n, "%s", iso + 11); /* the time of day is enough here */
 }
 
 /* ---- the fields the checker reads ----------------------------------------
