@@ -6,6 +6,7 @@
  *   crashwindow mutants [--only NAME...] [--out DIR] [--pg CONNINFO] [--list]
  *   crashwindow sim [--seed S] [--runs N] [--replay S:I] [--shrink] ...
  *   crashwindow merge DIR... --out DIR [--junit FILE]
+ *   crashwindow invariants
  *
  * run, mutants and sim take --shard K/N (one share of the work) and
  * --junit FILE; merge makes one run directory of the shards'.  With
@@ -21,6 +22,7 @@
 #include "runner.h"
 #include "simulator.h"
 #include "history.h"
+#include "invariants.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -36,6 +38,7 @@ static void usage(FILE *f)
         "  sim       randomized fault schedules from a seed: replay and shrink failures\n"
         "  merge     one verdict, report and JUnit file from the run directories of shards\n"
         "  check     re-check a stored run from its files alone, with the same verdicts\n"
+        "  invariants print the checker's invariants as a Markdown table\n"
         "run 'crashwindow COMMAND --help' for a command's options\n");
 }
 
@@ -72,6 +75,8 @@ int main(int argc, char **argv)
         return merge_main(argc - 1, argv + 1);
     if (strcmp(cmd, "check") == 0)
         return history_check_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "invariants") == 0)
+        return invariants_main(argc - 1, argv + 1);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;

@@ -3,11 +3,14 @@
  * After the heal phase the runner hands the checker the scenario's database,
  * the broker's log (every publish with its payload hash, every delivery),
  * each process's events (the relays' claims, marks and retries) and its own
- * HTTP log (what the client saw).  Each invariant returns how many things it
- * checked, how many broke it, and up to CHK_MAX_WITNESSES offending rows in
- * plain words ("event E was applied 2 times by accounting: ledger rows 17
- * and 18").  An invariant the scenario lists that checked nothing fails as
- * vacuous: a scenario that never exercises its window proves nothing.
+ * HTTP log (what the client saw).  What each invariant asserts, what it
+ * reads and which function judges it is one table, invariants.h's
+ * (`crashwindow invariants` prints it; docs/invariants.md holds it).  Each
+ * invariant returns how many things it checked, how many broke it, and up
+ * to CHK_MAX_WITNESSES offending rows in plain words ("event E was applied
+ * 2 times by accounting: ledger rows 17 and 18").  An invariant the
+ * scenario lists that checked nothing fails as vacuous: a scenario that
+ * never exercises its window proves nothing.
  *
  * The checker also classifies every outbox event, each into exactly one
  * class, as a Jepsen queue check does: ok, lost (some consumer group

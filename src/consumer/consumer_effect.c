@@ -4,7 +4,7 @@
  * prefix of it: $1 consumer_name, $2 message_id, $3 payment_id, $4 event_type,
  * $5 aggregate_version, $6 trace_parent, $7 amount, $8 currency.  Adding an
  * effect is one row here, plus its table in the invariant checker's list
- * (EFFECT_TABLES in sim/checker/checker.c): the checker keeps its own list on purpose,
+ * (EFFECT_TABLES in sim/checker/checker_load.c): the checker keeps its own list on purpose,
  * so that it judges the database without trusting the code under test. */
 #include "consumer_effect.h"
 #include "pgx.h"
