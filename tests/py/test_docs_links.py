@@ -107,7 +107,7 @@ def test_measured_figures_carry_command_and_date(name):
 
 def test_mutants_table_is_the_catalogue():
     names = set()
-    for src in glob.glob(os.path.join(SOURCE_DIR, "sim", "mutants", "*.c")):
+    for src in glob.glob(os.path.join(SOURCE_DIR, "sim", "mutants", "*.[ch]")):
         with open(src, encoding="utf-8") as f:
             text = f.read()
         m = re.search(r"MUTANTS\[\]\s*=\s*\{(.*?)\n\};", text, re.S)
