@@ -4,11 +4,13 @@ Every relative link of README.md and docs/*.md leads to a file that exists,
 and an anchor (#section) to a heading of that file; every measured figure
 of the benchmark, mutant-matrix and simulator pages sits in a paragraph
 that gives the command that measured it and the day it was recorded; the
-mutants' table lists the catalogue of sim/mutants; the README stays a
+tables of mutants and of fault points list their catalogues (sim/mutants,
+fault-points/catalogue.json); the README stays a
 guide (its first lines the two commands, under 12 KB), and its worked
 scenario is one the runner accepts.
 """
 import glob
+import json
 import os
 import re
 import subprocess
@@ -116,6 +118,15 @@ def test_mutants_table_is_the_catalogue():
     assert names, "no mutant catalogue found in sim/mutants"
     with open(os.path.join(SOURCE_DIR, "docs", "mutants.md"), encoding="utf-8") as f:
         table = set(re.findall(r"(?m)^\| `([a-z_]+)` \|", f.read()))
+    assert table == names, (f"in the catalogue, not the table: {sorted(names - table)}; "
+                            f"in the table, not the catalogue: {sorted(table - names)}")
+
+
+def test_fault_points_table_is_the_catalogue():
+    with open(os.path.join(SOURCE_DIR, "fault-points", "catalogue.json"), encoding="utf-8") as f:
+        names = {p["name"] for p in json.load(f)["points"]}
+    with open(os.path.join(SOURCE_DIR, "docs", "faults.md"), encoding="utf-8") as f:
+        table = set(re.findall(r"(?m)^\| `([a-z_]+/[a-z_]+)` \|", f.read()))
     assert table == names, (f"in the catalogue, not the table: {sorted(names - table)}; "
                             f"in the table, not the catalogue: {sorted(table - names)}")
 
