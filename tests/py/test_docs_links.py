@@ -5,9 +5,9 @@ and an anchor (#section) to a heading of that file; every measured figure
 of the benchmark, mutant-matrix and simulator pages sits in a paragraph
 that gives the command that measured it and the day it was recorded; the
 tables of mutants and of fault points list their catalogues (sim/mutants,
-fault-points/catalogue.json); the README stays a
-guide (its first lines the two commands, under 12 KB), and its worked
-scenario is one the runner accepts.
+fault-points/catalogue.json); the README stays a guide (its first lines the
+two commands, under 12 KB), and its worked scenario is one the runner
+accepts.
 """
 import glob
 import json
