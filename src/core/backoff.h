@@ -5,8 +5,8 @@
  *
  *     ceiling(attempts) = min(cap, base * 2^attempts)
  *
- * milliseconds (the article's 2^min(attempts, 9) s capped at 300 s is
- * base 1000, cap 300000).  cw_backoff_delay_ms adds "equal jitter": the delay
+ * milliseconds (the source article's 2^min(attempts, 9) s capped at 300 s,
+ * see the README, is base 1000, cap 300000).  cw_backoff_delay_ms adds "equal jitter": the delay
  * is drawn uniformly from [ceil(ceiling/2), ceiling].  Full jitter
  * ([0, ceiling]) would let an unlucky caller retry almost at once in the
  * middle of an outage; equal jitter still spreads a fleet of processes apart

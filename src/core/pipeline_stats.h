@@ -1,5 +1,6 @@
 /* pipeline_stats.h -- the pipeline's figures as the database holds them:
- * the article's nine (oldest pending age first) and the runbook's others.
+ * the source article's nine (README; oldest pending age first) and the
+ * runbook's others.
  *
  * One reading is four statements (outbox summary, attempts histogram,
  * persistent counters, one row per consumer).  `outboxctl status` and

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-/* The relay's defaults, as in the article. */
+/* The relay's defaults, as in the source article (README). */
 #define RELAY_DEFAULT_BATCH 100
 #define RELAY_DEFAULT_LEASE_MS 30000
 #define RELAY_DEFAULT_BACKOFF_BASE_MS 1000

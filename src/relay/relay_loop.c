@@ -747,9 +747,9 @@ static int settle_batch(struct relay *r, struct relay_batch *b)
 static int claim_now(struct relay *r, struct relay_batch *b)
 {
     char err[512], sqlstate[6] = "";
-    /* Mutant: the trap the article warns about -- the claim's transaction
-     * (and its row locks) stays open across the network calls; work_batch
-     * commits. */
+    /* Mutant: the trap the source article (README) warns about -- the
+     * claim's transaction (and its row locks) stays open across the network
+     * calls; work_batch commits. */
     if (CW_MUTANT(publish_in_claim_tx) &&
         pgx_cmd(r->db, "BEGIN", 0, NULL, sqlstate, err, sizeof(err)) < 0)
         return pgx_conn_lost(r->db, sqlstate) ? ITER_DB_LOST : ITER_ERROR;

@@ -9,7 +9,7 @@
  *       ix_outbox_retry_order (next_attempt_at), due ones first, so the scan
  *       stops at the first row still backing off;
  *     fresh rows (last_error NULL) through ix_outbox_claim_order
- *       (occurred_at, id), the article's ORDER BY.
+ *       (occurred_at, id), the source article's ORDER BY (README).
  *   The fresh scan holds no row in backoff at all (the retry statement moves a
  *   row from one index to the other by setting last_error), so while the
  *   broker refuses and thousands of rows back off at the head of the claim

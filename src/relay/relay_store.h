@@ -37,7 +37,7 @@
  *     and locked_by (the worker that claimed), as the record of the last
  *     claim that held the row.
  *  4. attempts counts claims, not broker failures: a crash or an expired
- *     lease consumes an attempt too (as in the article).
+ *     lease consumes an attempt too (as in the source article, README).
  *  5. A claim that finds a row whose previous lease was never settled
  *     (locked_until still set, now past) counts an expired lease recovered.
  *  6. No publish starts past the attempt limit: a row whose every attempt
