@@ -112,6 +112,9 @@ cJSON *checker_invariants_json(const struct chk_result *res, const struct scenar
         const struct chk_inv *x = &res->inv[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", sc_invariant_name((enum sc_invariant)i));
+        /* the table's sentence travels with the verdict, so a stored run's
+         * report states what each invariant asserts */
+        cJSON_AddStringToObject(o, "asserts", inv_table[i].asserts);
         cJSON_AddStringToObject(o, "verdict", checker_inv_pass(res, sc, i) ? "pass" : "fail");
         cJSON_AddNumberToObject(o, "checked", (double)x->checked);
         cJSON_AddNumberToObject(o, "violations", (double)x->violations);

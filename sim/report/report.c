@@ -157,6 +157,7 @@ static const char page_css[] =
     ".bar{display:inline-block;height:10px;background:#7986cb;vertical-align:middle}"
     "td.caught{background:#e8f5e9}td.survived{background:#ffebee;font-weight:700}"
     "td.net{color:var(--muted)}"
+    ".asserts{font-family:system-ui,sans-serif;font-size:12px;color:var(--muted);max-width:34em}"
     "footer{color:var(--muted);font-size:12px;margin-top:30px}";
 
 /* Hover a marker: every marker of the same message(s), on every lane, gets
@@ -698,6 +699,13 @@ static void put_invariants(struct rbuf *b, const cJSON *sc)
                     net ? " net" : "",
                     net ? " title=\"not listed by the scenario: checked as a safety net\"" : "");
         rbuf_esc(b, jstr(inv, "name"), 120);
+        /* what it asserts: the checker's table (sim/checker/invariants.c),
+         * carried in result.json; a run stored before it carries none */
+        if (jstr(inv, "asserts")) {
+            rbuf_puts(b, "<div class=\"asserts\">");
+            rbuf_esc(b, jstr(inv, "asserts"), 400);
+            rbuf_puts(b, "</div>");
+        }
         rbuf_puts(b, "</td><td>");
         put_badge(b, jstr(inv, "verdict"));
         /* examined nothing: never to be read as "checked and fine" */
