@@ -66,7 +66,7 @@ int pipeline_stats_read(PGconn *conn, struct pipeline_stats *s, char *err, size_
 /* Frees what s owns; NULL is fine. */
 void pipeline_stats_free(struct pipeline_stats *s);
 
-/* Writes the figures as metric families: the article's nine first, oldest
+/* Writes the figures as metric families: the source article's nine first, oldest
  * pending age leading, then the others. */
 void pipeline_stats_prometheus(const struct pipeline_stats *s, struct promtext *p);
 

@@ -9,7 +9,7 @@
 -- version 6 added inbox_removed, the record of cleanup-inbox, which needs
 -- none either).
 -- outbox_messages, ix_outbox_ready and
--- inbox_messages are the article's, exactly as written.
+-- inbox_messages are the source article's (README), exactly as written.
 
 CREATE TABLE IF NOT EXISTS outbox_messages (
     id uuid PRIMARY KEY,
