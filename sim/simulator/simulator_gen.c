@@ -1,30 +1,16 @@
-/* simulator_gen.c -- the simulator's PRNG, catalogue, generator and
- * renderer; see simulator.h.
+/* simulator_gen.c -- generation: run I of seed S as a plan; see simulator.h.
  *
  * Generation is swarm testing (Groce et al.): rather than switching every
  * fault on a little, each run switches a random few on hard -- some points
  * active with a chosen action and hit, some nemesis actions, some broker
  * switches -- so that runs differ from each other in kind, not only in
- * timing.  Every draw goes through one PRNG in a fixed order; nothing else
- * (clock, environment, hash order) influences the plan.
- *
- * Rendering turns a plan into the runner's scenario JSON.  It is a small
- * state machine over the processes -- up or not, may have crashed (a crash
- * fault armed in this incarnation), paused by us, holding a park fault --
- * that decides, step by step, whether an action can be performed: a kill of
- * a process that may already be dead would make the step itself fail, and a
- * failing step is not what the simulator looks for.  Such actions are left
- * out, deterministically; shrinking relies on it, since dropping one action
- * can make a later one impossible. */
+ * timing.  Every draw goes through one PRNG (simulator_prng.c) in a fixed
+ * order; nothing else (clock, environment, hash order) influences the plan. */
 #include "simulator.h"
 #include "simulator_internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-/* ---- generation ---------------------------------------------------------- */
 
 static int pick(struct sim_rng *r, const int *v, int n)
 {
