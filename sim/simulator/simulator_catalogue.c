@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const action_names[] = { "crash", "fail", "park", "stall" };
+const char *const sim_action_names[] = { "crash", "fail", "park", "stall" };
 
 static int cmp_point(const void *a, const void *b)
 {
@@ -49,7 +49,7 @@ int sim_catalogue_parse(struct sim_catalogue *cat, const char *text, char *err, 
         const cJSON *a;
         cJSON_ArrayForEach(a, acts) {
             for (int k = 0; k < 4; k++)
-                if (cJSON_IsString(a) && strcmp(a->valuestring, action_names[k]) == 0)
+                if (cJSON_IsString(a) && strcmp(a->valuestring, sim_action_names[k]) == 0)
                     p->actions |= 1u << k;
         }
         if (p->actions != 0)
@@ -87,7 +87,7 @@ int sim_catalogue_load(struct sim_catalogue *cat, const char *path, char *err, s
 }
 
 /* The component a point belongs to, from its name; -1 when unknown. */
-int point_kind(const char *name)
+int sim_point_kind(const char *name)
 {
     if (strncmp(name, "api/", 4) == 0)
         return SIM_API;

@@ -35,9 +35,9 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
         return;
     out[0] = '\0';
     for (int i = 0; i < p->nprocs; i++) {
-        proc_name(p, i, name, sizeof(name));
+        sim_proc_name(p, i, name, sizeof(name));
         sb_add(&b, "%s%s%s", i ? " " : "", name,
-               !p->procs[i].autostart ? "(late)" : held_back(p, i) ? "(held)" : "");
+               !p->procs[i].autostart ? "(late)" : sim_held_back(p, i) ? "(held)" : "");
     }
     if (p->duplicate || p->reorder || p->delay_ms)
         sb_add(&b, " | broker%s%s", p->duplicate ? " dup" : "", p->reorder ? " reorder" : "");
@@ -48,29 +48,29 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
         sb_add(&b, " none");
     for (int i = 0; i < p->nfaults; i++) {
         const struct sim_fault *f = &p->faults[i];
-        proc_name(p, f->proc, name, sizeof(name));
+        sim_proc_name(p, f->proc, name, sizeof(name));
         sb_add(&b, " %s%s:%s=%s", name, f->incarnation >= 0 ? "'" : "", f->point,
-               action_names[f->action]);
+               sim_action_names[f->action]);
         if (f->action == SIM_STALL)
             sb_add(&b, ":%d", f->stall_ms);
         sb_add(&b, "@%d%s", f->hit, f->every ? "+" : "");
     }
     for (int i = 0; i < p->nprocs; i++)
         if (p->procs[i].clock_offset_s != 0) {
-            proc_name(p, i, name, sizeof(name));
+            sim_proc_name(p, i, name, sizeof(name));
             sb_add(&b, " | clock %s %+d s x%d%%", name, p->procs[i].clock_offset_s,
                    p->procs[i].clock_rate_pct);
         }
     for (int i = 0; i < p->nprocs; i++)
         if (p->procs[i].db_deadline_ms > 0) {
-            proc_name(p, i, name, sizeof(name));
+            sim_proc_name(p, i, name, sizeof(name));
             sb_add(&b, " | deadline %s %d ms", name, p->procs[i].db_deadline_ms);
         }
     sb_add(&b, " | steps");
     for (int k = 0; k < p->nacts; k++) {
         const struct sim_act *a = &p->acts[k];
         if (a->proc >= 0)
-            proc_name(p, a->proc, name, sizeof(name));
+            sim_proc_name(p, a->proc, name, sizeof(name));
         switch (a->kind) {
         case SIM_PAY:
             sb_add(&b, " pay(%d%s%s", a->count, a->authorize ? ",auth" : "",
@@ -111,7 +111,7 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             sb_add(&b, " reuse-key");
             break;
         case SIM_DB:
-            sb_add(&b, " db(%s", db_actions[a->db]);
+            sb_add(&b, " db(%s", sim_db_actions[a->db]);
             if (a->db == SIM_DB_CRASH || a->db == SIM_DB_FREEZE)
                 sb_add(&b, ",%d ms", a->ms);
             if (a->db == SIM_DB_TERMINATE && a->proc >= 0)
@@ -135,7 +135,7 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             break;
         case SIM_NET:
             sb_add(&b, " net(%s->%s,%s", name, a->net_broker ? "broker" : "pg",
-                   net_names[a->net]);
+                   sim_net_names[a->net]);
             if (a->net == SIM_NET_LATENCY || a->net == SIM_NET_SLICER)
                 sb_add(&b, ",%d/%d", a->net_a, a->net_b);
             else if (a->net == SIM_NET_BANDWIDTH)

@@ -31,7 +31,7 @@ static int add_proc(struct sim_plan *p, enum sim_kind kind)
 }
 
 /* An action of kind on proc, every broker switch left as it is (-1). */
-void act_init(struct sim_act *a, enum sim_act_kind kind, int proc)
+void sim_act_init(struct sim_act *a, enum sim_act_kind kind, int proc)
 {
     memset(a, 0, sizeof(*a));
     a->kind = kind;
@@ -46,7 +46,7 @@ static struct sim_act *add_act(struct sim_plan *p, enum sim_act_kind kind, int p
     if (p->nacts == SIM_MAX_ACTS)
         return NULL;
     struct sim_act *a = &p->acts[p->nacts++];
-    act_init(a, kind, proc);
+    sim_act_init(a, kind, proc);
     return a;
 }
 
@@ -99,7 +99,7 @@ static int has_peers(const struct sim_plan *p, int proc)
  * waits behind the one it holds.  So its peers that would start with it
  * are held back until it has parked (see release_held): it claims the
  * run's first event in every replay.  The relay, or -1.  No draw. */
-int first_parker(const struct sim_plan *p)
+int sim_first_parker(const struct sim_plan *p)
 {
     for (int i = 0; i < p->nfaults; i++) {
         const struct sim_fault *f = &p->faults[i];
@@ -111,10 +111,10 @@ int first_parker(const struct sim_plan *p)
     return -1;
 }
 
-/* Whether proc starts only once first_parker's relay has parked. */
-int held_back(const struct sim_plan *p, int proc)
+/* Whether proc starts only once sim_first_parker's relay has parked. */
+int sim_held_back(const struct sim_plan *p, int proc)
 {
-    int lead = first_parker(p);
+    int lead = sim_first_parker(p);
     return lead >= 0 && proc != lead && p->procs[proc].kind == SIM_RELAY &&
            p->procs[proc].autostart;
 }
@@ -177,7 +177,7 @@ static void add_random_fault(struct sim_rng *r, struct sim_plan *p,
 {
     int idx[SIM_MAX_POINTS], n = 0;
     for (int i = 0; i < cat->n; i++)
-        if (point_kind(cat->p[i].name) == (int)p->procs[proc].kind)
+        if (sim_point_kind(cat->p[i].name) == (int)p->procs[proc].kind)
             idx[n++] = i;
     if (n > 0)
         add_fault(r, p, &cat->p[idx[sim_rng_below(r, n)]], proc, inc);
@@ -195,7 +195,7 @@ static struct sim_act *later(struct pending *pd, enum sim_act_kind kind, int pro
     if (pd->n == 8)
         return NULL;
     struct sim_act *a = &pd->v[pd->n++];
-    act_init(a, kind, proc);
+    sim_act_init(a, kind, proc);
     return a;
 }
 
@@ -353,7 +353,7 @@ static void gen_first_faults(struct sim_rng *r, struct sim_plan *p,
                              const struct sim_catalogue *cat)
 {
     for (int i = 0; i < cat->n; i++) {
-        int kind = point_kind(cat->p[i].name);
+        int kind = sim_point_kind(cat->p[i].name);
         if (kind < 0 || !sim_rng_chance(r, kind == SIM_API ? 20 : 30))
             continue;
         int target = random_of_kind(r, p, kind);
@@ -463,7 +463,7 @@ static void gen_infra(uint64_t seed, uint64_t run, struct sim_plan *p,
         return;
     int at = sim_rng_range(r, 1, p->nacts);
     struct sim_act a;
-    act_init(&a, SIM_DB, -1);
+    sim_act_init(&a, SIM_DB, -1);
     int roll = sim_rng_below(r, 100);
     if (roll < 20) {
         a.kind = SIM_BROKER_CRASH;
@@ -497,7 +497,7 @@ static void gen_net(uint64_t seed, uint64_t run, struct sim_plan *p)
         return;
     int at = sim_rng_range(r, 1, p->nacts);
     struct sim_act a;
-    act_init(&a, SIM_NET, sim_rng_below(r, p->nprocs));
+    sim_act_init(&a, SIM_NET, sim_rng_below(r, p->nprocs));
     a.net = (enum sim_net)sim_rng_below(r, SIM_NET_CUT + 1);
     /* The API has no broker link; the draw is made all the same, so that
      * a seed's other choices stay what they were. */
@@ -582,10 +582,10 @@ static int gen_silent_commit(struct sim_rng *r, struct sim_plan *p,
     struct sim_proc *x = &p->procs[c];
     x->db_deadline_ms = PICK(r, 800, 1000, 1500);
     struct sim_act a;
-    act_init(&a, SIM_RESUME, c);
+    sim_act_init(&a, SIM_RESUME, c);
     a.after_park = 1;
     insert_act(p, first_pay + 1, &a);
-    act_init(&a, SIM_NET, c);
+    sim_act_init(&a, SIM_NET, c);
     a.net = SIM_NET_PARTITION;
     a.after_park = 1;
     a.ms = x->db_deadline_ms + sim_rng_range(r, 1000, 2500);
@@ -612,7 +612,7 @@ static void gen_links(uint64_t seed, uint64_t run, struct sim_plan *p,
     if (!sim_rng_chance(r, 25))
         return;
     struct sim_act a;
-    act_init(&a, SIM_NET, sim_rng_below(r, p->nprocs));
+    sim_act_init(&a, SIM_NET, sim_rng_below(r, p->nprocs));
     int at = sim_rng_range(r, 1, p->nacts);
     int roll = sim_rng_below(r, 100);
     a.net = cat->partitions && roll < 40 ? SIM_NET_PARTITION
@@ -650,7 +650,7 @@ static void gen_slow_links(uint64_t seed, uint64_t run, struct sim_plan *p)
         if (p->procs[i].kind != SIM_RELAY || !p->procs[i].autostart)
             continue;
         struct sim_act a;
-        act_init(&a, SIM_NET, i);
+        sim_act_init(&a, SIM_NET, i);
         a.net = SIM_NET_LATENCY;
         a.net_broker = 1;
         a.net_a = p->procs[i].lease_ms + sim_rng_range(r, 300, 1000);
@@ -681,7 +681,7 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
     sim_rng_init(r, seed ^ 0x165667b19e3779f9ULL, run);
     struct sim_act a;
     if (sim_rng_chance(r, 25) && p->nacts >= 2 && p->nacts < SIM_MAX_ACTS) {
-        act_init(&a, SIM_CLEANUP, -1);
+        sim_act_init(&a, SIM_CLEANUP, -1);
         a.ms = PICK(r, 1, 200, 1000);
         insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
     }
@@ -691,7 +691,7 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
      * after it would meet no marker (the consumers' version check may hide
      * that from the effects; the refusal is what is checked). */
     if (sim_rng_chance(r, 35) && p->nacts >= 2 && p->nacts < SIM_MAX_ACTS) {
-        act_init(&a, SIM_CLEANUP_INBOX, -1);
+        sim_act_init(&a, SIM_CLEANUP_INBOX, -1);
         a.ms = PICK(r, 1, 100, 500);
         insert_act(p, sim_rng_range(r, 1, p->nacts), &a);
     }
@@ -702,7 +702,7 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
     at = at >= 0 ? at + 1 : -1;
     if (p->nprocs > 1 && p->procs[1].max_attempts <= 3 && sim_rng_chance(r, at >= 0 ? 90 : 30) &&
         p->nacts >= 2 && p->nacts < SIM_MAX_ACTS) {
-        act_init(&a, SIM_REQUEUE, -1);
+        sim_act_init(&a, SIM_REQUEUE, -1);
         insert_act(p, at >= 0 ? at : sim_rng_range(r, 1, p->nacts), &a);
     }
     /* A poison window or a broker outage with no payments inside it hits
@@ -726,7 +726,7 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
         }
         if (paid)
             continue;
-        act_init(&a, SIM_PAY, 0);
+        sim_act_init(&a, SIM_PAY, 0);
         a.count = sim_rng_range(r, 2, 4);
         a.authorize = 1;
         a.capture = sim_rng_chance(r, 50);
@@ -767,7 +767,7 @@ static void gen_ops(uint64_t seed, uint64_t run, struct sim_plan *p)
             requeued = p->acts[j].kind == SIM_REQUEUE;
         if (close < 0 || requeued)
             continue;
-        act_init(&a, SIM_REQUEUE, -1);
+        sim_act_init(&a, SIM_REQUEUE, -1);
         insert_act(p, close + 1, &a);
     }
 }
@@ -973,7 +973,7 @@ static void gen_broker_close(uint64_t seed, uint64_t run, struct sim_plan *p)
     if (!sim_rng_chance(r, 12) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
         return;
     struct sim_act a;
-    act_init(&a, SIM_BROKER_CLOSE, -1);
+    sim_act_init(&a, SIM_BROKER_CLOSE, -1);
     /* Never between a park's follow-ups: they must come one after another. */
     int at = sim_rng_range(r, 1, p->nacts);
     while (at < p->nacts && p->acts[at].after_park)

@@ -27,7 +27,7 @@ static const char *const group_names[] = { "accounting", "notifications" };
 #define SIM_ANCHOR_MS 3000
 
 /* "api", "relay-2", "acct-1", "notif-2": ordinal among the same kind/group. */
-void proc_name(const struct sim_plan *p, int idx, char *out, size_t outlen)
+void sim_proc_name(const struct sim_plan *p, int idx, char *out, size_t outlen)
 {
     const struct sim_proc *x = &p->procs[idx];
     int ord = 1;
@@ -67,7 +67,7 @@ static int fault_spec(const struct sim_plan *p, int proc, int inc, char *out, si
         if (f->action == SIM_STALL)
             snprintf(act, sizeof(act), "stall:%d", f->stall_ms);
         else
-            snprintf(act, sizeof(act), "%s", action_names[f->action]);
+            snprintf(act, sizeof(act), "%s", sim_action_names[f->action]);
         int w = snprintf(out + n, outlen - n, "%s%s=%s@%d%s", count ? ";" : "", f->point, act,
                          f->hit, f->every ? "+" : "");
         if (w < 0 || (size_t)w >= outlen - n)
@@ -483,29 +483,29 @@ static void render_restart(struct render_ctx *ctx, const struct sim_act *a, int 
     }
 }
 
-/* After the first payments batch: the park of first_parker's relay, then
+/* After the first payments batch: the park of sim_first_parker's relay, then
  * the start of the peers held back for it, each with its first faults. */
 static void release_held(struct render_ctx *ctx)
 {
     const struct sim_plan *p = ctx->p;
-    int lead = first_parker(p);
+    int lead = sim_first_parker(p);
     if (lead < 0)
         return;
     char name[32];
     const struct rstate *ls = &ctx->st[lead];
     if (ls->up && ls->park_point != NULL) {
-        proc_name(p, lead, name, sizeof(name));
+        sim_proc_name(p, lead, name, sizeof(name));
         cJSON *o = render_anchor(ctx, "parked", "the parked relay holds the first event, then "
                                                 "its peers start, in every replay");
         cJSON_AddStringToObject(o, "proc", name);
         cJSON_AddStringToObject(o, "point", ls->park_point);
     }
     for (int i = 0; i < p->nprocs; i++) {
-        if (!held_back(p, i))
+        if (!sim_held_back(p, i))
             continue;
         struct sim_act a;
-        act_init(&a, SIM_RESTART, i);
-        proc_name(p, i, name, sizeof(name));
+        sim_act_init(&a, SIM_RESTART, i);
+        sim_proc_name(p, i, name, sizeof(name));
         render_restart(ctx, &a, -1, &ctx->st[i], name);
     }
 }
@@ -531,24 +531,24 @@ static void render_broker(struct render_ctx *ctx, const struct sim_act *a)
     cJSON_AddItemToObject(o, "control", c);
 }
 
-const char *const db_actions[] = { "crash", "restart", "terminate", "freeze" };
+const char *const sim_db_actions[] = { "crash", "restart", "terminate", "freeze" };
 
 static void render_db(struct render_ctx *ctx, const struct sim_act *a)
 {
     cJSON *o = step(ctx->steps, "db");
-    cJSON_AddStringToObject(o, "action", db_actions[a->db]);
+    cJSON_AddStringToObject(o, "action", sim_db_actions[a->db]);
     if (a->db == SIM_DB_CRASH)
         cJSON_AddNumberToObject(o, "down_ms", a->ms);
     else if (a->db == SIM_DB_FREEZE)
         cJSON_AddNumberToObject(o, "ms", a->ms);
     if (a->db == SIM_DB_TERMINATE && a->proc >= 0) {
         char name[32];
-        proc_name(ctx->p, a->proc, name, sizeof(name));
+        sim_proc_name(ctx->p, a->proc, name, sizeof(name));
         cJSON_AddStringToObject(o, "proc", name);
     }
 }
 
-const char *const net_names[] = { "latency", "blackhole", "reset", "bandwidth",
+const char *const sim_net_names[] = { "latency", "blackhole", "reset", "bandwidth",
                                          "slicer", "cut", "partition", "down",
                                          "limit_data" };
 
@@ -572,7 +572,7 @@ static void render_net(struct render_ctx *ctx, const struct sim_act *a, const ch
     char link[48];
     snprintf(link, sizeof(link), "%s->%s", name, a->net_broker ? "broker" : "pg");
     cJSON_AddStringToObject(o, "link", link);
-    cJSON_AddStringToObject(o, "fault", net_names[a->net]);
+    cJSON_AddStringToObject(o, "fault", sim_net_names[a->net]);
     switch (a->net) {
     case SIM_NET_LATENCY:
         cJSON_AddNumberToObject(o, "latency_ms", a->net_a);
@@ -614,7 +614,7 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
     char spec[1024], name[32];
     for (int i = 0; i < p->nprocs; i++) {
         struct rstate *s = &ctx.st[i];
-        s->up = p->procs[i].autostart && !held_back(p, i);
+        s->up = p->procs[i].autostart && !sim_held_back(p, i);
         s->faulty = fault_spec(p, i, -1, spec, sizeof(spec), &s->crashy, &s->parks,
                                &s->park_point) > 0;
         ctx.starts[i] = s->up;
@@ -623,7 +623,7 @@ static void render_steps(const struct sim_plan *p, cJSON *steps)
         const struct sim_act *a = &p->acts[k];
         struct rstate *s = a->proc >= 0 ? &ctx.st[a->proc] : NULL;
         if (a->proc >= 0)
-            proc_name(p, a->proc, name, sizeof(name));
+            sim_proc_name(p, a->proc, name, sizeof(name));
         switch (a->kind) {
         case SIM_PAY:
             render_pay(&ctx, a);
@@ -745,7 +745,7 @@ cJSON *sim_render(const struct sim_plan *p, const char *name, const char *title)
     for (int i = 0; i < p->nprocs; i++) {
         const struct sim_proc *x = &p->procs[i];
         char pname[32];
-        proc_name(p, i, pname, sizeof(pname));
+        sim_proc_name(p, i, pname, sizeof(pname));
         cJSON *o = cJSON_AddObjectToObject(procs, pname);
         static const char *const kinds[] = { "api", "relay", "consumer" };
         cJSON_AddStringToObject(o, "kind", kinds[x->kind]);
@@ -755,7 +755,7 @@ cJSON *sim_render(const struct sim_plan *p, const char *name, const char *title)
             cJSON_AddItemToObject(o, "args", consumer_args(x));
         /* A relay held back gets its first faults from the step that
          * starts it. */
-        int crashy, parks, held = held_back(p, i);
+        int crashy, parks, held = sim_held_back(p, i);
         if (!held && fault_spec(p, i, -1, buf, sizeof(buf), &crashy, &parks, NULL) > 0)
             cJSON_AddStringToObject(o, "faults", buf);
         if (!x->autostart || held)
