@@ -59,101 +59,6 @@ static int step_proc(struct vctx *v, struct scenario *sc, const cJSON *s, const 
     return 0;
 }
 
-/* The fields a wait condition would not read: each is an error naming it,
- * since a scenario's author who wrote it expected it to matter. */
-static int wait_unused_fields(struct vctx *v, const cJSON *s, const char *field,
-                              const struct sc_step *st, const char *until)
-{
-    const enum sc_until u = st->until;
-    const int uses_proc = u == U_EXITED || u == U_PARKED || u == U_EVENT;
-    const int uses_count = !(u == U_EXITED || u == U_PARKED || u == U_QUIET);
-    const struct { const char *key; int used; } f[] = {
-        { "proc", uses_proc },
-        { "count", uses_count },
-        { "where", u == U_EVENT },
-        { "consumer", u == U_CONSUMED },
-    };
-    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
-        if (f[i].used || cJSON_GetObjectItemCaseSensitive(s, f[i].key) == NULL)
-            continue;
-        char ff[160];
-        snprintf(ff, sizeof(ff), "%s.%s", field, f[i].key);
-        return verr(v, ff, "ignored by until '%s'", until);
-    }
-    return 0;
-}
-
-static int parse_wait(struct vctx *v, struct scenario *sc, const cJSON *s, const char *field,
-                      struct sc_step *st)
-{
-    static const char *const fields[] = { "do", "why", "until", "proc", "event", "count",
-                                          "where", "consumer", "sql", "point", "timeout_ms",
-                                          "on_timeout", NULL };
-    if (only_fields(v, s, field, fields) < 0)
-        return -1;
-    const char *on_timeout = NULL;
-    if (get_str(v, s, "on_timeout", field, 0, &on_timeout) < 0)
-        return -1;
-    if (on_timeout != NULL && strcmp(on_timeout, "fail") != 0 &&
-        strcmp(on_timeout, "continue") != 0) {
-        char f[160];
-        snprintf(f, sizeof(f), "%s.on_timeout", field);
-        return verr(v, f, "must be \"fail\" or \"continue\", not '%s'", on_timeout);
-    }
-    st->wait_continue = on_timeout != NULL && strcmp(on_timeout, "continue") == 0;
-    const char *until = NULL;
-    if (get_str(v, s, "until", field, 1, &until) < 0)
-        return -1;
-    int u = name_index(until_names, (int)(sizeof(until_names) / sizeof(until_names[0])), until);
-    if (u < 0) {
-        char f[160];
-        snprintf(f, sizeof(f), "%s.until", field);
-        return verr(v, f, "unknown condition '%s' (exited, parked, event, published, "
-                    "consumed, dead_lettered, lease_expired, quiet, sql)", until);
-    }
-    st->until = (enum sc_until)u;
-    long long x;
-    if (get_int(v, s, "timeout_ms", field, 1, 1, 600000, &x) < 0)
-        return -1;
-    st->timeout_ms = (int)x;
-    st->count = 1;
-    if (opt_int(v, s, "count", field, 0, 10000000, &st->count) < 0)
-        return -1;
-    int need_proc = st->until == U_EXITED || st->until == U_PARKED || st->until == U_EVENT;
-    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(s, "proc");
-    if (st->until == U_EVENT && cJSON_IsString(pj) && strcmp(pj->valuestring, "broker") == 0)
-        st->proc = -1; /* the broker's own log ("broker" is a reserved process name) */
-    else if (step_proc(v, sc, s, field, need_proc, -1, st) < 0)
-        return -1;
-    if (st->until == U_EVENT && get_str(v, s, "event", field, 1, &st->event) < 0)
-        return -1;
-    if (get_where(v, s, field, &st->where_key, &st->where_value, st->where_buf,
-                  sizeof(st->where_buf)) < 0)
-        return -1;
-    if (st->until == U_SQL && get_str(v, s, "sql", field, 1, &st->sql) < 0)
-        return -1;
-    if (get_str(v, s, "point", field, 0, &st->point) < 0)
-        return -1;
-    if (get_str(v, s, "consumer", field, 0, &st->consumer) < 0)
-        return -1;
-    if (st->until == U_CONSUMED && st->consumer == NULL) {
-        /* Default: the consumer name of the only consumer process. */
-        for (int i = 0; i < sc->nprocs; i++) {
-            if (sc->procs[i].kind != SC_CONSUMER)
-                continue;
-            if (st->consumer != NULL && strcmp(st->consumer, sc->procs[i].consumer_name) != 0)
-                return verr(v, field, "several consumer names: say which with \"consumer\"");
-            st->consumer = sc->procs[i].consumer_name;
-        }
-        if (st->consumer == NULL)
-            return verr(v, field, "until consumed needs a consumer process");
-    }
-    if ((st->event != NULL && st->until != U_EVENT) || (st->sql != NULL && st->until != U_SQL) ||
-        (st->point != NULL && st->until != U_PARKED))
-        return verr(v, field, "a field does not apply to until '%s'", until);
-    return wait_unused_fields(v, s, field, st, until);
-}
-
 /* One parser per verb below, each called by parse_step once "do" and "why"
  * are read: it checks the fields its verb allows, then fills st.  field is
  * the step's JSON path ("steps[3]"), the prefix of every message. */
@@ -409,6 +314,103 @@ static int parse_step_outboxctl(struct vctx *v, const cJSON *s, const char *fiel
     return 0;
 }
 
+/* The fields a wait condition would not read: each is an error naming it,
+ * since a scenario's author who wrote it expected it to matter. */
+static int wait_unused_fields(struct vctx *v, const cJSON *s, const char *field,
+                              const struct sc_step *st, const char *until)
+{
+    const enum sc_until u = st->until;
+    const int uses_proc = u == U_EXITED || u == U_PARKED || u == U_EVENT;
+    const int uses_count = !(u == U_EXITED || u == U_PARKED || u == U_QUIET);
+    const struct { const char *key; int used; } f[] = {
+        { "proc", uses_proc },
+        { "count", uses_count },
+        { "where", u == U_EVENT },
+        { "consumer", u == U_CONSUMED },
+    };
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        if (f[i].used || cJSON_GetObjectItemCaseSensitive(s, f[i].key) == NULL)
+            continue;
+        char ff[160];
+        snprintf(ff, sizeof(ff), "%s.%s", field, f[i].key);
+        return verr(v, ff, "ignored by until '%s'", until);
+    }
+    return 0;
+}
+
+/* wait: until a condition holds, within timeout_ms; or, with "on_timeout":
+ * "continue", an anchor that goes on when the moment does not come. */
+static int parse_step_wait(struct vctx *v, struct scenario *sc, const cJSON *s,
+                           const char *field, struct sc_step *st)
+{
+    static const char *const fields[] = { "do", "why", "until", "proc", "event", "count",
+                                          "where", "consumer", "sql", "point", "timeout_ms",
+                                          "on_timeout", NULL };
+    if (only_fields(v, s, field, fields) < 0)
+        return -1;
+    const char *on_timeout = NULL;
+    if (get_str(v, s, "on_timeout", field, 0, &on_timeout) < 0)
+        return -1;
+    if (on_timeout != NULL && strcmp(on_timeout, "fail") != 0 &&
+        strcmp(on_timeout, "continue") != 0) {
+        char f[160];
+        snprintf(f, sizeof(f), "%s.on_timeout", field);
+        return verr(v, f, "must be \"fail\" or \"continue\", not '%s'", on_timeout);
+    }
+    st->wait_continue = on_timeout != NULL && strcmp(on_timeout, "continue") == 0;
+    const char *until = NULL;
+    if (get_str(v, s, "until", field, 1, &until) < 0)
+        return -1;
+    int u = name_index(until_names, (int)(sizeof(until_names) / sizeof(until_names[0])), until);
+    if (u < 0) {
+        char f[160];
+        snprintf(f, sizeof(f), "%s.until", field);
+        return verr(v, f, "unknown condition '%s' (exited, parked, event, published, "
+                    "consumed, dead_lettered, lease_expired, quiet, sql)", until);
+    }
+    st->until = (enum sc_until)u;
+    long long x;
+    if (get_int(v, s, "timeout_ms", field, 1, 1, 600000, &x) < 0)
+        return -1;
+    st->timeout_ms = (int)x;
+    st->count = 1;
+    if (opt_int(v, s, "count", field, 0, 10000000, &st->count) < 0)
+        return -1;
+    int need_proc = st->until == U_EXITED || st->until == U_PARKED || st->until == U_EVENT;
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(s, "proc");
+    if (st->until == U_EVENT && cJSON_IsString(pj) && strcmp(pj->valuestring, "broker") == 0)
+        st->proc = -1; /* the broker's own log ("broker" is a reserved process name) */
+    else if (step_proc(v, sc, s, field, need_proc, -1, st) < 0)
+        return -1;
+    if (st->until == U_EVENT && get_str(v, s, "event", field, 1, &st->event) < 0)
+        return -1;
+    if (get_where(v, s, field, &st->where_key, &st->where_value, st->where_buf,
+                  sizeof(st->where_buf)) < 0)
+        return -1;
+    if (st->until == U_SQL && get_str(v, s, "sql", field, 1, &st->sql) < 0)
+        return -1;
+    if (get_str(v, s, "point", field, 0, &st->point) < 0)
+        return -1;
+    if (get_str(v, s, "consumer", field, 0, &st->consumer) < 0)
+        return -1;
+    if (st->until == U_CONSUMED && st->consumer == NULL) {
+        /* Default: the consumer name of the only consumer process. */
+        for (int i = 0; i < sc->nprocs; i++) {
+            if (sc->procs[i].kind != SC_CONSUMER)
+                continue;
+            if (st->consumer != NULL && strcmp(st->consumer, sc->procs[i].consumer_name) != 0)
+                return verr(v, field, "several consumer names: say which with \"consumer\"");
+            st->consumer = sc->procs[i].consumer_name;
+        }
+        if (st->consumer == NULL)
+            return verr(v, field, "until consumed needs a consumer process");
+    }
+    if ((st->event != NULL && st->until != U_EVENT) || (st->sql != NULL && st->until != U_SQL) ||
+        (st->point != NULL && st->until != U_PARKED))
+        return verr(v, field, "a field does not apply to until '%s'", until);
+    return wait_unused_fields(v, s, field, st, until);
+}
+
 /* db: a fault of PostgreSQL itself. */
 static int parse_step_db(struct vctx *v, struct scenario *sc, const cJSON *s,
                          const char *field, struct sc_step *st)
@@ -578,7 +580,7 @@ int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int idx)
     case V_OUTBOXCTL:
         return parse_step_outboxctl(v, s, field, st);
     case V_WAIT:
-        return parse_wait(v, sc, s, field, st);
+        return parse_step_wait(v, sc, s, field, st);
     case V_DB:
         return parse_step_db(v, sc, s, field, st);
     case V_BROKER_CRASH:
