@@ -5,7 +5,13 @@
  * less than its author thinks.  Every object is checked against the list of
  * fields its kind allows, and every message carries the file and the JSON
  * path of the offending field.  The parsed scenario keeps the cJSON tree and
- * borrows its strings, so nothing is copied twice. */
+ * borrows its strings, so nothing is copied twice.
+ *
+ * This file reads the file as a whole (the top-level fields, processes,
+ * broker, database, invariants, expectations) and holds the field helpers
+ * of scenario_internal.h; each step is read by its verb's parser in
+ * scenario_steps.c, and scenario_describe.c says in words what a parsed
+ * scenario will do. */
 #include "scenario.h"
 #include "scenario_internal.h"
 
@@ -115,7 +121,7 @@ int sc_broker_is_setting(const char *field)
 
 /* Every key of obj must be in allowed. */
 int only_fields(struct vctx *v, const cJSON *obj, const char *field,
-                       const char *const *allowed)
+                const char *const *allowed)
 {
     const cJSON *it;
     cJSON_ArrayForEach(it, obj) {
@@ -127,7 +133,7 @@ int only_fields(struct vctx *v, const cJSON *obj, const char *field,
 
 /* A string field: 1 found, 0 absent (when optional), -1 error. */
 int get_str(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-                   int required, const char **out)
+            int required, const char **out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     char f[160];
@@ -145,7 +151,7 @@ int get_str(struct vctx *v, const cJSON *obj, const char *key, const char *field
 
 /* An integer field within [lo, hi]. */
 int get_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-                   int required, long long lo, long long hi, long long *out)
+            int required, long long lo, long long hi, long long *out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     char f[160];
@@ -168,7 +174,7 @@ int get_int(struct vctx *v, const cJSON *obj, const char *key, const char *field
  * field is given and left at the caller's default when it is absent or null.
  * 0 on success, -1 after reporting the error (not an integer, out of range). */
 int opt_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-                   long long lo, long long hi, int *out)
+            long long lo, long long hi, int *out)
 {
     long long x;
     int r = get_int(v, obj, key, field, 0, lo, hi, &x);
@@ -187,7 +193,7 @@ int name_index(const char *const *names, int n, const char *name)
 }
 
 int get_bool(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-                    int *out)
+             int *out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (it == NULL)
@@ -541,7 +547,7 @@ int check_control(struct vctx *v, const cJSON *c, const char *field)
 }
 
 int get_where(struct vctx *v, const cJSON *s, const char *field,
-                     const char **key, const char **value, char *buf, size_t buflen)
+              const char **key, const char **value, char *buf, size_t buflen)
 {
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(s, "where");
     if (w == NULL)

@@ -1,19 +1,10 @@
-/* scenario.c -- loading and validating scenario files; see scenario.h.
- *
- * Validation is strict on purpose: a misspelt field ("procs" for "proc", a
- * wait without a timeout) would otherwise make a scenario silently prove
- * less than its author thinks.  Every object is checked against the list of
- * fields its kind allows, and every message carries the file and the JSON
- * path of the offending field.  The parsed scenario keeps the cJSON tree and
- * borrows its strings, so nothing is copied twice. */
+/* scenario_describe.c -- a parsed scenario in words, without running it:
+ * what `crashwindow run --dry-run` prints (scenario_print) and the step
+ * lines of the runner's progress (scenario_step_describe); see scenario.h. */
 #include "scenario.h"
 #include "scenario_internal.h"
 
-#include <ctype.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 static void describe_db(const struct sc_step *st, const char *pn, char *out, size_t outlen)

@@ -1,21 +1,22 @@
-/* scenario.c -- loading and validating scenario files; see scenario.h.
+/* scenario_steps.c -- the steps of a scenario file, one parser per verb;
+ * see scenario.h.
  *
- * Validation is strict on purpose: a misspelt field ("procs" for "proc", a
- * wait without a timeout) would otherwise make a scenario silently prove
- * less than its author thinks.  Every object is checked against the list of
- * fields its kind allows, and every message carries the file and the JSON
- * path of the offending field.  The parsed scenario keeps the cJSON tree and
- * borrows its strings, so nothing is copied twice. */
+ * parse_step reads what every step shares ("do", "why") and hands the rest
+ * to its verb's parser.  The parsers come in the order scenario.h lists the
+ * verbs (enum sc_verb); verbs with one grammar share one (start and restart;
+ * stop, kill, pause and resume).  Each checks the fields its verb allows,
+ * as strictly as the rest of the file (scenario.c), and fills the step. */
 #include "scenario.h"
 #include "scenario_internal.h"
 
-#include <ctype.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The process a step acts on, into st->proc: the one its "proc" names (an
+ * error when absent and required; of the given kind unless kind is -1), or,
+ * when absent and kind >= 0, the only process of that kind.  With neither,
+ * st->proc is left as it was.  0 or -1. */
 static int step_proc(struct vctx *v, struct scenario *sc, const cJSON *s, const char *field,
                      int required, int kind, struct sc_step *st)
 {
