@@ -23,7 +23,7 @@
 #include <string.h>
 
 __attribute__((format(printf, 3, 4)))
-int verr(struct vctx *v, const char *field, const char *fmt, ...)
+int sc_verr(struct vctx *v, const char *field, const char *fmt, ...)
 {
     char msg[384];
     va_list ap;
@@ -37,20 +37,20 @@ int verr(struct vctx *v, const char *field, const char *fmt, ...)
     return -1;
 }
 
-const char *const kind_names[] = { "api", "relay", "consumer" };
-const char *const verb_names[] = {
+const char *const sc_kind_names[] = { "api", "relay", "consumer" };
+const char *const sc_verb_names[] = {
     "start", "restart", "stop", "kill", "pause", "resume", "fault", "http",
     "payments", "broker", "sql", "outboxctl", "wait", "db", "broker_crash", "sleep",
     "net"
 };
-const char *const db_action_names[] = {
+const char *const sc_db_action_names[] = {
     "crash", "restart", "terminate", "freeze", "failover", "stall_replication"
 };
-const char *const until_names[] = {
+const char *const sc_until_names[] = {
     "exited", "parked", "event", "published", "consumed", "dead_lettered",
     "lease_expired", "quiet", "sql"
 };
-const char *const invariant_names[] = {
+const char *const sc_invariant_names[] = {
     "payment_one_creation_event", "nothing_lost", "effect_once",
     "broker_log_matches_outbox", "republish_same_payload", "no_two_live_leases",
     "retry_respects_backoff", "dead_letter_at_limit", "versions_in_order",
@@ -92,21 +92,21 @@ cJSON *sc_control_for_display(const cJSON *control)
     return c;
 }
 
-const char *sc_kind_name(enum sc_kind k) { return kind_names[k]; }
-const char *sc_verb_name(enum sc_verb v) { return verb_names[v]; }
-const char *sc_until_name(enum sc_until u) { return until_names[u]; }
-const char *sc_db_action_name(enum sc_db_action a) { return db_action_names[a]; }
-const char *sc_invariant_name(enum sc_invariant i) { return invariant_names[i]; }
+const char *sc_kind_name(enum sc_kind k) { return sc_kind_names[k]; }
+const char *sc_verb_name(enum sc_verb v) { return sc_verb_names[v]; }
+const char *sc_until_name(enum sc_until u) { return sc_until_names[u]; }
+const char *sc_db_action_name(enum sc_db_action a) { return sc_db_action_names[a]; }
+const char *sc_invariant_name(enum sc_invariant i) { return sc_invariant_names[i]; }
 
 int sc_invariant_from_name(const char *name)
 {
     for (int i = 0; i < INV_COUNT; i++)
-        if (strcmp(invariant_names[i], name) == 0)
+        if (strcmp(sc_invariant_names[i], name) == 0)
             return i;
     return -1;
 }
 
-int in_list(const char *s, const char *const *list)
+int sc_in_list(const char *s, const char *const *list)
 {
     for (; *list != NULL; list++)
         if (strcmp(*list, s) == 0)
@@ -116,56 +116,56 @@ int in_list(const char *s, const char *const *list)
 
 int sc_broker_is_setting(const char *field)
 {
-    return field != NULL && in_list(field, broker_settings);
+    return field != NULL && sc_in_list(field, broker_settings);
 }
 
 /* Every key of obj must be in allowed. */
-int only_fields(struct vctx *v, const cJSON *obj, const char *field,
-                const char *const *allowed)
+int sc_only_fields(struct vctx *v, const cJSON *obj, const char *field,
+                   const char *const *allowed)
 {
     const cJSON *it;
     cJSON_ArrayForEach(it, obj) {
-        if (!in_list(it->string, allowed))
-            return verr(v, field, "unknown field '%s'", it->string);
+        if (!sc_in_list(it->string, allowed))
+            return sc_verr(v, field, "unknown field '%s'", it->string);
     }
     return 0;
 }
 
 /* A string field: 1 found, 0 absent (when optional), -1 error. */
-int get_str(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-            int required, const char **out)
+int sc_get_str(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+               int required, const char **out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     char f[160];
     snprintf(f, sizeof(f), "%s%s%s", field, field[0] ? "." : "", key);
     if (it == NULL || cJSON_IsNull(it)) {
         if (required)
-            return verr(v, f, "missing (a string is required)");
+            return sc_verr(v, f, "missing (a string is required)");
         return 0;
     }
     if (!cJSON_IsString(it) || it->valuestring[0] == '\0')
-        return verr(v, f, "must be a non-empty string");
+        return sc_verr(v, f, "must be a non-empty string");
     *out = it->valuestring;
     return 1;
 }
 
 /* An integer field within [lo, hi]. */
-int get_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-            int required, long long lo, long long hi, long long *out)
+int sc_get_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+               int required, long long lo, long long hi, long long *out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     char f[160];
     snprintf(f, sizeof(f), "%s%s%s", field, field[0] ? "." : "", key);
     if (it == NULL || cJSON_IsNull(it)) {
         if (required)
-            return verr(v, f, "missing (an integer is required)");
+            return sc_verr(v, f, "missing (an integer is required)");
         return 0;
     }
     if (!cJSON_IsNumber(it) || it->valuedouble != (double)(long long)it->valuedouble)
-        return verr(v, f, "must be an integer");
+        return sc_verr(v, f, "must be an integer");
     long long x = (long long)it->valuedouble;
     if (x < lo || x > hi)
-        return verr(v, f, "%lld is out of range [%lld, %lld]", x, lo, hi);
+        return sc_verr(v, f, "%lld is out of range [%lld, %lld]", x, lo, hi);
     *out = x;
     return 1;
 }
@@ -173,18 +173,18 @@ int get_int(struct vctx *v, const cJSON *obj, const char *key, const char *field
 /* An optional integer field within [lo, hi] stored into an int: *out is set when the
  * field is given and left at the caller's default when it is absent or null.
  * 0 on success, -1 after reporting the error (not an integer, out of range). */
-int opt_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-            long long lo, long long hi, int *out)
+int sc_opt_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+               long long lo, long long hi, int *out)
 {
     long long x;
-    int r = get_int(v, obj, key, field, 0, lo, hi, &x);
+    int r = sc_get_int(v, obj, key, field, 0, lo, hi, &x);
     if (r == 1)
         *out = (int)x;
     return r < 0 ? -1 : 0;
 }
 
 /* The index of name in names[0..n-1], -1 when it is not there. */
-int name_index(const char *const *names, int n, const char *name)
+int sc_name_index(const char *const *names, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
         if (strcmp(name, names[i]) == 0)
@@ -192,8 +192,8 @@ int name_index(const char *const *names, int n, const char *name)
     return -1;
 }
 
-int get_bool(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-             int *out)
+int sc_get_bool(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+                int *out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (it == NULL)
@@ -201,7 +201,7 @@ int get_bool(struct vctx *v, const cJSON *obj, const char *key, const char *fiel
     if (!cJSON_IsBool(it)) {
         char f[160];
         snprintf(f, sizeof(f), "%s.%s", field, key);
-        return verr(v, f, "must be true or false");
+        return sc_verr(v, f, "must be true or false");
     }
     *out = cJSON_IsTrue(it);
     return 1;
@@ -292,7 +292,7 @@ int scenario_check_faults(const char *spec, const char *const *known_points,
                      act, name);
             return -1;
         }
-        if (known_points != NULL && !in_list(name, known_points)) {
+        if (known_points != NULL && !sc_in_list(name, known_points)) {
             snprintf(err, errlen, "unknown fault point '%s' (not in the catalogue)", name);
             return -1;
         }
@@ -305,7 +305,7 @@ int scenario_check_faults(const char *spec, const char *const *known_points,
     return 0;
 }
 
-int find_proc(const struct scenario *sc, const char *name)
+int sc_find_proc(const struct scenario *sc, const char *name)
 {
     for (int i = 0; i < sc->nprocs; i++)
         if (strcmp(sc->procs[i].name, name) == 0)
@@ -348,17 +348,17 @@ static int parse_clock(struct vctx *v, const cJSON *proc, const char *pfield, st
     if (c == NULL)
         return 0;
     if (!cJSON_IsObject(c) || c->child == NULL)
-        return verr(v, field, "must be an object with offset_s and/or rate");
-    if (only_fields(v, c, field, fields) < 0)
+        return sc_verr(v, field, "must be an object with offset_s and/or rate");
+    if (sc_only_fields(v, c, field, fields) < 0)
         return -1;
     long long off = 0;
-    if (get_int(v, c, "offset_s", field, 0, -86400, 86400, &off) < 0)
+    if (sc_get_int(v, c, "offset_s", field, 0, -86400, 86400, &off) < 0)
         return -1;
     const cJSON *rate = cJSON_GetObjectItemCaseSensitive(c, "rate");
     double x = 1.0;
     if (rate != NULL) {
         if (!cJSON_IsNumber(rate) || rate->valuedouble < 0.5 || rate->valuedouble > 2.0)
-            return verr(v, field, "rate: must be a number from 0.5 to 2 (1: real time)");
+            return sc_verr(v, field, "rate: must be a number from 0.5 to 2 (1: real time)");
         x = rate->valuedouble;
     }
     p->clock_rate = x;
@@ -376,27 +376,27 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
     char field[96];
     snprintf(field, sizeof(field), "processes.%s", it->string);
     if (!valid_name(it->string, SC_NAME_MAX, 1))
-        return verr(v, field, "process names are 1-31 of [a-z0-9_-], starting with a letter or digit");
+        return sc_verr(v, field, "process names are 1-31 of [a-z0-9_-], starting with a letter or digit");
     if (strcmp(it->string, "broker") == 0 || strcmp(it->string, "runner") == 0)
-        return verr(v, field, "'%s' is reserved", it->string);
+        return sc_verr(v, field, "'%s' is reserved", it->string);
     if (!cJSON_IsObject(it))
-        return verr(v, field, "must be an object");
-    if (only_fields(v, it, field, fields) < 0)
+        return sc_verr(v, field, "must be an object");
+    if (sc_only_fields(v, it, field, fields) < 0)
         return -1;
     if (sc->nprocs == SC_MAX_PROCS)
-        return verr(v, "processes", "more than %d processes", SC_MAX_PROCS);
+        return sc_verr(v, "processes", "more than %d processes", SC_MAX_PROCS);
     struct sc_proc *p = &sc->procs[sc->nprocs];
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "%s", it->string);
     const char *kind = NULL;
-    if (get_str(v, it, "kind", field, 1, &kind) < 0)
+    if (sc_get_str(v, it, "kind", field, 1, &kind) < 0)
         return -1;
     int k;
     for (k = 0; k < 3; k++)
-        if (strcmp(kind, kind_names[k]) == 0)
+        if (strcmp(kind, sc_kind_names[k]) == 0)
             break;
     if (k == 3)
-        return verr(v, field, "kind: unknown kind '%s' (api, relay, consumer)", kind);
+        return sc_verr(v, field, "kind: unknown kind '%s' (api, relay, consumer)", kind);
     p->kind = (enum sc_kind)k;
     p->autostart = 1;
     p->heal = 1;
@@ -405,47 +405,47 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
     p->clock_rate = 1.0;
     p->consumer_name = "accounting";
     sc->nprocs++; /* from here on scenario_free releases its args */
-    if (get_bool(v, it, "autostart", field, &p->autostart) < 0 ||
-        get_bool(v, it, "heal", field, &p->heal) < 0)
+    if (sc_get_bool(v, it, "autostart", field, &p->autostart) < 0 ||
+        sc_get_bool(v, it, "heal", field, &p->heal) < 0)
         return -1;
     if (parse_clock(v, it, field, p) < 0 ||
-        opt_int(v, it, "db_deadline_ms", field, 100, 600000, &p->db_deadline_ms) < 0)
+        sc_opt_int(v, it, "db_deadline_ms", field, 100, 600000, &p->db_deadline_ms) < 0)
         return -1;
-    int r = get_str(v, it, "faults", field, 0, &p->faults);
+    int r = sc_get_str(v, it, "faults", field, 0, &p->faults);
     if (r < 0)
         return -1;
     if (r == 1) {
         char msg[256];
         if (scenario_check_faults(p->faults, v->points, msg, sizeof(msg)) < 0)
-            return verr(v, field, "faults: %s", msg);
+            return sc_verr(v, field, "faults: %s", msg);
         /* The runner arms these at the autostart only: without one they
          * would silently never be armed. */
         if (!p->autostart)
-            return verr(v, field, "faults: ignored on a process with \"autostart\": false "
-                        "(give them to the step that starts it)");
+            return sc_verr(v, field, "faults: ignored on a process with \"autostart\": false "
+                           "(give them to the step that starts it)");
     }
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "args");
     if (args != NULL) {
         char af[128];
         snprintf(af, sizeof(af), "%s.args", field);
         if (!cJSON_IsObject(args))
-            return verr(v, af, "must be an object of option: value");
+            return sc_verr(v, af, "must be an object of option: value");
         const cJSON *a;
         cJSON_ArrayForEach(a, args) {
             char f2[192];
             snprintf(f2, sizeof(f2), "%s.%s", af, a->string);
             if (!valid_name(a->string, 40, 0))
-                return verr(v, f2, "option names are [a-z0-9-] without the leading --");
+                return sc_verr(v, f2, "option names are [a-z0-9-] without the leading --");
             static const char *const reserved[] = { "db", "broker", "events", "listen", "socket", NULL };
-            if (in_list(a->string, reserved))
-                return verr(v, f2, "--%s is set by the runner", a->string);
+            if (sc_in_list(a->string, reserved))
+                return sc_verr(v, f2, "--%s is set by the runner", a->string);
             if (cJSON_IsFalse(a))
                 continue;
             if (p->nargs == SC_MAX_ARGS)
-                return verr(v, af, "more than %d options", SC_MAX_ARGS);
+                return sc_verr(v, af, "more than %d options", SC_MAX_ARGS);
             char *val = NULL;
             if (arg_text(a, &val) < 0)
-                return verr(v, f2, "must be a string, a number or true");
+                return sc_verr(v, f2, "must be a string, a number or true");
             p->arg_key[p->nargs] = a->string;
             p->arg_val[p->nargs] = val;
             p->nargs++;
@@ -471,19 +471,19 @@ static int parse_broker(struct vctx *v, struct scenario *sc, const cJSON *b)
     if (b == NULL)
         return 0;
     if (!cJSON_IsObject(b))
-        return verr(v, "broker", "must be an object");
+        return sc_verr(v, "broker", "must be an object");
     const cJSON *it;
     cJSON_ArrayForEach(it, b) {
-        if (!in_list(it->string, broker_switches) && !in_list(it->string, broker_settings))
-            return verr(v, "broker", "unknown field '%s'", it->string);
+        if (!sc_in_list(it->string, broker_switches) && !sc_in_list(it->string, broker_settings))
+            return sc_verr(v, "broker", "unknown field '%s'", it->string);
     }
-    if (opt_int(v, b, "visibility_timeout_ms", "broker", 1, 86400000,
-                &sc->visibility_timeout_ms) < 0 ||
-        get_bool(v, b, "durable", "broker", &sc->broker_durable) < 0)
+    if (sc_opt_int(v, b, "visibility_timeout_ms", "broker", 1, 86400000,
+                   &sc->visibility_timeout_ms) < 0 ||
+        sc_get_bool(v, b, "durable", "broker", &sc->broker_durable) < 0)
         return -1;
     int others = 0;
     cJSON_ArrayForEach(it, b) {
-        if (!in_list(it->string, broker_settings))
+        if (!sc_in_list(it->string, broker_settings))
             others++;
     }
     if (others > 0)
@@ -500,27 +500,27 @@ static int parse_database(struct vctx *v, struct scenario *sc)
         return 0;
     static const char *const f[] = { "standby", "synchronous", NULL };
     if (!cJSON_IsObject(d))
-        return verr(v, "database", "must be an object");
-    if (only_fields(v, d, "database", f) < 0 ||
-        get_bool(v, d, "standby", "database", &sc->standby) < 0 ||
-        get_bool(v, d, "synchronous", "database", &sc->synchronous) < 0)
+        return sc_verr(v, "database", "must be an object");
+    if (sc_only_fields(v, d, "database", f) < 0 ||
+        sc_get_bool(v, d, "standby", "database", &sc->standby) < 0 ||
+        sc_get_bool(v, d, "synchronous", "database", &sc->synchronous) < 0)
         return -1;
     if (!sc->standby)
-        return verr(v, "database.standby", "must be true (a database without a standby "
-                    "needs no \"database\" object)");
+        return sc_verr(v, "database.standby", "must be true (a database without a standby "
+                       "needs no \"database\" object)");
     if (cJSON_GetObjectItemCaseSensitive(d, "synchronous") == NULL)
-        return verr(v, "database.synchronous", "missing: say true or false (whether a "
-                    "commit waits for the standby)");
+        return sc_verr(v, "database.synchronous", "missing: say true or false (whether a "
+                       "commit waits for the standby)");
     return 0;
 }
 
 /* Validates the switches of a broker control object (types only: the
  * broker itself rejects a bad value, and the step then fails loudly). */
-int check_control(struct vctx *v, const cJSON *c, const char *field)
+int sc_check_control(struct vctx *v, const cJSON *c, const char *field)
 {
     if (!cJSON_IsObject(c) || c->child == NULL)
-        return verr(v, field, "must be a non-empty object of broker switches");
-    if (only_fields(v, c, field, broker_switches) < 0)
+        return sc_verr(v, field, "must be a non-empty object of broker switches");
+    if (sc_only_fields(v, c, field, broker_switches) < 0)
         return -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, c) {
@@ -530,24 +530,24 @@ int check_control(struct vctx *v, const cJSON *c, const char *field)
             if (!cJSON_IsString(it) || !(strcmp(it->valuestring, "off") == 0 ||
                                          strcmp(it->valuestring, "refuse") == 0 ||
                                          strcmp(it->valuestring, "hang") == 0))
-                return verr(v, f, "must be \"off\", \"refuse\" or \"hang\"");
+                return sc_verr(v, f, "must be \"off\", \"refuse\" or \"hang\"");
         } else if (strcmp(it->string, "duplicate") == 0 || strcmp(it->string, "reorder") == 0 ||
                    strcmp(it->string, "reset") == 0 ||
                    strcmp(it->string, "close_connections") == 0) {
             if (!cJSON_IsBool(it))
-                return verr(v, f, "must be true or false");
+                return sc_verr(v, f, "must be true or false");
         } else if (strcmp(it->string, "refuse_error") == 0) {
             if (!cJSON_IsString(it))
-                return verr(v, f, "must be a string");
+                return sc_verr(v, f, "must be a string");
         } else if (!cJSON_IsNumber(it) || it->valuedouble < 0) {
-            return verr(v, f, "must be a non-negative number");
+            return sc_verr(v, f, "must be a non-negative number");
         }
     }
     return 0;
 }
 
-int get_where(struct vctx *v, const cJSON *s, const char *field,
-              const char **key, const char **value, char *buf, size_t buflen)
+int sc_get_where(struct vctx *v, const cJSON *s, const char *field,
+                 const char **key, const char **value, char *buf, size_t buflen)
 {
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(s, "where");
     if (w == NULL)
@@ -555,7 +555,7 @@ int get_where(struct vctx *v, const cJSON *s, const char *field,
     char f[160];
     snprintf(f, sizeof(f), "%s.where", field);
     if (!cJSON_IsObject(w) || w->child == NULL || w->child->next != NULL)
-        return verr(v, f, "must be an object with one field: value");
+        return sc_verr(v, f, "must be an object with one field: value");
     const cJSON *it = w->child;
     *key = it->string;
     if (cJSON_IsString(it)) {
@@ -566,7 +566,7 @@ int get_where(struct vctx *v, const cJSON *s, const char *field,
     } else if (cJSON_IsBool(it)) {
         *value = cJSON_IsTrue(it) ? "true" : "false";
     } else {
-        return verr(v, f, "the value must be a string, a number or a boolean");
+        return sc_verr(v, f, "the value must be a string, a number or a boolean");
     }
     return 0;
 }
@@ -594,7 +594,7 @@ static int expect_unused_fields(struct vctx *v, const cJSON *e, const char *fiel
             continue;
         char ff[160];
         snprintf(ff, sizeof(ff), "%s.%s", field, f[i].key);
-        return verr(v, ff, "ignored by check '%s'", x->check);
+        return sc_verr(v, ff, "ignored by check '%s'", x->check);
     }
     return 0;
 }
@@ -609,63 +609,64 @@ static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int
     memset(x, 0, sizeof(*x));
     x->proc_idx = -1;
     if (!cJSON_IsObject(e))
-        return verr(v, field, "must be an object");
-    if (only_fields(v, e, field, fields) < 0 || get_str(v, e, "check", field, 1, &x->check) < 0)
+        return sc_verr(v, field, "must be an object");
+    if (sc_only_fields(v, e, field, fields) < 0 ||
+        sc_get_str(v, e, "check", field, 1, &x->check) < 0)
         return -1;
-    if (!in_list(x->check, expect_checks)) {
+    if (!sc_in_list(x->check, expect_checks)) {
         char f[64];
         snprintf(f, sizeof(f), "%s.check", field);
-        return verr(v, f, "unknown check '%s'", x->check);
+        return sc_verr(v, f, "unknown check '%s'", x->check);
     }
     long long n;
     int r;
-    if ((r = get_int(v, e, "min", field, 0, 0, 100000000, &n)) < 0)
+    if ((r = sc_get_int(v, e, "min", field, 0, 0, 100000000, &n)) < 0)
         return -1;
     if (r == 1) { x->has_min = 1; x->min = n; }
-    if ((r = get_int(v, e, "max", field, 0, 0, 100000000, &n)) < 0)
+    if ((r = sc_get_int(v, e, "max", field, 0, 0, 100000000, &n)) < 0)
         return -1;
     if (r == 1) { x->has_max = 1; x->max = n; }
-    if ((r = get_int(v, e, "equals", field, 0, 0, 100000000, &n)) < 0)
+    if ((r = sc_get_int(v, e, "equals", field, 0, 0, 100000000, &n)) < 0)
         return -1;
     if (r == 1) { x->has_equals = 1; x->equals = n; }
     if (!x->has_min && !x->has_max && !x->has_equals)
-        return verr(v, field, "give min, max or equals");
+        return sc_verr(v, field, "give min, max or equals");
     if (x->has_min && x->min == 0 && !x->has_max && !x->has_equals)
-        return verr(v, field, "min 0 alone can never fail: give a bound that can");
-    if (get_str(v, e, "proc", field, 0, &x->proc) < 0 ||
-        get_str(v, e, "event", field, 0, &x->event) < 0 ||
-        get_str(v, e, "point", field, 0, &x->point) < 0 ||
-        get_str(v, e, "sql", field, 0, &x->sql) < 0 ||
-        get_str(v, e, "request", field, 0, &x->request) < 0 ||
-        get_str(v, e, "why", field, 0, &x->why) < 0)
+        return sc_verr(v, field, "min 0 alone can never fail: give a bound that can");
+    if (sc_get_str(v, e, "proc", field, 0, &x->proc) < 0 ||
+        sc_get_str(v, e, "event", field, 0, &x->event) < 0 ||
+        sc_get_str(v, e, "point", field, 0, &x->point) < 0 ||
+        sc_get_str(v, e, "sql", field, 0, &x->sql) < 0 ||
+        sc_get_str(v, e, "request", field, 0, &x->request) < 0 ||
+        sc_get_str(v, e, "why", field, 0, &x->why) < 0)
         return -1;
-    if (get_where(v, e, field, &x->where_key, &x->where_value, x->where_buf,
-                  sizeof(x->where_buf)) < 0)
+    if (sc_get_where(v, e, field, &x->where_key, &x->where_value, x->where_buf,
+                     sizeof(x->where_buf)) < 0)
         return -1;
     if (x->proc != NULL) {
-        x->proc_idx = find_proc(sc, x->proc);
+        x->proc_idx = sc_find_proc(sc, x->proc);
         if (x->proc_idx < 0 && strcmp(x->proc, "broker") != 0) {
             char f[64];
             snprintf(f, sizeof(f), "%s.proc", field);
-            return verr(v, f, "unknown process '%s'", x->proc);
+            return sc_verr(v, f, "unknown process '%s'", x->proc);
         }
     }
     if (expect_unused_fields(v, e, field, x) < 0)
         return -1;
     if (strcmp(x->check, "events") == 0 && x->event == NULL)
-        return verr(v, field, "check events needs \"event\"");
+        return sc_verr(v, field, "check events needs \"event\"");
     if (strcmp(x->check, "sql") == 0 && x->sql == NULL)
-        return verr(v, field, "check sql needs \"sql\"");
+        return sc_verr(v, field, "check sql needs \"sql\"");
     if (strcmp(x->check, "http_status") == 0) {
         int found = 0;
         if (x->request == NULL)
-            return verr(v, field, "check http_status needs \"request\"");
+            return sc_verr(v, field, "check http_status needs \"request\"");
         for (int i = 0; i < sc->nsteps; i++)
             if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
                 strcmp(sc->steps[i].name, x->request) == 0)
                 found = 1;
         if (!found)
-            return verr(v, field, "no http step is named '%s'", x->request);
+            return sc_verr(v, field, "no http step is named '%s'", x->request);
     }
     return 0;
 }
@@ -683,24 +684,24 @@ static int parse_head(struct vctx *v, struct scenario *sc)
                                           "faults_optional", "database", "hazard",
                                           "poison_events", NULL };
     const cJSON *root = sc->root;
-    if (only_fields(v, root, "", fields) < 0 ||
-        get_str(v, root, "name", "", 1, &sc->name) < 0 ||
-        get_str(v, root, "title", "", 1, &sc->title) < 0 ||
-        get_str(v, root, "crash_window", "", 1, &sc->crash_window) < 0)
+    if (sc_only_fields(v, root, "", fields) < 0 ||
+        sc_get_str(v, root, "name", "", 1, &sc->name) < 0 ||
+        sc_get_str(v, root, "title", "", 1, &sc->title) < 0 ||
+        sc_get_str(v, root, "crash_window", "", 1, &sc->crash_window) < 0)
         return -1;
     if (!valid_name(sc->name, 64, 0))
-        return verr(v, "name", "'%s': use 1-63 of [a-z0-9-]", sc->name);
+        return sc_verr(v, "name", "'%s': use 1-63 of [a-z0-9-]", sc->name);
     const char *slash = strchr(sc->crash_window, '/');
     if (slash == NULL || slash == sc->crash_window || slash[1] == '\0')
-        return verr(v, "crash_window", "'%s' is not component/window", sc->crash_window);
-    return opt_int(v, root, "article_case", "", 1, 10, &sc->article_case);
+        return sc_verr(v, "crash_window", "'%s' is not component/window", sc->crash_window);
+    return sc_opt_int(v, root, "article_case", "", 1, 10, &sc->article_case);
 }
 
 static int parse_procs(struct vctx *v, struct scenario *sc)
 {
     const cJSON *procs = cJSON_GetObjectItemCaseSensitive(sc->root, "processes");
     if (!cJSON_IsObject(procs) || procs->child == NULL)
-        return verr(v, "processes", "must be a non-empty object of name: {kind, args}");
+        return sc_verr(v, "processes", "must be a non-empty object of name: {kind, args}");
     const cJSON *it;
     cJSON_ArrayForEach(it, procs) {
         if (parse_proc(v, sc, it) < 0)
@@ -713,7 +714,7 @@ static int parse_steps(struct vctx *v, struct scenario *sc)
 {
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(sc->root, "steps");
     if (!cJSON_IsArray(steps))
-        return verr(v, "steps", "must be an array");
+        return sc_verr(v, "steps", "must be an array");
     sc->nsteps = cJSON_GetArraySize(steps);
     sc->steps = calloc((size_t)sc->nsteps + 1, sizeof(*sc->steps));
     if (sc->steps == NULL)
@@ -721,7 +722,7 @@ static int parse_steps(struct vctx *v, struct scenario *sc)
     int idx = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, steps) {
-        if (parse_step(v, sc, it, idx) < 0) {
+        if (sc_parse_step(v, sc, it, idx) < 0) {
             sc->nsteps = idx + 1; /* free what this step owns */
             return -1;
         }
@@ -740,20 +741,20 @@ static int parse_settings(struct vctx *v, struct scenario *sc)
     if (heal != NULL) {
         static const char *const hf[] = { "timeout_ms", "restart", NULL };
         if (!cJSON_IsObject(heal))
-            return verr(v, "heal", "must be an object");
-        if (only_fields(v, heal, "heal", hf) < 0)
+            return sc_verr(v, "heal", "must be an object");
+        if (sc_only_fields(v, heal, "heal", hf) < 0)
             return -1;
-        if (opt_int(v, heal, "timeout_ms", "heal", 100, 600000, &sc->heal_timeout_ms) < 0)
+        if (sc_opt_int(v, heal, "timeout_ms", "heal", 100, 600000, &sc->heal_timeout_ms) < 0)
             return -1;
-        if (get_bool(v, heal, "restart", "heal", &sc->heal_restart) < 0)
+        if (sc_get_bool(v, heal, "restart", "heal", &sc->heal_restart) < 0)
             return -1;
     }
     const cJSON *fo = cJSON_GetObjectItemCaseSensitive(root, "faults_optional");
     if (fo != NULL && !cJSON_IsBool(fo))
-        return verr(v, "faults_optional", "must be true or false");
+        return sc_verr(v, "faults_optional", "must be true or false");
     sc->faults_optional = cJSON_IsTrue(fo);
     sc->timeout_ms = 120000;
-    return opt_int(v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms);
+    return sc_opt_int(v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms);
 }
 
 /* "poison_events": ids (uuids) of the events the scenario plants as poison. */
@@ -764,7 +765,7 @@ static int parse_poison(struct vctx *v, struct scenario *sc)
         return 0;
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 ||
         cJSON_GetArraySize(arr) > SC_MAX_POISON)
-        return verr(v, "poison_events", "must be an array of 1-%d event ids", SC_MAX_POISON);
+        return sc_verr(v, "poison_events", "must be an array of 1-%d event ids", SC_MAX_POISON);
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
         char f[48];
@@ -776,7 +777,7 @@ static int parse_poison(struct vctx *v, struct scenario *sc)
             ok = (i == 8 || i == 13 || i == 18 || i == 23) ? s[i] == '-'
                                                          : isxdigit((unsigned char)s[i]) != 0;
         if (!ok)
-            return verr(v, f, "must be an event id (a uuid)");
+            return sc_verr(v, f, "must be an event id (a uuid)");
         sc->poison[sc->npoison++] = s;
     }
     return 0;
@@ -786,7 +787,7 @@ static int parse_invariants(struct vctx *v, struct scenario *sc)
 {
     const cJSON *invs = cJSON_GetObjectItemCaseSensitive(sc->root, "invariants");
     if (!cJSON_IsArray(invs) || cJSON_GetArraySize(invs) == 0)
-        return verr(v, "invariants", "must be a non-empty array of invariant names");
+        return sc_verr(v, "invariants", "must be a non-empty array of invariant names");
     int idx = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, invs) {
@@ -794,12 +795,12 @@ static int parse_invariants(struct vctx *v, struct scenario *sc)
         snprintf(f, sizeof(f), "invariants[%d]", idx++);
         int inv = cJSON_IsString(it) ? sc_invariant_from_name(it->valuestring) : -1;
         if (inv < 0)
-            return verr(v, f, "unknown invariant %s%s%s", cJSON_IsString(it) ? "'" : "",
-                        cJSON_IsString(it) ? it->valuestring : "(not a string)",
-                        cJSON_IsString(it) ? "'" : "");
+            return sc_verr(v, f, "unknown invariant %s%s%s", cJSON_IsString(it) ? "'" : "",
+                           cJSON_IsString(it) ? it->valuestring : "(not a string)",
+                           cJSON_IsString(it) ? "'" : "");
         for (int j = 0; j < sc->ninvariants; j++)
             if ((int)sc->invariants[j] == inv)
-                return verr(v, f, "'%s' is listed twice", it->valuestring);
+                return sc_verr(v, f, "'%s' is listed twice", it->valuestring);
         sc->invariants[sc->ninvariants++] = (enum sc_invariant)inv;
     }
     return 0;
@@ -814,12 +815,12 @@ static int parse_hazard(struct vctx *v, struct scenario *sc)
         return 0;
     static const char *const f[] = { "caught_by", "why", NULL };
     if (!cJSON_IsObject(h))
-        return verr(v, "hazard", "must be an object");
-    if (only_fields(v, h, "hazard", f) < 0 || get_str(v, h, "why", "hazard", 1, &sc->hazard_why) < 0)
+        return sc_verr(v, "hazard", "must be an object");
+    if (sc_only_fields(v, h, "hazard", f) < 0 || sc_get_str(v, h, "why", "hazard", 1, &sc->hazard_why) < 0)
         return -1;
     const cJSON *by = cJSON_GetObjectItemCaseSensitive(h, "caught_by");
     if (!cJSON_IsArray(by) || cJSON_GetArraySize(by) == 0)
-        return verr(v, "hazard.caught_by", "must be a non-empty array of invariant names");
+        return sc_verr(v, "hazard.caught_by", "must be a non-empty array of invariant names");
     int idx = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, by) {
@@ -827,15 +828,15 @@ static int parse_hazard(struct vctx *v, struct scenario *sc)
         snprintf(ff, sizeof(ff), "hazard.caught_by[%d]", idx++);
         int inv = cJSON_IsString(it) ? sc_invariant_from_name(it->valuestring) : -1;
         if (inv < 0)
-            return verr(v, ff, "not an invariant name");
+            return sc_verr(v, ff, "not an invariant name");
         int listed = 0;
         for (int j = 0; j < sc->ninvariants; j++)
             listed |= (int)sc->invariants[j] == inv;
         if (!listed)
-            return verr(v, ff, "'%s' must also be listed in \"invariants\"", it->valuestring);
+            return sc_verr(v, ff, "'%s' must also be listed in \"invariants\"", it->valuestring);
         for (int j = 0; j < sc->nhazard; j++)
             if ((int)sc->hazard[j] == inv)
-                return verr(v, ff, "'%s' is listed twice", it->valuestring);
+                return sc_verr(v, ff, "'%s' is listed twice", it->valuestring);
         sc->hazard[sc->nhazard++] = (enum sc_invariant)inv;
     }
     return 0;
@@ -849,7 +850,7 @@ static int parse_expects(struct vctx *v, struct scenario *sc)
     if (exp == NULL)
         return 0;
     if (!cJSON_IsArray(exp))
-        return verr(v, "expect", "must be an array");
+        return sc_verr(v, "expect", "must be an array");
     sc->nexpect = cJSON_GetArraySize(exp);
     sc->expect = calloc((size_t)sc->nexpect + 1, sizeof(*sc->expect));
     if (sc->expect == NULL)
@@ -880,11 +881,11 @@ struct scenario *scenario_parse(const char *text, const char *path,
         int line = 1;
         for (const char *p = text; at != NULL && p < at && *p; p++)
             line += *p == '\n';
-        verr(&v, NULL, "not valid JSON (near line %d)", line);
+        sc_verr(&v, NULL, "not valid JSON (near line %d)", line);
         goto fail;
     }
     if (!cJSON_IsObject(sc->root)) {
-        verr(&v, NULL, "must hold a JSON object");
+        sc_verr(&v, NULL, "must hold a JSON object");
         goto fail;
     }
     if (parse_head(&v, sc) < 0 || parse_procs(&v, sc) < 0 ||

@@ -41,7 +41,7 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
     switch (st->verb) {
     case V_START:
     case V_RESTART:
-        snprintf(out, outlen, "%s %s%s%s", verb_names[st->verb], pn,
+        snprintf(out, outlen, "%s %s%s%s", sc_verb_names[st->verb], pn,
                  st->faults ? " with faults " : "", st->faults ? st->faults : "");
         break;
     case V_STOP:
@@ -175,7 +175,7 @@ void scenario_print(const struct scenario *sc, FILE *f)
     fprintf(f, "\n  processes:\n");
     for (int i = 0; i < sc->nprocs; i++) {
         const struct sc_proc *p = &sc->procs[i];
-        fprintf(f, "    %-14s %-8s", p->name, kind_names[p->kind]);
+        fprintf(f, "    %-14s %-8s", p->name, sc_kind_names[p->kind]);
         for (int j = 0; j < p->nargs; j++)
             fprintf(f, " --%s%s%s", p->arg_key[j], p->arg_val[j] ? " " : "",
                     p->arg_val[j] ? p->arg_val[j] : "");
@@ -207,14 +207,14 @@ void scenario_print(const struct scenario *sc, FILE *f)
     if (sc->nhazard > 0) {
         fprintf(f, "  hazard: %s\n  caught by:", sc->hazard_why);
         for (int i = 0; i < sc->nhazard; i++)
-            fprintf(f, " %s", invariant_names[sc->hazard[i]]);
+            fprintf(f, " %s", sc_invariant_names[sc->hazard[i]]);
         fprintf(f, " (each must fail)\n");
     }
     if (sc->faults_optional)
         fprintf(f, "  faults: optional (an armed fault that never fires is noted, not failed)\n");
     fprintf(f, "  invariants:");
     for (int i = 0; i < sc->ninvariants; i++)
-        fprintf(f, " %s", invariant_names[sc->invariants[i]]);
+        fprintf(f, " %s", sc_invariant_names[sc->invariants[i]]);
     fprintf(f, "\n");
     for (int i = 0; i < sc->nexpect; i++) {
         const struct sc_expect *x = &sc->expect[i];
