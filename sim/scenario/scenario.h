@@ -289,14 +289,18 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
 /* Prints what the scenario will do, without doing it. */
 void scenario_print(const struct scenario *sc, FILE *f);
 
-/* Validates a CW_FAULTS value: NAME=crash|fail|park|stall:MS[@N][+] items
- * separated by ';', names among known_points when given.  0, or -1 with a
- * message in err (without the file/field prefix). */
+/* Validates a CW_FAULTS value with the parser a process uses
+ * (fault_parse_items, src/core/fault.h: NAME=crash|fail|park|stall:MS[@N][+]
+ * items separated by ';'), so that a value valid here is one a process
+ * takes; and further: its names among known_points when given, at least
+ * one item, fewer than 1024 characters.  0, or -1 with a message in err
+ * (without the file/field prefix). */
 int scenario_check_faults(const char *spec, const char *const *known_points,
                           char *err, size_t errlen);
 
-/* The point names a CW_FAULTS value enables, into names[max] (pointers into
- * buf, which receives a copy of spec).  Returns the count. */
+/* The point names a CW_FAULTS value enables, in its order, into names[max]
+ * (pointers into buf, which receives copies of them; a name that does not
+ * fit is left out).  Returns the count: 0 for a value the grammar refuses. */
 int scenario_fault_points(const char *spec, char *buf, size_t buflen,
                           const char **names, int max);
 

@@ -54,8 +54,6 @@ int sc_name_index(const char *const *names, int n, const char *name);
 /* An optional true/false field into *out: 1 found, 0 absent, -1 error. */
 int sc_get_bool(struct vctx *v, const cJSON *obj, const char *key, const char *field,
                 int *out);
-/* Checks a fault action, "crash|fail|park|stall:MS": 0 or -1. */
-int check_action(const char *act);
 /* The index of the process called name, -1 when none is. */
 int sc_find_proc(const struct scenario *sc, const char *name);
 /* Validates the switches of a broker control object (their types; the

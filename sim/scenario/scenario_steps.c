@@ -8,6 +8,7 @@
  * as strictly as the rest of the file (scenario.c), and fills the step. */
 #include "scenario.h"
 #include "scenario_internal.h"
+#include "fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +121,10 @@ static int parse_step_fault(struct vctx *v, struct scenario *sc, const cJSON *s,
     }
     if (sc_get_str(v, s, "action", field, !st->disable, &st->action) < 0)
         return -1;
-    if (st->action != NULL && (check_action(st->action) < 0 || st->disable)) {
+    enum fault_action action;
+    long stall_ms;
+    if (st->action != NULL &&
+        (fault_parse_action(st->action, &action, &stall_ms) < 0 || st->disable)) {
         char ff[64];
         snprintf(ff, sizeof(ff), "%s.action", field);
         return sc_verr(v, ff, st->disable ? "not allowed with disable"

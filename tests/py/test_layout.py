@@ -20,7 +20,7 @@ ALLOWED = {
     "src/consumer": {"src/core", "src/bus"},
     "src/outboxctl": {"src/core"},
     "sim/netproxy": set(),
-    "sim/scenario": {"sim/netproxy"},
+    "sim/scenario": {"sim/netproxy", "src/core"},
     "sim/fakebroker": {"src/core"},
     "sim/rabbitmq": {"src/core", "src/bus"},
     "sim/checker": {"sim/scenario", "src/core"},
