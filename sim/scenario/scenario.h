@@ -112,7 +112,8 @@ enum sc_until {
     U_LEASE_EXPIRED, U_QUIET, U_SQL
 };
 
-/* One step.  Strings borrow from the scenario's JSON tree. */
+/* One step.  Strings borrow from the scenario's JSON tree unless their
+ * comment says otherwise. */
 struct sc_step {
     enum sc_verb verb;
     int proc;                 /* index into processes, -1 when none */
@@ -169,7 +170,10 @@ struct sc_step {
     enum sc_until until;
     const char *event;
     const char *where_key;
-    const char *where_value;  /* owned copy when given as a number */
+    const char *where_value;  /* borrowed from the tree, or "true"/"false", or
+                               * where_buf holding a number's text (so a
+                               * copy of the step still points into this
+                               * one's buffer) */
     char where_buf[32];
     const char *consumer;
 };
@@ -200,7 +204,7 @@ struct sc_expect {
     const char *proc;        /* events: that process only */
     int proc_idx;
     const char *event;
-    const char *where_key, *where_value;
+    const char *where_key, *where_value;   /* as in struct sc_step */
     char where_buf[32];
     const char *point;       /* faults_fired */
     const char *sql;         /* sql: first column of the first row */
