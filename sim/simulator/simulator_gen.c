@@ -30,7 +30,7 @@ static int add_proc(struct sim_plan *p, enum sim_kind kind)
     return p->nprocs++;
 }
 
-/* An action of kind on proc, every broker switch left as it is (-1). */
+/* An action of kind on proc, every broker switch left as it is (-1; drop 0). */
 void sim_act_init(struct sim_act *a, enum sim_act_kind kind, int proc)
 {
     memset(a, 0, sizeof(*a));

@@ -24,7 +24,7 @@ int sim_point_kind(const char *name);
 /* ---- simulator_gen.c ----------------------------------------------------- */
 
 /* Clears a, then makes it an action of kind on proc, every broker switch
- * left as it is (-1). */
+ * left as it is (-1; drop 0). */
 void sim_act_init(struct sim_act *a, enum sim_act_kind kind, int proc);
 
 /* The relay that parks on its first pass while other relays share the work,
