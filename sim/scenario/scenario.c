@@ -5,8 +5,16 @@
  * less than its author thinks.  Every object is checked against the list of
  * fields its kind allows, and every message carries the file and the JSON
  * path of the offending field.  The parsed scenario keeps the cJSON tree and
- * borrows its strings, so nothing is copied twice. */
+ * borrows its strings, so nothing is copied twice.
+ *
+ * This file reads the file as a whole (the top-level fields, processes,
+ * broker, database, invariants, expectations) and holds the field helpers
+ * of scenario_internal.h; each step is read by its verb's parser in
+ * scenario_steps.c, and scenario_describe.c says in words what a parsed
+ * scenario will do. */
 #include "scenario.h"
+#include "scenario_internal.h"
+#include "fault.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,16 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Validation context: the file name and where the message goes. */
-struct vctx {
-    const char *path;
-    char *err;
-    size_t errlen;
-    const char *const *points;
-};
-
 __attribute__((format(printf, 3, 4)))
-static int verr(struct vctx *v, const char *field, const char *fmt, ...)
+int sc_verr(struct vctx *v, const char *field, const char *fmt, ...)
 {
     char msg[384];
     va_list ap;
@@ -38,20 +38,20 @@ static int verr(struct vctx *v, const char *field, const char *fmt, ...)
     return -1;
 }
 
-static const char *const kind_names[] = { "api", "relay", "consumer" };
-static const char *const verb_names[] = {
+const char *const sc_kind_names[] = { "api", "relay", "consumer" };
+const char *const sc_verb_names[] = {
     "start", "restart", "stop", "kill", "pause", "resume", "fault", "http",
     "payments", "broker", "sql", "outboxctl", "wait", "db", "broker_crash", "sleep",
     "net"
 };
-static const char *const db_action_names[] = {
+const char *const sc_db_action_names[] = {
     "crash", "restart", "terminate", "freeze", "failover", "stall_replication"
 };
-static const char *const until_names[] = {
+const char *const sc_until_names[] = {
     "exited", "parked", "event", "published", "consumed", "dead_lettered",
     "lease_expired", "quiet", "sql"
 };
-static const char *const invariant_names[] = {
+const char *const sc_invariant_names[] = {
     "payment_one_creation_event", "nothing_lost", "effect_once",
     "broker_log_matches_outbox", "republish_same_payload", "no_two_live_leases",
     "retry_respects_backoff", "dead_letter_at_limit", "versions_in_order",
@@ -93,21 +93,21 @@ cJSON *sc_control_for_display(const cJSON *control)
     return c;
 }
 
-const char *sc_kind_name(enum sc_kind k) { return kind_names[k]; }
-const char *sc_verb_name(enum sc_verb v) { return verb_names[v]; }
-const char *sc_until_name(enum sc_until u) { return until_names[u]; }
-const char *sc_db_action_name(enum sc_db_action a) { return db_action_names[a]; }
-const char *sc_invariant_name(enum sc_invariant i) { return invariant_names[i]; }
+const char *sc_kind_name(enum sc_kind k) { return sc_kind_names[k]; }
+const char *sc_verb_name(enum sc_verb v) { return sc_verb_names[v]; }
+const char *sc_until_name(enum sc_until u) { return sc_until_names[u]; }
+const char *sc_db_action_name(enum sc_db_action a) { return sc_db_action_names[a]; }
+const char *sc_invariant_name(enum sc_invariant i) { return sc_invariant_names[i]; }
 
 int sc_invariant_from_name(const char *name)
 {
     for (int i = 0; i < INV_COUNT; i++)
-        if (strcmp(invariant_names[i], name) == 0)
+        if (strcmp(sc_invariant_names[i], name) == 0)
             return i;
     return -1;
 }
 
-static int in_list(const char *s, const char *const *list)
+int sc_in_list(const char *s, const char *const *list)
 {
     for (; *list != NULL; list++)
         if (strcmp(*list, s) == 0)
@@ -117,56 +117,56 @@ static int in_list(const char *s, const char *const *list)
 
 int sc_broker_is_setting(const char *field)
 {
-    return field != NULL && in_list(field, broker_settings);
+    return field != NULL && sc_in_list(field, broker_settings);
 }
 
 /* Every key of obj must be in allowed. */
-static int only_fields(struct vctx *v, const cJSON *obj, const char *field,
-                       const char *const *allowed)
+int sc_only_fields(struct vctx *v, const cJSON *obj, const char *field,
+                   const char *const *allowed)
 {
     const cJSON *it;
     cJSON_ArrayForEach(it, obj) {
-        if (!in_list(it->string, allowed))
-            return verr(v, field, "unknown field '%s'", it->string);
+        if (!sc_in_list(it->string, allowed))
+            return sc_verr(v, field, "unknown field '%s'", it->string);
     }
     return 0;
 }
 
 /* A string field: 1 found, 0 absent (when optional), -1 error. */
-static int get_str(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-                   int required, const char **out)
+int sc_get_str(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+               int required, const char **out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     char f[160];
     snprintf(f, sizeof(f), "%s%s%s", field, field[0] ? "." : "", key);
     if (it == NULL || cJSON_IsNull(it)) {
         if (required)
-            return verr(v, f, "missing (a string is required)");
+            return sc_verr(v, f, "missing (a string is required)");
         return 0;
     }
     if (!cJSON_IsString(it) || it->valuestring[0] == '\0')
-        return verr(v, f, "must be a non-empty string");
+        return sc_verr(v, f, "must be a non-empty string");
     *out = it->valuestring;
     return 1;
 }
 
 /* An integer field within [lo, hi]. */
-static int get_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-                   int required, long long lo, long long hi, long long *out)
+int sc_get_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+               int required, long long lo, long long hi, long long *out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     char f[160];
     snprintf(f, sizeof(f), "%s%s%s", field, field[0] ? "." : "", key);
     if (it == NULL || cJSON_IsNull(it)) {
         if (required)
-            return verr(v, f, "missing (an integer is required)");
+            return sc_verr(v, f, "missing (an integer is required)");
         return 0;
     }
     if (!cJSON_IsNumber(it) || it->valuedouble != (double)(long long)it->valuedouble)
-        return verr(v, f, "must be an integer");
+        return sc_verr(v, f, "must be an integer");
     long long x = (long long)it->valuedouble;
     if (x < lo || x > hi)
-        return verr(v, f, "%lld is out of range [%lld, %lld]", x, lo, hi);
+        return sc_verr(v, f, "%lld is out of range [%lld, %lld]", x, lo, hi);
     *out = x;
     return 1;
 }
@@ -174,18 +174,18 @@ static int get_int(struct vctx *v, const cJSON *obj, const char *key, const char
 /* An optional integer field within [lo, hi] stored into an int: *out is set when the
  * field is given and left at the caller's default when it is absent or null.
  * 0 on success, -1 after reporting the error (not an integer, out of range). */
-static int opt_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-                   long long lo, long long hi, int *out)
+int sc_opt_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+               long long lo, long long hi, int *out)
 {
     long long x;
-    int r = get_int(v, obj, key, field, 0, lo, hi, &x);
+    int r = sc_get_int(v, obj, key, field, 0, lo, hi, &x);
     if (r == 1)
         *out = (int)x;
     return r < 0 ? -1 : 0;
 }
 
 /* The index of name in names[0..n-1], -1 when it is not there. */
-static int name_index(const char *const *names, int n, const char *name)
+int sc_name_index(const char *const *names, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
         if (strcmp(name, names[i]) == 0)
@@ -193,8 +193,8 @@ static int name_index(const char *const *names, int n, const char *name)
     return -1;
 }
 
-static int get_bool(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-                    int *out)
+int sc_get_bool(struct vctx *v, const cJSON *obj, const char *key, const char *field,
+                int *out)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (it == NULL)
@@ -202,7 +202,7 @@ static int get_bool(struct vctx *v, const cJSON *obj, const char *key, const cha
     if (!cJSON_IsBool(it)) {
         char f[160];
         snprintf(f, sizeof(f), "%s.%s", field, key);
-        return verr(v, f, "must be true or false");
+        return sc_verr(v, f, "must be true or false");
     }
     *out = cJSON_IsTrue(it);
     return 1;
@@ -224,81 +224,47 @@ static int valid_name(const char *s, size_t max, int allow_underscore)
 int scenario_fault_points(const char *spec, char *buf, size_t buflen,
                           const char **names, int max)
 {
-    snprintf(buf, buflen, "%s", spec);
+    struct fault_item items[FAULT_MAX_ITEMS];
+    char err[256];
+    int nitems = fault_parse_items(spec, items, err, sizeof(err));
     int n = 0;
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ";", &save); item != NULL && n < max;
-         item = strtok_r(NULL, ";", &save)) {
-        char *eq = strchr(item, '=');
-        if (eq != NULL)
-            *eq = '\0';
-        if (item[0] != '\0')
-            names[n++] = item;
+    size_t used = 0;
+    for (int i = 0; i < nitems && n < max; i++) {
+        size_t len = strlen(items[i].name);
+        if (used + len + 1 > buflen)
+            break;
+        memcpy(buf + used, items[i].name, len + 1);
+        names[n++] = buf + used;
+        used += len + 1;
     }
     return n;
 }
 
-/* Checks "crash|fail|park|stall:MS"; returns 0 or -1. */
-static int check_action(const char *act)
-{
-    if (strcmp(act, "crash") == 0 || strcmp(act, "fail") == 0 || strcmp(act, "park") == 0)
-        return 0;
-    if (strncmp(act, "stall:", 6) == 0) {
-        char *end;
-        errno = 0;
-        long ms = strtol(act + 6, &end, 10);
-        if (errno == 0 && end != act + 6 && *end == '\0' && ms >= 3 && ms <= 3600000)
-            return 0;
-    }
-    return -1;
-}
+/* The runner copies a value into 1024 bytes when it records the faults a
+ * start arms (sim/runner/runner.c); a longer one would lose its tail there,
+ * so the scenario refuses it, though a process would take it. */
+#define SC_FAULTS_MAX 1024
 
 int scenario_check_faults(const char *spec, const char *const *known_points,
                           char *err, size_t errlen)
 {
-    char buf[1024];
-    if (strlen(spec) >= sizeof(buf)) {
+    if (strlen(spec) >= SC_FAULTS_MAX) {
         snprintf(err, errlen, "too long");
         return -1;
     }
-    snprintf(buf, sizeof(buf), "%s", spec);
-    char *save = NULL;
-    int n = 0;
-    for (char *item = strtok_r(buf, ";", &save); item != NULL;
-         item = strtok_r(NULL, ";", &save)) {
-        char *eq = strchr(item, '=');
-        if (eq == NULL || eq == item) {
-            snprintf(err, errlen, "'%s' is not NAME=ACTION", item);
+    struct fault_item items[FAULT_MAX_ITEMS];
+    int n = fault_parse_items(spec, items, err, errlen);
+    if (n < 0)
+        return -1;
+    for (int i = 0; known_points != NULL && i < n; i++) {
+        if (!sc_in_list(items[i].name, known_points)) {
+            snprintf(err, errlen, "unknown fault point '%s' (not in the catalogue)",
+                     items[i].name);
             return -1;
         }
-        *eq = '\0';
-        const char *name = item;
-        char *act = eq + 1;
-        size_t alen = strlen(act);
-        if (alen > 0 && act[alen - 1] == '+')
-            act[--alen] = '\0';
-        char *at = strchr(act, '@');
-        if (at != NULL) {
-            char *end;
-            errno = 0;
-            long hit = strtol(at + 1, &end, 10);
-            if (errno != 0 || end == at + 1 || *end != '\0' || hit < 1 || hit > 1000000) {
-                snprintf(err, errlen, "bad hit number for %s (want @N, N >= 1)", name);
-                return -1;
-            }
-            *at = '\0';
-        }
-        if (check_action(act) < 0) {
-            snprintf(err, errlen, "bad action '%s' for %s (crash, fail, park, stall:MS)",
-                     act, name);
-            return -1;
-        }
-        if (known_points != NULL && !in_list(name, known_points)) {
-            snprintf(err, errlen, "unknown fault point '%s' (not in the catalogue)", name);
-            return -1;
-        }
-        n++;
     }
+    /* A process takes an empty value, but a "faults" field that arms
+     * nothing is a field the runner would not act on. */
     if (n == 0) {
         snprintf(err, errlen, "no fault given");
         return -1;
@@ -306,7 +272,7 @@ int scenario_check_faults(const char *spec, const char *const *known_points,
     return 0;
 }
 
-static int find_proc(const struct scenario *sc, const char *name)
+int sc_find_proc(const struct scenario *sc, const char *name)
 {
     for (int i = 0; i < sc->nprocs; i++)
         if (strcmp(sc->procs[i].name, name) == 0)
@@ -349,17 +315,17 @@ static int parse_clock(struct vctx *v, const cJSON *proc, const char *pfield, st
     if (c == NULL)
         return 0;
     if (!cJSON_IsObject(c) || c->child == NULL)
-        return verr(v, field, "must be an object with offset_s and/or rate");
-    if (only_fields(v, c, field, fields) < 0)
+        return sc_verr(v, field, "must be an object with offset_s and/or rate");
+    if (sc_only_fields(v, c, field, fields) < 0)
         return -1;
     long long off = 0;
-    if (get_int(v, c, "offset_s", field, 0, -86400, 86400, &off) < 0)
+    if (sc_get_int(v, c, "offset_s", field, 0, -86400, 86400, &off) < 0)
         return -1;
     const cJSON *rate = cJSON_GetObjectItemCaseSensitive(c, "rate");
     double x = 1.0;
     if (rate != NULL) {
         if (!cJSON_IsNumber(rate) || rate->valuedouble < 0.5 || rate->valuedouble > 2.0)
-            return verr(v, field, "rate: must be a number from 0.5 to 2 (1: real time)");
+            return sc_verr(v, field, "rate: must be a number from 0.5 to 2 (1: real time)");
         x = rate->valuedouble;
     }
     p->clock_rate = x;
@@ -377,27 +343,27 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
     char field[96];
     snprintf(field, sizeof(field), "processes.%s", it->string);
     if (!valid_name(it->string, SC_NAME_MAX, 1))
-        return verr(v, field, "process names are 1-31 of [a-z0-9_-], starting with a letter or digit");
+        return sc_verr(v, field, "process names are 1-31 of [a-z0-9_-], starting with a letter or digit");
     if (strcmp(it->string, "broker") == 0 || strcmp(it->string, "runner") == 0)
-        return verr(v, field, "'%s' is reserved", it->string);
+        return sc_verr(v, field, "'%s' is reserved", it->string);
     if (!cJSON_IsObject(it))
-        return verr(v, field, "must be an object");
-    if (only_fields(v, it, field, fields) < 0)
+        return sc_verr(v, field, "must be an object");
+    if (sc_only_fields(v, it, field, fields) < 0)
         return -1;
     if (sc->nprocs == SC_MAX_PROCS)
-        return verr(v, "processes", "more than %d processes", SC_MAX_PROCS);
+        return sc_verr(v, "processes", "more than %d processes", SC_MAX_PROCS);
     struct sc_proc *p = &sc->procs[sc->nprocs];
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "%s", it->string);
     const char *kind = NULL;
-    if (get_str(v, it, "kind", field, 1, &kind) < 0)
+    if (sc_get_str(v, it, "kind", field, 1, &kind) < 0)
         return -1;
     int k;
     for (k = 0; k < 3; k++)
-        if (strcmp(kind, kind_names[k]) == 0)
+        if (strcmp(kind, sc_kind_names[k]) == 0)
             break;
     if (k == 3)
-        return verr(v, field, "kind: unknown kind '%s' (api, relay, consumer)", kind);
+        return sc_verr(v, field, "kind: unknown kind '%s' (api, relay, consumer)", kind);
     p->kind = (enum sc_kind)k;
     p->autostart = 1;
     p->heal = 1;
@@ -406,47 +372,47 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
     p->clock_rate = 1.0;
     p->consumer_name = "accounting";
     sc->nprocs++; /* from here on scenario_free releases its args */
-    if (get_bool(v, it, "autostart", field, &p->autostart) < 0 ||
-        get_bool(v, it, "heal", field, &p->heal) < 0)
+    if (sc_get_bool(v, it, "autostart", field, &p->autostart) < 0 ||
+        sc_get_bool(v, it, "heal", field, &p->heal) < 0)
         return -1;
     if (parse_clock(v, it, field, p) < 0 ||
-        opt_int(v, it, "db_deadline_ms", field, 100, 600000, &p->db_deadline_ms) < 0)
+        sc_opt_int(v, it, "db_deadline_ms", field, 100, 600000, &p->db_deadline_ms) < 0)
         return -1;
-    int r = get_str(v, it, "faults", field, 0, &p->faults);
+    int r = sc_get_str(v, it, "faults", field, 0, &p->faults);
     if (r < 0)
         return -1;
     if (r == 1) {
         char msg[256];
         if (scenario_check_faults(p->faults, v->points, msg, sizeof(msg)) < 0)
-            return verr(v, field, "faults: %s", msg);
+            return sc_verr(v, field, "faults: %s", msg);
         /* The runner arms these at the autostart only: without one they
          * would silently never be armed. */
         if (!p->autostart)
-            return verr(v, field, "faults: ignored on a process with \"autostart\": false "
-                        "(give them to the step that starts it)");
+            return sc_verr(v, field, "faults: ignored on a process with \"autostart\": false "
+                           "(give them to the step that starts it)");
     }
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "args");
     if (args != NULL) {
         char af[128];
         snprintf(af, sizeof(af), "%s.args", field);
         if (!cJSON_IsObject(args))
-            return verr(v, af, "must be an object of option: value");
+            return sc_verr(v, af, "must be an object of option: value");
         const cJSON *a;
         cJSON_ArrayForEach(a, args) {
             char f2[192];
             snprintf(f2, sizeof(f2), "%s.%s", af, a->string);
             if (!valid_name(a->string, 40, 0))
-                return verr(v, f2, "option names are [a-z0-9-] without the leading --");
+                return sc_verr(v, f2, "option names are [a-z0-9-] without the leading --");
             static const char *const reserved[] = { "db", "broker", "events", "listen", "socket", NULL };
-            if (in_list(a->string, reserved))
-                return verr(v, f2, "--%s is set by the runner", a->string);
+            if (sc_in_list(a->string, reserved))
+                return sc_verr(v, f2, "--%s is set by the runner", a->string);
             if (cJSON_IsFalse(a))
                 continue;
             if (p->nargs == SC_MAX_ARGS)
-                return verr(v, af, "more than %d options", SC_MAX_ARGS);
+                return sc_verr(v, af, "more than %d options", SC_MAX_ARGS);
             char *val = NULL;
             if (arg_text(a, &val) < 0)
-                return verr(v, f2, "must be a string, a number or true");
+                return sc_verr(v, f2, "must be a string, a number or true");
             p->arg_key[p->nargs] = a->string;
             p->arg_val[p->nargs] = val;
             p->nargs++;
@@ -472,19 +438,19 @@ static int parse_broker(struct vctx *v, struct scenario *sc, const cJSON *b)
     if (b == NULL)
         return 0;
     if (!cJSON_IsObject(b))
-        return verr(v, "broker", "must be an object");
+        return sc_verr(v, "broker", "must be an object");
     const cJSON *it;
     cJSON_ArrayForEach(it, b) {
-        if (!in_list(it->string, broker_switches) && !in_list(it->string, broker_settings))
-            return verr(v, "broker", "unknown field '%s'", it->string);
+        if (!sc_in_list(it->string, broker_switches) && !sc_in_list(it->string, broker_settings))
+            return sc_verr(v, "broker", "unknown field '%s'", it->string);
     }
-    if (opt_int(v, b, "visibility_timeout_ms", "broker", 1, 86400000,
-                &sc->visibility_timeout_ms) < 0 ||
-        get_bool(v, b, "durable", "broker", &sc->broker_durable) < 0)
+    if (sc_opt_int(v, b, "visibility_timeout_ms", "broker", 1, 86400000,
+                   &sc->visibility_timeout_ms) < 0 ||
+        sc_get_bool(v, b, "durable", "broker", &sc->broker_durable) < 0)
         return -1;
     int others = 0;
     cJSON_ArrayForEach(it, b) {
-        if (!in_list(it->string, broker_settings))
+        if (!sc_in_list(it->string, broker_settings))
             others++;
     }
     if (others > 0)
@@ -501,27 +467,27 @@ static int parse_database(struct vctx *v, struct scenario *sc)
         return 0;
     static const char *const f[] = { "standby", "synchronous", NULL };
     if (!cJSON_IsObject(d))
-        return verr(v, "database", "must be an object");
-    if (only_fields(v, d, "database", f) < 0 ||
-        get_bool(v, d, "standby", "database", &sc->standby) < 0 ||
-        get_bool(v, d, "synchronous", "database", &sc->synchronous) < 0)
+        return sc_verr(v, "database", "must be an object");
+    if (sc_only_fields(v, d, "database", f) < 0 ||
+        sc_get_bool(v, d, "standby", "database", &sc->standby) < 0 ||
+        sc_get_bool(v, d, "synchronous", "database", &sc->synchronous) < 0)
         return -1;
     if (!sc->standby)
-        return verr(v, "database.standby", "must be true (a database without a standby "
-                    "needs no \"database\" object)");
+        return sc_verr(v, "database.standby", "must be true (a database without a standby "
+                       "needs no \"database\" object)");
     if (cJSON_GetObjectItemCaseSensitive(d, "synchronous") == NULL)
-        return verr(v, "database.synchronous", "missing: say true or false (whether a "
-                    "commit waits for the standby)");
+        return sc_verr(v, "database.synchronous", "missing: say true or false (whether a "
+                       "commit waits for the standby)");
     return 0;
 }
 
 /* Validates the switches of a broker control object (types only: the
  * broker itself rejects a bad value, and the step then fails loudly). */
-static int check_control(struct vctx *v, const cJSON *c, const char *field)
+int sc_check_control(struct vctx *v, const cJSON *c, const char *field)
 {
     if (!cJSON_IsObject(c) || c->child == NULL)
-        return verr(v, field, "must be a non-empty object of broker switches");
-    if (only_fields(v, c, field, broker_switches) < 0)
+        return sc_verr(v, field, "must be a non-empty object of broker switches");
+    if (sc_only_fields(v, c, field, broker_switches) < 0)
         return -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, c) {
@@ -531,67 +497,24 @@ static int check_control(struct vctx *v, const cJSON *c, const char *field)
             if (!cJSON_IsString(it) || !(strcmp(it->valuestring, "off") == 0 ||
                                          strcmp(it->valuestring, "refuse") == 0 ||
                                          strcmp(it->valuestring, "hang") == 0))
-                return verr(v, f, "must be \"off\", \"refuse\" or \"hang\"");
+                return sc_verr(v, f, "must be \"off\", \"refuse\" or \"hang\"");
         } else if (strcmp(it->string, "duplicate") == 0 || strcmp(it->string, "reorder") == 0 ||
                    strcmp(it->string, "reset") == 0 ||
                    strcmp(it->string, "close_connections") == 0) {
             if (!cJSON_IsBool(it))
-                return verr(v, f, "must be true or false");
+                return sc_verr(v, f, "must be true or false");
         } else if (strcmp(it->string, "refuse_error") == 0) {
             if (!cJSON_IsString(it))
-                return verr(v, f, "must be a string");
+                return sc_verr(v, f, "must be a string");
         } else if (!cJSON_IsNumber(it) || it->valuedouble < 0) {
-            return verr(v, f, "must be a non-negative number");
+            return sc_verr(v, f, "must be a non-negative number");
         }
     }
     return 0;
 }
 
-static int step_proc(struct vctx *v, struct scenario *sc, const cJSON *s, const char *field,
-                     int required, int kind, struct sc_step *st)
-{
-    const char *name = NULL;
-    int r = get_str(v, s, "proc", field, required, &name);
-    if (r < 0)
-        return -1;
-    if (r == 0) {
-        if (kind < 0)
-            return 0;
-        /* Default: the only process of that kind. */
-        int found = -1;
-        for (int i = 0; i < sc->nprocs; i++) {
-            if ((int)sc->procs[i].kind != kind)
-                continue;
-            if (found >= 0) {
-                char f[160];
-                snprintf(f, sizeof(f), "%s.proc", field);
-                return verr(v, f, "missing: several %s processes, say which", kind_names[kind]);
-            }
-            found = i;
-        }
-        if (found < 0)
-            return verr(v, field, "needs a %s process and the scenario declares none",
-                        kind_names[kind]);
-        st->proc = found;
-        return 0;
-    }
-    st->proc = find_proc(sc, name);
-    if (st->proc < 0) {
-        char f[160];
-        snprintf(f, sizeof(f), "%s.proc", field);
-        return verr(v, f, "unknown process '%s'", name);
-    }
-    if (kind >= 0 && (int)sc->procs[st->proc].kind != kind) {
-        char f[160];
-        snprintf(f, sizeof(f), "%s.proc", field);
-        return verr(v, f, "'%s' is a %s, not a %s", name,
-                    kind_names[sc->procs[st->proc].kind], kind_names[kind]);
-    }
-    return 0;
-}
-
-static int get_where(struct vctx *v, const cJSON *s, const char *field,
-                     const char **key, const char **value, char *buf, size_t buflen)
+int sc_get_where(struct vctx *v, const cJSON *s, const char *field,
+                 const char **key, const char **value, char *buf, size_t buflen)
 {
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(s, "where");
     if (w == NULL)
@@ -599,7 +522,7 @@ static int get_where(struct vctx *v, const cJSON *s, const char *field,
     char f[160];
     snprintf(f, sizeof(f), "%s.where", field);
     if (!cJSON_IsObject(w) || w->child == NULL || w->child->next != NULL)
-        return verr(v, f, "must be an object with one field: value");
+        return sc_verr(v, f, "must be an object with one field: value");
     const cJSON *it = w->child;
     *key = it->string;
     if (cJSON_IsString(it)) {
@@ -610,542 +533,11 @@ static int get_where(struct vctx *v, const cJSON *s, const char *field,
     } else if (cJSON_IsBool(it)) {
         *value = cJSON_IsTrue(it) ? "true" : "false";
     } else {
-        return verr(v, f, "the value must be a string, a number or a boolean");
+        return sc_verr(v, f, "the value must be a string, a number or a boolean");
     }
     return 0;
 }
 
-/* The fields a wait condition would not read: each is an error naming it,
- * since a scenario's author who wrote it expected it to matter. */
-static int wait_unused_fields(struct vctx *v, const cJSON *s, const char *field,
-                              const struct sc_step *st, const char *until)
-{
-    const enum sc_until u = st->until;
-    const int uses_proc = u == U_EXITED || u == U_PARKED || u == U_EVENT;
-    const int uses_count = !(u == U_EXITED || u == U_PARKED || u == U_QUIET);
-    const struct { const char *key; int used; } f[] = {
-        { "proc", uses_proc },
-        { "count", uses_count },
-        { "where", u == U_EVENT },
-        { "consumer", u == U_CONSUMED },
-    };
-    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
-        if (f[i].used || cJSON_GetObjectItemCaseSensitive(s, f[i].key) == NULL)
-            continue;
-        char ff[160];
-        snprintf(ff, sizeof(ff), "%s.%s", field, f[i].key);
-        return verr(v, ff, "ignored by until '%s'", until);
-    }
-    return 0;
-}
-
-static int parse_wait(struct vctx *v, struct scenario *sc, const cJSON *s, const char *field,
-                      struct sc_step *st)
-{
-    static const char *const fields[] = { "do", "why", "until", "proc", "event", "count",
-                                          "where", "consumer", "sql", "point", "timeout_ms",
-                                          "on_timeout", NULL };
-    if (only_fields(v, s, field, fields) < 0)
-        return -1;
-    const char *on_timeout = NULL;
-    if (get_str(v, s, "on_timeout", field, 0, &on_timeout) < 0)
-        return -1;
-    if (on_timeout != NULL && strcmp(on_timeout, "fail") != 0 &&
-        strcmp(on_timeout, "continue") != 0) {
-        char f[160];
-        snprintf(f, sizeof(f), "%s.on_timeout", field);
-        return verr(v, f, "must be \"fail\" or \"continue\", not '%s'", on_timeout);
-    }
-    st->wait_continue = on_timeout != NULL && strcmp(on_timeout, "continue") == 0;
-    const char *until = NULL;
-    if (get_str(v, s, "until", field, 1, &until) < 0)
-        return -1;
-    int u = name_index(until_names, (int)(sizeof(until_names) / sizeof(until_names[0])), until);
-    if (u < 0) {
-        char f[160];
-        snprintf(f, sizeof(f), "%s.until", field);
-        return verr(v, f, "unknown condition '%s' (exited, parked, event, published, "
-                    "consumed, dead_lettered, lease_expired, quiet, sql)", until);
-    }
-    st->until = (enum sc_until)u;
-    long long x;
-    if (get_int(v, s, "timeout_ms", field, 1, 1, 600000, &x) < 0)
-        return -1;
-    st->timeout_ms = (int)x;
-    st->count = 1;
-    if (opt_int(v, s, "count", field, 0, 10000000, &st->count) < 0)
-        return -1;
-    int need_proc = st->until == U_EXITED || st->until == U_PARKED || st->until == U_EVENT;
-    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(s, "proc");
-    if (st->until == U_EVENT && cJSON_IsString(pj) && strcmp(pj->valuestring, "broker") == 0)
-        st->proc = -1; /* the broker's own log ("broker" is a reserved process name) */
-    else if (step_proc(v, sc, s, field, need_proc, -1, st) < 0)
-        return -1;
-    if (st->until == U_EVENT && get_str(v, s, "event", field, 1, &st->event) < 0)
-        return -1;
-    if (get_where(v, s, field, &st->where_key, &st->where_value, st->where_buf,
-                  sizeof(st->where_buf)) < 0)
-        return -1;
-    if (st->until == U_SQL && get_str(v, s, "sql", field, 1, &st->sql) < 0)
-        return -1;
-    if (get_str(v, s, "point", field, 0, &st->point) < 0)
-        return -1;
-    if (get_str(v, s, "consumer", field, 0, &st->consumer) < 0)
-        return -1;
-    if (st->until == U_CONSUMED && st->consumer == NULL) {
-        /* Default: the consumer name of the only consumer process. */
-        for (int i = 0; i < sc->nprocs; i++) {
-            if (sc->procs[i].kind != SC_CONSUMER)
-                continue;
-            if (st->consumer != NULL && strcmp(st->consumer, sc->procs[i].consumer_name) != 0)
-                return verr(v, field, "several consumer names: say which with \"consumer\"");
-            st->consumer = sc->procs[i].consumer_name;
-        }
-        if (st->consumer == NULL)
-            return verr(v, field, "until consumed needs a consumer process");
-    }
-    if ((st->event != NULL && st->until != U_EVENT) || (st->sql != NULL && st->until != U_SQL) ||
-        (st->point != NULL && st->until != U_PARKED))
-        return verr(v, field, "a field does not apply to until '%s'", until);
-    return wait_unused_fields(v, s, field, st, until);
-}
-
-/* One parser per verb below, each called by parse_step once "do" and "why"
- * are read: it checks the fields its verb allows, then fills st.  field is
- * the step's JSON path ("steps[3]"), the prefix of every message. */
-
-/* start, restart: a process and, optionally, the faults it starts with. */
-static int parse_step_start(struct vctx *v, struct scenario *sc, const cJSON *s,
-                            const char *field, struct sc_step *st)
-{
-    static const char *const f[] = { "do", "why", "proc", "faults", NULL };
-    if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
-        return -1;
-    int r = get_str(v, s, "faults", field, 0, &st->faults);
-    if (r < 0)
-        return -1;
-    if (r == 1) {
-        char msg[256];
-        if (scenario_check_faults(st->faults, v->points, msg, sizeof(msg)) < 0) {
-            char ff[64];
-            snprintf(ff, sizeof(ff), "%s.faults", field);
-            return verr(v, ff, "%s", msg);
-        }
-    }
-    return 0;
-}
-
-/* stop, kill, pause, resume: a process and how long to give it. */
-static int parse_step_signal(struct vctx *v, struct scenario *sc, const cJSON *s,
-                             const char *field, struct sc_step *st)
-{
-    static const char *const f[] = { "do", "why", "proc", "timeout_ms", NULL };
-    if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
-        return -1;
-    if (st->verb == V_KILL && cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL) {
-        char ff[64];
-        snprintf(ff, sizeof(ff), "%s.timeout_ms", field);
-        return verr(v, ff, "ignored by kill (SIGKILL is not waited on)");
-    }
-    st->timeout_ms = 5000;
-    if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
-        return -1;
-    return 0;
-}
-
-/* fault: arm a catalogued point in a running process, or disarm it. */
-static int parse_step_fault(struct vctx *v, struct scenario *sc, const cJSON *s,
-                            const char *field, struct sc_step *st)
-{
-    static const char *const f[] = { "do", "why", "proc", "point", "action", "disable", NULL };
-    if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0 ||
-        get_str(v, s, "point", field, 1, &st->point) < 0 ||
-        get_bool(v, s, "disable", field, &st->disable) < 0)
-        return -1;
-    if (v->points != NULL && !in_list(st->point, v->points)) {
-        char ff[64];
-        snprintf(ff, sizeof(ff), "%s.point", field);
-        return verr(v, ff, "unknown fault point '%s' (not in the catalogue)", st->point);
-    }
-    if (get_str(v, s, "action", field, !st->disable, &st->action) < 0)
-        return -1;
-    if (st->action != NULL && (check_action(st->action) < 0 || st->disable)) {
-        char ff[64];
-        snprintf(ff, sizeof(ff), "%s.action", field);
-        return verr(v, ff, st->disable ? "not allowed with disable"
-                                       : "must be crash, fail, park or stall:MS");
-    }
-    return 0;
-}
-
-/* The body and headers of an http step.  The body is copied (st->body is
- * freed by scenario_free); the headers stay borrowed from the tree. */
-static int http_body_headers(struct vctx *v, const cJSON *s, const char *field,
-                             struct sc_step *st)
-{
-    const cJSON *body = cJSON_GetObjectItemCaseSensitive(s, "body");
-    if (body != NULL) {
-        if (cJSON_IsString(body))
-            st->body = strdup(body->valuestring);
-        else if (cJSON_IsObject(body) || cJSON_IsArray(body))
-            st->body = cJSON_PrintUnformatted(body);
-        else
-            return verr(v, field, "body must be a string or a JSON object");
-    }
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "headers");
-    if (h != NULL) {
-        const cJSON *it;
-        if (!cJSON_IsObject(h))
-            return verr(v, field, "headers must be an object of strings");
-        cJSON_ArrayForEach(it, h) {
-            if (!cJSON_IsString(it) || strpbrk(it->valuestring, "\r\n") != NULL ||
-                strpbrk(it->string, " :\r\n") != NULL)
-                return verr(v, field, "header '%s' must be a single-line string", it->string);
-        }
-        st->headers = h;
-    }
-    return 0;
-}
-
-/* same_as must name an earlier http step, and a step's own name must be new:
- * only steps before idx are parsed yet, which is what both rules want. */
-static int http_step_names(struct vctx *v, const struct scenario *sc, const char *field,
-                           const struct sc_step *st, int idx)
-{
-    if (st->same_as != NULL) {
-        int found = 0;
-        for (int i = 0; i < idx; i++)
-            if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
-                strcmp(sc->steps[i].name, st->same_as) == 0)
-                found = 1;
-        if (!found) {
-            char ff[64];
-            snprintf(ff, sizeof(ff), "%s.same_as", field);
-            return verr(v, ff, "no earlier http step is named '%s'", st->same_as);
-        }
-    }
-    if (st->name != NULL) {
-        for (int i = 0; i < idx; i++)
-            if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
-                strcmp(sc->steps[i].name, st->name) == 0)
-                return verr(v, field, "another http step is already named '%s'", st->name);
-    }
-    return 0;
-}
-
-/* http: one request to an api process; POST /payments unless told. */
-static int parse_step_http(struct vctx *v, struct scenario *sc, const cJSON *s,
-                           const char *field, struct sc_step *st, int idx)
-{
-    static const char *const f[] = { "do", "why", "proc", "name", "method", "path", "body",
-                                     "key", "headers", "same_as", "expect_status",
-                                     "timeout_ms", NULL };
-    if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0 ||
-        get_str(v, s, "name", field, 0, &st->name) < 0 ||
-        get_str(v, s, "method", field, 0, &st->method) < 0 ||
-        get_str(v, s, "path", field, 0, &st->path) < 0 ||
-        get_str(v, s, "key", field, 0, &st->key) < 0 ||
-        get_str(v, s, "same_as", field, 0, &st->same_as) < 0)
-        return -1;
-    if (st->method == NULL)
-        st->method = "POST";
-    if (st->path == NULL)
-        st->path = "/payments";
-    if (st->path[0] != '/' || strpbrk(st->path, " \r\n") != NULL)
-        return verr(v, field, "path must start with '/' and hold no spaces");
-    if (strcmp(st->method, "GET") != 0 && strcmp(st->method, "POST") != 0 &&
-        strcmp(st->method, "PUT") != 0 && strcmp(st->method, "DELETE") != 0)
-        return verr(v, field, "method must be GET, POST, PUT or DELETE");
-    if (http_body_headers(v, s, field, st) < 0)
-        return -1;
-    if (st->key != NULL && strpbrk(st->key, "\r\n") != NULL)
-        return verr(v, field, "key must be a single line");
-    if (opt_int(v, s, "expect_status", field, 100, 599, &st->expect_status) < 0)
-        return -1;
-    st->timeout_ms = 5000;
-    if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
-        return -1;
-    return http_step_names(v, sc, field, st, idx);
-}
-
-/* payments: count creations (optionally authorized and captured) through an
- * api process, with keys key_prefix-N. */
-static int parse_step_payments(struct vctx *v, struct scenario *sc, const cJSON *s,
-                               const char *field, struct sc_step *st)
-{
-    static const char *const f[] = { "do", "why", "proc", "count", "key_prefix", "amount",
-                                     "currency", "concurrency", "retries", "authorize",
-                                     "capture", "timeout_ms", "background", NULL };
-    long long x;
-    if (only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0)
-        return -1;
-    if (get_int(v, s, "count", field, 1, 1, 100000, &x) < 0)
-        return -1;
-    st->count = (int)x;
-    st->key_prefix = "pay";
-    st->currency = "EUR";
-    st->concurrency = 1;
-    if (get_str(v, s, "key_prefix", field, 0, &st->key_prefix) < 0 ||
-        get_str(v, s, "amount", field, 0, &st->amount) < 0 ||
-        get_str(v, s, "currency", field, 0, &st->currency) < 0 ||
-        get_bool(v, s, "authorize", field, &st->authorize) < 0 ||
-        get_bool(v, s, "capture", field, &st->capture) < 0 ||
-        get_bool(v, s, "background", field, &st->background) < 0)
-        return -1;
-    if (strpbrk(st->key_prefix, "\r\n") != NULL || strpbrk(st->currency, "\"\\") != NULL ||
-        (st->amount != NULL && strpbrk(st->amount, "\"\\") != NULL))
-        return verr(v, field, "key_prefix, amount and currency must be plain text");
-    if (st->capture && !st->authorize)
-        return verr(v, field, "capture needs authorize (versions 1, 2, 3)");
-    if (opt_int(v, s, "concurrency", field, 1, 64, &st->concurrency) < 0)
-        return -1;
-    if (opt_int(v, s, "retries", field, 0, 100, &st->retries) < 0)
-        return -1;
-    st->timeout_ms = 5000;
-    if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
-        return -1;
-    return 0;
-}
-
-/* broker: flip the fake broker's switches. */
-static int parse_step_broker(struct vctx *v, const cJSON *s, const char *field,
-                             struct sc_step *st)
-{
-    static const char *const f[] = { "do", "why", "control", NULL };
-    char ff[64];
-    snprintf(ff, sizeof(ff), "%s.control", field);
-    if (only_fields(v, s, field, f) < 0)
-        return -1;
-    st->control = cJSON_GetObjectItemCaseSensitive(s, "control");
-    if (st->control == NULL)
-        return verr(v, ff, "missing (an object of broker switches)");
-    return check_control(v, st->control, ff);
-}
-
-/* sql: one statement, optionally with the row count it must report. */
-static int parse_step_sql(struct vctx *v, const cJSON *s, const char *field,
-                          struct sc_step *st)
-{
-    static const char *const f[] = { "do", "why", "sql", "expect_rows", NULL };
-    if (only_fields(v, s, field, f) < 0 || get_str(v, s, "sql", field, 1, &st->sql) < 0)
-        return -1;
-    if (opt_int(v, s, "expect_rows", field, 0, 100000000, &st->expect_rows) < 0)
-        return -1;
-    return 0;
-}
-
-/* outboxctl: the operator tool with its arguments (argv borrows the tree's
- * strings); --db is the runner's, the scenario cannot point it elsewhere. */
-static int parse_step_outboxctl(struct vctx *v, const cJSON *s, const char *field,
-                                struct sc_step *st)
-{
-    static const char *const f[] = { "do", "why", "args", "expect_exit", "expect_output",
-                                     "timeout_ms", NULL };
-    if (only_fields(v, s, field, f) < 0)
-        return -1;
-    const cJSON *args = cJSON_GetObjectItemCaseSensitive(s, "args");
-    if (!cJSON_IsArray(args) || cJSON_GetArraySize(args) < 1 ||
-        cJSON_GetArraySize(args) > 16)
-        return verr(v, field, "args must be an array of 1-16 strings");
-    const cJSON *a;
-    cJSON_ArrayForEach(a, args) {
-        if (!cJSON_IsString(a))
-            return verr(v, field, "args must be an array of strings");
-        if (strcmp(a->valuestring, "--db") == 0)
-            return verr(v, field, "--db is set by the runner");
-        st->argv[st->argc++] = a->valuestring;
-    }
-    if (opt_int(v, s, "expect_exit", field, 0, 255, &st->expect_exit) < 0)
-        return -1;
-    if (get_str(v, s, "expect_output", field, 0, &st->expect_output) < 0)
-        return -1;
-    st->timeout_ms = 10000;
-    if (opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
-        return -1;
-    return 0;
-}
-
-/* db: a fault of PostgreSQL itself. */
-static int parse_step_db(struct vctx *v, struct scenario *sc, const cJSON *s,
-                         const char *field, struct sc_step *st)
-{
-    static const char *const f[] = { "do", "why", "action", "proc", "ms", "down_ms", NULL };
-    const char *action = NULL;
-    char ff[64];
-    if (only_fields(v, s, field, f) < 0 || get_str(v, s, "action", field, 1, &action) < 0)
-        return -1;
-    int a = name_index(db_action_names,
-                       (int)(sizeof(db_action_names) / sizeof(db_action_names[0])), action);
-    snprintf(ff, sizeof(ff), "%s.action", field);
-    if (a < 0)
-        return verr(v, ff, "unknown action '%s' (crash, restart, terminate, freeze, failover, "
-                    "stall_replication)", action);
-    st->db_action = (enum sc_db_action)a;
-    const int needs_standby = a == DB_FAILOVER || a == DB_STALL_REPLICATION;
-    if (needs_standby && !sc->standby)
-        return verr(v, ff, "'%s' needs a standby: add \"database\": {\"standby\": true, "
-                    "\"synchronous\": ...}", action);
-    if (a == DB_STALL_REPLICATION && sc->synchronous)
-        return verr(v, ff, "'stall_replication' with synchronous replication would block "
-                    "every commit until failover; it is for asynchronous standbys");
-    if (cJSON_GetObjectItemCaseSensitive(s, "proc") != NULL && a != DB_TERMINATE)
-        return verr(v, field, "proc is only for action 'terminate'");
-    if (a == DB_TERMINATE && step_proc(v, sc, s, field, 0, -1, st) < 0)
-        return -1;
-    st->ms = -1;
-    if (cJSON_GetObjectItemCaseSensitive(s, "ms") != NULL && a != DB_FREEZE)
-        return verr(v, field, "ms is only for action 'freeze'");
-    if (opt_int(v, s, "ms", field, 1, 600000, &st->ms) < 0)
-        return -1;
-    if (a == DB_FREEZE && st->ms < 0) {
-        snprintf(ff, sizeof(ff), "%s.ms", field);
-        return verr(v, ff, "missing: a freeze needs its duration in milliseconds");
-    }
-    if (cJSON_GetObjectItemCaseSensitive(s, "down_ms") != NULL && a != DB_CRASH)
-        return verr(v, field, "down_ms is only for action 'crash'");
-    return opt_int(v, s, "down_ms", field, 0, 600000, &st->down_ms);
-}
-
-/* broker_crash: SIGKILL the fake broker, start it again after down_ms. */
-static int parse_step_broker_crash(struct vctx *v, const cJSON *s, const char *field,
-                                   struct sc_step *st)
-{
-    static const char *const f[] = { "do", "why", "down_ms", NULL };
-    if (only_fields(v, s, field, f) < 0)
-        return -1;
-    return opt_int(v, s, "down_ms", field, 0, 600000, &st->down_ms);
-}
-
-/* sleep: time passes, nothing else.  For a scenario about time itself (a
- * backoff, a lease, a horizon), never in place of a condition. */
-static int parse_step_sleep(struct vctx *v, const cJSON *s, const char *field,
-                            struct sc_step *st)
-{
-    static const char *const f[] = { "do", "why", "ms", NULL };
-    long long x;
-    if (only_fields(v, s, field, f) < 0 || get_int(v, s, "ms", field, 1, 1, 600000, &x) < 0)
-        return -1;
-    st->ms = (int)x;
-    return 0;
-}
-
-/* net: a fault on one process's link to PostgreSQL or the broker, or
- * "clear": true.  The link must name a declared process and a peer; the
- * fault is checked by netproxy's own parser (values, fields, protocol). */
-static int parse_step_net(struct vctx *v, struct scenario *sc, const cJSON *s,
-                          const char *field, struct sc_step *st)
-{
-    char ff[64];
-    snprintf(ff, sizeof(ff), "%s.link", field);
-    if (get_str(v, s, "link", field, 1, &st->link) < 0)
-        return -1;
-    const char *arrow = strstr(st->link, "->");
-    if (arrow == NULL || (strcmp(arrow, "->pg") != 0 && strcmp(arrow, "->broker") != 0))
-        return verr(v, ff, "'%s' is not a link: '<process>->pg' or '<process>->broker'",
-                    st->link);
-    st->net_peer = strcmp(arrow, "->pg") == 0 ? NP_PG : NP_BROKER;
-    for (int i = 0; i < sc->nprocs; i++)
-        if (strlen(sc->procs[i].name) == (size_t)(arrow - st->link) &&
-            strncmp(sc->procs[i].name, st->link, (size_t)(arrow - st->link)) == 0)
-            st->proc = i;
-    if (st->proc < 0)
-        return verr(v, ff, "unknown link '%s': no process '%.*s'", st->link,
-                    (int)(arrow - st->link), st->link);
-    if (st->net_peer == NP_BROKER && sc->procs[st->proc].kind == SC_API)
-        return verr(v, ff, "the API does not talk to the broker: '%s' carries nothing a "
-                    "fault could hit", st->link);
-    if (st->net_peer == NP_PG && sc->standby)
-        return verr(v, ff, "a scenario with a standby reaches PostgreSQL directly (its "
-                    "multi-host connection string has no single link)");
-    const cJSON *clear = cJSON_GetObjectItemCaseSensitive(s, "clear");
-    if (clear != NULL) {
-        static const char *const f[] = { "do", "why", "link", "clear", NULL };
-        if (!cJSON_IsTrue(clear))
-            return verr(v, field, "clear: must be true (or absent, with a fault)");
-        st->net_clear = 1;
-        return only_fields(v, s, field, f);
-    }
-    char err[256];
-    if (np_fault_parse(s, st->net_peer, &st->net, err, sizeof(err)) < 0)
-        return verr(v, field, "%s", err);
-    if (opt_int(v, s, "reconnect_within_ms", field, 1, 600000, &st->reconnect_within_ms) < 0)
-        return -1;
-    if (st->net.kind == NP_CUT) {
-        enum sc_kind k = sc->procs[st->proc].kind;
-        if (st->net.cut_after == NP_CUT_ACK && k != SC_CONSUMER)
-            return verr(v, field, "cut_after: ack is for a consumer's broker link, and %s is "
-                        "a%s %s", sc->procs[st->proc].name, k == SC_API ? "n" : "",
-                        sc_kind_name(k));
-        if (st->net.cut_after == NP_CUT_CONFIRM && k == SC_CONSUMER)
-            return verr(v, field, "cut_after: confirm is for a publisher's broker link, and "
-                        "%s is a consumer", sc->procs[st->proc].name);
-    }
-    /* A partition of a broker link needs RabbitMQ's (TCP); the fake
-     * broker's are Unix sockets: runner_fake_skip skips it there. */
-    return 0;
-}
-
-/* Parses steps[idx] into sc->steps[idx]: the fields every step shares, then
- * the verb's own parser. */
-static int parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int idx)
-{
-    char field[48];
-    snprintf(field, sizeof(field), "steps[%d]", idx);
-    struct sc_step *st = &sc->steps[idx];
-    memset(st, 0, sizeof(*st));
-    st->proc = -1;
-    st->expect_rows = -1;
-    st->expect_exit = -1;
-    if (!cJSON_IsObject(s))
-        return verr(v, field, "must be an object");
-    const char *verb = NULL;
-    if (get_str(v, s, "do", field, 1, &verb) < 0)
-        return -1;
-    int vb = name_index(verb_names, (int)(sizeof(verb_names) / sizeof(verb_names[0])), verb);
-    if (vb < 0) {
-        char f[64];
-        snprintf(f, sizeof(f), "%s.do", field);
-        return verr(v, f, "unknown verb '%s' (start, restart, stop, kill, pause, resume, "
-                    "fault, http, payments, broker, sql, outboxctl, wait, db, broker_crash, "
-                    "sleep, net)", verb);
-    }
-    st->verb = (enum sc_verb)vb;
-    if (get_str(v, s, "why", field, 0, &st->why) < 0)
-        return -1;
-    switch (st->verb) {
-    case V_START:
-    case V_RESTART:
-        return parse_step_start(v, sc, s, field, st);
-    case V_STOP:
-    case V_KILL:
-    case V_PAUSE:
-    case V_RESUME:
-        return parse_step_signal(v, sc, s, field, st);
-    case V_FAULT:
-        return parse_step_fault(v, sc, s, field, st);
-    case V_HTTP:
-        return parse_step_http(v, sc, s, field, st, idx);
-    case V_PAYMENTS:
-        return parse_step_payments(v, sc, s, field, st);
-    case V_BROKER:
-        return parse_step_broker(v, s, field, st);
-    case V_SQL:
-        return parse_step_sql(v, s, field, st);
-    case V_OUTBOXCTL:
-        return parse_step_outboxctl(v, s, field, st);
-    case V_WAIT:
-        return parse_wait(v, sc, s, field, st);
-    case V_DB:
-        return parse_step_db(v, sc, s, field, st);
-    case V_BROKER_CRASH:
-        return parse_step_broker_crash(v, s, field, st);
-    case V_SLEEP:
-        return parse_step_sleep(v, s, field, st);
-    case V_NET:
-        return parse_step_net(v, sc, s, field, st);
-    }
-    return verr(v, field, "unhandled verb");
-}
 
 /* The fields an expectation's check would not read: a "proc" on a counter
  * or a "where" on an sql check would narrow nothing, so each is an error
@@ -1169,7 +561,7 @@ static int expect_unused_fields(struct vctx *v, const cJSON *e, const char *fiel
             continue;
         char ff[160];
         snprintf(ff, sizeof(ff), "%s.%s", field, f[i].key);
-        return verr(v, ff, "ignored by check '%s'", x->check);
+        return sc_verr(v, ff, "ignored by check '%s'", x->check);
     }
     return 0;
 }
@@ -1184,63 +576,64 @@ static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int
     memset(x, 0, sizeof(*x));
     x->proc_idx = -1;
     if (!cJSON_IsObject(e))
-        return verr(v, field, "must be an object");
-    if (only_fields(v, e, field, fields) < 0 || get_str(v, e, "check", field, 1, &x->check) < 0)
+        return sc_verr(v, field, "must be an object");
+    if (sc_only_fields(v, e, field, fields) < 0 ||
+        sc_get_str(v, e, "check", field, 1, &x->check) < 0)
         return -1;
-    if (!in_list(x->check, expect_checks)) {
+    if (!sc_in_list(x->check, expect_checks)) {
         char f[64];
         snprintf(f, sizeof(f), "%s.check", field);
-        return verr(v, f, "unknown check '%s'", x->check);
+        return sc_verr(v, f, "unknown check '%s'", x->check);
     }
     long long n;
     int r;
-    if ((r = get_int(v, e, "min", field, 0, 0, 100000000, &n)) < 0)
+    if ((r = sc_get_int(v, e, "min", field, 0, 0, 100000000, &n)) < 0)
         return -1;
     if (r == 1) { x->has_min = 1; x->min = n; }
-    if ((r = get_int(v, e, "max", field, 0, 0, 100000000, &n)) < 0)
+    if ((r = sc_get_int(v, e, "max", field, 0, 0, 100000000, &n)) < 0)
         return -1;
     if (r == 1) { x->has_max = 1; x->max = n; }
-    if ((r = get_int(v, e, "equals", field, 0, 0, 100000000, &n)) < 0)
+    if ((r = sc_get_int(v, e, "equals", field, 0, 0, 100000000, &n)) < 0)
         return -1;
     if (r == 1) { x->has_equals = 1; x->equals = n; }
     if (!x->has_min && !x->has_max && !x->has_equals)
-        return verr(v, field, "give min, max or equals");
+        return sc_verr(v, field, "give min, max or equals");
     if (x->has_min && x->min == 0 && !x->has_max && !x->has_equals)
-        return verr(v, field, "min 0 alone can never fail: give a bound that can");
-    if (get_str(v, e, "proc", field, 0, &x->proc) < 0 ||
-        get_str(v, e, "event", field, 0, &x->event) < 0 ||
-        get_str(v, e, "point", field, 0, &x->point) < 0 ||
-        get_str(v, e, "sql", field, 0, &x->sql) < 0 ||
-        get_str(v, e, "request", field, 0, &x->request) < 0 ||
-        get_str(v, e, "why", field, 0, &x->why) < 0)
+        return sc_verr(v, field, "min 0 alone can never fail: give a bound that can");
+    if (sc_get_str(v, e, "proc", field, 0, &x->proc) < 0 ||
+        sc_get_str(v, e, "event", field, 0, &x->event) < 0 ||
+        sc_get_str(v, e, "point", field, 0, &x->point) < 0 ||
+        sc_get_str(v, e, "sql", field, 0, &x->sql) < 0 ||
+        sc_get_str(v, e, "request", field, 0, &x->request) < 0 ||
+        sc_get_str(v, e, "why", field, 0, &x->why) < 0)
         return -1;
-    if (get_where(v, e, field, &x->where_key, &x->where_value, x->where_buf,
-                  sizeof(x->where_buf)) < 0)
+    if (sc_get_where(v, e, field, &x->where_key, &x->where_value, x->where_buf,
+                     sizeof(x->where_buf)) < 0)
         return -1;
     if (x->proc != NULL) {
-        x->proc_idx = find_proc(sc, x->proc);
+        x->proc_idx = sc_find_proc(sc, x->proc);
         if (x->proc_idx < 0 && strcmp(x->proc, "broker") != 0) {
             char f[64];
             snprintf(f, sizeof(f), "%s.proc", field);
-            return verr(v, f, "unknown process '%s'", x->proc);
+            return sc_verr(v, f, "unknown process '%s'", x->proc);
         }
     }
     if (expect_unused_fields(v, e, field, x) < 0)
         return -1;
     if (strcmp(x->check, "events") == 0 && x->event == NULL)
-        return verr(v, field, "check events needs \"event\"");
+        return sc_verr(v, field, "check events needs \"event\"");
     if (strcmp(x->check, "sql") == 0 && x->sql == NULL)
-        return verr(v, field, "check sql needs \"sql\"");
+        return sc_verr(v, field, "check sql needs \"sql\"");
     if (strcmp(x->check, "http_status") == 0) {
         int found = 0;
         if (x->request == NULL)
-            return verr(v, field, "check http_status needs \"request\"");
+            return sc_verr(v, field, "check http_status needs \"request\"");
         for (int i = 0; i < sc->nsteps; i++)
             if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
                 strcmp(sc->steps[i].name, x->request) == 0)
                 found = 1;
         if (!found)
-            return verr(v, field, "no http step is named '%s'", x->request);
+            return sc_verr(v, field, "no http step is named '%s'", x->request);
     }
     return 0;
 }
@@ -1258,24 +651,24 @@ static int parse_head(struct vctx *v, struct scenario *sc)
                                           "faults_optional", "database", "hazard",
                                           "poison_events", NULL };
     const cJSON *root = sc->root;
-    if (only_fields(v, root, "", fields) < 0 ||
-        get_str(v, root, "name", "", 1, &sc->name) < 0 ||
-        get_str(v, root, "title", "", 1, &sc->title) < 0 ||
-        get_str(v, root, "crash_window", "", 1, &sc->crash_window) < 0)
+    if (sc_only_fields(v, root, "", fields) < 0 ||
+        sc_get_str(v, root, "name", "", 1, &sc->name) < 0 ||
+        sc_get_str(v, root, "title", "", 1, &sc->title) < 0 ||
+        sc_get_str(v, root, "crash_window", "", 1, &sc->crash_window) < 0)
         return -1;
     if (!valid_name(sc->name, 64, 0))
-        return verr(v, "name", "'%s': use 1-63 of [a-z0-9-]", sc->name);
+        return sc_verr(v, "name", "'%s': use 1-63 of [a-z0-9-]", sc->name);
     const char *slash = strchr(sc->crash_window, '/');
     if (slash == NULL || slash == sc->crash_window || slash[1] == '\0')
-        return verr(v, "crash_window", "'%s' is not component/window", sc->crash_window);
-    return opt_int(v, root, "article_case", "", 1, 10, &sc->article_case);
+        return sc_verr(v, "crash_window", "'%s' is not component/window", sc->crash_window);
+    return sc_opt_int(v, root, "article_case", "", 1, 10, &sc->article_case);
 }
 
 static int parse_procs(struct vctx *v, struct scenario *sc)
 {
     const cJSON *procs = cJSON_GetObjectItemCaseSensitive(sc->root, "processes");
     if (!cJSON_IsObject(procs) || procs->child == NULL)
-        return verr(v, "processes", "must be a non-empty object of name: {kind, args}");
+        return sc_verr(v, "processes", "must be a non-empty object of name: {kind, args}");
     const cJSON *it;
     cJSON_ArrayForEach(it, procs) {
         if (parse_proc(v, sc, it) < 0)
@@ -1288,7 +681,7 @@ static int parse_steps(struct vctx *v, struct scenario *sc)
 {
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(sc->root, "steps");
     if (!cJSON_IsArray(steps))
-        return verr(v, "steps", "must be an array");
+        return sc_verr(v, "steps", "must be an array");
     sc->nsteps = cJSON_GetArraySize(steps);
     sc->steps = calloc((size_t)sc->nsteps + 1, sizeof(*sc->steps));
     if (sc->steps == NULL)
@@ -1296,7 +689,7 @@ static int parse_steps(struct vctx *v, struct scenario *sc)
     int idx = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, steps) {
-        if (parse_step(v, sc, it, idx) < 0) {
+        if (sc_parse_step(v, sc, it, idx) < 0) {
             sc->nsteps = idx + 1; /* free what this step owns */
             return -1;
         }
@@ -1315,20 +708,20 @@ static int parse_settings(struct vctx *v, struct scenario *sc)
     if (heal != NULL) {
         static const char *const hf[] = { "timeout_ms", "restart", NULL };
         if (!cJSON_IsObject(heal))
-            return verr(v, "heal", "must be an object");
-        if (only_fields(v, heal, "heal", hf) < 0)
+            return sc_verr(v, "heal", "must be an object");
+        if (sc_only_fields(v, heal, "heal", hf) < 0)
             return -1;
-        if (opt_int(v, heal, "timeout_ms", "heal", 100, 600000, &sc->heal_timeout_ms) < 0)
+        if (sc_opt_int(v, heal, "timeout_ms", "heal", 100, 600000, &sc->heal_timeout_ms) < 0)
             return -1;
-        if (get_bool(v, heal, "restart", "heal", &sc->heal_restart) < 0)
+        if (sc_get_bool(v, heal, "restart", "heal", &sc->heal_restart) < 0)
             return -1;
     }
     const cJSON *fo = cJSON_GetObjectItemCaseSensitive(root, "faults_optional");
     if (fo != NULL && !cJSON_IsBool(fo))
-        return verr(v, "faults_optional", "must be true or false");
+        return sc_verr(v, "faults_optional", "must be true or false");
     sc->faults_optional = cJSON_IsTrue(fo);
     sc->timeout_ms = 120000;
-    return opt_int(v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms);
+    return sc_opt_int(v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms);
 }
 
 /* "poison_events": ids (uuids) of the events the scenario plants as poison. */
@@ -1339,7 +732,7 @@ static int parse_poison(struct vctx *v, struct scenario *sc)
         return 0;
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 ||
         cJSON_GetArraySize(arr) > SC_MAX_POISON)
-        return verr(v, "poison_events", "must be an array of 1-%d event ids", SC_MAX_POISON);
+        return sc_verr(v, "poison_events", "must be an array of 1-%d event ids", SC_MAX_POISON);
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
         char f[48];
@@ -1351,7 +744,7 @@ static int parse_poison(struct vctx *v, struct scenario *sc)
             ok = (i == 8 || i == 13 || i == 18 || i == 23) ? s[i] == '-'
                                                          : isxdigit((unsigned char)s[i]) != 0;
         if (!ok)
-            return verr(v, f, "must be an event id (a uuid)");
+            return sc_verr(v, f, "must be an event id (a uuid)");
         sc->poison[sc->npoison++] = s;
     }
     return 0;
@@ -1361,7 +754,7 @@ static int parse_invariants(struct vctx *v, struct scenario *sc)
 {
     const cJSON *invs = cJSON_GetObjectItemCaseSensitive(sc->root, "invariants");
     if (!cJSON_IsArray(invs) || cJSON_GetArraySize(invs) == 0)
-        return verr(v, "invariants", "must be a non-empty array of invariant names");
+        return sc_verr(v, "invariants", "must be a non-empty array of invariant names");
     int idx = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, invs) {
@@ -1369,12 +762,12 @@ static int parse_invariants(struct vctx *v, struct scenario *sc)
         snprintf(f, sizeof(f), "invariants[%d]", idx++);
         int inv = cJSON_IsString(it) ? sc_invariant_from_name(it->valuestring) : -1;
         if (inv < 0)
-            return verr(v, f, "unknown invariant %s%s%s", cJSON_IsString(it) ? "'" : "",
-                        cJSON_IsString(it) ? it->valuestring : "(not a string)",
-                        cJSON_IsString(it) ? "'" : "");
+            return sc_verr(v, f, "unknown invariant %s%s%s", cJSON_IsString(it) ? "'" : "",
+                           cJSON_IsString(it) ? it->valuestring : "(not a string)",
+                           cJSON_IsString(it) ? "'" : "");
         for (int j = 0; j < sc->ninvariants; j++)
             if ((int)sc->invariants[j] == inv)
-                return verr(v, f, "'%s' is listed twice", it->valuestring);
+                return sc_verr(v, f, "'%s' is listed twice", it->valuestring);
         sc->invariants[sc->ninvariants++] = (enum sc_invariant)inv;
     }
     return 0;
@@ -1389,12 +782,12 @@ static int parse_hazard(struct vctx *v, struct scenario *sc)
         return 0;
     static const char *const f[] = { "caught_by", "why", NULL };
     if (!cJSON_IsObject(h))
-        return verr(v, "hazard", "must be an object");
-    if (only_fields(v, h, "hazard", f) < 0 || get_str(v, h, "why", "hazard", 1, &sc->hazard_why) < 0)
+        return sc_verr(v, "hazard", "must be an object");
+    if (sc_only_fields(v, h, "hazard", f) < 0 || sc_get_str(v, h, "why", "hazard", 1, &sc->hazard_why) < 0)
         return -1;
     const cJSON *by = cJSON_GetObjectItemCaseSensitive(h, "caught_by");
     if (!cJSON_IsArray(by) || cJSON_GetArraySize(by) == 0)
-        return verr(v, "hazard.caught_by", "must be a non-empty array of invariant names");
+        return sc_verr(v, "hazard.caught_by", "must be a non-empty array of invariant names");
     int idx = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, by) {
@@ -1402,15 +795,15 @@ static int parse_hazard(struct vctx *v, struct scenario *sc)
         snprintf(ff, sizeof(ff), "hazard.caught_by[%d]", idx++);
         int inv = cJSON_IsString(it) ? sc_invariant_from_name(it->valuestring) : -1;
         if (inv < 0)
-            return verr(v, ff, "not an invariant name");
+            return sc_verr(v, ff, "not an invariant name");
         int listed = 0;
         for (int j = 0; j < sc->ninvariants; j++)
             listed |= (int)sc->invariants[j] == inv;
         if (!listed)
-            return verr(v, ff, "'%s' must also be listed in \"invariants\"", it->valuestring);
+            return sc_verr(v, ff, "'%s' must also be listed in \"invariants\"", it->valuestring);
         for (int j = 0; j < sc->nhazard; j++)
             if ((int)sc->hazard[j] == inv)
-                return verr(v, ff, "'%s' is listed twice", it->valuestring);
+                return sc_verr(v, ff, "'%s' is listed twice", it->valuestring);
         sc->hazard[sc->nhazard++] = (enum sc_invariant)inv;
     }
     return 0;
@@ -1424,7 +817,7 @@ static int parse_expects(struct vctx *v, struct scenario *sc)
     if (exp == NULL)
         return 0;
     if (!cJSON_IsArray(exp))
-        return verr(v, "expect", "must be an array");
+        return sc_verr(v, "expect", "must be an array");
     sc->nexpect = cJSON_GetArraySize(exp);
     sc->expect = calloc((size_t)sc->nexpect + 1, sizeof(*sc->expect));
     if (sc->expect == NULL)
@@ -1455,11 +848,11 @@ struct scenario *scenario_parse(const char *text, const char *path,
         int line = 1;
         for (const char *p = text; at != NULL && p < at && *p; p++)
             line += *p == '\n';
-        verr(&v, NULL, "not valid JSON (near line %d)", line);
+        sc_verr(&v, NULL, "not valid JSON (near line %d)", line);
         goto fail;
     }
     if (!cJSON_IsObject(sc->root)) {
-        verr(&v, NULL, "must hold a JSON object");
+        sc_verr(&v, NULL, "must hold a JSON object");
         goto fail;
     }
     if (parse_head(&v, sc) < 0 || parse_procs(&v, sc) < 0 ||
@@ -1529,238 +922,6 @@ void scenario_free(struct scenario *sc)
     cJSON_Delete(sc->root);
     free(sc->path);
     free(sc);
-}
-
-static void describe_db(const struct sc_step *st, const char *pn, char *out, size_t outlen)
-{
-    switch (st->db_action) {
-    case DB_CRASH:
-        snprintf(out, outlen, "db crash (immediate shutdown, no checkpoint), down %d ms, "
-                 "start: crash recovery", st->down_ms);
-        break;
-    case DB_RESTART:
-        snprintf(out, outlen, "db restart (fast shutdown, start)");
-        break;
-    case DB_TERMINATE:
-        snprintf(out, outlen, "db terminate the sessions of %s (pg_terminate_backend)",
-                 pn[0] ? pn : "every process");
-        break;
-    case DB_FREEZE:
-        snprintf(out, outlen, "db freeze (SIGSTOP the server) for %d ms, then SIGCONT", st->ms);
-        break;
-    case DB_FAILOVER:
-        snprintf(out, outlen, "db failover: kill the primary, promote the standby");
-        break;
-    case DB_STALL_REPLICATION:
-        snprintf(out, outlen, "db stall replication: the standby receives no WAL until failover");
-        break;
-    }
-}
-
-void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
-                            char *out, size_t outlen)
-{
-    const char *pn = st->proc >= 0 ? sc->procs[st->proc].name
-                     : st->verb == V_WAIT && st->until == U_EVENT ? "broker" : "";
-    switch (st->verb) {
-    case V_START:
-    case V_RESTART:
-        snprintf(out, outlen, "%s %s%s%s", verb_names[st->verb], pn,
-                 st->faults ? " with faults " : "", st->faults ? st->faults : "");
-        break;
-    case V_STOP:
-        snprintf(out, outlen, "stop %s (SIGTERM, SIGKILL after %d ms)", pn, st->timeout_ms);
-        break;
-    case V_KILL:
-        snprintf(out, outlen, "kill %s (SIGKILL)", pn);
-        break;
-    case V_PAUSE:
-        snprintf(out, outlen, "pause %s (SIGSTOP)", pn);
-        break;
-    case V_RESUME:
-        snprintf(out, outlen, "resume %s (SIGCONT)", pn);
-        break;
-    case V_FAULT:
-        if (st->disable)
-            snprintf(out, outlen, "fault: disable %s in %s", st->point, pn);
-        else
-            snprintf(out, outlen, "fault: enable %s=%s in %s (every hit until disabled)",
-                     st->point, st->action, pn);
-        break;
-    case V_HTTP:
-        snprintf(out, outlen, "http%s%s: %s %s%s%s%s%s", st->name ? " " : "",
-                 st->name ? st->name : "", st->method, st->path,
-                 st->key ? " Idempotency-Key " : "", st->key ? st->key : "",
-                 st->same_as ? ", response must equal " : "", st->same_as ? st->same_as : "");
-        break;
-    case V_PAYMENTS:
-        snprintf(out, outlen, "payments: %d creation%s%s%s, keys %s-N, concurrency %d%s%s",
-                 st->count, st->count == 1 ? "" : "s", st->authorize ? " + authorize" : "",
-                 st->capture ? " + capture" : "", st->key_prefix, st->concurrency,
-                 st->retries ? ", each retried with its key" : "",
-                 st->background ? ", in the background (the next steps run meanwhile)" : "");
-        break;
-    case V_BROKER: {
-        cJSON *shown = sc_control_for_display(st->control);
-        char *c = cJSON_PrintUnformatted(shown);
-        snprintf(out, outlen, "broker control %s", c ? c : "?");
-        cJSON_free(c);
-        cJSON_Delete(shown);
-        break;
-    }
-    case V_SQL:
-        snprintf(out, outlen, "sql: %.160s%s", st->sql, strlen(st->sql) > 160 ? "..." : "");
-        break;
-    case V_OUTBOXCTL: {
-        char args[256] = "";
-        for (int i = 0; i < st->argc; i++) {
-            size_t n = strlen(args);
-            snprintf(args + n, sizeof(args) - n, " %s", st->argv[i]);
-        }
-        snprintf(out, outlen, "outboxctl%s%s", args,
-                 st->expect_exit >= 0 ? " (exit status checked)" : "");
-        break;
-    }
-    case V_WAIT: {
-        char what[256];
-        switch (st->until) {
-        case U_EXITED: snprintf(what, sizeof(what), "%s exited", pn); break;
-        case U_PARKED:
-            snprintf(what, sizeof(what), "%s parked%s%s", pn, st->point ? " at " : "",
-                     st->point ? st->point : " at a fault point");
-            break;
-        case U_EVENT:
-            snprintf(what, sizeof(what), "%s logged %d x %s%s%s%s%s", pn, st->count, st->event,
-                     st->where_key ? " where " : "", st->where_key ? st->where_key : "",
-                     st->where_key ? "=" : "", st->where_value ? st->where_value : "");
-            break;
-        case U_PUBLISHED: snprintf(what, sizeof(what), "%d outbox rows published", st->count); break;
-        case U_CONSUMED:
-            snprintf(what, sizeof(what), "%d events consumed by %s", st->count, st->consumer);
-            break;
-        case U_DEAD_LETTERED:
-            snprintf(what, sizeof(what), "%d outbox rows dead-lettered", st->count);
-            break;
-        case U_LEASE_EXPIRED:
-            snprintf(what, sizeof(what), "%d unpublished leases expired (locked_until < now())",
-                     st->count);
-            break;
-        case U_QUIET: snprintf(what, sizeof(what), "the pipeline is quiet"); break;
-        case U_SQL:
-            snprintf(what, sizeof(what), "sql value >= %d: %.120s", st->count, st->sql);
-            break;
-        }
-        snprintf(out, outlen, "wait until %s (%d ms%s)", what, st->timeout_ms,
-                 st->wait_continue ? ", then go on regardless" : "");
-        break;
-    }
-    case V_DB:
-        describe_db(st, pn, out, outlen);
-        break;
-    case V_BROKER_CRASH:
-        snprintf(out, outlen, "broker crash (SIGKILL), down %d ms, start again on its %s store",
-                 st->down_ms, sc->broker_durable ? "durable" : "in-memory");
-        break;
-    case V_SLEEP:
-        snprintf(out, outlen, "sleep %d ms", st->ms);
-        break;
-    case V_NET:
-        if (st->net_clear) {
-            snprintf(out, outlen, "net %s: clear its faults", st->link);
-        } else {
-            char what[160];
-            np_fault_describe(&st->net, what, sizeof(what));
-            char bound[64] = "";
-            if (st->reconnect_within_ms > 0)
-                snprintf(bound, sizeof(bound), "; %s must reconnect within %d ms",
-                         sc->procs[st->proc].name, st->reconnect_within_ms);
-            snprintf(out, outlen, "net %s: %s%s", st->link, what, bound);
-        }
-        break;
-    }
-}
-
-void scenario_print(const struct scenario *sc, FILE *f)
-{
-    fprintf(f, "scenario %s: %s\n", sc->name, sc->title);
-    fprintf(f, "  file: %s\n  crash window: %s", sc->path, sc->crash_window);
-    if (sc->article_case > 0)
-        fprintf(f, " (article case %d)", sc->article_case);
-    fprintf(f, "\n  broker:%s", sc->visibility_timeout_ms ? "" : " defaults");
-    if (sc->visibility_timeout_ms)
-        fprintf(f, " visibility timeout %d ms", sc->visibility_timeout_ms);
-    if (sc->broker_control != NULL) {
-        cJSON *shown = sc_control_for_display(sc->broker_control);
-        char *c = cJSON_PrintUnformatted(shown);
-        fprintf(f, ", switches %s", c ? c : "?");
-        cJSON_free(c);
-        cJSON_Delete(shown);
-    }
-    fprintf(f, "\n  processes:\n");
-    for (int i = 0; i < sc->nprocs; i++) {
-        const struct sc_proc *p = &sc->procs[i];
-        fprintf(f, "    %-14s %-8s", p->name, kind_names[p->kind]);
-        for (int j = 0; j < p->nargs; j++)
-            fprintf(f, " --%s%s%s", p->arg_key[j], p->arg_val[j] ? " " : "",
-                    p->arg_val[j] ? p->arg_val[j] : "");
-        if (p->faults)
-            fprintf(f, "  [CW_FAULTS=%s]", p->faults);
-        if (!p->autostart)
-            fprintf(f, "  (started by a step)");
-        fprintf(f, "\n");
-    }
-    fprintf(f, "  steps:\n");
-    for (int i = 0; i < sc->nsteps; i++) {
-        char d[512];
-        scenario_step_describe(sc, &sc->steps[i], d, sizeof(d));
-        fprintf(f, "    %2d. %s\n", i + 1, d);
-        if (sc->steps[i].why)
-            fprintf(f, "        why: %s\n", sc->steps[i].why);
-    }
-    if (sc->standby)
-        fprintf(f, "  database: own primary + streaming standby, %s replication\n",
-                sc->synchronous ? "synchronous" : "asynchronous");
-    if (sc->broker_durable)
-        fprintf(f, "  broker store: durable (SQLite file, WAL)\n");
-    if (sc->heal_restart)
-        fprintf(f, "  heal: faults off, broker reset, every process running, converge within "
-                "%d ms\n", sc->heal_timeout_ms);
-    else
-        fprintf(f, "  heal: faults off, broker reset, no restarts (every process must have "
-                "recovered by itself), converge within %d ms\n", sc->heal_timeout_ms);
-    if (sc->nhazard > 0) {
-        fprintf(f, "  hazard: %s\n  caught by:", sc->hazard_why);
-        for (int i = 0; i < sc->nhazard; i++)
-            fprintf(f, " %s", invariant_names[sc->hazard[i]]);
-        fprintf(f, " (each must fail)\n");
-    }
-    if (sc->faults_optional)
-        fprintf(f, "  faults: optional (an armed fault that never fires is noted, not failed)\n");
-    fprintf(f, "  invariants:");
-    for (int i = 0; i < sc->ninvariants; i++)
-        fprintf(f, " %s", invariant_names[sc->invariants[i]]);
-    fprintf(f, "\n");
-    for (int i = 0; i < sc->nexpect; i++) {
-        const struct sc_expect *x = &sc->expect[i];
-        fprintf(f, "  expect %s", x->check);
-        if (x->event)
-            fprintf(f, " %s", x->event);
-        if (x->proc)
-            fprintf(f, " of %s", x->proc);
-        if (x->point)
-            fprintf(f, " at %s", x->point);
-        if (x->request)
-            fprintf(f, " of request %s", x->request);
-        if (x->has_equals)
-            fprintf(f, " = %lld", x->equals);
-        if (x->has_min)
-            fprintf(f, " >= %lld", x->min);
-        if (x->has_max)
-            fprintf(f, " <= %lld", x->max);
-        if (x->why)
-            fprintf(f, "  (%s)", x->why);
-        fprintf(f, "\n");
-    }
 }
 
 int scenario_relays_hold_order(const struct scenario *sc)

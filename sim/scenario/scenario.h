@@ -112,7 +112,8 @@ enum sc_until {
     U_LEASE_EXPIRED, U_QUIET, U_SQL
 };
 
-/* One step.  Strings borrow from the scenario's JSON tree. */
+/* One step.  Strings borrow from the scenario's JSON tree unless their
+ * comment says otherwise. */
 struct sc_step {
     enum sc_verb verb;
     int proc;                 /* index into processes, -1 when none */
@@ -169,7 +170,10 @@ struct sc_step {
     enum sc_until until;
     const char *event;
     const char *where_key;
-    const char *where_value;  /* owned copy when given as a number */
+    const char *where_value;  /* borrowed from the tree, or "true"/"false", or
+                               * where_buf holding a number's text (so a
+                               * copy of the step still points into this
+                               * one's buffer) */
     char where_buf[32];
     const char *consumer;
 };
@@ -200,7 +204,7 @@ struct sc_expect {
     const char *proc;        /* events: that process only */
     int proc_idx;
     const char *event;
-    const char *where_key, *where_value;
+    const char *where_key, *where_value;   /* as in struct sc_step */
     char where_buf[32];
     const char *point;       /* faults_fired */
     const char *sql;         /* sql: first column of the first row */
@@ -289,14 +293,18 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
 /* Prints what the scenario will do, without doing it. */
 void scenario_print(const struct scenario *sc, FILE *f);
 
-/* Validates a CW_FAULTS value: NAME=crash|fail|park|stall:MS[@N][+] items
- * separated by ';', names among known_points when given.  0, or -1 with a
- * message in err (without the file/field prefix). */
+/* Validates a CW_FAULTS value with the parser a process uses
+ * (fault_parse_items, src/core/fault.h: NAME=crash|fail|park|stall:MS[@N][+]
+ * items separated by ';'), so that a value valid here is one a process
+ * takes; and further: its names among known_points when given, at least
+ * one item, fewer than 1024 characters.  0, or -1 with a message in err
+ * (without the file/field prefix). */
 int scenario_check_faults(const char *spec, const char *const *known_points,
                           char *err, size_t errlen);
 
-/* The point names a CW_FAULTS value enables, into names[max] (pointers into
- * buf, which receives a copy of spec).  Returns the count. */
+/* The point names a CW_FAULTS value enables, in its order, into names[max]
+ * (pointers into buf, which receives copies of them; a name that does not
+ * fit is left out).  Returns the count: 0 for a value the grammar refuses. */
 int scenario_fault_points(const char *spec, char *buf, size_t buflen,
                           const char **names, int max);
 

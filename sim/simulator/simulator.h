@@ -12,28 +12,36 @@
  *   replay   = generate (S, I) again + run it;
  *   a shrunk failure is a scenario file, ready for scenarios/.
  *
- * The pieces:
+ * The pieces, each in a file of its own:
  *   - a PRNG (xoshiro256**, seeded through splitmix64 from S and I): the
- *     only source of randomness of generation; never rand() or the clock;
+ *     only source of randomness of generation; never rand() or the clock
+ *     (simulator_prng.c);
+ *   - the fault point catalogue generation draws from
+ *     (simulator_catalogue.c);
  *   - a plan (struct sim_plan): processes, faults armed per incarnation,
  *     and a list of actions (payments, settle, kill, pause, resume, restart,
  *     broker switches, database, broker and network faults, the runbook's
- *     retention cleanup and requeue).  Generation fills a plan; shrinking
- *     edits one;
- *   - rendering: plan -> scenario JSON.  Rendering tracks what each process
- *     may be doing at every step and leaves out an action the runner could
- *     not perform (kill of a process that may already have crashed, ...),
- *     so that every plan, shrunk ones included, renders to a scenario whose
- *     steps cannot fail for reasons of their own: a failing run is a broken
- *     invariant or a pipeline that does not converge, never a broken step.
- *     The follow-up of a park (resume or kill) is rendered after a wait for
- *     the park itself ("on_timeout": "continue": an anchor, not a demand),
- *     so every replay takes the two in the same order; so is the close of a
- *     poison window (after its first dead letter, once nothing is pending)
- *     and a requeue (once every later version of a dead letter is parked);
+ *     retention cleanup and requeue).  Generation fills a plan
+ *     (simulator_gen.c); shrinking edits one; a plan in one line and its
+ *     size are simulator_describe.c's;
+ *   - rendering: plan -> scenario JSON (simulator_render.c).  Rendering
+ *     tracks what each process may be doing at every step and leaves out
+ *     an action the runner could not perform (kill of a process that may
+ *     already have crashed, ...), so that every plan, shrunk ones included,
+ *     renders to a scenario whose steps cannot fail for reasons of their
+ *     own: a failing run is a broken invariant or a pipeline that does not
+ *     converge, never a broken step.  The follow-up of a park (resume or
+ *     kill) is rendered after a wait for the park itself ("on_timeout":
+ *     "continue": an anchor, not a demand), so every replay takes the two
+ *     in the same order; so is the close of a poison window (after its
+ *     first dead letter, once nothing is pending) and a requeue (once every
+ *     later version of a dead letter is parked);
  *   - shrinking: sim_shrink_variant() enumerates the one-edit-smaller
- *     variants of a plan; the driver keeps an edit only when the run still
- *     fails on the same invariant (greedy delta debugging). */
+ *     variants of a plan (simulator_shrink.c); the driver keeps an edit
+ *     only when the run still fails on the same invariant (greedy delta
+ *     debugging);
+ *   - the command: the run loop, replay, the shrinking driver
+ *     (simulator.c). */
 #ifndef CW_SIMULATOR_H
 #define CW_SIMULATOR_H
 
@@ -166,7 +174,8 @@ struct sim_act {
     int count, retries, authorize, capture;
     /* settle */
     int ms;
-    /* broker (-1: unchanged) */
+    /* broker switches: -1 leaves one unchanged, except drop (how many
+     * publishes drop_before_confirm drops), which 0 leaves unchanged */
     int outage, duplicate, drop, max_payload;
     /* db: which fault; ms is the freeze's length or the crash's downtime,
      * proc the process whose sessions terminate ends (-1: every process) */
@@ -219,12 +228,14 @@ cJSON *sim_render(const struct sim_plan *plan, const char *name, const char *tit
 /* "sim-S-I" into out. */
 void sim_scenario_name(uint64_t seed, uint64_t run, char *out, size_t outlen);
 
-/* One line saying what the plan does ("api relay-1 relay-2 acct-1 | faults
- * ... | pay(4,auth) kill(relay-1) settle(800) ...").  Truncated to outlen. */
+/* One line saying what the plan does ("api relay-1 relay-2(held) acct-1 |
+ * faults relay-1:relay/before_mark=park@1 | steps pay(4,auth) kill(relay-1)
+ * settle(800) ...").  Truncated to outlen. */
 void sim_describe(const struct sim_plan *plan, char *out, size_t outlen);
 
-/* A measure of a plan's size: processes + faults + actions + payments +
- * broker switches + (hit - 1) of each fault.  Every shrinking edit lowers it. */
+/* A measure of a plan's size: processes + faults + actions + payments (with
+ * their retries, authorizations and captures) + the broker's settings at
+ * start + (hit - 1) and every of each fault.  Every shrinking edit lowers it. */
 long sim_plan_size(const struct sim_plan *plan);
 
 /* The k-th one-edit-smaller variant of in (k = 0, 1, ...): drop a process,

@@ -32,19 +32,18 @@
 #include <unistd.h>
 #endif
 
-#define FAULT_MAX_SPECS 32
-
 /* The prefix of this process's control FIFOs; "" while remote control is off. */
 static char fifo_prefix[PATH_MAX + 8];
 
+/* A point enabled from CW_FAULTS, with its hits counted so far. */
 struct fault_spec {
-    char name[96];
+    char name[FAULT_NAME_MAX];
     long hit;        /* fire on this hit (1-based) */
     int persistent;  /* keep firing on every later hit */
     long seen;       /* hits counted so far */
 };
 
-static struct fault_spec specs[FAULT_MAX_SPECS];
+static struct fault_spec specs[FAULT_MAX_ITEMS];
 static int nspecs;
 static pthread_mutex_t spec_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -77,37 +76,38 @@ static int spec_cb(const char *name, int *failnum, void **failinfo,
 }
 #endif
 
-/* Parses "ACTION[:MS]" into a failinfo value. */
-static int parse_action(const char *s, size_t len, uintptr_t *info)
+int fault_parse_action(const char *text, enum fault_action *action, long *stall_ms)
 {
-    if (len == 5 && strncmp(s, "crash", 5) == 0) {
-        *info = FAULT_CRASH;
-    } else if (len == 4 && strncmp(s, "fail", 4) == 0) {
-        *info = FAULT_FAIL;
-    } else if (len == 4 && strncmp(s, "park", 4) == 0) {
-        *info = FAULT_PARK;
-    } else if (len > 6 && strncmp(s, "stall:", 6) == 0) {
+    *stall_ms = 0;
+    if (strcmp(text, "crash") == 0) {
+        *action = FAULT_CRASH;
+    } else if (strcmp(text, "fail") == 0) {
+        *action = FAULT_FAIL;
+    } else if (strcmp(text, "park") == 0) {
+        *action = FAULT_PARK;
+    } else if (strncmp(text, "stall:", 6) == 0 && text[6] != '\0') {
+        /* strtol of a bounded copy: 16 characters hold any valid MS, and a
+         * longer text (leading zeros, say) is refused rather than read. */
         char buf[16];
-        size_t n = len - 6;
+        size_t n = strlen(text + 6);
         if (n >= sizeof(buf))
             return -1;
-        memcpy(buf, s + 6, n);
-        buf[n] = '\0';
+        memcpy(buf, text + 6, n + 1);
         char *end;
         long ms = strtol(buf, &end, 10);
-        if (*end != '\0' || ms < 3 || ms > 3600000)
+        if (*end != '\0' || ms < FAULT_STALL_MIN_MS || ms > FAULT_STALL_MAX_MS)
             return -1;
-        *info = (uintptr_t)ms;
+        *action = FAULT_STALL;
+        *stall_ms = ms;
     } else {
         return -1;
     }
     return 0;
 }
 
-int fault_parse_spec(const char *spec, char *err, size_t errlen)
+int fault_parse_items(const char *spec, struct fault_item items[FAULT_MAX_ITEMS],
+                      char *err, size_t errlen)
 {
-    struct fault_spec parsed[FAULT_MAX_SPECS];
-    uintptr_t infos[FAULT_MAX_SPECS];
     int n = 0;
     const char *p = spec;
 
@@ -118,59 +118,83 @@ int fault_parse_spec(const char *spec, char *err, size_t errlen)
             p = end ? end + 1 : NULL;
             continue;
         }
-        if (n == FAULT_MAX_SPECS) {
-            snprintf(err, errlen, "CW_FAULTS: more than %d items", FAULT_MAX_SPECS);
+        if (n == FAULT_MAX_ITEMS) {
+            snprintf(err, errlen, "more than %d items", FAULT_MAX_ITEMS);
             return -1;
         }
-        char item[160];
+        char item[FAULT_ITEM_MAX];
         if (len >= sizeof(item)) {
-            snprintf(err, errlen, "CW_FAULTS: item too long");
+            snprintf(err, errlen, "item too long (at most %d characters)", FAULT_ITEM_MAX - 1);
             return -1;
         }
         memcpy(item, p, len);
         item[len] = '\0';
 
-        struct fault_spec *fs = &parsed[n];
-        memset(fs, 0, sizeof(*fs));
-        fs->hit = 1;
+        struct fault_item *it = &items[n];
+        memset(it, 0, sizeof(*it));
+        it->hit = 1;
         char *eq = strchr(item, '=');
-        if (eq == NULL || eq == item || (size_t)(eq - item) >= sizeof(fs->name)) {
-            snprintf(err, errlen, "CW_FAULTS: '%s' is not NAME=ACTION", item);
+        if (eq == NULL || eq == item) {
+            snprintf(err, errlen, "'%s' is not NAME=ACTION", item);
             return -1;
         }
         *eq = '\0';
-        snprintf(fs->name, sizeof(fs->name), "%.95s", item);
+        if (strlen(item) >= sizeof(it->name)) {
+            snprintf(err, errlen, "point name '%.40s...' too long (at most %d characters)",
+                     item, FAULT_NAME_MAX - 1);
+            return -1;
+        }
+        snprintf(it->name, sizeof(it->name), "%s", item);
         char *act = eq + 1;
         size_t alen = strlen(act);
         if (alen > 0 && act[alen - 1] == '+') {
-            fs->persistent = 1;
+            it->persistent = 1;
             act[--alen] = '\0';
         }
         char *at = strchr(act, '@');
         if (at != NULL) {
             char *e;
-            fs->hit = strtol(at + 1, &e, 10);
-            if (*e != '\0' || fs->hit < 1 || fs->hit > 1000000) {
-                snprintf(err, errlen, "CW_FAULTS: bad hit number in '%s'", fs->name);
+            it->hit = strtol(at + 1, &e, 10);
+            if (*e != '\0' || it->hit < 1 || it->hit > FAULT_HIT_MAX) {
+                snprintf(err, errlen, "bad hit number for %s (want @N, 1 <= N <= %ld)",
+                         it->name, FAULT_HIT_MAX);
                 return -1;
             }
             *at = '\0';
         }
-        if (parse_action(act, strlen(act), &infos[n]) < 0) {
-            snprintf(err, errlen,
-                     "CW_FAULTS: bad action '%s' for %s (crash, fail, park, stall:MS)",
-                     act, fs->name);
+        if (fault_parse_action(act, &it->action, &it->stall_ms) < 0) {
+            snprintf(err, errlen, "bad action '%s' for %s (crash, fail, park, stall:MS)",
+                     act, it->name);
             return -1;
         }
         n++;
         p = end ? end + 1 : NULL;
     }
+    return n;
+}
+
+int fault_parse_spec(const char *spec, char *err, size_t errlen)
+{
+    struct fault_item items[FAULT_MAX_ITEMS];
+    char why[256];
+    int n = fault_parse_items(spec, items, why, sizeof(why));
+    if (n < 0) {
+        snprintf(err, errlen, "CW_FAULTS: %s", why);
+        return -1;
+    }
 
     pthread_mutex_lock(&spec_lock);
-    for (int i = 0; i < n && nspecs < FAULT_MAX_SPECS; i++) {
-        specs[nspecs++] = parsed[i];
+    for (int i = 0; i < n && nspecs < FAULT_MAX_ITEMS; i++) {
+        struct fault_spec *fs = &specs[nspecs++];
+        memset(fs, 0, sizeof(*fs));
+        memcpy(fs->name, items[i].name, sizeof(fs->name)); /* both FAULT_NAME_MAX */
+        fs->hit = items[i].hit;
+        fs->persistent = items[i].persistent;
 #ifdef FIU_ENABLE
-        fiu_enable_external(parsed[i].name, 1, (void *)infos[i], 0, spec_cb);
+        /* The failinfo fault_fire decodes: the action, or a stall's ms. */
+        uintptr_t info = items[i].action == FAULT_STALL ? (uintptr_t)items[i].stall_ms
+                                                        : (uintptr_t)items[i].action;
+        fiu_enable_external(items[i].name, 1, (void *)info, 0, spec_cb);
 #endif
     }
     pthread_mutex_unlock(&spec_lock);

@@ -64,8 +64,44 @@ const char *fault_fifo_prefix(void);
  * "fail", 0 otherwise (after a stall or a park has ended). */
 int fault_fire(const char *name);
 
-/* Parses one NAME=ACTION[:MS][@N][+] spec list into libfiu enables; exposed
- * for unit tests.  Returns the number of points enabled or -1. */
+/* ---- the CW_FAULTS grammar ------------------------------------------------
+ *
+ * One parser serves every reader of the grammar: fault_init (what a process
+ * accepts) and the scenario files (sim/scenario), which validate and
+ * describe the values they hand to the processes, so that no scenario can
+ * validate a value its process would refuse.  Its limits: */
+#define FAULT_MAX_ITEMS 32          /* items in one value */
+#define FAULT_ITEM_MAX 160          /* an item is shorter than this */
+#define FAULT_NAME_MAX 96           /* a point name is shorter than this */
+#define FAULT_HIT_MAX 1000000L      /* @N: 1 <= N <= this */
+#define FAULT_STALL_MIN_MS 3L       /* stall:MS: MS within [min, max], */
+#define FAULT_STALL_MAX_MS 3600000L /* written in fewer than 16 characters */
+
+/* One item of a CW_FAULTS value. */
+struct fault_item {
+    char name[FAULT_NAME_MAX];  /* the point, "component/window" */
+    enum fault_action action;
+    long stall_ms;              /* FAULT_STALL: how long; 0 otherwise */
+    long hit;                   /* fires on this hit (1-based; default 1) */
+    int persistent;             /* '+': and on every hit after it */
+};
+
+/* Parses a CW_FAULTS value -- NAME=ACTION[:MS][@N][+] items separated by
+ * ';', empty items skipped -- into items, without enabling anything.
+ * Returns the number of items (0 for an empty value), or -1 with a message
+ * in err naming the bad item (without a "CW_FAULTS: " prefix). */
+int fault_parse_items(const char *spec, struct fault_item items[FAULT_MAX_ITEMS],
+                      char *err, size_t errlen);
+
+/* Parses one ACTION: "crash", "fail", "park" or "stall:MS" (*stall_ms is
+ * then MS, else 0).  0, or -1 when text is none of them. */
+int fault_parse_action(const char *text, enum fault_action *action, long *stall_ms);
+
+/* Parses a CW_FAULTS value with fault_parse_items and enables its points
+ * (fault_init's work; exposed for unit tests): the process's table holds
+ * FAULT_MAX_ITEMS points in all, and a point beyond it is not enabled.
+ * Returns the number of items, or -1 with "CW_FAULTS: ..." in err (nothing
+ * is enabled then). */
 int fault_parse_spec(const char *spec, char *err, size_t errlen);
 
 #ifdef FIU_ENABLE

@@ -21,7 +21,7 @@ ALLOWED = {
     "src/outboxctl": {"src/core"},
     "sim/common": set(),
     "sim/netproxy": {"src/core"},
-    "sim/scenario": {"sim/netproxy"},
+    "sim/scenario": {"sim/netproxy", "src/core"},
     "sim/fakebroker": {"src/core"},
     "sim/rabbitbridge": {"src/core", "src/bus"},
     "sim/checker": {"sim/scenario", "src/core"},
