@@ -1,8 +1,6 @@
-/* Unit tests for the runner's pure parts: scenario validation and its
- * messages, event-file reading and time parsing, the HTTP response parser,
- * the checker's sanitization test, connection strings, and process
- * supervision (spawn, stop detection, reaping, FIFO cleanup, bounded
- * helper commands). */
+/* test_harness_checker.c -- unit tests of the checker's test that a stored
+ * error was sanitized: what the sanitizer wrote passes, a secret, a quoted
+ * payload or an error past the size cap fails with the reason. */
 #include "checker.h"
 #include "check.h"
 #include "sanitize.h"
@@ -38,5 +36,5 @@ static void test_sanitized(void)
 int main(void)
 {
     test_sanitized();
-    return check_report("test_harness");
+    return check_report("test_harness_checker");
 }

@@ -1,8 +1,7 @@
-/* Unit tests for the runner's pure parts: scenario validation and its
- * messages, event-file reading and time parsing, the HTTP response parser,
- * the checker's sanitization test, connection strings, and process
- * supervision (spawn, stop detection, reaping, FIFO cleanup, bounded
- * helper commands). */
+/* test_harness_evlog.c -- unit tests of the event-log reader the runner and
+ * the checker share: time parsing both ways, tolerant and strict reading of
+ * an events file (a bad line counted, or an error naming its line), counts,
+ * and the one field comparison of waits and invariants. */
 #include "evlog.h"
 #include "check.h"
 
@@ -81,5 +80,5 @@ int main(void)
 {
     test_times();
     test_evlog();
-    return check_report("test_harness");
+    return check_report("test_harness_evlog");
 }

@@ -1,8 +1,6 @@
-/* Unit tests for the runner's pure parts: scenario validation and its
- * messages, event-file reading and time parsing, the HTTP response parser,
- * the checker's sanitization test, connection strings, and process
- * supervision (spawn, stop detection, reaping, FIFO cleanup, bounded
- * helper commands). */
+/* test_harness_httpc.c -- unit tests of the runner's HTTP client: the
+ * response parser (Content-Length, chunked, short and wrapping chunk sizes)
+ * and a request to a port where nothing listens. */
 #include "httpc.h"
 #include "check.h"
 
@@ -47,5 +45,5 @@ static void test_http_parse(void)
 int main(void)
 {
     test_http_parse();
-    return check_report("test_harness");
+    return check_report("test_harness_httpc");
 }

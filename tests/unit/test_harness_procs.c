@@ -1,8 +1,6 @@
-/* Unit tests for the runner's pure parts: scenario validation and its
- * messages, event-file reading and time parsing, the HTTP response parser,
- * the checker's sanitization test, connection strings, and process
- * supervision (spawn, stop detection, reaping, FIFO cleanup, bounded
- * helper commands). */
+/* test_harness_procs.c -- unit tests of the runner's process supervision:
+ * spawn with the child's environment, stop detection, stop and kill with
+ * reaping and FIFO cleanup, and bounded helper commands. */
 #include "procs.h"
 #include "check.h"
 
@@ -108,5 +106,5 @@ static void test_procs(void)
 int main(void)
 {
     test_procs();
-    return check_report("test_harness");
+    return check_report("test_harness_procs");
 }

@@ -1,8 +1,6 @@
-/* Unit tests for the runner's pure parts: scenario validation and its
- * messages, event-file reading and time parsing, the HTTP response parser,
- * the checker's sanitization test, connection strings, and process
- * supervision (spawn, stop detection, reaping, FIFO cleanup, bounded
- * helper commands). */
+/* test_harness_runner_db.c -- unit tests of the runner's connection
+ * strings: a database swapped in with quoting, fields read back, the
+ * password hidden from what --keep prints, and the CW_DB variable. */
 #include "runner_db.h"
 #include "check.h"
 
@@ -41,5 +39,5 @@ static void test_conninfo(void)
 int main(void)
 {
     test_conninfo();
-    return check_report("test_harness");
+    return check_report("test_harness_runner_db");
 }

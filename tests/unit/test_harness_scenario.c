@@ -1,8 +1,7 @@
-/* Unit tests for the runner's pure parts: scenario validation and its
- * messages, event-file reading and time parsing, the HTTP response parser,
- * the checker's sanitization test, connection strings, and process
- * supervision (spawn, stop detection, reaping, FIFO cleanup, bounded
- * helper commands). */
+/* test_harness_scenario.c -- unit tests of the scenario format: a valid
+ * scenario parses, a field the runner would not act on and every other
+ * mistake is an error naming the file and the field, and fault specs and
+ * their points are checked against the catalogue. */
 #include "scenario.h"
 #include "check.h"
 
@@ -204,5 +203,5 @@ int main(void)
     test_scenario_valid();
     test_scenario_errors();
     test_fault_specs();
-    return check_report("test_harness");
+    return check_report("test_harness_scenario");
 }
