@@ -12,7 +12,7 @@ import time
 import pytest
 
 from apiclient import assert_problem, canonical_hash, counts, start_api
-from conftest import binary, proc_state, query, scalar, wait_for
+from cwtest import binary, proc_state, query, scalar, wait_for
 
 TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 ONE = {"payments": 1, "outbox_messages": 1, "idempotency_records": 1}

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from apiclient import assert_problem, counts, start_api
-from conftest import scalar, wait_for
+from cwtest import scalar, wait_for
 
 TIMEOUT_MS = 1500
 SLACK_S = 1.5          # the guard checks every 100 ms; a loaded machine is slower

@@ -6,7 +6,7 @@ import signal
 import threading
 
 from apiclient import assert_problem, counts, killed_by_sigkill, start_api
-from conftest import proc_state, query, wait_for
+from cwtest import proc_state, query, wait_for
 
 ZERO = {"payments": 0, "outbox_messages": 0, "idempotency_records": 0}
 ONE = {"payments": 1, "outbox_messages": 1, "idempotency_records": 1}

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from brokerclient import BrokerError, BrokerTimeout, connect  # noqa: E402
-from conftest import binary, read_events, wait_for  # noqa: E402
+from cwtest import binary, read_events, wait_for  # noqa: E402
 
 PY = "/usr/bin/python3"
 HERE = os.path.abspath(__file__)

@@ -11,7 +11,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from brokerclient import connect  # noqa: E402
-from conftest import binary, wait_for  # noqa: E402
+from cwtest import binary, wait_for  # noqa: E402
 
 
 def raw(sock_path):

@@ -6,7 +6,7 @@ data, stop removes everything)."""
 import os
 import subprocess
 
-from conftest import BUILD_DIR, SOURCE_DIR
+from cwtest import BUILD_DIR, SOURCE_DIR
 
 SCRIPT = os.path.join(SOURCE_DIR, "scripts", "rabbit-node")
 

@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 
-from conftest import crashwindow, inv, read_events, scenario
+from cwtest import crashwindow, inv, read_events, scenario
 
 
 def load_result(out):

@@ -13,7 +13,7 @@ import subprocess
 
 import yaml
 
-from conftest import SOURCE_DIR, binary
+from cwtest import SOURCE_DIR, binary
 
 WORKFLOW = os.path.join(SOURCE_DIR, ".github", "workflows", "crashwindow.yml")
 K8S = os.path.join(SOURCE_DIR, "kubernetes", "sim-indexed-job.yaml")

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from brokerclient import connect
-from conftest import binary, query, scalar, wait_for
+from cwtest import binary, query, scalar, wait_for
 
 TYPES = {1: "PaymentCreated", 2: "PaymentAuthorized", 3: "PaymentCaptured"}
 

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from conftest import PIPELINE, crashwindow, inv, scenario
+from cwtest import PIPELINE, crashwindow, inv, scenario
 
 STANDBY = {"database": {"standby": True, "synchronous": False}}
 

@@ -3,7 +3,7 @@ import json
 import os
 import re
 
-from conftest import SOURCE_DIR
+from cwtest import SOURCE_DIR
 
 SITE = re.compile(r'CW_FAULT\(\s*"([^"]+)"')
 

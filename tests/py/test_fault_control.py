@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import wait_for
+from cwtest import wait_for
 from test_relay import insert_rows, start_relay, wait_published
 
 FIU_CTRL = shutil.which("fiu-ctrl") or "/usr/bin/fiu-ctrl"

@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 
-from conftest import SOURCE_DIR
+from cwtest import SOURCE_DIR
 
 ALLOWED = {
     "src/core": set(),

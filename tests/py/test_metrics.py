@@ -16,7 +16,7 @@ import pytest
 
 import promparse
 from apiclient import start_api
-from conftest import binary, query, scalar, wait_for
+from cwtest import binary, query, scalar, wait_for
 from test_consumer import start_consumer
 from test_relay import start_relay, stored
 

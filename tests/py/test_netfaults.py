@@ -13,7 +13,7 @@ import uuid
 import psycopg
 import pytest
 
-from conftest import PIPELINE, binary, crashwindow, scenario, wait_for
+from cwtest import PIPELINE, binary, crashwindow, scenario, wait_for
 
 
 

@@ -10,7 +10,7 @@ import uuid
 import psycopg
 
 import promparse
-from conftest import binary, query, scalar, wait_for
+from cwtest import binary, query, scalar, wait_for
 from test_consumer import assert_once_each, start_consumer, wait_value
 from test_relay import broker_connect, insert_rows, start_relay, stored, wait_published
 

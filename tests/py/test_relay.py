@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 import psycopg
 
 import brokerclient
-from conftest import binary, query, scalar, wait_for
+from cwtest import binary, query, scalar, wait_for
 
 # Short timings so the suite runs fast; tests override what they are about.
 FAST = {"idle-ms": 50, "lease-ms": 2000, "backoff-base-ms": 50, "backoff-cap-ms": 400}

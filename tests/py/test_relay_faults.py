@@ -4,7 +4,7 @@ database rows and the broker's log; the relay's events say what it decided
 (claims with their leases, the retry schedule) and are held against both."""
 import signal
 
-from conftest import proc_state, query, scalar, wait_for
+from cwtest import proc_state, query, scalar, wait_for
 from test_relay import (broker_connect, broker_log, insert_rows, sha256, start_relay,
                         stored, ts_us, wait_published)
 

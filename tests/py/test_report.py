@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import SOURCE_DIR, binary
+from cwtest import SOURCE_DIR, binary
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "data", "report-run")
 PAYLOAD = "</script><img src=x onerror=alert(1)>"

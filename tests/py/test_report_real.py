@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD_DIR, SOURCE_DIR, binary
+from cwtest import BUILD_DIR, SOURCE_DIR, binary
 from test_report import (by_id, chromium_dom, chromium_screenshot, dom_summary, has_class,
                          keep_screenshot, parse_strict, render, text_of)
 

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from conftest import (PIPELINE, RELAY, SOURCE_DIR, crashwindow, inv, read_events, scenario,
+from cwtest import (PIPELINE, RELAY, SOURCE_DIR, crashwindow, inv, read_events, scenario,
                       wait_for)
 
 

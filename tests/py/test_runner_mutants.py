@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 
-from conftest import BUILD_DIR, SOURCE_DIR, binary, pg_args, read_events
+from cwtest import BUILD_DIR, SOURCE_DIR, binary, pg_args, read_events
 
 HOOK = re.compile(r"CW_MUTANT\(\s*(\w+)\s*\)")
 

@@ -7,7 +7,7 @@ header names the broker, and a bad --broker value is refused."""
 import json
 import os
 
-from conftest import SOURCE_DIR, crashwindow, pg_args, read_events
+from cwtest import SOURCE_DIR, crashwindow, pg_args, read_events
 
 
 def scen(name):

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import SOURCE_DIR, binary, pg_args, read_events
+from cwtest import SOURCE_DIR, binary, pg_args, read_events
 
 SCENARIOS = sorted(glob.glob(os.path.join(SOURCE_DIR, "scenarios", "*.json")))
 

@@ -29,7 +29,7 @@ import urllib.parse
 import urllib.request
 
 from apiclient import start_api
-from conftest import SOURCE_DIR, binary, query, scalar, wait_for
+from cwtest import SOURCE_DIR, binary, query, scalar, wait_for
 from test_consumer import start_consumer
 from test_metrics import free_port, listening_at
 from test_relay import broker_connect, start_relay

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import SOURCE_DIR, binary
+from cwtest import SOURCE_DIR, binary
 
 N = 3
 

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 
-from conftest import SOURCE_DIR, binary, pg_args
+from cwtest import SOURCE_DIR, binary, pg_args
 
 
 def crashwindow(*args, timeout=900):

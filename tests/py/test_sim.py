@@ -30,7 +30,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD_DIR, SOURCE_DIR, binary, read_events
+from cwtest import BUILD_DIR, SOURCE_DIR, binary, read_events
 
 MUTANT = "ack_before_commit"
 KNOWN_FAILING = "31:179"

@@ -10,7 +10,7 @@ RabbitMQ's firehose gave, which the system under test cannot influence."""
 import json
 import os
 
-from conftest import pg_args, read_events
+from cwtest import pg_args, read_events
 from test_sim import load_result, scenarios_in, sim
 
 
