@@ -103,7 +103,7 @@ int main(void)
             CHECK(rc == BUS_PROTOCOL && d == NULL);
             CHECK(strstr(err, "aggregate_version outside 0..2^53") != NULL);
             /* Unusable after a protocol error: the caller reconnects. */
-            CHECK(bus_next_delivery(c, 10, &d, err, sizeof(err)) == BUS_DISCONNECTED);
+            CHECK_EQ_INT(bus_next_delivery(c, 10, &d, err, sizeof(err)), BUS_DISCONNECTED);
         }
         bus_delivery_free(d);
         bus_close(c);

@@ -42,20 +42,20 @@ static void test_evlog(void)
         "{\"ts_us\":2,\"proc\":\"r\",\"pid\":7,\"event\":\"mark\",\"n\":0}\n"
         "{\"ts_us\":3,\"proc\":\"r\",\"pid\":8,\"event\":\"claim\",\"n\":2}\n"
         "{\"ts_us\":4,\"proc\":\"r\",\"pid\":8,\"event\":\"cla";  /* half a line */
-    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    CHECK_EQ_INT(write(fd, text, strlen(text)), (ssize_t)strlen(text));
     close(fd);
     int bad = 0;
     cJSON *arr = evlog_read(path, &bad);
     CHECK(cJSON_GetArraySize(arr) == 3 && bad == 2);
-    CHECK(ev_ts(cJSON_GetArrayItem(arr, 1)) == 2);
-    CHECK(strcmp(ev_name(cJSON_GetArrayItem(arr, 2)), "claim") == 0);
+    CHECK_EQ_INT(ev_ts(cJSON_GetArrayItem(arr, 1)), 2);
+    CHECK_EQ_STR(ev_name(cJSON_GetArrayItem(arr, 2)), "claim");
     CHECK(ev_arr(cJSON_GetArrayItem(arr, 0), "ids") != NULL);
     CHECK(ev_arr(cJSON_GetArrayItem(arr, 0), "message_ids") == NULL); /* one name, no alias */
     double v = 0;
     CHECK(ev_num(cJSON_GetArrayItem(arr, 2), "n", &v) && v == 2);
     cJSON_Delete(arr);
     CHECK(evlog_count(path, "claim", NULL, NULL) == 2);
-    CHECK(evlog_count(path, "claim", "pid", "8") == 1);
+    CHECK_EQ_INT(evlog_count(path, "claim", "pid", "8"), 1);
     CHECK(evlog_count(path, NULL, "pid", "7") == 2);
     CHECK(evlog_count("/nonexistent/file", "claim", NULL, NULL) == 0);
     /* Read as evidence, the first bad line is an error naming its line. */

@@ -13,13 +13,13 @@
 
 static void test_procs(void)
 {
-    CHECK(proc_state(getpid()) == 'R');
-    CHECK(proc_state(999999999) == 0);
+    CHECK_EQ_INT(proc_state(getpid()), 'R');
+    CHECK_EQ_INT(proc_state(999999999), 0);
 
     char out[256];
     char *echo[] = { (char *)"/bin/sh", (char *)"-c", (char *)"echo hi; exit 3", NULL };
     CHECK(proc_run_capture(echo, NULL, 5000, out, sizeof(out)) == 3);
-    CHECK(strcmp(out, "hi\n") == 0);
+    CHECK_EQ_STR(out, "hi\n");
     char *slow[] = { (char *)"/bin/sleep", (char *)"30", NULL };
     CHECK(proc_run_capture(slow, NULL, 200, out, sizeof(out)) == -1);
     CHECK(strstr(out, "timed out after 200 ms") != NULL);
@@ -44,7 +44,7 @@ static void test_procs(void)
                    (char *)"echo \"faults=[$CW_FAULTS] fifo=[$CW_FIU_FIFO] db=[$CW_DB]\"; "
                            "exec sleep 30", NULL };
     const char *env[] = { "CW_DB=host=/x dbname=y", NULL };
-    CHECK(proc_spawn(&p, sh, "x/y=park", env, err, sizeof(err)) == 0);
+    CHECK_EQ_INT(proc_spawn(&p, sh, "x/y=park", env, err, sizeof(err)), 0);
     unsetenv("CW_FAULTS");
     CHECK(p.running && p.starts == 1 && proc_poll(&p) == 1);
     /* Bounded wait for the child's line (it runs before exec sleep). */
@@ -56,7 +56,7 @@ static void test_procs(void)
     snprintf(fin, sizeof(fin), "%s-%d.in", prefix, (int)p.pid);
     snprintf(fout, sizeof(fout), "%s-%d.out", prefix, (int)p.pid);
     CHECK(mkfifo(fin, 0600) == 0 && mkfifo(fout, 0600) == 0);
-    CHECK(proc_signal(&p, SIGSTOP) == 0);
+    CHECK_EQ_INT(proc_signal(&p, SIGSTOP), 0);
     int stopped = 0;
     for (int i = 0; i < 400 && !stopped; i++) {
         stopped = proc_stopped(&p);
@@ -64,7 +64,7 @@ static void test_procs(void)
     }
     CHECK(stopped);
     /* proc_stop wakes a stopped process before SIGTERM. */
-    CHECK(proc_stop(&p, 5000) == 0);
+    CHECK_EQ_INT(proc_stop(&p, 5000), 0);
     CHECK(!p.running && proc_poll(&p) == 0);
     CHECK(access(fin, F_OK) != 0 && access(fout, F_OK) != 0);
     char how[64];
@@ -98,7 +98,7 @@ static void test_procs(void)
         fclose(f);
     CHECK(clean);
     unsetenv("CW_DB");
-    CHECK(proc_signal(&p, SIGTERM) == -1);
+    CHECK_EQ_INT(proc_signal(&p, SIGTERM), -1);
     unlink(p.log_path);
     rmdir(dir);
 }

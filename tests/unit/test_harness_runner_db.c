@@ -13,9 +13,9 @@ static void test_conninfo(void)
     CHECK(c != NULL && strstr(c, "dbname='it\\'s'") != NULL && strstr(c, "port='5433'") != NULL);
     char v[64];
     conninfo_get(c, "dbname", v, sizeof(v));
-    CHECK(strcmp(v, "it's") == 0);
+    CHECK_EQ_STR(v, "it's");
     conninfo_get(c, "host", v, sizeof(v));
-    CHECK(strcmp(v, "/tmp/x") == 0);
+    CHECK_EQ_STR(v, "/tmp/x");
     free(c);
     CHECK(conninfo_with_db("host='unterminated", "x") == NULL);
 

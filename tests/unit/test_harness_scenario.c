@@ -59,23 +59,23 @@ static void test_scenario_valid(void)
         fprintf(stderr, "  %s\n", err);
         return;
     }
-    CHECK(sc->nprocs == 3);
+    CHECK_EQ_INT(sc->nprocs, 3);
     CHECK(sc->procs[1].kind == SC_RELAY && sc->procs[1].max_attempts == 4);
-    CHECK(sc->procs[1].lease_ms == 800);
-    CHECK(strcmp(sc->procs[2].consumer_name, "accounting") == 0);
-    CHECK(strcmp(sc->procs[2].group, "accounting") == 0);
+    CHECK_EQ_INT(sc->procs[1].lease_ms, 800);
+    CHECK_EQ_STR(sc->procs[2].consumer_name, "accounting");
+    CHECK_EQ_STR(sc->procs[2].group, "accounting");
     CHECK(sc->procs[0].autostart && sc->procs[0].heal);
-    CHECK(sc->nsteps == 9);
+    CHECK_EQ_INT(sc->nsteps, 9);
     CHECK(sc->steps[0].verb == V_PAYMENTS && sc->steps[0].proc == 0);  /* the only api */
     CHECK(sc->steps[5].until == U_CONSUMED && strcmp(sc->steps[5].consumer, "accounting") == 0);
-    CHECK(strcmp(sc->steps[3].body, "{\"x\":1}") == 0);
+    CHECK_EQ_STR(sc->steps[3].body, "{\"x\":1}");
     CHECK(sc->nexpect == 2 && sc->expect[0].has_equals && sc->expect[0].equals == 3);
     CHECK(sc->ninvariants == 1 && sc->invariants[0] == INV_NOTHING_LOST);
     char d[256];
     scenario_step_describe(sc, &sc->steps[1], d, sizeof(d));
-    CHECK(strcmp(d, "wait until relay-1 exited (100 ms)") == 0);
+    CHECK_EQ_STR(d, "wait until relay-1 exited (100 ms)");
     scenario_step_describe(sc, &sc->steps[2], d, sizeof(d));
-    CHECK(strcmp(d, "restart relay-1") == 0);
+    CHECK_EQ_STR(d, "restart relay-1");
     scenario_free(sc);
 }
 
@@ -123,7 +123,7 @@ static void test_scenario_ignored_fields(void)
     if (sc != NULL) {
         char d[128];
         scenario_step_describe(sc, &sc->steps[0], d, sizeof(d));
-        CHECK(strcmp(d, "sleep 250 ms") == 0);
+        CHECK_EQ_STR(d, "sleep 250 ms");
     } else {
         fprintf(stderr, "  %s\n", err);
     }
@@ -185,7 +185,7 @@ static void test_scenario_errors(void)
 static void test_fault_specs(void)
 {
     char err[256];
-    CHECK(scenario_check_faults("relay/after_publish=crash@2", POINTS, err, sizeof(err)) == 0);
+    CHECK_EQ_INT(scenario_check_faults("relay/after_publish=crash@2", POINTS, err, sizeof(err)), 0);
     CHECK(scenario_check_faults("relay/after_publish=stall:30+;api/after_commit=park", POINTS,
                                 err, sizeof(err)) == 0);
     CHECK(scenario_check_faults("relay/after_publish=stall:1", POINTS, err, sizeof(err)) < 0);
