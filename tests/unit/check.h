@@ -4,6 +4,7 @@
  *   CHECK(expr)                 expr is true
  *   CHECK_EQ_INT(actual, want)  two integers are equal; prints both values
  *   CHECK_EQ_STR(actual, want)  two strings are equal; prints both (NULL too)
+ *   WAIT_FOR(cond, timeout_ms)  cond comes true within timeout_ms (a poll)
  *
  * Each is one check in the count check_report() prints. */
 #ifndef CW_CHECK_H
@@ -11,9 +12,14 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static int check_failures;
 static int check_count;
+
+/* The outcome of the last WAIT_FOR: 1 when its condition came true, 0 when
+ * it timed out (a caller that must clean up after a timeout reads it). */
+static int check_waited;
 
 #define CHECK(expr)                                                            \
     do {                                                                       \
@@ -66,6 +72,49 @@ static inline void check_eq_str_(const char *actual, const char *want, const cha
             actual_text, want_text, actual ? "\"" : "", actual ? actual : "NULL",
             actual ? "\"" : "", want ? "\"" : "", want ? want : "NULL", want ? "\"" : "");
 }
+
+static inline long long check_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One round of WAIT_FOR's poll: returns 1 to poll again (after sleeping
+ * 5 ms), 0 when done -- the condition met, or the deadline passed, which
+ * is a failed check naming the condition.  Sets check_waited. */
+static inline int check_wait_again_(int met, long long deadline_ms, long long timeout_ms,
+                                    const char *cond_text, const char *file, int line)
+{
+    if (met) {
+        check_waited = 1;
+        return 0;
+    }
+    if (check_now_ms() >= deadline_ms) {
+        check_waited = 0;
+        check_failures++;
+        fprintf(stderr, "%s:%d: WAIT_FOR timed out after %lld ms: %s\n", file, line, timeout_ms,
+                cond_text);
+        return 0;
+    }
+    struct timespec pause = { 0, 5 * 1000 * 1000 };
+    nanosleep(&pause, NULL);
+    return 1;
+}
+
+/* Polls cond (evaluated again each round, so it may do the work, like
+ * waitpid(..., WNOHANG)) until it is true or timeout_ms have passed; never
+ * a fixed sleep.  One check: a timeout fails it with cond's text.
+ * check_waited says afterwards which way it ended. */
+#define WAIT_FOR(cond, timeout_ms)                                             \
+    do {                                                                       \
+        long long check_timeout_ = (timeout_ms);                               \
+        long long check_deadline_ = check_now_ms() + check_timeout_;           \
+        check_count++;                                                         \
+        while (check_wait_again_((cond) ? 1 : 0, check_deadline_,              \
+                                 check_timeout_, #cond, __FILE__, __LINE__))   \
+            ;                                                                  \
+    } while (0)
 
 static inline int check_report(const char *name)
 {

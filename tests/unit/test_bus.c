@@ -110,9 +110,8 @@ int main(void)
     }
 
     int status = 0;
-    for (int k = 0; k < 200 && waitpid(peer, &status, WNOHANG) == 0; k++)
-        usleep(10000);
-    if (waitpid(peer, &status, WNOHANG) == 0) {
+    WAIT_FOR(waitpid(peer, &status, WNOHANG) != 0, 2000);
+    if (!check_waited) {
         kill(peer, SIGKILL);
         waitpid(peer, &status, 0);
     }

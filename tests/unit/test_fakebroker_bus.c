@@ -21,6 +21,17 @@ static char dir[64];
 static char sock[96];
 static pid_t broker_pid = -1;
 
+/* The broker's socket accepts a connection (closed again at once). */
+static int broker_accepts(void)
+{
+    char err[256];
+    bus_conn *c = bus_connect(sock, "probe", 1000, err, sizeof(err));
+    if (c == NULL)
+        return 0;
+    bus_close(c);
+    return 1;
+}
+
 static void start_broker(void)
 {
     broker_pid = fork();
@@ -28,16 +39,9 @@ static void start_broker(void)
         struct fb_options opt = {.socket_path = sock, .visibility_timeout_ms = 30000};
         _exit(fb_server_run(&opt));
     }
-    /* Bounded wait for the socket to accept. */
-    for (int i = 0; i < 500; i++) {
-        char err[256];
-        bus_conn *c = bus_connect(sock, "probe", 1000, err, sizeof(err));
-        if (c != NULL) {
-            bus_close(c);
-            return;
-        }
-        usleep(10000);
-    }
+    WAIT_FOR(broker_accepts(), 5000);
+    if (check_waited)
+        return;
     fprintf(stderr, "broker did not come up\n");
     kill(broker_pid, SIGKILL);
     exit(1);
@@ -47,13 +51,8 @@ static int stop_broker(int sig)
 {
     int status = -1;
     kill(broker_pid, sig);
-    for (int i = 0; i < 500; i++) {
-        pid_t r = waitpid(broker_pid, &status, WNOHANG);
-        if (r == broker_pid)
-            break;
-        usleep(10000);
-    }
-    if (waitpid(broker_pid, &status, WNOHANG) == 0) {
+    WAIT_FOR(waitpid(broker_pid, &status, WNOHANG) != 0, 5000);
+    if (!check_waited) {
         kill(broker_pid, SIGKILL);
         waitpid(broker_pid, &status, 0);
     }

@@ -11,6 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The size of the file at path, or -1 when there is none. */
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
 static void test_procs(void)
 {
     CHECK_EQ_INT(proc_state(getpid()), 'R');
@@ -47,22 +54,15 @@ static void test_procs(void)
     CHECK_EQ_INT(proc_spawn(&p, sh, "x/y=park", env, err, sizeof(err)), 0);
     unsetenv("CW_FAULTS");
     CHECK(p.running && p.starts == 1 && proc_poll(&p) == 1);
-    /* Bounded wait for the child's line (it runs before exec sleep). */
-    struct stat st;
-    for (int i = 0; i < 1000 && (stat(p.log_path, &st) != 0 || st.st_size == 0); i++)
-        usleep(5000);
+    /* The child's line (it runs before exec sleep). */
+    WAIT_FOR(file_size(p.log_path) > 0, 5000);
     /* Leftover FIFOs of this pid, as a SIGKILLed process leaves them. */
     char fin[128], fout[128];
     snprintf(fin, sizeof(fin), "%s-%d.in", prefix, (int)p.pid);
     snprintf(fout, sizeof(fout), "%s-%d.out", prefix, (int)p.pid);
     CHECK(mkfifo(fin, 0600) == 0 && mkfifo(fout, 0600) == 0);
     CHECK_EQ_INT(proc_signal(&p, SIGSTOP), 0);
-    int stopped = 0;
-    for (int i = 0; i < 400 && !stopped; i++) {
-        stopped = proc_stopped(&p);
-        usleep(5000);
-    }
-    CHECK(stopped);
+    WAIT_FOR(proc_stopped(&p), 2000);
     /* proc_stop wakes a stopped process before SIGTERM. */
     CHECK_EQ_INT(proc_stop(&p, 5000), 0);
     CHECK(!p.running && proc_poll(&p) == 0);
@@ -83,10 +83,9 @@ static void test_procs(void)
     if (strncmp(line, want, strlen(want)) != 0)
         fprintf(stderr, "  child saw: %s", line);
     /* A second incarnation without faults sees none. */
-    off_t before = stat(p.log_path, &st) == 0 ? st.st_size : 0;
+    off_t before = file_size(p.log_path);
     CHECK(proc_spawn(&p, sh, NULL, NULL, err, sizeof(err)) == 0 && p.starts == 2);
-    for (int i = 0; i < 1000 && stat(p.log_path, &st) == 0 && st.st_size == before; i++)
-        usleep(5000);
+    WAIT_FOR(file_size(p.log_path) != before, 5000);
     CHECK(proc_kill(&p) == 0 && !p.running);
     proc_exit_text(&p, how, sizeof(how));
     CHECK(strstr(how, "KILL") != NULL);
