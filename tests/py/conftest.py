@@ -1,9 +1,10 @@
-"""Shared fixtures for the integration tests.
+"""Fixtures for the integration tests; the helpers are in cwtest.py.
 
 Every test that touches PostgreSQL gets its own database, cloned from a
-migrated template on one throwaway cluster per test session.  Processes are
-the real binaries from the build directory; every wait is a bounded poll that
-fails with a message saying what it waited for.
+migrated template on one throwaway cluster per test session (pg_cluster,
+pg_template, db).  procs starts real processes and makes sure every one is
+gone afterwards; broker is a fake broker of the test's own; rabbit_node a
+throwaway RabbitMQ node.
 """
 import os
 import subprocess

@@ -1,9 +1,8 @@
-"""Shared fixtures for the integration tests.
+"""Helpers for the integration tests, imported by name (`from cwtest import
+...`); the fixtures built on them are in conftest.py.
 
-Every test that touches PostgreSQL gets its own database, cloned from a
-migrated template on one throwaway cluster per test session.  Processes are
-the real binaries from the build directory; every wait is a bounded poll that
-fails with a message saying what it waited for.
+Processes are the real binaries from the build directory; every wait is a
+bounded poll that fails with a message saying what it waited for.
 """
 import json
 import os
@@ -20,6 +19,7 @@ BUILD_DIR = os.environ.get("CW_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 
 
 def binary(name):
+    """The path of a built program (src/, sim/ or the build directory itself)."""
     for sub in ("src", "sim", ""):
         path = os.path.join(BUILD_DIR, sub, name)
         if os.path.exists(path):
@@ -47,9 +47,47 @@ def scenario(tmp_path, name, steps, invariants=("nothing_lost",), **extra):
     return str(path)
 
 
-def crashwindow(*args, timeout=300):
-    return subprocess.run([binary("crashwindow"), *args], capture_output=True, text=True,
-                          timeout=timeout)
+# The variables crashwindow takes a shard from when --shard is not given (CI
+# matrices, Kubernetes Indexed Jobs): a test's run is never sharded by the
+# environment it happens to run in, only by what the test sets.
+SHARD_ENV = ("CW_SHARD", "JOB_COMPLETION_INDEX", "CW_SHARD_COUNT", "CI_NODE_INDEX",
+             "CI_NODE_TOTAL")
+
+
+def crashwindow(*args, timeout=300, env=None):
+    """Runs `crashwindow ARGS` (each str()-ed, so paths and numbers may be
+    given) and returns the CompletedProcess with stdout and stderr as text.
+    env: variables set on top of ours, with SHARD_ENV removed first.  Raises
+    TimeoutExpired after timeout seconds: a run of the whole suite, a build
+    of a mutant, wants more than the default."""
+    full = dict(os.environ)
+    for var in SHARD_ENV:
+        full.pop(var, None)
+    full.update(env or {})
+    return subprocess.run([binary("crashwindow"), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=full)
+
+
+def load_result(out_dir):
+    """The result.json of a run directory (run, sim, mutants or merge)."""
+    with open(os.path.join(out_dir, "result.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def by_name(result):
+    """A run's scenario results by scenario name."""
+    return {s["name"]: s for s in result["scenarios"]}
+
+
+def essence(sc, checks=True):
+    """What must not depend on where a scenario ran (which shard, which
+    machine): its name, verdict and invariants' verdicts, and with checks
+    its error and its expectations' verdicts too (a simulation's runs are
+    compared without them)."""
+    out = (sc["name"], sc["verdict"], [(i["name"], i["verdict"]) for i in sc["invariants"]])
+    if checks:
+        out += (sc["error"], [(x["check"], x["verdict"]) for x in sc["expect"]])
+    return out
 
 
 def pg_args(pg_conninfo):
@@ -76,6 +114,20 @@ def wait_for(cond, timeout, what, interval=0.02):
             return last
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def wait_value(get, expected, timeout, what):
+    """Polls get() until it equals expected; fails with the last value."""
+    last = []
+
+    def cond():
+        last[:] = [get()]
+        return last[0] == expected
+
+    try:
+        wait_for(cond, timeout, what)
+    except pytest.fail.Exception:
+        pytest.fail(f"timed out waiting for {what}: expected {expected!r}, last {last[0]!r}")
 
 
 def read_events(path):
@@ -191,6 +243,7 @@ class Procs:
 
 
 def conninfo_with_db(conninfo, dbname):
+    """conninfo (key=value form) with its dbname replaced by dbname."""
     parts = dict(kv.split("=", 1) for kv in conninfo.split())
     parts["dbname"] = dbname
     return " ".join(f"{k}={v}" for k, v in parts.items())
@@ -204,5 +257,6 @@ def query(conninfo, sql, params=None):
 
 
 def scalar(conninfo, sql, params=None):
+    """The first column of query()'s first row, or None for no row."""
     rows = query(conninfo, sql, params)
     return rows[0][0] if rows else None
