@@ -10,8 +10,8 @@ import uuid
 import psycopg
 
 import promparse
-from cwtest import binary, query, scalar, wait_for
-from test_consumer import assert_once_each, start_consumer, wait_value
+from cwtest import binary, query, scalar, wait_for, wait_value
+from test_consumer import assert_once_each, start_consumer
 from test_relay import broker_connect, insert_rows, start_relay, stored, wait_published
 
 

@@ -13,19 +13,16 @@ import subprocess
 
 import pytest
 
-from cwtest import SOURCE_DIR, binary, pg_args, read_events
+from cwtest import SOURCE_DIR, binary, crashwindow, load_result, pg_args, read_events
 
 SCENARIOS = sorted(glob.glob(os.path.join(SOURCE_DIR, "scenarios", "*.json")))
 
 
 def run_one(path, pg, out, *extra):
-    proc = subprocess.run(
-        [binary("crashwindow"), "run", path, *pg_args(pg), "--out", str(out), "--brief", *extra],
-        capture_output=True, text=True, timeout=600)
-    result_path = out / "result.json"
-    assert result_path.exists(), f"no result.json; runner said:\n{proc.stdout}\n{proc.stderr}"
-    with open(result_path, encoding="utf-8") as f:
-        return proc, json.load(f)
+    proc = crashwindow("run", path, *pg_args(pg), "--out", out, "--brief", *extra, timeout=600)
+    assert (out / "result.json").exists(), \
+        f"no result.json; runner said:\n{proc.stdout}\n{proc.stderr}"
+    return proc, load_result(out)
 
 
 def failures(sc):

@@ -30,15 +30,14 @@ import subprocess
 
 import pytest
 
-from cwtest import BUILD_DIR, SOURCE_DIR, binary, read_events
+from cwtest import BUILD_DIR, SOURCE_DIR, binary, crashwindow, load_result, read_events
 
 MUTANT = "ack_before_commit"
 KNOWN_FAILING = "31:179"
 
 
 def sim(args, timeout=300):
-    return subprocess.run([binary("crashwindow"), "sim"] + args, capture_output=True,
-                          text=True, timeout=timeout)
+    return crashwindow("sim", *args, timeout=timeout)
 
 
 def scenarios_in(text):
@@ -52,11 +51,6 @@ def scenarios_in(text):
             return out
         obj, i = dec.raw_decode(text, i)
         out.append(obj)
-
-
-def load_result(out_dir):
-    with open(os.path.join(out_dir, "result.json"), encoding="utf-8") as f:
-        return json.load(f)
 
 
 def failing_lines(out_dir):

@@ -10,8 +10,8 @@ RabbitMQ's firehose gave, which the system under test cannot influence."""
 import json
 import os
 
-from cwtest import pg_args, read_events
-from test_sim import load_result, scenarios_in, sim
+from cwtest import load_result, pg_args, read_events
+from test_sim import scenarios_in, sim
 
 
 def broker_steps(scenario):
