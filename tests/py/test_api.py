@@ -1,6 +1,7 @@
 """payments-api against a real PostgreSQL: what one command writes, HTTP
 idempotency (replay, conflict, races), authorize/capture, reads, every kind of
 bad input, and a graceful stop.  Every test asserts on database rows."""
+# needs: pg
 import datetime
 import json
 import re

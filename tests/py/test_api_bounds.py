@@ -7,6 +7,7 @@ measurable here; the benchmark scripts/bench-slowclients shows the cost of
 200 slow clients to everyone else.  Requests are written on raw sockets:
 the point is to send what well-behaved clients never do.
 """
+# needs: pg
 import json
 import socket
 import time

@@ -1,6 +1,7 @@
 """payments-api at its crash windows: api/before_commit, api/after_commit,
 api/commit_lost, a connection that really breaks while COMMIT is in flight,
 and pooled connections that died while idle.  Every test asserts on rows."""
+# needs: pg
 import http.client
 import signal
 import threading

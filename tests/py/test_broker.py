@@ -7,6 +7,7 @@ start and kill:  test_broker.py consume SOCKET GROUP OUTFILE MODE
 (MODE hold: take one delivery, record it, never ack; MODE work: ack every
 delivery after a short random pause, recording each, until STOP file).
 """
+# needs: nothing
 import json
 import os
 import random

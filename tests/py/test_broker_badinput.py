@@ -3,6 +3,7 @@
 frame or that connection closed; meanwhile a healthy publisher and consumer
 keep working and nothing stored is lost (asserted on stats and the log).
 """
+# needs: nothing
 import json
 import os
 import socket

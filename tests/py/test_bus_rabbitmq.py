@@ -3,6 +3,7 @@
 login, missing exchange and queue) against a throwaway node, and checks
 the node script's own contract (start prints a URL, crash and up keep the
 data, stop removes everything)."""
+# needs: rabbitmq
 import os
 import subprocess
 

@@ -15,6 +15,7 @@ run's result.json, or doctors the stored history of a passing run and has
 Scenarios here are written into tmp_path: they test the checker, they are
 not part of the suite in scenarios/.
 """
+# needs: pg
 import json
 import shutil
 

@@ -7,6 +7,7 @@ matrix of shards is 1..N for the N its --shard says; every suite's shards
 have a merge job that runs even when a shard failed and merges exactly
 those shards; the Indexed Job's CW_SHARD_COUNT equals its completions.
 """
+# needs: nothing
 import os
 import re
 import subprocess

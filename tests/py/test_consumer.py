@@ -5,6 +5,7 @@ traceparent / aggregate_version / schema_version, payload = the outbox JSON).
 Every test asserts on database rows and on the broker's log; the consumers'
 own events are used only to know when a process reached a point.
 """
+# needs: pg
 import json
 import os
 import signal

@@ -7,6 +7,7 @@ the field.  The behaviour tests run small scenarios written here and assert
 on what the database and the broker's log say (through result.json's checker
 verdicts), never on log lines.
 """
+# needs: pg
 
 import pytest
 

@@ -1,4 +1,5 @@
 """The fault-point catalogue and the code must name the same points."""
+# needs: nothing
 import json
 import os
 import re

@@ -5,6 +5,7 @@ its counters never going down from one scrape to the next; and
 --metrics-listen refused at start (exit 2, nothing started) for a bad
 address or a port in use.
 """
+# needs: pg
 import http.client
 import os
 import socket

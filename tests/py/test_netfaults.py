@@ -2,6 +2,7 @@
 PostgreSQL link (pass-through, latency, a COMMIT cut after it reached the
 server, a blackhole that only a client-side deadline ends, --keep's hint).
 """
+# needs: pg
 import json
 import os
 import select

@@ -1,6 +1,7 @@
 """outboxctl, the runbook: status and metrics on a known database state, dead
 letters listed, shown and requeued (keeping their ids), batched cleanup of
 published rows and of inbox markers, and clear exit codes."""
+# needs: pg
 import json
 import os
 import re

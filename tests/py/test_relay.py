@@ -6,6 +6,7 @@ relay's events are used where they are the subject (claims and their leases,
 the retry schedule it decided).  The helpers here are shared with
 test_relay_faults.py and test_outboxctl.py.
 """
+# needs: pg
 import hashlib
 import json
 import os

@@ -2,6 +2,7 @@
 after publish, stale worker, lease stall, failed mark.  Assertions are on the
 database rows and the broker's log; the relay's events say what it decided
 (claims with their leases, the retry schedule) and are held against both."""
+# needs: pg
 import signal
 
 from cwtest import proc_state, query, scalar, wait_for

@@ -8,6 +8,7 @@ must parse as XML, and as HTML every non-void element must be closed
 explicitly.  Screenshots are kept under the pytest tmp dir and the last one is
 copied to reports/.
 """
+# needs: chromium
 import copy
 import html.parser
 import json

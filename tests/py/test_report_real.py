@@ -8,6 +8,7 @@ confirmed a message) and one run whose accounting consumer is a mutant
 test.  The reports are checked against the run's own files: result.json,
 timeline.jsonl and the broker's event log.
 """
+# needs: pg chromium
 import json
 import os
 import re

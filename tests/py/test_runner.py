@@ -7,6 +7,7 @@ shape, and fault control at runtime through libfiu's FIFOs.
 Scenarios here are written into tmp_path: they test the runner, they are not
 part of the suite in scenarios/.
 """
+# needs: pg
 import json
 import os
 import re

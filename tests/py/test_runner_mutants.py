@@ -7,6 +7,7 @@ matrix in result.json names what caught it.  The full matrix (every mutant)
 is what CI runs with `crashwindow mutants`; it takes minutes, so the test
 suite proves the mechanism with one.
 """
+# needs: pg net
 import os
 import re
 

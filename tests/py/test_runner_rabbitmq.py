@@ -4,6 +4,7 @@ runs in scripts/test-all; here: one scenario passes with the broker log
 taken from RabbitMQ's firehose, a fake-broker-only scenario is skipped with
 its reason on the console, in result.json and in the report, the report's
 header names the broker, and a bad --broker value is refused."""
+# needs: pg rabbitmq
 import json
 import os
 

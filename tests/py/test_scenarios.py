@@ -6,6 +6,7 @@ judges it by the run's result.json: the scenario's verdict, every invariant
 expectation, the Jepsen-style classification, and the run directory the
 report is built from.  The runner's exit status must agree with the verdict.
 """
+# needs: pg net
 import glob
 import json
 import os

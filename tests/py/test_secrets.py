@@ -18,6 +18,7 @@ digits of it, in windows of 12 characters, so a partial leak counts too).
 A surface is a function returning (label, text) pairs; SURFACES lists them,
 /metrics of the API, the relay and the consumer among them.
 """
+# needs: pg
 import glob
 import json
 import os

@@ -10,6 +10,7 @@ directory does not exist afterwards, and no half-built one is left beside
 it).  Last, a failing scenario split over two shards: its failure bundle,
 its JUnit failure and the merged FAIL.
 """
+# needs: pg net
 import json
 import os
 import shutil

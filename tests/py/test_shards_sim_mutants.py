@@ -7,6 +7,7 @@ own mutant, and half of the baseline) merges into one matrix where both are
 killed and the whole baseline passed.  A mutant that survives gets its
 failure bundle.  The scenario suite's shards are in test_shards.py.
 """
+# needs: pg net
 import json
 import os
 import shutil

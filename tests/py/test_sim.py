@@ -24,6 +24,7 @@ depends on the generator: if the generator changes, find a new one of the
 same kind among `crashwindow sim --seed S --runs 200 --pg <conninfo>
 --dry-run` and replay it ten times under load before choosing it.
 """
+# needs: pg net
 import json
 import os
 import subprocess
