@@ -15,7 +15,7 @@ import time
 import psycopg
 import pytest
 
-from apiclient import assert_problem, counts, start_api
+from apiclient import counts, start_api
 from cwtest import scalar, wait_for
 
 TIMEOUT_MS = 1500

@@ -7,7 +7,6 @@ own events are used only to know when a process reached a point.
 """
 # needs: pg
 import json
-import os
 import signal
 import uuid
 

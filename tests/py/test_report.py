@@ -9,7 +9,6 @@ explicitly.  Screenshots are kept under the pytest tmp dir and the last one is
 copied to reports/.
 """
 # needs: chromium
-import copy
 import html.parser
 import json
 import os

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from cwtest import BUILD_DIR, SOURCE_DIR, binary, crashwindow, load_result
+from cwtest import SOURCE_DIR, binary, crashwindow, load_result
 from test_report import (by_id, chromium_dom, chromium_screenshot, dom_summary, has_class,
                          keep_screenshot, parse_strict, render, text_of)
 
