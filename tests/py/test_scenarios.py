@@ -10,11 +10,10 @@ report is built from.  The runner's exit status must agree with the verdict.
 import glob
 import json
 import os
-import subprocess
 
 import pytest
 
-from cwtest import SOURCE_DIR, binary, crashwindow, load_result, pg_args, read_events
+from cwtest import SOURCE_DIR, crashwindow, load_result, pg_args, read_events
 
 SCENARIOS = sorted(glob.glob(os.path.join(SOURCE_DIR, "scenarios", "*.json")))
 
@@ -64,8 +63,7 @@ def test_scenario(path, pg_cluster, tmp_path):
     assert proc.returncode == 0 and result["verdict"] == "pass"
 
     # The stored history alone gives the same verdicts.
-    check = subprocess.run([binary("crashwindow"), "check", str(out), "--pg", pg_cluster],
-                           capture_output=True, text=True, timeout=120)
+    check = crashwindow("check", out, "--pg", pg_cluster, timeout=120)
     assert check.returncode == 0 and "same verdicts in" in check.stdout, \
         check.stdout + check.stderr
 

@@ -30,7 +30,7 @@ import urllib.parse
 import urllib.request
 
 from apiclient import start_api
-from cwtest import SOURCE_DIR, binary, query, scalar, wait_for
+from cwtest import SOURCE_DIR, binary, crashwindow, query, scalar, wait_for
 from test_consumer import start_consumer
 from test_metrics import free_port, listening_at
 from test_relay import broker_connect, start_relay
@@ -288,9 +288,8 @@ def test_secrets_through_the_runner_survive_nowhere(tmp_path, pg_cluster):
     path.write_text(json.dumps(spec, indent=1))
     out = tmp_path / "run"
     report = tmp_path / "report.html"
-    r = subprocess.run([binary("crashwindow"), "run", str(path), "--pg", pg_cluster,
-                        "--out", str(out), "--report", str(report)],
-                       capture_output=True, text=True, timeout=600)
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", out, "--report", report,
+                    timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with open(report, encoding="utf-8") as fh:
         html = fh.read()
