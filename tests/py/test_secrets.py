@@ -30,7 +30,7 @@ import urllib.parse
 import urllib.request
 
 from apiclient import start_api
-from cwtest import SOURCE_DIR, binary, crashwindow, query, scalar, wait_for
+from cwtest import SOURCE_DIR, binary, crashwindow, query, scalar, scenario, wait_for
 from test_consumer import start_consumer
 from test_metrics import free_port, listening_at
 from test_relay import broker_connect, start_relay
@@ -269,23 +269,21 @@ def test_secrets_through_the_runner_survive_nowhere(tmp_path, pg_cluster):
               {"do": "broker", "control": {"outage": "off", "refuse_error": ""}},
               {"do": "payments", "count": 3, "key_prefix": "after"},
               {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 15000}]
-    spec = {"name": "secrets-everywhere", "title": "every planted secret is refused and stays hidden",
-            "crash_window": "relay/dead_letter",
-            "processes": {"api": {"kind": "api"},
-                          "relay-1": {"kind": "relay",
-                                      "args": {"lease-ms": 2000, "idle-ms": 50, "batch": 10,
-                                               "max-attempts": 1, "backoff-base-ms": 50,
-                                               "backoff-cap-ms": 100}},
-                          "accounting": {"kind": "consumer", "args": {"name": "accounting"}}},
-            "broker": {"outage": "refuse"},
-            "steps": steps,
-            "heal": {"timeout_ms": 15000},
-            "invariants": ["dead_letter_at_limit", "nothing_lost", "effect_once",
-                           "broker_log_matches_outbox"],
-            "expect": [{"check": "dead_lettered", "equals": len(FORMATS)},
-                       {"check": "published", "equals": 3}]}
-    path = tmp_path / "secrets-everywhere.json"
-    path.write_text(json.dumps(spec, indent=1))
+    path = scenario(
+        tmp_path, "secrets-everywhere", steps,
+        ("dead_letter_at_limit", "nothing_lost", "effect_once", "broker_log_matches_outbox"),
+        title="every planted secret is refused and stays hidden",
+        crash_window="relay/dead_letter",
+        processes={"api": {"kind": "api"},
+                   "relay-1": {"kind": "relay",
+                               "args": {"lease-ms": 2000, "idle-ms": 50, "batch": 10,
+                                        "max-attempts": 1, "backoff-base-ms": 50,
+                                        "backoff-cap-ms": 100}},
+                   "accounting": {"kind": "consumer", "args": {"name": "accounting"}}},
+        broker={"outage": "refuse"},
+        heal={"timeout_ms": 15000},
+        expect=[{"check": "dead_lettered", "equals": len(FORMATS)},
+                {"check": "published", "equals": 3}])
     out = tmp_path / "run"
     report = tmp_path / "report.html"
     r = crashwindow("run", path, "--pg", pg_cluster, "--out", out, "--report", report,

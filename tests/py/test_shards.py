@@ -20,7 +20,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from cwtest import SHARD_ENV, SOURCE_DIR, binary, crashwindow, essence, load_result, wait_for
+from cwtest import (SHARD_ENV, SOURCE_DIR, binary, crashwindow, essence, load_result, scenario,
+                    wait_for)
 
 N = 3
 
@@ -451,23 +452,17 @@ LEDGER_COPY = (
 
 def double_effect(tmp_path):
     """A scenario the checker must fail: a second ledger entry for one event."""
-    spec = {
-        "name": "double-effect", "title": "a copied ledger row", "crash_window": "test/window",
-        "processes": {
-            "api": {"kind": "api"},
-            "relay-1": {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100}},
-            "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
-        },
-        "steps": [
-            {"do": "payments", "count": 2, "key_prefix": "t-dbl"},
-            {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
-            {"do": "sql", "sql": LEDGER_COPY, "expect_rows": 1},
-        ],
-        "invariants": ["effect_once", "nothing_lost"],
-    }
-    path = tmp_path / "double-effect.json"
-    path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
-    return path
+    steps = [
+        {"do": "payments", "count": 2, "key_prefix": "t-dbl"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+        {"do": "sql", "sql": LEDGER_COPY, "expect_rows": 1},
+    ]
+    return scenario(tmp_path, "double-effect", steps, ("effect_once", "nothing_lost"),
+                    title="a copied ledger row", processes={
+                        "api": {"kind": "api"},
+                        "relay-1": {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100}},
+                        "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
+                    })
 
 
 def test_a_failure_gets_a_bundle_and_fails_the_merge(tmp_path, pg_cluster):
