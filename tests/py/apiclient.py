@@ -11,7 +11,7 @@ import http.client
 import json
 import signal
 
-from conftest import binary, query, wait_for
+from cwtest import binary, query, wait_for
 
 
 class Response:

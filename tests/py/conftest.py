@@ -1,194 +1,19 @@
-"""Shared fixtures for the integration tests.
+"""Fixtures for the integration tests; the helpers are in cwtest.py.
 
 Every test that touches PostgreSQL gets its own database, cloned from a
-migrated template on one throwaway cluster per test session.  Processes are
-the real binaries from the build directory; every wait is a bounded poll that
-fails with a message saying what it waited for.
+migrated template on one throwaway cluster per test session (pg_cluster,
+pg_template, db).  procs starts real processes and makes sure every one is
+gone afterwards; broker is a fake broker of the test's own; rabbit_node a
+throwaway RabbitMQ node.
 """
-import json
 import os
-import signal
 import subprocess
-import time
 import uuid
 
 import psycopg
 import pytest
 
-SOURCE_DIR = os.environ.get(
-    "CW_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-BUILD_DIR = os.environ.get("CW_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
-
-
-def binary(name):
-    for sub in ("src", "sim", ""):
-        path = os.path.join(BUILD_DIR, sub, name)
-        if os.path.exists(path):
-            return path
-    raise FileNotFoundError(f"{name} not built in {BUILD_DIR}")
-
-
-# A small pipeline for scenario files written by tests (not the suite's own).
-RELAY = {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100, "batch": 10}}
-PIPELINE = {
-    "api": {"kind": "api"},
-    "relay-1": RELAY,
-    "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
-}
-
-
-def scenario(tmp_path, name, steps, invariants=("nothing_lost",), **extra):
-    """Writes a scenario file into tmp_path; returns its path."""
-    spec = {"name": name, "title": f"test {name}", "crash_window": "test/window",
-            "processes": extra.pop("processes", PIPELINE), "steps": steps,
-            "invariants": list(invariants)}
-    spec.update(extra)
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(spec, indent=1))
-    return str(path)
-
-
-def crashwindow(*args, timeout=300):
-    return subprocess.run([binary("crashwindow"), *args], capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def pg_args(pg_conninfo):
-    """--pg for the session's cluster, and --pg-dir with it: the cluster is
-    the tests' own, so scenarios' "db" steps may crash and freeze it."""
-    host = dict(kv.split("=", 1) for kv in pg_conninfo.split()).get("host", "")
-    if os.path.isfile(os.path.join(host, "data", "postmaster.pid")):
-        return ["--pg", pg_conninfo, "--pg-dir", host]
-    return ["--pg", pg_conninfo]
-
-
-def inv(sc, name):
-    """The named invariant of one scenario's result."""
-    return next(i for i in sc["invariants"] if i["name"] == name)
-
-
-def wait_for(cond, timeout, what, interval=0.02):
-    """Polls cond() until it returns a truthy value; fails naming `what`."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
-def read_events(path):
-    """Parses a JSON-lines events file; a missing file is no events."""
-    if not os.path.exists(path):
-        return []
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                out.append(json.loads(line))
-    return out
-
-
-def proc_state(pid):
-    """The state letter of /proc/PID/stat (R, S, T, Z...) or None."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            data = f.read()
-        return data[data.rindex(")") + 2]
-    except (OSError, ValueError):
-        return None
-
-
-class Proc:
-    """A real process of ours, started with its events file in tmp_path."""
-
-    def __init__(self, name, args, events, env=None, cwd=None):
-        self.name = name
-        self.args = args
-        self.events_path = events
-        full_env = dict(os.environ)
-        full_env.pop("CW_FAULTS", None)
-        full_env.update(env or {})
-        self.stderr_path = events + ".stderr"
-        self.stderr = open(self.stderr_path, "ab")
-        self.popen = subprocess.Popen(args, env=full_env, cwd=cwd,
-                                      stdout=self.stderr, stderr=self.stderr)
-
-    @property
-    def pid(self):
-        return self.popen.pid
-
-    def events(self, kind=None):
-        evs = read_events(self.events_path)
-        return [e for e in evs if kind is None or e.get("event") == kind]
-
-    def alive(self):
-        return self.popen.poll() is None
-
-    def wait_exit(self, timeout=15):
-        try:
-            return self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{self.name} (pid {self.pid}) did not exit within {timeout}s")
-
-    def signal(self, sig):
-        if self.alive():
-            os.kill(self.pid, sig)
-
-    def kill(self):
-        if self.alive():
-            os.kill(self.pid, signal.SIGKILL)
-            self.popen.wait(timeout=10)
-
-    def stop(self, timeout=15):
-        """SIGTERM (after SIGCONT, in case it is parked), then wait; SIGKILL if it hangs."""
-        if not self.alive():
-            return self.popen.returncode
-        os.kill(self.pid, signal.SIGCONT)
-        os.kill(self.pid, signal.SIGTERM)
-        try:
-            return self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return None
-
-    def stderr_text(self):
-        with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-
-class Procs:
-    """Starts processes and makes sure every one of them is gone afterwards."""
-
-    def __init__(self, tmp_path):
-        self.tmp_path = tmp_path
-        self.all = []
-        self.counter = 0
-
-    def start(self, name, args, env=None, events=True):
-        """Starts args; with events, appends --events <file in tmp_path>."""
-        self.counter += 1
-        events_path = str(self.tmp_path / f"{name}.{self.counter}.events.jsonl")
-        if events:
-            args = list(args) + ["--events", events_path]
-        env = dict(env or {})
-        env.setdefault("CW_FIU_FIFO", str(self.tmp_path / "fiu"))
-        p = Proc(name, args, events_path, env=env)
-        self.all.append(p)
-        return p
-
-    def cleanup(self):
-        for p in self.all:
-            if p.alive():
-                try:
-                    os.kill(p.pid, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
-                p.kill()
-            p.stderr.close()
+from cwtest import SOURCE_DIR, Procs, binary, conninfo_with_db, wait_for
 
 
 @pytest.fixture
@@ -215,12 +40,6 @@ def pg_cluster(tmp_path_factory):
                        check=False)
 
 
-def conninfo_with_db(conninfo, dbname):
-    parts = dict(kv.split("=", 1) for kv in conninfo.split())
-    parts["dbname"] = dbname
-    return " ".join(f"{k}={v}" for k, v in parts.items())
-
-
 @pytest.fixture(scope="session")
 def pg_template(pg_cluster):
     """A database migrated with `outboxctl migrate`, used as template."""
@@ -241,18 +60,6 @@ def db(pg_cluster, pg_template):
     yield conninfo_with_db(pg_cluster, name)
     with psycopg.connect(pg_cluster, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def query(conninfo, sql, params=None):
-    """Runs one statement in autocommit; returns all rows (or [] for no result)."""
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        cur = conn.execute(sql, params)
-        return cur.fetchall() if cur.description else []
-
-
-def scalar(conninfo, sql, params=None):
-    rows = query(conninfo, sql, params)
-    return rows[0][0] if rows else None
 
 
 @pytest.fixture

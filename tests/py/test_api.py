@@ -1,6 +1,7 @@
 """payments-api against a real PostgreSQL: what one command writes, HTTP
 idempotency (replay, conflict, races), authorize/capture, reads, every kind of
 bad input, and a graceful stop.  Every test asserts on database rows."""
+# needs: pg
 import datetime
 import json
 import re
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from apiclient import assert_problem, canonical_hash, counts, start_api
-from conftest import binary, proc_state, query, scalar, wait_for
+from cwtest import binary, proc_state, query, scalar, wait_for
 
 TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 ONE = {"payments": 1, "outbox_messages": 1, "idempotency_records": 1}

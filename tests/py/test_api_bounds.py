@@ -7,6 +7,7 @@ measurable here; the benchmark scripts/bench-slowclients shows the cost of
 200 slow clients to everyone else.  Requests are written on raw sockets:
 the point is to send what well-behaved clients never do.
 """
+# needs: pg
 import json
 import socket
 import time
@@ -14,8 +15,8 @@ import time
 import psycopg
 import pytest
 
-from apiclient import assert_problem, counts, start_api
-from conftest import scalar, wait_for
+from apiclient import counts, start_api
+from cwtest import scalar, wait_for
 
 TIMEOUT_MS = 1500
 SLACK_S = 1.5          # the guard checks every 100 ms; a loaded machine is slower

@@ -1,12 +1,13 @@
 """payments-api at its crash windows: api/before_commit, api/after_commit,
 api/commit_lost, a connection that really breaks while COMMIT is in flight,
 and pooled connections that died while idle.  Every test asserts on rows."""
+# needs: pg
 import http.client
 import signal
 import threading
 
 from apiclient import assert_problem, counts, killed_by_sigkill, start_api
-from conftest import proc_state, query, wait_for
+from cwtest import proc_state, query, wait_for
 
 ZERO = {"payments": 0, "outbox_messages": 0, "idempotency_records": 0}
 ONE = {"payments": 1, "outbox_messages": 1, "idempotency_records": 1}

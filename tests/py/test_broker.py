@@ -7,11 +7,11 @@ start and kill:  test_broker.py consume SOCKET GROUP OUTFILE MODE
 (MODE hold: take one delivery, record it, never ack; MODE work: ack every
 delivery after a short random pause, recording each, until STOP file).
 """
+# needs: nothing
 import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 
@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from brokerclient import BrokerError, BrokerTimeout, connect  # noqa: E402
-from conftest import binary, read_events, wait_for  # noqa: E402
+from cwtest import binary, read_events, wait_for  # noqa: E402
 
 PY = "/usr/bin/python3"
 HERE = os.path.abspath(__file__)

@@ -3,6 +3,7 @@
 frame or that connection closed; meanwhile a healthy publisher and consumer
 keep working and nothing stored is lost (asserted on stats and the log).
 """
+# needs: nothing
 import json
 import os
 import socket
@@ -11,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from brokerclient import connect  # noqa: E402
-from conftest import binary, wait_for  # noqa: E402
+from cwtest import binary, wait_for  # noqa: E402
 
 
 def raw(sock_path):

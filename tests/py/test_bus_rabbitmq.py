@@ -3,10 +3,11 @@
 login, missing exchange and queue) against a throwaway node, and checks
 the node script's own contract (start prints a URL, crash and up keep the
 data, stop removes everything)."""
+# needs: rabbitmq
 import os
 import subprocess
 
-from conftest import BUILD_DIR, SOURCE_DIR
+from cwtest import BUILD_DIR, SOURCE_DIR
 
 SCRIPT = os.path.join(SOURCE_DIR, "scripts", "rabbit-node")
 

@@ -15,20 +15,11 @@ run's result.json, or doctors the stored history of a passing run and has
 Scenarios here are written into tmp_path: they test the checker, they are
 not part of the suite in scenarios/.
 """
+# needs: pg
 import json
-import os
 import shutil
 
-from conftest import crashwindow, inv, read_events, scenario
-
-
-def load_result(out):
-    with open(os.path.join(out, "result.json"), encoding="utf-8") as f:
-        return json.load(f)
-
-
-def by_name(result):
-    return {s["name"]: s for s in result["scenarios"]}
+from cwtest import by_name, crashwindow, inv, load_result, read_events, scenario
 
 
 def rewrite_lines(path, edit):

@@ -7,13 +7,13 @@ matrix of shards is 1..N for the N its --shard says; every suite's shards
 have a merge job that runs even when a shard failed and merges exactly
 those shards; the Indexed Job's CW_SHARD_COUNT equals its completions.
 """
+# needs: nothing
 import os
 import re
-import subprocess
 
 import yaml
 
-from conftest import SOURCE_DIR, binary
+from cwtest import SOURCE_DIR, crashwindow
 
 WORKFLOW = os.path.join(SOURCE_DIR, ".github", "workflows", "crashwindow.yml")
 K8S = os.path.join(SOURCE_DIR, "kubernetes", "sim-indexed-job.yaml")
@@ -23,8 +23,7 @@ COMMAND = re.compile(r"build/sim/crashwindow (\w+)((?:[^\n\\]|\\\n)*)")
 def helps():
     out = {}
     for sub in ("run", "mutants", "sim", "merge"):
-        r = subprocess.run([binary("crashwindow"), sub, "--help"], capture_output=True,
-                           text=True, timeout=30)
+        r = crashwindow(sub, "--help", timeout=30)
         assert r.returncode == 0, (sub, r.stderr)
         out[sub] = r.stdout
     return out

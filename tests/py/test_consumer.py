@@ -5,8 +5,8 @@ traceparent / aggregate_version / schema_version, payload = the outbox JSON).
 Every test asserts on database rows and on the broker's log; the consumers'
 own events are used only to know when a process reached a point.
 """
+# needs: pg
 import json
-import os
 import signal
 import uuid
 
@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from brokerclient import connect
-from conftest import binary, query, scalar, wait_for
+from cwtest import binary, query, scalar, wait_for, wait_value
 
 TYPES = {1: "PaymentCreated", 2: "PaymentAuthorized", 3: "PaymentCaptured"}
 
@@ -87,20 +87,6 @@ def start_consumer(procs, db, sock, name="accounting", proc=None, faults=None, a
     wait_for(lambda: p.events("start") or not p.alive(), 15, f"{proc} to subscribe")
     assert p.alive(), p.stderr_text()
     return p
-
-
-def wait_value(get, expected, timeout, what):
-    """Polls get() until it equals expected; fails with the last value."""
-    last = []
-
-    def cond():
-        last[:] = [get()]
-        return last[0] == expected
-
-    try:
-        wait_for(cond, timeout, what)
-    except pytest.fail.Exception:
-        pytest.fail(f"timed out waiting for {what}: expected {expected!r}, last {last[0]!r}")
 
 
 def count(db, sql, params=None):

@@ -7,12 +7,11 @@ the field.  The behaviour tests run small scenarios written here and assert
 on what the database and the broker's log say (through result.json's checker
 verdicts), never on log lines.
 """
-import json
-import os
+# needs: pg
 
 import pytest
 
-from conftest import PIPELINE, crashwindow, inv, scenario
+from cwtest import PIPELINE, crashwindow, inv, load_result, scenario
 
 STANDBY = {"database": {"standby": True, "synchronous": False}}
 
@@ -20,8 +19,7 @@ STANDBY = {"database": {"standby": True, "synchronous": False}}
 def run_one(tmp_path, path, *extra):
     out = tmp_path / "out"
     r = crashwindow("run", path, "--out", str(out), *extra)
-    with open(os.path.join(out, "result.json"), encoding="utf-8") as f:
-        return r, json.load(f)["scenarios"][0]
+    return r, load_result(out)["scenarios"][0]
 
 
 @pytest.mark.parametrize("steps,extra,message", [

@@ -1,9 +1,10 @@
 """The fault-point catalogue and the code must name the same points."""
+# needs: nothing
 import json
 import os
 import re
 
-from conftest import SOURCE_DIR
+from cwtest import SOURCE_DIR
 
 SITE = re.compile(r'CW_FAULT\(\s*"([^"]+)"')
 

@@ -6,6 +6,7 @@ in the process's start event ("fault_fifo").  Another user (nobody, through
 setpriv) can neither open them nor drive them with fiu-ctrl, while their
 owner can.  A CW_FIU_FIFO whose directory others may enter is refused.
 """
+# needs: pg
 import os
 import shutil
 import signal
@@ -14,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import wait_for
+from cwtest import wait_for
 from test_relay import insert_rows, start_relay, wait_published
 
 FIU_CTRL = shutil.which("fiu-ctrl") or "/usr/bin/fiu-ctrl"

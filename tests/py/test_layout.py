@@ -6,11 +6,12 @@ and inward: programs use core and bus, never each other; nothing in src/
 includes anything from sim/; the harness may use core's public headers, never
 a program's.  libfiu's headers belong to the fault-point module alone.
 """
+# needs: nothing
 import os
 import re
 import shutil
 
-from conftest import SOURCE_DIR
+from cwtest import SOURCE_DIR
 
 ALLOWED = {
     "src/core": set(),

@@ -5,6 +5,7 @@ its counters never going down from one scrape to the next; and
 --metrics-listen refused at start (exit 2, nothing started) for a bad
 address or a port in use.
 """
+# needs: pg
 import http.client
 import os
 import socket
@@ -16,7 +17,7 @@ import pytest
 
 import promparse
 from apiclient import start_api
-from conftest import binary, query, scalar, wait_for
+from cwtest import binary, query, scalar, wait_for
 from test_consumer import start_consumer
 from test_relay import start_relay, stored
 

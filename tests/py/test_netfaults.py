@@ -2,6 +2,7 @@
 PostgreSQL link (pass-through, latency, a COMMIT cut after it reached the
 server, a blackhole that only a client-side deadline ends, --keep's hint).
 """
+# needs: pg
 import json
 import os
 import select
@@ -13,7 +14,7 @@ import uuid
 import psycopg
 import pytest
 
-from conftest import PIPELINE, binary, crashwindow, scenario, wait_for
+from cwtest import PIPELINE, binary, crashwindow, scenario, wait_for
 
 
 

@@ -1,6 +1,7 @@
 """outboxctl, the runbook: status and metrics on a known database state, dead
 letters listed, shown and requeued (keeping their ids), batched cleanup of
 published rows and of inbox markers, and clear exit codes."""
+# needs: pg
 import json
 import os
 import re
@@ -10,8 +11,8 @@ import uuid
 import psycopg
 
 import promparse
-from conftest import binary, query, scalar, wait_for
-from test_consumer import assert_once_each, start_consumer, wait_value
+from cwtest import binary, query, scalar, wait_for, wait_value
+from test_consumer import assert_once_each, start_consumer
 from test_relay import broker_connect, insert_rows, start_relay, stored, wait_published
 
 

@@ -6,6 +6,7 @@ relay's events are used where they are the subject (claims and their leases,
 the retry schedule it decided).  The helpers here are shared with
 test_relay_faults.py and test_outboxctl.py.
 """
+# needs: pg
 import hashlib
 import json
 import os
@@ -18,7 +19,7 @@ from datetime import datetime, timezone
 import psycopg
 
 import brokerclient
-from conftest import binary, query, scalar, wait_for
+from cwtest import binary, query, scalar, wait_for
 
 # Short timings so the suite runs fast; tests override what they are about.
 FAST = {"idle-ms": 50, "lease-ms": 2000, "backoff-base-ms": 50, "backoff-cap-ms": 400}

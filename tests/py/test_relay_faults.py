@@ -2,9 +2,10 @@
 after publish, stale worker, lease stall, failed mark.  Assertions are on the
 database rows and the broker's log; the relay's events say what it decided
 (claims with their leases, the retry schedule) and are held against both."""
+# needs: pg
 import signal
 
-from conftest import proc_state, query, scalar, wait_for
+from cwtest import proc_state, query, scalar, wait_for
 from test_relay import (broker_connect, broker_log, insert_rows, sha256, start_relay,
                         stored, ts_us, wait_published)
 

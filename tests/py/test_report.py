@@ -8,7 +8,7 @@ must parse as XML, and as HTML every non-void element must be closed
 explicitly.  Screenshots are kept under the pytest tmp dir and the last one is
 copied to reports/.
 """
-import copy
+# needs: chromium
 import html.parser
 import json
 import os
@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import SOURCE_DIR, binary
+from cwtest import SOURCE_DIR, crashwindow
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "data", "report-run")
 PAYLOAD = "</script><img src=x onerror=alert(1)>"
@@ -33,8 +33,7 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 
 def render(run_dir, out, check=True):
     """Runs `crashwindow report run_dir -o out`; returns the CompletedProcess."""
-    r = subprocess.run([binary("crashwindow"), "report", str(run_dir), "-o", str(out)],
-                       capture_output=True, text=True, timeout=120)
+    r = crashwindow("report", run_dir, "-o", out, timeout=120)
     if check:
         assert r.returncode == 0, f"report failed ({r.returncode}): {r.stderr}"
         assert os.path.getsize(out) > 0
@@ -487,11 +486,9 @@ def test_bad_input_is_refused(tmp_path):
     assert r.returncode == 1 and "not a crashwindow result" in r.stderr
     assert not out.exists() and not list(tmp_path.glob("out.html.tmp*"))
 
-    r = subprocess.run([binary("crashwindow"), "report"], capture_output=True, text=True,
-                       timeout=30)
+    r = crashwindow("report", timeout=30)
     assert r.returncode == 2 and "usage" in r.stderr
-    r = subprocess.run([binary("crashwindow"), "report", str(bad), "--bogus"],
-                       capture_output=True, text=True, timeout=30)
+    r = crashwindow("report", bad, "--bogus", timeout=30)
     assert r.returncode == 2 and "unknown option" in r.stderr
 
     # an unwritable destination leaves nothing behind and says why

@@ -8,6 +8,7 @@ confirmed a message) and one run whose accounting consumer is a mutant
 test.  The reports are checked against the run's own files: result.json,
 timeline.jsonl and the broker's event log.
 """
+# needs: pg chromium
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD_DIR, SOURCE_DIR, binary
+from cwtest import SOURCE_DIR, binary, crashwindow, load_result
 from test_report import (by_id, chromium_dom, chromium_screenshot, dom_summary, has_class,
                          keep_screenshot, parse_strict, render, text_of)
 
@@ -23,11 +24,11 @@ MUTANT = "inbox_separate_tx"
 
 
 def run_scenario(pg, name, out, bin_dir=None):
-    args = [binary("crashwindow"), "run", os.path.join(SOURCE_DIR, "scenarios", name),
-            "--pg", pg, "--out", str(out), "--brief"]
+    args = ["run", os.path.join(SOURCE_DIR, "scenarios", name), "--pg", pg, "--out", out,
+            "--brief"]
     if bin_dir is not None:
-        args += ["--bin", str(bin_dir)]
-    return subprocess.run(args, capture_output=True, text=True, timeout=600)
+        args += ["--bin", bin_dir]
+    return crashwindow(*args, timeout=600)
 
 
 def read_jsonl(path):
@@ -76,8 +77,7 @@ def test_report_of_a_passing_run(pg_cluster, tmp_path):
     run = tmp_path / "run"
     r = run_scenario(pg_cluster, "04-crash-after-publish.json", run)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    with open(run / "result.json", encoding="utf-8") as f:
-        result = json.load(f)
+    result = load_result(run)
     assert result["verdict"] == "pass"
     sc = result["scenarios"][0]
 
@@ -129,8 +129,7 @@ def test_report_of_a_caught_mutant(pg_cluster, mutant_bin, tmp_path):
     run = tmp_path / "run"
     r = run_scenario(pg_cluster, "06-crash-before-ack.json", run, bin_dir=mutant_bin)
     assert r.returncode == 1, "the harness must fail on the mutant:\n" + r.stdout[-3000:]
-    with open(run / "result.json", encoding="utf-8") as f:
-        result = json.load(f)
+    result = load_result(run)
     assert result["verdict"] == "fail"
     sc = result["scenarios"][0]
     broken = [i for i in sc["invariants"] if i["verdict"] == "fail"]

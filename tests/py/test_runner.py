@@ -7,6 +7,7 @@ shape, and fault control at runtime through libfiu's FIFOs.
 Scenarios here are written into tmp_path: they test the runner, they are not
 part of the suite in scenarios/.
 """
+# needs: pg
 import json
 import os
 import re
@@ -15,17 +16,8 @@ import urllib.request
 
 import pytest
 
-from conftest import (PIPELINE, RELAY, SOURCE_DIR, crashwindow, inv, read_events, scenario,
-                      wait_for)
-
-
-def load_result(out):
-    with open(os.path.join(out, "result.json"), encoding="utf-8") as f:
-        return json.load(f)
-
-
-def by_name(result):
-    return {s["name"]: s for s in result["scenarios"]}
+from cwtest import (PIPELINE, RELAY, SOURCE_DIR, by_name, crashwindow, inv, load_result,
+                    read_events, scenario, wait_for)
 
 
 def test_usage_errors_exit_2(tmp_path):

@@ -7,19 +7,13 @@ matrix in result.json names what caught it.  The full matrix (every mutant)
 is what CI runs with `crashwindow mutants`; it takes minutes, so the test
 suite proves the mechanism with one.
 """
-import json
+# needs: pg net
 import os
 import re
-import subprocess
 
-from conftest import BUILD_DIR, SOURCE_DIR, binary, pg_args, read_events
+from cwtest import BUILD_DIR, SOURCE_DIR, crashwindow, load_result, pg_args, read_events
 
 HOOK = re.compile(r"CW_MUTANT\(\s*(\w+)\s*\)")
-
-
-def crashwindow(*args, timeout=900):
-    return subprocess.run([binary("crashwindow"), *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def test_list_and_usage():
@@ -71,13 +65,14 @@ def test_hooks_match_the_catalogue():
 def test_one_mutant_is_killed(tmp_path, pg_cluster):
     name = "idempotency_without_hash"
     out = tmp_path / "mut"
-    r = crashwindow("mutants", "--only", name, "--out", str(out), *pg_args(pg_cluster))
+    # The mutant's build and the baseline's run take minutes.
+    r = crashwindow("mutants", "--only", name, "--out", str(out), *pg_args(pg_cluster),
+                    timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr
     assert "1/1 mutants killed" in r.stdout
     assert f"{name}: killed by 11-http-retry-after-crash" in r.stdout
 
-    with open(out / "result.json", encoding="utf-8") as f:
-        res = json.load(f)
+    res = load_result(out)
     assert res["kind"] == "mutants" and res["verdict"] == "pass"
     assert res["baseline_verdict"] == "pass"
     assert len(res["scenarios"]) >= 15 and all(s["verdict"] == "pass" for s in res["scenarios"])
@@ -94,8 +89,7 @@ def test_one_mutant_is_killed(tmp_path, pg_cluster):
     # The mutated binary really ran: its start event names the mutant.
     build_mut = os.path.join(os.path.dirname(os.path.abspath(BUILD_DIR)), f"build-mutant-{name}")
     assert os.path.exists(os.path.join(build_mut, "src", "payments-api"))
-    with open(out / m["dir"] / "result.json", encoding="utf-8") as f:
-        mres = json.load(f)
+    mres = load_result(out / m["dir"])
     assert mres["mutant"] == name and mres["bin"] == build_mut
     api = read_events(str(out / m["dir"] / mres["scenarios"][0]["dir"] / "api.events.jsonl"))
     starts = [e for e in api if e["event"] == "start"]

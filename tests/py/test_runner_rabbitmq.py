@@ -4,10 +4,11 @@ runs in scripts/test-all; here: one scenario passes with the broker log
 taken from RabbitMQ's firehose, a fake-broker-only scenario is skipped with
 its reason on the console, in result.json and in the report, the report's
 header names the broker, and a bad --broker value is refused."""
+# needs: pg rabbitmq
 import json
 import os
 
-from conftest import SOURCE_DIR, crashwindow, pg_args, read_events
+from cwtest import SOURCE_DIR, crashwindow, pg_args, read_events
 
 
 def scen(name):

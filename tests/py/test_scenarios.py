@@ -6,26 +6,23 @@ judges it by the run's result.json: the scenario's verdict, every invariant
 expectation, the Jepsen-style classification, and the run directory the
 report is built from.  The runner's exit status must agree with the verdict.
 """
+# needs: pg net
 import glob
 import json
 import os
-import subprocess
 
 import pytest
 
-from conftest import SOURCE_DIR, binary, pg_args, read_events
+from cwtest import SOURCE_DIR, crashwindow, load_result, pg_args, read_events
 
 SCENARIOS = sorted(glob.glob(os.path.join(SOURCE_DIR, "scenarios", "*.json")))
 
 
 def run_one(path, pg, out, *extra):
-    proc = subprocess.run(
-        [binary("crashwindow"), "run", path, *pg_args(pg), "--out", str(out), "--brief", *extra],
-        capture_output=True, text=True, timeout=600)
-    result_path = out / "result.json"
-    assert result_path.exists(), f"no result.json; runner said:\n{proc.stdout}\n{proc.stderr}"
-    with open(result_path, encoding="utf-8") as f:
-        return proc, json.load(f)
+    proc = crashwindow("run", path, *pg_args(pg), "--out", out, "--brief", *extra, timeout=600)
+    assert (out / "result.json").exists(), \
+        f"no result.json; runner said:\n{proc.stdout}\n{proc.stderr}"
+    return proc, load_result(out)
 
 
 def failures(sc):
@@ -66,8 +63,7 @@ def test_scenario(path, pg_cluster, tmp_path):
     assert proc.returncode == 0 and result["verdict"] == "pass"
 
     # The stored history alone gives the same verdicts.
-    check = subprocess.run([binary("crashwindow"), "check", str(out), "--pg", pg_cluster],
-                           capture_output=True, text=True, timeout=120)
+    check = crashwindow("check", out, "--pg", pg_cluster, timeout=120)
     assert check.returncode == 0 and "same verdicts in" in check.stdout, \
         check.stdout + check.stderr
 

@@ -18,6 +18,7 @@ digits of it, in windows of 12 characters, so a partial leak counts too).
 A surface is a function returning (label, text) pairs; SURFACES lists them,
 /metrics of the API, the relay and the consumer among them.
 """
+# needs: pg
 import glob
 import json
 import os
@@ -29,7 +30,7 @@ import urllib.parse
 import urllib.request
 
 from apiclient import start_api
-from conftest import SOURCE_DIR, binary, query, scalar, wait_for
+from cwtest import SOURCE_DIR, binary, crashwindow, query, scalar, scenario, wait_for
 from test_consumer import start_consumer
 from test_metrics import free_port, listening_at
 from test_relay import broker_connect, start_relay
@@ -268,28 +269,25 @@ def test_secrets_through_the_runner_survive_nowhere(tmp_path, pg_cluster):
               {"do": "broker", "control": {"outage": "off", "refuse_error": ""}},
               {"do": "payments", "count": 3, "key_prefix": "after"},
               {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 15000}]
-    spec = {"name": "secrets-everywhere", "title": "every planted secret is refused and stays hidden",
-            "crash_window": "relay/dead_letter",
-            "processes": {"api": {"kind": "api"},
-                          "relay-1": {"kind": "relay",
-                                      "args": {"lease-ms": 2000, "idle-ms": 50, "batch": 10,
-                                               "max-attempts": 1, "backoff-base-ms": 50,
-                                               "backoff-cap-ms": 100}},
-                          "accounting": {"kind": "consumer", "args": {"name": "accounting"}}},
-            "broker": {"outage": "refuse"},
-            "steps": steps,
-            "heal": {"timeout_ms": 15000},
-            "invariants": ["dead_letter_at_limit", "nothing_lost", "effect_once",
-                           "broker_log_matches_outbox"],
-            "expect": [{"check": "dead_lettered", "equals": len(FORMATS)},
-                       {"check": "published", "equals": 3}]}
-    path = tmp_path / "secrets-everywhere.json"
-    path.write_text(json.dumps(spec, indent=1))
+    path = scenario(
+        tmp_path, "secrets-everywhere", steps,
+        ("dead_letter_at_limit", "nothing_lost", "effect_once", "broker_log_matches_outbox"),
+        title="every planted secret is refused and stays hidden",
+        crash_window="relay/dead_letter",
+        processes={"api": {"kind": "api"},
+                   "relay-1": {"kind": "relay",
+                               "args": {"lease-ms": 2000, "idle-ms": 50, "batch": 10,
+                                        "max-attempts": 1, "backoff-base-ms": 50,
+                                        "backoff-cap-ms": 100}},
+                   "accounting": {"kind": "consumer", "args": {"name": "accounting"}}},
+        broker={"outage": "refuse"},
+        heal={"timeout_ms": 15000},
+        expect=[{"check": "dead_lettered", "equals": len(FORMATS)},
+                {"check": "published", "equals": 3}])
     out = tmp_path / "run"
     report = tmp_path / "report.html"
-    r = subprocess.run([binary("crashwindow"), "run", str(path), "--pg", pg_cluster,
-                        "--out", str(out), "--report", str(report)],
-                       capture_output=True, text=True, timeout=600)
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", out, "--report", report,
+                    timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with open(report, encoding="utf-8") as fh:
         html = fh.read()

@@ -10,34 +10,20 @@ directory does not exist afterwards, and no half-built one is left beside
 it).  Last, a failing scenario split over two shards: its failure bundle,
 its JUnit failure and the merged FAIL.
 """
+# needs: pg net
 import json
 import os
 import shutil
 import signal
 import subprocess
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import SOURCE_DIR, binary
+from cwtest import (SHARD_ENV, SOURCE_DIR, binary, crashwindow, essence, load_result, scenario,
+                    wait_for)
 
 N = 3
-
-
-def crashwindow(*args, timeout=600, env=None):
-    full = dict(os.environ)
-    for var in ("CW_SHARD", "JOB_COMPLETION_INDEX", "CW_SHARD_COUNT", "CI_NODE_INDEX",
-                "CI_NODE_TOTAL"):
-        full.pop(var, None)
-    full.update(env or {})
-    return subprocess.run([binary("crashwindow"), *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=full)
-
-
-def load(d):
-    with open(os.path.join(d, "result.json"), encoding="utf-8") as f:
-        return json.load(f)
 
 
 def scenario_names():
@@ -62,28 +48,21 @@ def runs(tmp_path_factory):
     for k in range(1, N + 1):
         out = root / f"shard-{k}"
         r = crashwindow("run", "--all", "--brief", "--shard", f"{k}/{N}", "--out", out,
-                        "--junit", root / f"shard-{k}.xml")
+                        "--junit", root / f"shard-{k}.xml", timeout=600)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr
         assert f"(shard {k}/{N})" in r.stdout
         shards.append(out)
     single = root / "single"
-    r = crashwindow("run", "--all", "--brief", "--out", single)
+    r = crashwindow("run", "--all", "--brief", "--out", single, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     return {"root": root, "shards": shards, "single": single}
-
-
-def essence(sc):
-    """What must not depend on where a scenario ran."""
-    return (sc["name"], sc["verdict"], sc["error"],
-            [(i["name"], i["verdict"]) for i in sc["invariants"]],
-            [(x["check"], x["verdict"]) for x in sc["expect"]])
 
 
 def test_each_shard_runs_its_share_and_no_more(runs):
     names = scenario_names()
     seen = []
     for k, d in enumerate(runs["shards"], start=1):
-        res = load(d)
+        res = load_result(d)
         assert res["shard"]["index"] == k and res["shard"]["count"] == N
         assert res["shard"]["work"] == names
         mine = [s["name"] for s in res["scenarios"]]
@@ -97,9 +76,9 @@ def test_each_shard_runs_its_share_and_no_more(runs):
         assert all(c.find("failure") is None for c in cases)
     assert sorted(seen) == names
     # The digest of the scenario files is the same in every shard.
-    assert len({load(d)["shard"]["digest"] for d in runs["shards"]}) == 1
+    assert len({load_result(d)["shard"]["digest"] for d in runs["shards"]}) == 1
     # An unsharded run says nothing about shards.
-    assert "shard" not in load(runs["single"])
+    assert "shard" not in load_result(runs["single"])
 
 
 def test_merge_of_three_shards_equals_one_run(runs, tmp_path):
@@ -108,7 +87,7 @@ def test_merge_of_three_shards_equals_one_run(runs, tmp_path):
     r = crashwindow("merge", *reversed(runs["shards"]), "--out", out)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"PASS: {N} shards of a run" in r.stdout
-    merged, single = load(out), load(runs["single"])
+    merged, single = load_result(out), load_result(runs["single"])
     assert merged["verdict"] == single["verdict"] == "pass"
     assert merged["kind"] == "run" and merged["commit"] == single["commit"]
     for key in ("scenarios", "passed", "invariants_checked"):
@@ -116,10 +95,10 @@ def test_merge_of_three_shards_equals_one_run(runs, tmp_path):
     assert [essence(s) for s in merged["scenarios"]] == [essence(s) for s in single["scenarios"]]
     # Totals are the sums of the shards'.
     for key in merged["totals"]:
-        assert merged["totals"][key] == sum(load(d)["totals"][key] for d in runs["shards"])
+        assert merged["totals"][key] == sum(load_result(d)["totals"][key] for d in runs["shards"])
     assert merged["merged"]["count"] == N
     assert [s["index"] for s in merged["merged"]["shards"]] == [1, 2, 3]
-    assert merged["duration_ms"] == max(load(d)["duration_ms"] for d in runs["shards"])
+    assert merged["duration_ms"] == max(load_result(d)["duration_ms"] for d in runs["shards"])
 
     # Every scenario's files came along, where its "dir" says.
     for sc in merged["scenarios"]:
@@ -196,7 +175,7 @@ def lpt(durations, n):
 
 
 def test_weighted_split_follows_an_earlier_runs_durations(runs, copies, tmp_path):
-    single = load(runs["single"])
+    single = load_result(runs["single"])
     # A scenario the earlier run did not run (it skipped it) weighs the
     # mean of the others.
     dur = {s["name"]: s["duration_ms"] for s in single["scenarios"]}
@@ -219,7 +198,7 @@ def test_weighted_split_follows_an_earlier_runs_durations(runs, copies, tmp_path
     assert r.returncode == 2 and "--shard-weights:" in r.stderr and "missing" in r.stderr
     # Shards split by different plans do not merge.
     s1, s2, s3 = copies
-    res = load(s2)
+    res = load_result(s2)
     res["shard"]["plan"] = [1] * len(names)
     (s2 / "result.json").write_text(json.dumps(res), encoding="utf-8")
     refused(tmp_path, copies, f"shard 2/3 ({s2}) split the scenarios differently")
@@ -244,19 +223,20 @@ def test_jobs_run_shards_side_by_side_and_merge_like_one_run(runs, tmp_path):
     files = [os.path.join(SOURCE_DIR, "scenarios", n + ".json") for n in JOB_SCENARIOS]
     # Three shares through two slots: the third starts when a slot frees.
     r = crashwindow("run", *files, "--brief", "--jobs", "2", "--shares", "3", "--out", out,
-                    "--junit", tmp_path / "jobs.xml", "--report", tmp_path / "jobs.html")
+                    "--junit", tmp_path / "jobs.xml", "--report", tmp_path / "jobs.html",
+                    timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     for k in (1, 2, 3):
         assert f"shard {k}/3 ended with exit status 0" in r.stdout
     assert "3 of 3 ended" in r.stdout
-    merged = load(out)
+    merged = load_result(out)
     assert merged["kind"] == "run" and merged["verdict"] == "pass"
     assert merged["merged"]["count"] == 3
     assert [(s["name"], s["shard"]) for s in merged["scenarios"]] == [
         ("01-command-rollback", 1), ("02-crash-after-commit", 2),
         ("05-concurrent-duplicate", 3)]
     # The same verdicts as the same scenarios in one ordinary run.
-    single = {s["name"]: s for s in load(runs["single"])["scenarios"]}
+    single = {s["name"]: s for s in load_result(runs["single"])["scenarios"]}
     assert [essence(s) for s in merged["scenarios"]] == [essence(single[n])
                                                          for n in JOB_SCENARIOS]
     # Each child's console beside its share; the children's directories gone.
@@ -306,17 +286,16 @@ def test_jobs_child_that_cannot_run_stops_the_merge(tmp_path):
 def test_jobs_stopped_by_a_signal_merge_nothing(tmp_path):
     """SIGTERM to the parent reaches every child; nothing is merged."""
     out = tmp_path / "out"
-    full = dict(os.environ)
-    full.pop("CW_SHARD", None)
+    full = {k: v for k, v in os.environ.items() if k not in SHARD_ENV}
     p = subprocess.Popen([binary("crashwindow"), "run", "--all", "--brief", "--jobs", "2",
                           "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=full)
     logs = [tmp_path / "out.jobs" / f"{k}.log" for k in (1, 2)]
-    deadline = time.monotonic() + 60
     # Both children have begun their first scenario.
-    while not all(lg.exists() and "[1/" in lg.read_text(encoding="utf-8") for lg in logs):
-        assert p.poll() is None and time.monotonic() < deadline, "the children never started"
-        time.sleep(0.1)
+    wait_for(lambda: p.poll() is not None or all(
+        lg.exists() and "[1/" in lg.read_text(encoding="utf-8") for lg in logs),
+        60, "both children to begin their first scenario", interval=0.1)
+    assert p.poll() is None, "the parent exited before its children started"
     p.send_signal(signal.SIGTERM)
     stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == 2, (stdout, stderr)
@@ -339,7 +318,7 @@ def copies(runs, tmp_path):
 
 
 def edit(d, change):
-    res = load(d)
+    res = load_result(d)
     change(res)
     (d / "result.json").write_text(json.dumps(res, indent=1), encoding="utf-8")
 
@@ -420,7 +399,7 @@ def test_overlapping_shards(copies, runs, tmp_path):
             "shards overlap", f"{s2}", "are both shard 2/3")
     refused(tmp_path, [s1, s2, s3, s2], f"shard 2/3 ({s2}) is given twice")
     # A shard that holds a scenario of another's share.
-    other = load(s1)["scenarios"][0]
+    other = load_result(s1)["scenarios"][0]
     edit(s2, lambda r: r["scenarios"].append(other))
     shutil.copytree(s1 / other["dir"], s2 / other["dir"])
     refused(tmp_path, copies, f"shard 2/3 ({s2}): its result.json holds scenario "
@@ -430,12 +409,12 @@ def test_overlapping_shards(copies, runs, tmp_path):
 def test_cut_short_or_incomplete_shard(copies, tmp_path):
     s1, s2, s3 = copies
     text = (s2 / "result.json").read_text(encoding="utf-8")
-    gone = load(s2)["scenarios"][-1]["name"]
+    gone = load_result(s2)["scenarios"][-1]["name"]
     edit(s2, lambda r: r["scenarios"].pop())
     refused(tmp_path, copies, f"shard 2/3 ({s2}): its result.json lacks scenario {gone}",
             "cut short")
     (s2 / "result.json").write_text(text, encoding="utf-8")
-    first = load(s2)["scenarios"][0]
+    first = load_result(s2)["scenarios"][0]
     shutil.rmtree(s2 / first["dir"])
     refused(tmp_path, copies, f"shard 2/3 ({s2}): the files of scenario {first['name']}",
             "are missing")
@@ -473,23 +452,17 @@ LEDGER_COPY = (
 
 def double_effect(tmp_path):
     """A scenario the checker must fail: a second ledger entry for one event."""
-    spec = {
-        "name": "double-effect", "title": "a copied ledger row", "crash_window": "test/window",
-        "processes": {
-            "api": {"kind": "api"},
-            "relay-1": {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100}},
-            "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
-        },
-        "steps": [
-            {"do": "payments", "count": 2, "key_prefix": "t-dbl"},
-            {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
-            {"do": "sql", "sql": LEDGER_COPY, "expect_rows": 1},
-        ],
-        "invariants": ["effect_once", "nothing_lost"],
-    }
-    path = tmp_path / "double-effect.json"
-    path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
-    return path
+    steps = [
+        {"do": "payments", "count": 2, "key_prefix": "t-dbl"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+        {"do": "sql", "sql": LEDGER_COPY, "expect_rows": 1},
+    ]
+    return scenario(tmp_path, "double-effect", steps, ("effect_once", "nothing_lost"),
+                    title="a copied ledger row", processes={
+                        "api": {"kind": "api"},
+                        "relay-1": {"kind": "relay", "args": {"lease-ms": 1500, "idle-ms": 100}},
+                        "accounting": {"kind": "consumer", "args": {"name": "accounting"}},
+                    })
 
 
 def test_a_failure_gets_a_bundle_and_fails_the_merge(tmp_path, pg_cluster):
@@ -500,14 +473,14 @@ def test_a_failure_gets_a_bundle_and_fails_the_merge(tmp_path, pg_cluster):
     for k in (1, 2):
         out = tmp_path / f"s{k}"
         r = crashwindow("run", *files, "--pg", pg_cluster, "--brief", "--shard", f"{k}/2",
-                        "--out", out, "--junit", tmp_path / f"s{k}.xml")
+                        "--out", out, "--junit", tmp_path / f"s{k}.xml", timeout=600)
         assert r.returncode == (1 if k == 2 else 0), r.stdout + r.stderr
         dirs.append(out)
     # Shard 2 holds the failure: its bundle and its JUnit failure.
     assert "bundles: " in r.stdout and "(1 failure," in r.stdout
     (case,) = ET.parse(tmp_path / "s2.xml").findall(".//testcase")
     fail = case.find("failure")
-    res = load(dirs[1])
+    res = load_result(dirs[1])
     witness = next(i for i in res["scenarios"][0]["invariants"]
                    if i["name"] == "effect_once")["witnesses"][0]
     assert fail.get("message") == f"effect_once: {witness}"
@@ -518,7 +491,7 @@ def test_a_failure_gets_a_bundle_and_fails_the_merge(tmp_path, pg_cluster):
     r = crashwindow("merge", *dirs, "--out", out, "--junit", tmp_path / "all.xml")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAIL: 2 shards of a run" in r.stdout and "2/3 scenarios passed" in r.stdout
-    merged = load(out)
+    merged = load_result(out)
     assert merged["verdict"] == "fail"
     assert [s["name"] for s in merged["scenarios"]] == [
         "01-command-rollback", "double-effect", "12-ambiguous-commit"]
@@ -566,7 +539,7 @@ def test_scenarios_a_shard_skipped_are_merged_with_their_reasons(copies, tmp_pat
     out = tmp_path / "merged"
     r = crashwindow("merge", s1, s2, s3, "--out", out)
     assert r.returncode == 0, r.stdout + r.stderr
-    merged = load(out)
+    merged = load_result(out)
     ours = [x for x in merged["skipped"] if x["name"] not in FAKE_SKIPPED]
     assert sorted(x["name"] for x in ours) == sorted(gone)
     assert all(x["reason"] == "test: no switch" for x in ours)

@@ -7,27 +7,13 @@ own mutant, and half of the baseline) merges into one matrix where both are
 killed and the whole baseline passed.  A mutant that survives gets its
 failure bundle.  The scenario suite's shards are in test_shards.py.
 """
+# needs: pg net
 import json
 import os
 import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 
-from conftest import SOURCE_DIR, binary, pg_args
-
-
-def crashwindow(*args, timeout=900):
-    return subprocess.run([binary("crashwindow"), *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def load(d):
-    with open(os.path.join(d, "result.json"), encoding="utf-8") as f:
-        return json.load(f)
-
-
-def essence(sc):
-    return (sc["name"], sc["verdict"], [(i["name"], i["verdict"]) for i in sc["invariants"]])
+from cwtest import SOURCE_DIR, crashwindow, essence, load_result, pg_args
 
 
 def test_sim_shards_merge_into_the_whole_simulation(tmp_path, pg_cluster):
@@ -36,27 +22,29 @@ def test_sim_shards_merge_into_the_whole_simulation(tmp_path, pg_cluster):
     for k in (1, 2):
         out = tmp_path / f"s{k}"
         r = crashwindow("sim", "--seed", seed, "--runs", runs, "--shard", f"{k}/2", "--pg",
-                        pg_cluster, "--out", out, "--junit", tmp_path / f"s{k}.xml")
+                        pg_cluster, "--out", out, "--junit", tmp_path / f"s{k}.xml", timeout=900)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr
         first, last = (1, 2) if k == 1 else (3, 4)
         assert f"(shard {k}/2: runs {first} to {last})" in r.stdout
-        res = load(out)
+        res = load_result(out)
         assert res["shard"] == {"index": k, "count": 2, "seed": seed, "runs": runs,
                                 "first": first, "last": last}
         assert [s["name"] for s in res["scenarios"]] == [
             f"sim-{seed}-{i}" for i in range(first, last + 1)]
         dirs.append(out)
     whole = tmp_path / "whole"
-    r = crashwindow("sim", "--seed", seed, "--runs", runs, "--pg", pg_cluster, "--out", whole)
+    r = crashwindow("sim", "--seed", seed, "--runs", runs, "--pg", pg_cluster, "--out", whole,
+                    timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
 
     out = tmp_path / "merged"
     r = crashwindow("merge", dirs[1], dirs[0], "--out", out)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"2 shards of a sim" in r.stdout and f"{runs} runs, 0 failed" in r.stdout
-    merged, single = load(out), load(whole)
+    merged, single = load_result(out), load_result(whole)
     assert merged["kind"] == "sim" and merged["verdict"] == single["verdict"] == "pass"
-    assert [essence(s) for s in merged["scenarios"]] == [essence(s) for s in single["scenarios"]]
+    assert ([essence(s, checks=False) for s in merged["scenarios"]]
+            == [essence(s, checks=False) for s in single["scenarios"]])
     for key in ("runs", "failures", "invariant_checks"):
         assert merged["simulator"][key] == single["simulator"][key], key
     assert merged["simulator"]["seed"] == seed and merged["complete"] is True
@@ -69,7 +57,7 @@ def test_sim_shards_merge_into_the_whole_simulation(tmp_path, pg_cluster):
     # Shards of another seed, or of another run count, do not merge.
     broken = tmp_path / "other-seed"
     shutil.copytree(dirs[1], broken)
-    res = load(broken)
+    res = load_result(broken)
     res["shard"]["seed"] = 8
     (broken / "result.json").write_text(json.dumps(res), encoding="utf-8")
     r = crashwindow("merge", dirs[0], broken, "--out", tmp_path / "no")
@@ -79,7 +67,7 @@ def test_sim_shards_merge_into_the_whole_simulation(tmp_path, pg_cluster):
     # A run twice, or a run of another shard's range: overlap.
     dup = tmp_path / "dup"
     shutil.copytree(dirs[0], dup)
-    res = load(dup)
+    res = load_result(dup)
     res["scenarios"].append(dict(res["scenarios"][0]))
     (dup / "result.json").write_text(json.dumps(res), encoding="utf-8")
     r = crashwindow("merge", dup, dirs[1], "--out", tmp_path / "no")
@@ -103,10 +91,11 @@ def test_mutant_matrix_shards_merge_into_one_matrix(tmp_path, pg_cluster):
     dirs = []
     for k in (1, 2):
         out = tmp_path / f"m{k}"
-        r = crashwindow("mutants", *only, "--shard", f"{k}/2", *pg_args(pg_cluster), "--out", out)
+        r = crashwindow("mutants", *only, "--shard", f"{k}/2", *pg_args(pg_cluster), "--out", out,
+                        timeout=900)
         assert r.returncode == 0, r.stdout[-4000:] + r.stderr
         assert "1/1 mutants killed" in r.stdout
-        res = load(out)
+        res = load_result(out)
         # Round robin over the chosen mutants, in the matrix's order.
         assert [m["name"] for m in res["mutants"]] == [MUTANTS[k - 1]]
         assert res["shard"]["mutants"] == list(MUTANTS)
@@ -118,7 +107,7 @@ def test_mutant_matrix_shards_merge_into_one_matrix(tmp_path, pg_cluster):
     r = crashwindow("merge", *dirs, "--out", out)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "baseline pass, 2/2 mutants killed" in r.stdout
-    merged = load(out)
+    merged = load_result(out)
     assert merged["kind"] == "mutants" and merged["verdict"] == "pass"
     assert merged["baseline_verdict"] == "pass"
     # What the fake broker cannot take (a kernel partition of a broker
@@ -148,7 +137,7 @@ def test_mutant_matrix_shards_merge_into_one_matrix(tmp_path, pg_cluster):
     # A survivor fails the merge and gets a bundle with its runs.
     surv = tmp_path / "survivor"
     shutil.copytree(dirs[1], surv)
-    res = load(surv)
+    res = load_result(surv)
     res["mutants"][0]["killed"] = False
     res["verdict"] = "fail"
     (surv / "result.json").write_text(json.dumps(res), encoding="utf-8")

@@ -24,21 +24,21 @@ depends on the generator: if the generator changes, find a new one of the
 same kind among `crashwindow sim --seed S --runs 200 --pg <conninfo>
 --dry-run` and replay it ten times under load before choosing it.
 """
+# needs: pg net
 import json
 import os
 import subprocess
 
 import pytest
 
-from conftest import BUILD_DIR, SOURCE_DIR, binary, read_events
+from cwtest import BUILD_DIR, SOURCE_DIR, crashwindow, load_result, read_events
 
 MUTANT = "ack_before_commit"
 KNOWN_FAILING = "31:179"
 
 
 def sim(args, timeout=300):
-    return subprocess.run([binary("crashwindow"), "sim"] + args, capture_output=True,
-                          text=True, timeout=timeout)
+    return crashwindow("sim", *args, timeout=timeout)
 
 
 def scenarios_in(text):
@@ -52,11 +52,6 @@ def scenarios_in(text):
             return out
         obj, i = dec.raw_decode(text, i)
         out.append(obj)
-
-
-def load_result(out_dir):
-    with open(os.path.join(out_dir, "result.json"), encoding="utf-8") as f:
-        return json.load(f)
 
 
 def failing_lines(out_dir):
@@ -509,8 +504,7 @@ def test_known_failing_seed_fails_again_on_replay(pg_cluster, mutant_build, tmp_
         in r.stdout
     assert len(os.listdir(os.path.join(out, "fidelity"))) >= 2, "failing replays keep files"
     html = str(tmp_path / "fidelity.html")
-    rr = subprocess.run([binary("crashwindow"), "report", out, "-o", html], capture_output=True,
-                        text=True, timeout=60)
+    rr = crashwindow("report", out, "-o", html, timeout=60)
     assert rr.returncode == 0, rr.stderr
     with open(html, encoding="utf-8") as f:
         assert "replayed 2 times with the same schedule: it failed again 2 times (100%)" in \
@@ -553,9 +547,8 @@ def test_shrinking_keeps_the_failure_and_is_no_larger(pg_cluster, mutant_build, 
     # The file is an ordinary scenario: `crashwindow run` fails it on the
     # mutant, on the same invariant, with the evidence in the broker log...
     run_out = str(tmp_path / "run")
-    r = subprocess.run([binary("crashwindow"), "run", path, "--pg", pg_cluster, "--out", run_out,
-                        "--bin", mutant_build, "--brief"],
-                       capture_output=True, text=True, timeout=300)
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", run_out, "--bin", mutant_build,
+                    "--brief", timeout=300)
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
     run_res = load_result(run_out)
     (sc,) = run_res["scenarios"]

@@ -7,11 +7,12 @@ off, duplicates or a delay at start, and always a visibility timeout), so
 the fitted scenarios must differ from the fake broker's and still run: the
 dry run compares the two renderings, and the real runs check the broker log
 RabbitMQ's firehose gave, which the system under test cannot influence."""
+# needs: pg rabbitmq
 import json
 import os
 
-from conftest import pg_args, read_events
-from test_sim import load_result, scenarios_in, sim
+from cwtest import load_result, pg_args, read_events
+from test_sim import scenarios_in, sim
 
 
 def broker_steps(scenario):

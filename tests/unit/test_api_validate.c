@@ -27,7 +27,7 @@ static int create_status(const char *body, struct api_create_body *out)
         CHECK(cJSON_IsString(cJSON_GetObjectItem(p, "detail")));
         CHECK(cJSON_GetObjectItem(p, "status") != NULL &&
               cJSON_GetObjectItem(p, "status")->valueint == r.status);
-        CHECK(strcmp(r.content_type, "application/problem+json") == 0);
+        CHECK_EQ_STR(r.content_type, "application/problem+json");
         cJSON_Delete(p);
     } else {
         CHECK(r.body == NULL);
@@ -60,68 +60,69 @@ static void test_amounts(void)
     CHECK(strcmp(norm("999999999999.99", &st), "999999999999.99") == 0 && st == 0);
 
     norm("1000000000000.01", &st);
-    CHECK(st == 422);
+    CHECK_EQ_INT(st, 422);
     norm("10000000000000", &st);
-    CHECK(st == 422);
+    CHECK_EQ_INT(st, 422);
     norm("00000000000001000000000000.00", &st);  /* leading zeros do not count */
-    CHECK(st == 0);
+    CHECK_EQ_INT(st, 0);
     norm("99999999999999999999999999999999999999999", &st);
-    CHECK(st == 422);
+    CHECK_EQ_INT(st, 422);
     norm("0", &st);
-    CHECK(st == 422);
+    CHECK_EQ_INT(st, 422);
     norm("0.00", &st);
-    CHECK(st == 422);
+    CHECK_EQ_INT(st, 422);
     norm("-1", &st);
-    CHECK(st == 422);
+    CHECK_EQ_INT(st, 422);
     norm("-0.5", &st);
-    CHECK(st == 422);
+    CHECK_EQ_INT(st, 422);
     norm("1.234", &st);
-    CHECK(st == 422);
+    CHECK_EQ_INT(st, 422);
     norm("1.000", &st);  /* three decimals even when they are zeros */
-    CHECK(st == 422);
+    CHECK_EQ_INT(st, 422);
     const char *bad[] = { "", "abc", "1.", ".5", "+1", "1e3", " 1", "1 ", "1,00",
                           "1.2.3", "0x10", "NaN", "Infinity", "--1", "1-", NULL };
     for (int i = 0; bad[i] != NULL; i++) {
         norm(bad[i], &st);
-        CHECK(st == 422);
+        CHECK_EQ_INT(st, 422);
     }
 }
 
 static void test_create_bodies(void)
 {
     struct api_create_body b;
-    CHECK(create_status("{\"amount\":\"12.50\",\"currency\":\"EUR\"}", &b) == 0);
+    CHECK_EQ_INT(create_status("{\"amount\":\"12.50\",\"currency\":\"EUR\"}", &b), 0);
     CHECK(strcmp(b.amount, "12.50") == 0 && strcmp(b.currency, "EUR") == 0);
-    CHECK(create_status("  {\"currency\":\"USD\", \"amount\":\"7\"}\n", &b) == 0);
+    CHECK_EQ_INT(create_status("  {\"currency\":\"USD\", \"amount\":\"7\"}\n", &b), 0);
     CHECK(strcmp(b.amount, "7.00") == 0 && strcmp(b.currency, "USD") == 0);
 
     /* 400: not readable as a payment request */
-    CHECK(create_status("", &b) == 400);
-    CHECK(create_status("{", &b) == 400);
-    CHECK(create_status("not json", &b) == 400);
-    CHECK(create_status("{\"amount\":\"1\",\"currency\":\"EUR\"} trailing", &b) == 400);
-    CHECK(create_status("{\"amount\":\"1\",\"currency\":\"EUR\"}{}", &b) == 400);
-    CHECK(create_status("[1,2]", &b) == 400);
-    CHECK(create_status("\"12.50\"", &b) == 400);
-    CHECK(create_status("{\"currency\":\"EUR\"}", &b) == 400);
-    CHECK(create_status("{\"amount\":\"1.00\"}", &b) == 400);
-    CHECK(create_status("{\"amount\":12.50,\"currency\":\"EUR\"}", &b) == 400);
-    CHECK(create_status("{\"amount\":null,\"currency\":\"EUR\"}", &b) == 400);
-    CHECK(create_status("{\"amount\":\"1\",\"currency\":978}", &b) == 400);
-    CHECK(create_status("{\"amount\":\"1\",\"currency\":\"EUR\",\"note\":\"x\"}", &b) == 400);
-    CHECK(create_status("{\"amount\":\"1\",\"amount\":\"2\",\"currency\":\"EUR\"}", &b) == 400);
-    CHECK(create_status("{\"Amount\":\"1\",\"currency\":\"EUR\"}", &b) == 400);
+    CHECK_EQ_INT(create_status("", &b), 400);
+    CHECK_EQ_INT(create_status("{", &b), 400);
+    CHECK_EQ_INT(create_status("not json", &b), 400);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1\",\"currency\":\"EUR\"} trailing", &b), 400);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1\",\"currency\":\"EUR\"}{}", &b), 400);
+    CHECK_EQ_INT(create_status("[1,2]", &b), 400);
+    CHECK_EQ_INT(create_status("\"12.50\"", &b), 400);
+    CHECK_EQ_INT(create_status("{\"currency\":\"EUR\"}", &b), 400);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1.00\"}", &b), 400);
+    CHECK_EQ_INT(create_status("{\"amount\":12.50,\"currency\":\"EUR\"}", &b), 400);
+    CHECK_EQ_INT(create_status("{\"amount\":null,\"currency\":\"EUR\"}", &b), 400);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1\",\"currency\":978}", &b), 400);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1\",\"currency\":\"EUR\",\"note\":\"x\"}", &b), 400);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1\",\"amount\":\"2\",\"currency\":\"EUR\"}", &b),
+                 400);
+    CHECK_EQ_INT(create_status("{\"Amount\":\"1\",\"currency\":\"EUR\"}", &b), 400);
 
     /* 422: readable, but the values are not acceptable */
-    CHECK(create_status("{\"amount\":\"-5\",\"currency\":\"EUR\"}", &b) == 422);
-    CHECK(create_status("{\"amount\":\"0\",\"currency\":\"EUR\"}", &b) == 422);
-    CHECK(create_status("{\"amount\":\"1.001\",\"currency\":\"EUR\"}", &b) == 422);
-    CHECK(create_status("{\"amount\":\"2000000000000\",\"currency\":\"EUR\"}", &b) == 422);
-    CHECK(create_status("{\"amount\":\"ten\",\"currency\":\"EUR\"}", &b) == 422);
-    CHECK(create_status("{\"amount\":\"1\",\"currency\":\"eur\"}", &b) == 422);
-    CHECK(create_status("{\"amount\":\"1\",\"currency\":\"EURO\"}", &b) == 422);
-    CHECK(create_status("{\"amount\":\"1\",\"currency\":\"E1R\"}", &b) == 422);
-    CHECK(create_status("{\"amount\":\"1\",\"currency\":\"\"}", &b) == 422);
+    CHECK_EQ_INT(create_status("{\"amount\":\"-5\",\"currency\":\"EUR\"}", &b), 422);
+    CHECK_EQ_INT(create_status("{\"amount\":\"0\",\"currency\":\"EUR\"}", &b), 422);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1.001\",\"currency\":\"EUR\"}", &b), 422);
+    CHECK_EQ_INT(create_status("{\"amount\":\"2000000000000\",\"currency\":\"EUR\"}", &b), 422);
+    CHECK_EQ_INT(create_status("{\"amount\":\"ten\",\"currency\":\"EUR\"}", &b), 422);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1\",\"currency\":\"eur\"}", &b), 422);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1\",\"currency\":\"EURO\"}", &b), 422);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1\",\"currency\":\"E1R\"}", &b), 422);
+    CHECK_EQ_INT(create_status("{\"amount\":\"1\",\"currency\":\"\"}", &b), 422);
 }
 
 static void test_headers(void)
@@ -130,8 +131,8 @@ static void test_headers(void)
     api_reply_init(&r);
     char client[API_CLIENT_MAX + 1];
 
-    CHECK(api_check_idempotency_key("k-1", &r) == 0);
-    CHECK(api_check_idempotency_key("a key with spaces ~!", &r) == 0);
+    CHECK_EQ_INT(api_check_idempotency_key("k-1", &r), 0);
+    CHECK_EQ_INT(api_check_idempotency_key("a key with spaces ~!", &r), 0);
     CHECK(api_check_idempotency_key(NULL, &r) == -1 && r.status == 400);
     CHECK(api_check_idempotency_key("", &r) == -1 && r.status == 400);
     CHECK(api_check_idempotency_key("tab\there", &r) == -1 && r.status == 400);
@@ -139,7 +140,7 @@ static void test_headers(void)
     char key[API_KEY_MAX + 2];
     memset(key, 'k', API_KEY_MAX);
     key[API_KEY_MAX] = '\0';
-    CHECK(api_check_idempotency_key(key, &r) == 0);
+    CHECK_EQ_INT(api_check_idempotency_key(key, &r), 0);
     key[API_KEY_MAX] = 'k';
     key[API_KEY_MAX + 1] = '\0';
     CHECK(api_check_idempotency_key(key, &r) == -1 && r.status == 400);
@@ -157,16 +158,16 @@ static void test_headers(void)
     longid[API_CLIENT_MAX + 1] = '\0';
     CHECK(api_check_client_id(longid, client, &r) == -1 && r.status == 400);
     longid[API_CLIENT_MAX] = '\0';
-    CHECK(api_check_client_id(longid, client, &r) == 0);
+    CHECK_EQ_INT(api_check_client_id(longid, client, &r), 0);
 
-    CHECK(api_check_content_type("application/json", &r) == 0);
-    CHECK(api_check_content_type("Application/JSON; charset=UTF-8", &r) == 0);
-    CHECK(api_check_content_type("application/json;charset=\"utf-8\"", &r) == 0);
+    CHECK_EQ_INT(api_check_content_type("application/json", &r), 0);
+    CHECK_EQ_INT(api_check_content_type("Application/JSON; charset=UTF-8", &r), 0);
+    CHECK_EQ_INT(api_check_content_type("application/json;charset=\"utf-8\"", &r), 0);
     CHECK(api_check_content_type(NULL, &r) == -1 && r.status == 415);
     CHECK(api_check_content_type("text/plain", &r) == -1 && r.status == 415);
     CHECK(api_check_content_type("application/jsonx", &r) == -1 && r.status == 415);
-    CHECK(api_check_content_type("application/json; charset=latin1", &r) == -1);
-    CHECK(api_check_content_type("application/x-www-form-urlencoded", &r) == -1);
+    CHECK_EQ_INT(api_check_content_type("application/json; charset=latin1", &r), -1);
+    CHECK_EQ_INT(api_check_content_type("application/x-www-form-urlencoded", &r), -1);
     api_reply_clear(&r);
 }
 
@@ -176,10 +177,10 @@ static void hash_of_create(const char *body, char *hash)
     struct api_reply r;
     api_reply_init(&r);
     char canon_body[128], canon[512];
-    CHECK(api_parse_create_body(body, strlen(body), &b, &r) == 0);
-    CHECK(api_canonical_create_body(&b, canon_body, sizeof(canon_body)) == 0);
-    CHECK(api_canonical_request("POST", "/payments", canon_body, canon, sizeof(canon)) == 0);
-    CHECK(api_sha256_hex(canon, strlen(canon), hash) == 0);
+    CHECK_EQ_INT(api_parse_create_body(body, strlen(body), &b, &r), 0);
+    CHECK_EQ_INT(api_canonical_create_body(&b, canon_body, sizeof(canon_body)), 0);
+    CHECK_EQ_INT(api_canonical_request("POST", "/payments", canon_body, canon, sizeof(canon)), 0);
+    CHECK_EQ_INT(api_sha256_hex(canon, strlen(canon), hash), 0);
     api_reply_clear(&r);
 }
 
@@ -187,23 +188,23 @@ static void test_canonical_hash(void)
 {
     char h[API_HASH_HEX + 1];
     /* FIPS 180-2 test vector. */
-    CHECK(api_sha256_hex("abc", 3, h) == 0);
-    CHECK(strcmp(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0);
+    CHECK_EQ_INT(api_sha256_hex("abc", 3, h), 0);
+    CHECK_EQ_STR(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 
     struct api_create_body b = { "12.50", "EUR" };
     char canon_body[128], canon[512];
-    CHECK(api_canonical_create_body(&b, canon_body, sizeof(canon_body)) == 0);
-    CHECK(strcmp(canon_body, "{\"amount\":\"12.50\",\"currency\":\"EUR\"}") == 0);
-    CHECK(api_canonical_request("POST", "/payments", canon_body, canon, sizeof(canon)) == 0);
-    CHECK(strcmp(canon, "POST /payments\n{\"amount\":\"12.50\",\"currency\":\"EUR\"}") == 0);
-    CHECK(api_canonical_request("POST", "/payments", canon_body, canon, 10) == -1);
+    CHECK_EQ_INT(api_canonical_create_body(&b, canon_body, sizeof(canon_body)), 0);
+    CHECK_EQ_STR(canon_body, "{\"amount\":\"12.50\",\"currency\":\"EUR\"}");
+    CHECK_EQ_INT(api_canonical_request("POST", "/payments", canon_body, canon, sizeof(canon)), 0);
+    CHECK_EQ_STR(canon, "POST /payments\n{\"amount\":\"12.50\",\"currency\":\"EUR\"}");
+    CHECK_EQ_INT(api_canonical_request("POST", "/payments", canon_body, canon, 10), -1);
 
     /* The same logical request hashes the same... */
     char a[API_HASH_HEX + 1], c[API_HASH_HEX + 1], d[API_HASH_HEX + 1];
     hash_of_create("{\"amount\":\"12.50\",\"currency\":\"EUR\"}", a);
     hash_of_create("{ \"currency\" : \"EUR\", \"amount\" : \"012.5\" }", c);
-    CHECK(strcmp(a, c) == 0);
-    CHECK(strlen(a) == API_HASH_HEX);
+    CHECK_EQ_STR(a, c);
+    CHECK_EQ_INT(strlen(a), API_HASH_HEX);
     /* ...and any change of amount or currency changes it. */
     hash_of_create("{\"amount\":\"12.51\",\"currency\":\"EUR\"}", d);
     CHECK(strcmp(a, d) != 0);
@@ -219,10 +220,10 @@ static void test_canonical_hash(void)
     char p1[96], p2[96];
     snprintf(p1, sizeof(p1), "/payments/%s/authorize", id);
     snprintf(p2, sizeof(p2), "/payments/%s/capture", id);
-    CHECK(api_canonical_request("POST", p1, "{}", canon, sizeof(canon)) == 0);
-    CHECK(api_sha256_hex(canon, strlen(canon), x) == 0);
-    CHECK(api_canonical_request("POST", p2, "{}", canon, sizeof(canon)) == 0);
-    CHECK(api_sha256_hex(canon, strlen(canon), y) == 0);
+    CHECK_EQ_INT(api_canonical_request("POST", p1, "{}", canon, sizeof(canon)), 0);
+    CHECK_EQ_INT(api_sha256_hex(canon, strlen(canon), x), 0);
+    CHECK_EQ_INT(api_canonical_request("POST", p2, "{}", canon, sizeof(canon)), 0);
+    CHECK_EQ_INT(api_sha256_hex(canon, strlen(canon), y), 0);
     CHECK(strcmp(x, y) != 0);
 }
 
@@ -230,10 +231,10 @@ static void test_empty_body(void)
 {
     struct api_reply r;
     api_reply_init(&r);
-    CHECK(api_parse_empty_body("", 0, &r) == 0);
-    CHECK(api_parse_empty_body(" \r\n", 3, &r) == 0);
-    CHECK(api_parse_empty_body("{}", 2, &r) == 0);
-    CHECK(api_parse_empty_body(" { } ", 5, &r) == 0);
+    CHECK_EQ_INT(api_parse_empty_body("", 0, &r), 0);
+    CHECK_EQ_INT(api_parse_empty_body(" \r\n", 3, &r), 0);
+    CHECK_EQ_INT(api_parse_empty_body("{}", 2, &r), 0);
+    CHECK_EQ_INT(api_parse_empty_body(" { } ", 5, &r), 0);
     CHECK(api_parse_empty_body("{\"a\":1}", 7, &r) == -1 && r.status == 400);
     CHECK(api_parse_empty_body("[]", 2, &r) == -1 && r.status == 400);
     CHECK(api_parse_empty_body("{", 1, &r) == -1 && r.status == 400);
@@ -244,10 +245,10 @@ static void test_paths(void)
 {
     char id[CW_UUID_LEN + 1];
     CHECK(api_match_payment_path("/payments/5516cc1d-b16d-4020-87d4-c9ddcee1f0c3", "", id));
-    CHECK(strcmp(id, "5516cc1d-b16d-4020-87d4-c9ddcee1f0c3") == 0);
+    CHECK_EQ_STR(id, "5516cc1d-b16d-4020-87d4-c9ddcee1f0c3");
     CHECK(api_match_payment_path("/payments/5516CC1D-B16D-4020-87D4-C9DDCEE1F0C3/authorize",
                                  "/authorize", id));
-    CHECK(strcmp(id, "5516cc1d-b16d-4020-87d4-c9ddcee1f0c3") == 0);
+    CHECK_EQ_STR(id, "5516cc1d-b16d-4020-87d4-c9ddcee1f0c3");
     CHECK(!api_match_payment_path("/payments/5516cc1d-b16d-4020-87d4-c9ddcee1f0c3/authorize",
                                   "", id));
     CHECK(!api_match_payment_path("/payments/5516cc1d-b16d-4020-87d4-c9ddcee1f0c3/", "", id));
@@ -264,7 +265,7 @@ static void test_trace(void)
     char out[CW_TRACEPARENT_LEN + 1], out2[CW_TRACEPARENT_LEN + 1];
     /* A valid incoming traceparent is kept as is. */
     api_trace_for_request(good, out);
-    CHECK(strcmp(out, good) == 0);
+    CHECK_EQ_STR(out, good);
     /* Absent or invalid: a new, valid, different trace each time. */
     api_trace_for_request(NULL, out);
     api_trace_for_request(NULL, out2);
@@ -286,8 +287,7 @@ static void test_trace(void)
 static void test_replies(void)
 {
     char *body = api_payment_body("5516cc1d-b16d-4020-87d4-c9ddcee1f0c3", "created");
-    CHECK(strcmp(body, "{\"id\":\"5516cc1d-b16d-4020-87d4-c9ddcee1f0c3\",\"status\":\"created\"}")
-          == 0);
+    CHECK_EQ_STR(body, "{\"id\":\"5516cc1d-b16d-4020-87d4-c9ddcee1f0c3\",\"status\":\"created\"}");
     free(body);
 
     struct api_reply r;
@@ -296,11 +296,11 @@ static void test_replies(void)
     r.retry_after = 1;
     cJSON *p = cJSON_Parse(r.body);
     CHECK(p != NULL);
-    CHECK(strcmp(cJSON_GetObjectItem(p, "type")->valuestring,
-                 API_PROBLEM_TYPE_PREFIX "key-in-flight") == 0);
-    CHECK(strcmp(cJSON_GetObjectItem(p, "title")->valuestring, "Request in progress") == 0);
-    CHECK(cJSON_GetObjectItem(p, "status")->valueint == 409);
-    CHECK(strcmp(cJSON_GetObjectItem(p, "detail")->valuestring, "try later") == 0);
+    CHECK_EQ_STR(cJSON_GetObjectItem(p, "type")->valuestring,
+                 API_PROBLEM_TYPE_PREFIX "key-in-flight");
+    CHECK_EQ_STR(cJSON_GetObjectItem(p, "title")->valuestring, "Request in progress");
+    CHECK_EQ_INT(cJSON_GetObjectItem(p, "status")->valueint, 409);
+    CHECK_EQ_STR(cJSON_GetObjectItem(p, "detail")->valuestring, "try later");
     cJSON_Delete(p);
     /* Replacing the content resets the headers that belonged to the old one. */
     api_reply_text(&r, 201, "application/json", "{\"id\":\"x\"}");

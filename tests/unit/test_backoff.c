@@ -21,30 +21,30 @@ static void *draw_in_thread(void *arg)
 int main(void)
 {
     /* The article's schedule: base 1 s, cap 300 s -> 2, 4, ... 256, 300, 300. */
-    CHECK(cw_backoff_ceiling_ms(0, 1000, 300000) == 1000);
-    CHECK(cw_backoff_ceiling_ms(1, 1000, 300000) == 2000);
-    CHECK(cw_backoff_ceiling_ms(8, 1000, 300000) == 256000);
-    CHECK(cw_backoff_ceiling_ms(9, 1000, 300000) == 300000);
-    CHECK(cw_backoff_ceiling_ms(12, 1000, 300000) == 300000);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(0, 1000, 300000), 1000);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(1, 1000, 300000), 2000);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(8, 1000, 300000), 256000);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(9, 1000, 300000), 300000);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(12, 1000, 300000), 300000);
     /* Never overflows, whatever the attempt count. */
-    CHECK(cw_backoff_ceiling_ms(63, 1000, 300000) == 300000);
-    CHECK(cw_backoff_ceiling_ms(1000000, 86400000, 86400000) == 86400000);
-    CHECK(cw_backoff_ceiling_ms(40, 1, 86400000) == 86400000);
-    CHECK(cw_backoff_ceiling_ms(-5, 100, 1000) == 100);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(63, 1000, 300000), 300000);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(1000000, 86400000, 86400000), 86400000);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(40, 1, 86400000), 86400000);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(-5, 100, 1000), 100);
     /* A cap below the base yields the cap. */
-    CHECK(cw_backoff_ceiling_ms(3, 500, 200) == 200);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(3, 500, 200), 200);
     /* Monotone in attempts. */
     for (int a = 0; a < 40; a++)
         CHECK(cw_backoff_ceiling_ms(a, 7, 123457) <= cw_backoff_ceiling_ms(a + 1, 7, 123457));
 
     /* The API's schedule between attempts of a request: 10, 20, ... 320. */
-    CHECK(cw_backoff_ceiling_ms(1, 5, 320) == 10);
-    CHECK(cw_backoff_ceiling_ms(6, 5, 320) == 320);
-    CHECK(cw_backoff_ceiling_ms(7, 5, 320) == 320);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(1, 5, 320), 10);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(6, 5, 320), 320);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(7, 5, 320), 320);
     /* The consumer's reconnect pauses: 100, 200, ... 1600, 2000. */
-    CHECK(cw_backoff_ceiling_ms(0, 100, 2000) == 100);
-    CHECK(cw_backoff_ceiling_ms(4, 100, 2000) == 1600);
-    CHECK(cw_backoff_ceiling_ms(5, 100, 2000) == 2000);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(0, 100, 2000), 100);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(4, 100, 2000), 1600);
+    CHECK_EQ_INT(cw_backoff_ceiling_ms(5, 100, 2000), 2000);
 
     /* Capped: the consumer's transaction retries (base 5 ms, cap 200 ms) at
      * retry counts where 5 << retries used to overflow an int. */
@@ -62,14 +62,14 @@ int main(void)
     CHECK(cw_backoff_ceiling_ms(INT_MAX, 1, INT64_MAX) == (int64_t)1 << CW_BACKOFF_MAX_SHIFT);
 
     /* Jitter bounds at the ends of [0, 1) and outside it. */
-    CHECK(cw_backoff_jitter_ms(1000, 0.0) == 500);
-    CHECK(cw_backoff_jitter_ms(1000, 0.999999) == 1000);
-    CHECK(cw_backoff_jitter_ms(1001, 0.0) == 501); /* ceil(1001/2) */
-    CHECK(cw_backoff_jitter_ms(1, 0.5) == 1);
-    CHECK(cw_backoff_jitter_ms(0, 0.5) == 0);
-    CHECK(cw_backoff_jitter_ms(1000, -3.0) == 500);
-    CHECK(cw_backoff_jitter_ms(1000, 7.0) == 1000);
-    CHECK(cw_backoff_jitter_ms(1000, 0.0 / 0.0) == 500); /* NaN */
+    CHECK_EQ_INT(cw_backoff_jitter_ms(1000, 0.0), 500);
+    CHECK_EQ_INT(cw_backoff_jitter_ms(1000, 0.999999), 1000);
+    CHECK_EQ_INT(cw_backoff_jitter_ms(1001, 0.0), 501); /* ceil(1001/2) */
+    CHECK_EQ_INT(cw_backoff_jitter_ms(1, 0.5), 1);
+    CHECK_EQ_INT(cw_backoff_jitter_ms(0, 0.5), 0);
+    CHECK_EQ_INT(cw_backoff_jitter_ms(1000, -3.0), 500);
+    CHECK_EQ_INT(cw_backoff_jitter_ms(1000, 7.0), 1000);
+    CHECK_EQ_INT(cw_backoff_jitter_ms(1000, 0.0 / 0.0), 500); /* NaN */
 
     /* Random draws: always within bounds, and actually spread. */
     int64_t lo_seen = INT64_MAX, hi_seen = 0;

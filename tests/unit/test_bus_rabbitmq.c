@@ -34,20 +34,21 @@ static void test_parse(void)
 {
     struct bus_rmq_url u;
     char err[256];
-    CHECK(bus_rmq_parse_url("amqp://guest:s3cret@127.0.0.1:5999/%2f", &u, err, sizeof(err)) ==
-          BUS_OK);
+    CHECK_EQ_INT(bus_rmq_parse_url("amqp://guest:s3cret@127.0.0.1:5999/%2f", &u, err, sizeof(err)),
+                 BUS_OK);
     CHECK(strcmp(u.host, "127.0.0.1") == 0 && u.port == 5999);
     CHECK(strcmp(u.user, "guest") == 0 && strcmp(u.password, "s3cret") == 0);
-    CHECK(strcmp(u.vhost, "/") == 0);
+    CHECK_EQ_STR(u.vhost, "/");
     CHECK(strcmp(u.exchange, BUS_RMQ_DEFAULT_EXCHANGE) == 0 && u.passive == 0);
-    CHECK(u.heartbeat_s == -1);
-    CHECK(bus_rmq_parse_url("amqp://u:p@h:1/v?exchange=ex.1&declare=passive", &u, err,
-                            sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(u.heartbeat_s, -1);
+    CHECK_EQ_INT(bus_rmq_parse_url("amqp://u:p@h:1/v?exchange=ex.1&declare=passive", &u, err,
+                                   sizeof(err)), BUS_OK);
     CHECK(strcmp(u.exchange, "ex.1") == 0 && u.passive == 1 && strcmp(u.vhost, "v") == 0);
-    CHECK(bus_rmq_parse_url("amqp://u:p@h:1/v?heartbeat=0", &u, err, sizeof(err)) == BUS_OK);
-    CHECK(u.heartbeat_s == 0);
-    CHECK(bus_rmq_parse_url("amqp://u:p@h:1/v?heartbeat=3600", &u, err, sizeof(err)) == BUS_OK);
-    CHECK(u.heartbeat_s == 3600);
+    CHECK_EQ_INT(bus_rmq_parse_url("amqp://u:p@h:1/v?heartbeat=0", &u, err, sizeof(err)), BUS_OK);
+    CHECK_EQ_INT(u.heartbeat_s, 0);
+    CHECK_EQ_INT(bus_rmq_parse_url("amqp://u:p@h:1/v?heartbeat=3600", &u, err, sizeof(err)),
+                 BUS_OK);
+    CHECK_EQ_INT(u.heartbeat_s, 3600);
 
     const char *bad[] = { "http://h/", "amqp://", "amqp://u:p@h:99999/", "amqp://u:p@h:1/?x=1",
                           "amqp://u:p@h:1/?exchange=amq.topic", "amqp://u:p@h:1/?exchange=a b",
@@ -56,7 +57,7 @@ static void test_parse(void)
                           "amqp://u:p@h:1/?heartbeat=5s", "amqp://u:p@h:1/?heartbeat=", NULL };
     for (int i = 0; bad[i] != NULL; i++) {
         err[0] = '\0';
-        CHECK(bus_rmq_parse_url(bad[i], &u, err, sizeof(err)) == BUS_PROTOCOL);
+        CHECK_EQ_INT(bus_rmq_parse_url(bad[i], &u, err, sizeof(err)), BUS_PROTOCOL);
         CHECK(err[0] != '\0');
     }
     /* The password never reaches the message. */
@@ -117,7 +118,7 @@ static struct bus_message msg(const char *topic, const char *id, long long versi
 static void test_publish_consume(const char *url)
 {
     char err[512];
-    CHECK(bus_declare_group(url, "payments", "acc", T_MS, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_declare_group(url, "payments", "acc", T_MS, err, sizeof(err)), BUS_OK);
     bus_conn *p = bus_connect(url, "relay-t", T_MS, err, sizeof(err));
     CHECK(p != NULL);
     if (p == NULL) {
@@ -129,26 +130,26 @@ static void test_publish_consume(const char *url)
     for (int i = 0; i < 50; i++) {
         snprintf(ids[i], sizeof(ids[i]), "id-%d", i);
         struct bus_message m = msg("payments", ids[i], i + 1);
-        CHECK(bus_publish_send(p, &m, err, sizeof(err)) == BUS_OK);
+        CHECK_EQ_INT(bus_publish_send(p, &m, err, sizeof(err)), BUS_OK);
     }
     int ok = 0;
     for (int i = 0; i < 50; i++)
         ok += bus_publish_confirm(p, err, sizeof(err)) == BUS_OK;
-    CHECK(ok == 50);
-    CHECK(bus_publish_confirm(p, err, sizeof(err)) == BUS_PROTOCOL);
+    CHECK_EQ_INT(ok, 50);
+    CHECK_EQ_INT(bus_publish_confirm(p, err, sizeof(err)), BUS_PROTOCOL);
 
     bus_conn *s = bus_connect(url, "acc-t", T_MS, err, sizeof(err));
     CHECK(s != NULL);
     if (s == NULL)
         goto out;
-    CHECK(bus_subscribe(s, "payments", "acc", 10, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_subscribe(s, "payments", "acc", 10, err, sizeof(err)), BUS_OK);
     int got = 0;
     for (int i = 0; i < 50; i++) {
         struct bus_delivery *d = NULL;
         if (bus_next_delivery(s, T_MS, &d, err, sizeof(err)) != BUS_OK)
             break;
         got++;
-        CHECK(strcmp(d->message_id, ids[i]) == 0);
+        CHECK_EQ_STR(d->message_id, ids[i]);
         CHECK(strcmp(d->type, "PaymentCreated") == 0 && strcmp(d->topic, "payments") == 0);
         CHECK(d->aggregate_version == i + 1 && d->schema_version == 1);
         CHECK(d->partition_key != NULL && strcmp(d->partition_key, "agg-1") == 0);
@@ -157,15 +158,15 @@ static void test_publish_consume(const char *url)
         CHECK(d->delivery_count == 1 && d->redelivered == 0);
         if (i == 0) {
             /* nack, requeue at once: back with the next delivery count */
-            CHECK(bus_nack(s, d->tag, 1, 0, err, sizeof(err)) == BUS_OK);
+            CHECK_EQ_INT(bus_nack(s, d->tag, 1, 0, err, sizeof(err)), BUS_OK);
             bus_delivery_free(d);
-            CHECK(bus_next_delivery(s, T_MS, &d, err, sizeof(err)) == BUS_OK);
+            CHECK_EQ_INT(bus_next_delivery(s, T_MS, &d, err, sizeof(err)), BUS_OK);
             if (d == NULL)
                 break;
             /* a quorum queue puts a returned message back at its head */
             while (strcmp(d->message_id, ids[0]) != 0) {
                 got++;
-                CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+                CHECK_EQ_INT(bus_ack(s, d->tag, err, sizeof(err)), BUS_OK);
                 bus_delivery_free(d);
                 d = NULL;
                 if (bus_next_delivery(s, T_MS, &d, err, sizeof(err)) != BUS_OK)
@@ -176,7 +177,7 @@ static void test_publish_consume(const char *url)
             CHECK(d->redelivered == 1 && d->delivery_count == 2);
             /* nack with a delay: not back before it */
             int64_t t0 = cw_mono_ms();
-            CHECK(bus_nack(s, d->tag, 1, 400, err, sizeof(err)) == BUS_OK);
+            CHECK_EQ_INT(bus_nack(s, d->tag, 1, 400, err, sizeof(err)), BUS_OK);
             bus_delivery_free(d);
             d = NULL;
             for (;;) {
@@ -185,7 +186,7 @@ static void test_publish_consume(const char *url)
                 if (strcmp(d->message_id, ids[0]) == 0)
                     break;
                 got++;
-                CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+                CHECK_EQ_INT(bus_ack(s, d->tag, err, sizeof(err)), BUS_OK);
                 bus_delivery_free(d);
                 d = NULL;
             }
@@ -195,20 +196,20 @@ static void test_publish_consume(const char *url)
             CHECK(cw_mono_ms() - t0 >= 350);
             CHECK(d->redelivered == 1 && d->delivery_count == 3);
             CHECK(strcmp(d->payload, "{\"amount\":100}") == 0 && d->aggregate_version == 1);
-            CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+            CHECK_EQ_INT(bus_ack(s, d->tag, err, sizeof(err)), BUS_OK);
             bus_delivery_free(d);
             break;
         }
-        CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+        CHECK_EQ_INT(bus_ack(s, d->tag, err, sizeof(err)), BUS_OK);
         bus_delivery_free(d);
     }
-    CHECK(got == 50);
+    CHECK_EQ_INT(got, 50);
     /* An unknown tag is refused here, and the connection stays usable. */
-    CHECK(bus_ack(s, 999999, err, sizeof(err)) == BUS_REFUSED);
+    CHECK_EQ_INT(bus_ack(s, 999999, err, sizeof(err)), BUS_REFUSED);
     struct bus_message m = msg("payments", "id-redeliver", 7);
-    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_publish(p, &m, err, sizeof(err)), BUS_OK);
     struct bus_delivery *d = NULL;
-    CHECK(bus_next_delivery(s, T_MS, &d, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_next_delivery(s, T_MS, &d, err, sizeof(err)), BUS_OK);
     CHECK(d != NULL && strcmp(d->message_id, "id-redeliver") == 0);
     bus_delivery_free(d);
     /* Closed without an ack: the next subscriber gets it again. */
@@ -216,13 +217,13 @@ static void test_publish_consume(const char *url)
     s = bus_connect(url, "acc-t2", T_MS, err, sizeof(err));
     CHECK(s != NULL && bus_subscribe(s, "payments", "acc", 10, err, sizeof(err)) == BUS_OK);
     d = NULL;
-    CHECK(bus_next_delivery(s, T_MS, &d, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_next_delivery(s, T_MS, &d, err, sizeof(err)), BUS_OK);
     CHECK(d != NULL && strcmp(d->message_id, "id-redeliver") == 0 && d->redelivered == 1 &&
           d->delivery_count == 2);
     if (d != NULL)
-        CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+        CHECK_EQ_INT(bus_ack(s, d->tag, err, sizeof(err)), BUS_OK);
     bus_delivery_free(d);
-    CHECK(bus_next_delivery(s, 200, &d, err, sizeof(err)) == BUS_NONE);
+    CHECK_EQ_INT(bus_next_delivery(s, 200, &d, err, sizeof(err)), BUS_NONE);
     bus_close(s);
 out:
     bus_close(p);
@@ -240,19 +241,19 @@ static void test_return_and_bad_input(const char *base, const char *exchange)
         struct bus_message spaced = msg("payments", "id-spaced", 1);
         spaced.type = "Payment Created";
         err[0] = '\0';
-        CHECK(bus_publish_send(p, &spaced, err, sizeof(err)) == BUS_REFUSED);
+        CHECK_EQ_INT(bus_publish_send(p, &spaced, err, sizeof(err)), BUS_REFUSED);
         CHECK(strstr(err, "topic and type must be") != NULL);
         struct bus_message after = msg("payments", "id-after-spaced", 1);
-        CHECK(bus_publish(p, &after, err, sizeof(err)) == BUS_OK);
+        CHECK_EQ_INT(bus_publish(p, &after, err, sizeof(err)), BUS_OK);
         /* No queue is bound for this topic: basic.return, then refused. */
         struct bus_message m = msg("nobody", "id-unroutable", 1);
         struct bus_message ok = msg("payments", "id-routable", 1);
-        CHECK(bus_publish_send(p, &m, err, sizeof(err)) == BUS_OK);
-        CHECK(bus_publish_send(p, &ok, err, sizeof(err)) == BUS_OK);
+        CHECK_EQ_INT(bus_publish_send(p, &m, err, sizeof(err)), BUS_OK);
+        CHECK_EQ_INT(bus_publish_send(p, &ok, err, sizeof(err)), BUS_OK);
         err[0] = '\0';
-        CHECK(bus_publish_confirm(p, err, sizeof(err)) == BUS_REFUSED);
+        CHECK_EQ_INT(bus_publish_confirm(p, err, sizeof(err)), BUS_REFUSED);
         CHECK(strstr(err, "NO_ROUTE") != NULL && strstr(err, "unroutable") != NULL);
-        CHECK(bus_publish_confirm(p, err, sizeof(err)) == BUS_OK);
+        CHECK_EQ_INT(bus_publish_confirm(p, err, sizeof(err)), BUS_OK);
         bus_close(p);
     }
     /* A missing exchange with declare=passive. */
@@ -266,13 +267,13 @@ static void test_return_and_bad_input(const char *base, const char *exchange)
     CHECK(s != NULL);
     if (s != NULL) {
         err[0] = '\0';
-        CHECK(bus_subscribe(s, "payments", "nosuchgroup", 5, err, sizeof(err)) == BUS_REFUSED);
+        CHECK_EQ_INT(bus_subscribe(s, "payments", "nosuchgroup", 5, err, sizeof(err)), BUS_REFUSED);
         CHECK(strstr(err, "nosuchgroup") != NULL && strstr(err, "NOT_FOUND") != NULL);
         bus_close(s);
     }
     /* A refused login names the user, never the password. */
     struct bus_rmq_url u;
-    CHECK(bus_rmq_parse_url(base, &u, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_rmq_parse_url(base, &u, err, sizeof(err)), BUS_OK);
     snprintf(url, sizeof(url), "amqp://guest:wrong-pw-42@%s:%d/", u.host, u.port);
     err[0] = '\0';
     CHECK(bus_connect(url, "relay-l", T_MS, err, sizeof(err)) == NULL);
@@ -291,13 +292,13 @@ static void test_broker_nack(const char *base, const char *exchange)
 {
     struct bus_rmq_url u;
     char err[512], url[600];
-    CHECK(bus_rmq_parse_url(base, &u, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_rmq_parse_url(base, &u, err, sizeof(err)), BUS_OK);
     amqp_connection_state_t conn = amqp_new_connection();
     amqp_socket_t *sock = amqp_tcp_socket_new(conn);
-    CHECK(amqp_socket_open(sock, u.host, u.port) == AMQP_STATUS_OK);
+    CHECK_EQ_INT(amqp_socket_open(sock, u.host, u.port), AMQP_STATUS_OK);
     amqp_rpc_reply_t r = amqp_login(conn, u.vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, u.user,
                                     u.password);
-    CHECK(r.reply_type == AMQP_RESPONSE_NORMAL);
+    CHECK_EQ_INT(r.reply_type, AMQP_RESPONSE_NORMAL);
     amqp_channel_open(conn, 1);
     amqp_exchange_declare(conn, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes("topic"), 0,
                           1, 0, 0, amqp_empty_table);
@@ -312,7 +313,7 @@ static void test_broker_nack(const char *base, const char *exchange)
     amqp_queue_declare(conn, 1, amqp_cstring_bytes(q), 0, 1, 0, 0, t);
     amqp_queue_bind(conn, 1, amqp_cstring_bytes(q), amqp_cstring_bytes(exchange),
                     amqp_cstring_bytes("full.#"), amqp_empty_table);
-    CHECK(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL);
+    CHECK_EQ_INT(amqp_get_rpc_reply(conn).reply_type, AMQP_RESPONSE_NORMAL);
     amqp_connection_close(conn, AMQP_REPLY_SUCCESS);
     amqp_destroy_connection(conn);
 
@@ -322,9 +323,9 @@ static void test_broker_nack(const char *base, const char *exchange)
     if (p == NULL)
         return;
     struct bus_message a = msg("full", "id-fits", 1), b = msg("full", "id-overflows", 2);
-    CHECK(bus_publish(p, &a, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_publish(p, &a, err, sizeof(err)), BUS_OK);
     err[0] = '\0';
-    CHECK(bus_publish(p, &b, err, sizeof(err)) == BUS_REFUSED);
+    CHECK_EQ_INT(bus_publish(p, &b, err, sizeof(err)), BUS_REFUSED);
     CHECK(strstr(err, "nacked") != NULL);
     bus_close(p);
 }
@@ -374,7 +375,7 @@ static void test_stalled_peer(const char *base, const char *exchange)
 {
     struct bus_rmq_url u;
     char err[512], url[700];
-    CHECK(bus_rmq_parse_url(base, &u, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_rmq_parse_url(base, &u, err, sizeof(err)), BUS_OK);
     struct forwarder f = { .up_port = u.port };
     f.lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -403,7 +404,7 @@ static void test_stalled_peer(const char *base, const char *exchange)
             sent += rc == BUS_OK;
         }
         int64_t took = cw_mono_ms() - t0;
-        CHECK(rc == BUS_TIMEOUT);
+        CHECK_EQ_INT(rc, BUS_TIMEOUT);
         CHECK(strstr(err, "took no bytes for 1000 ms") != NULL);
         CHECK(took < 1000 + 2000); /* the timeout, a watchdog tick, the machine's load */
         printf("stalled peer: %d publishes sent, the next one given up after %lld ms: %s\n", sent,

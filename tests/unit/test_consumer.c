@@ -54,12 +54,12 @@ static void test_valid(void)
 {
     struct consumer_event ev;
     struct bus_delivery d = good();
-    CHECK(strcmp(reason_of(&d, &ev), "") == 0);
-    CHECK(strcmp(ev.message_id, EVENT_ID) == 0);
-    CHECK(strcmp(ev.payment_id, PAYMENT_ID) == 0);
-    CHECK(ev.type == EVENT_PAYMENT_CREATED);
-    CHECK(strcmp(ev.type_name, "PaymentCreated") == 0);
-    CHECK(ev.version == 1);
+    CHECK_EQ_STR(reason_of(&d, &ev), "");
+    CHECK_EQ_STR(ev.message_id, EVENT_ID);
+    CHECK_EQ_STR(ev.payment_id, PAYMENT_ID);
+    CHECK_EQ_INT(ev.type, EVENT_PAYMENT_CREATED);
+    CHECK_EQ_STR(ev.type_name, "PaymentCreated");
+    CHECK_EQ_INT(ev.version, 1);
     CHECK(ev.has_amount && strcmp(ev.amount, "12.50") == 0);
     CHECK(ev.has_currency && strcmp(ev.currency, "EUR") == 0);
 
@@ -68,18 +68,18 @@ static void test_valid(void)
     CHECK(cw_traceparent_valid(ev.trace));
     CHECK(strncmp(ev.trace, TRACE, 35) == 0);
     CHECK(strncmp(ev.trace + 36, TRACE + 36, 16) != 0);
-    CHECK(strcmp(ev.trace + 52, TRACE + 52) == 0);
+    CHECK_EQ_STR(ev.trace + 52, TRACE + 52);
 
     /* The inbox key is the event id, never the trace. */
     char key[CW_UUID_LEN + 1];
     consumer_event_inbox_key(&ev, key);
-    CHECK(strcmp(key, EVENT_ID) == 0);
+    CHECK_EQ_STR(key, EVENT_ID);
 
     /* Upper-case ids are the same uuid: stored lowercase. */
     char upper_id[] = "5F0C2A36-7D4E-4A51-9C3B-2F1E0D9C8B7A";
     d.message_id = upper_id;
-    CHECK(strcmp(reason_of(&d, &ev), "") == 0);
-    CHECK(strcmp(ev.message_id, EVENT_ID) == 0);
+    CHECK_EQ_STR(reason_of(&d, &ev), "");
+    CHECK_EQ_STR(ev.message_id, EVENT_ID);
 
     /* A later version without Amount/Currency; no headers to cross-check. */
     d = good();
@@ -90,7 +90,7 @@ static void test_valid(void)
     d.type = "PaymentCaptured";
     d.aggregate_version = 0;
     d.partition_key = NULL;
-    CHECK(strcmp(reason_of(&d, &ev), "") == 0);
+    CHECK_EQ_STR(reason_of(&d, &ev), "");
     CHECK(ev.type == EVENT_PAYMENT_CAPTURED && ev.version == 3);
     CHECK(!ev.has_amount && !ev.has_currency);
 }
@@ -100,13 +100,13 @@ static void test_trace_missing_or_bad(void)
     struct consumer_event ev;
     struct bus_delivery d = good();
     d.traceparent = NULL;
-    CHECK(strcmp(reason_of(&d, &ev), "") == 0);
+    CHECK_EQ_STR(reason_of(&d, &ev), "");
     CHECK(!ev.has_parent_trace);
     CHECK(cw_traceparent_valid(ev.trace));
 
     /* An invalid traceparent starts a new trace; it never poisons. */
     d.traceparent = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01";
-    CHECK(strcmp(reason_of(&d, &ev), "") == 0);
+    CHECK_EQ_STR(reason_of(&d, &ev), "");
     CHECK(!ev.has_parent_trace);
     CHECK(cw_traceparent_valid(ev.trace));
     CHECK(strncmp(ev.trace + 3, "4bf92f35", 8) != 0);
@@ -242,11 +242,11 @@ static void test_ids_of_poison(void)
 
     char out[16];
     consumer_safe_text("ab\x01\xff" "cdefghijklmnopqrstuvwxyz", out, sizeof(out));
-    CHECK(strcmp(out, "ab??cdefghijklm") == 0);
+    CHECK_EQ_STR(out, "ab??cdefghijklm");
     consumer_safe_text(NULL, out, sizeof(out));
-    CHECK(strcmp(out, "(missing)") == 0);
+    CHECK_EQ_STR(out, "(missing)");
     consumer_safe_text("", out, sizeof(out));
-    CHECK(strcmp(out, "(missing)") == 0);
+    CHECK_EQ_STR(out, "(missing)");
 }
 
 static void test_amounts(void)
@@ -312,13 +312,13 @@ static void test_config(void)
 
     CHECK(parse(&cfg, err, sizeof(err), "--db", "dbname=x", "--broker", "/tmp/b.sock", NULL) == 0);
     CHECK(strcmp(cfg.name, "accounting") == 0 && strcmp(cfg.group, "accounting") == 0);
-    CHECK(strcmp(cfg.effect->name, "ledger") == 0);
+    CHECK_EQ_STR(cfg.effect->name, "ledger");
     CHECK(strncmp(cfg.proc, "accounting-", 11) == 0);
     CHECK(cfg.batch == 1 && cfg.prefetch == 10 && cfg.poison_max_deliveries == 3);
 
     CHECK(parse(&cfg, err, sizeof(err), "--db", "x", "--broker", "b", "--name", "notifications",
                 "--group", "notifications", "--proc-name", "notif-1", "--batch", "32", NULL) == 0);
-    CHECK(strcmp(cfg.effect->name, "notification") == 0);
+    CHECK_EQ_STR(cfg.effect->name, "notification");
     CHECK(strcmp(cfg.proc, "notif-1") == 0 && cfg.batch == 32);
 
     /* An unknown name without --effect is refused, naming the way out. */
@@ -353,7 +353,7 @@ static void test_config(void)
 
     setenv("CW_DB", "dbname=fromenv", 1);
     CHECK(parse(&cfg, err, sizeof(err), "--broker", "b", NULL) == 0);
-    CHECK(strcmp(cfg.db, "dbname=fromenv") == 0);
+    CHECK_EQ_STR(cfg.db, "dbname=fromenv");
     unsetenv("CW_DB");
 }
 

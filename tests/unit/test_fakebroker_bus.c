@@ -21,6 +21,17 @@ static char dir[64];
 static char sock[96];
 static pid_t broker_pid = -1;
 
+/* The broker's socket accepts a connection (closed again at once). */
+static int broker_accepts(void)
+{
+    char err[256];
+    bus_conn *c = bus_connect(sock, "probe", 1000, err, sizeof(err));
+    if (c == NULL)
+        return 0;
+    bus_close(c);
+    return 1;
+}
+
 static void start_broker(void)
 {
     broker_pid = fork();
@@ -28,16 +39,9 @@ static void start_broker(void)
         struct fb_options opt = {.socket_path = sock, .visibility_timeout_ms = 30000};
         _exit(fb_server_run(&opt));
     }
-    /* Bounded wait for the socket to accept. */
-    for (int i = 0; i < 500; i++) {
-        char err[256];
-        bus_conn *c = bus_connect(sock, "probe", 1000, err, sizeof(err));
-        if (c != NULL) {
-            bus_close(c);
-            return;
-        }
-        usleep(10000);
-    }
+    WAIT_FOR(broker_accepts(), 5000);
+    if (check_waited)
+        return;
     fprintf(stderr, "broker did not come up\n");
     kill(broker_pid, SIGKILL);
     exit(1);
@@ -47,13 +51,8 @@ static int stop_broker(int sig)
 {
     int status = -1;
     kill(broker_pid, sig);
-    for (int i = 0; i < 500; i++) {
-        pid_t r = waitpid(broker_pid, &status, WNOHANG);
-        if (r == broker_pid)
-            break;
-        usleep(10000);
-    }
-    if (waitpid(broker_pid, &status, WNOHANG) == 0) {
+    WAIT_FOR(waitpid(broker_pid, &status, WNOHANG) != 0, 5000);
+    if (!check_waited) {
         kill(broker_pid, SIGKILL);
         waitpid(broker_pid, &status, 0);
     }
@@ -76,8 +75,8 @@ static void control(const char *frame, char *reply, size_t n)
     }
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    CHECK(write(fd, frame, strlen(frame)) == (ssize_t)strlen(frame));
-    CHECK(write(fd, "\n", 1) == 1);
+    CHECK_EQ_INT(write(fd, frame, strlen(frame)), (ssize_t)strlen(frame));
+    CHECK_EQ_INT(write(fd, "\n", 1), 1);
     size_t got = 0;
     while (got + 1 < n) {
         ssize_t r = read(fd, reply + got, n - got - 1);
@@ -111,7 +110,7 @@ static void test_publish(bus_conn *p)
 {
     char err[512];
     struct bus_message m = msg("m-0", "{\"EventId\":\"m-0\",\"note\":\"caf\xc3\xa9 \\\" \\n\"}");
-    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_publish(p, &m, err, sizeof(err)), BUS_OK);
 
     /* pipelining: 50 sends, then 50 confirms in order */
     char ids[50][16];
@@ -119,33 +118,33 @@ static void test_publish(bus_conn *p)
         snprintf(ids[i], sizeof(ids[i]), "m-%d", i + 1);
         struct bus_message mi = msg(ids[i], "{}");
         mi.partition_key = NULL;
-        CHECK(bus_publish_send(p, &mi, err, sizeof(err)) == BUS_OK);
+        CHECK_EQ_INT(bus_publish_send(p, &mi, err, sizeof(err)), BUS_OK);
     }
-    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_PROTOCOL); /* confirms unread */
+    CHECK_EQ_INT(bus_publish(p, &m, err, sizeof(err)), BUS_PROTOCOL); /* confirms unread */
     for (int i = 0; i < 50; i++)
-        CHECK(bus_publish_confirm(p, err, sizeof(err)) == BUS_OK);
-    CHECK(bus_publish_confirm(p, err, sizeof(err)) == BUS_PROTOCOL);
+        CHECK_EQ_INT(bus_publish_confirm(p, err, sizeof(err)), BUS_OK);
+    CHECK_EQ_INT(bus_publish_confirm(p, err, sizeof(err)), BUS_PROTOCOL);
 
     /* invalid input is refused locally; the connection stays usable */
     struct bus_message bad = msg("x", "{}");
     bad.type = NULL;
-    CHECK(bus_publish(p, &bad, err, sizeof(err)) == BUS_REFUSED);
+    CHECK_EQ_INT(bus_publish(p, &bad, err, sizeof(err)), BUS_REFUSED);
 
     /* the poison maker: refused with the payload's start in the error */
     char reply[512];
     control("{\"op\":\"control\",\"max_payload_bytes\":16}", reply, sizeof(reply));
     CHECK(strstr(reply, "\"max_payload_bytes\":16") != NULL);
     struct bus_message big = msg("poison", "{\"card\":\"4111111111111111\"}");
-    CHECK(bus_publish(p, &big, err, sizeof(err)) == BUS_REFUSED);
+    CHECK_EQ_INT(bus_publish(p, &big, err, sizeof(err)), BUS_REFUSED);
     CHECK(strstr(err, "payload too large") != NULL && strstr(err, "4111") != NULL);
     control("{\"op\":\"control\",\"outage\":\"refuse\",\"max_payload_bytes\":0}", reply,
             sizeof(reply));
-    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_REFUSED);
+    CHECK_EQ_INT(bus_publish(p, &m, err, sizeof(err)), BUS_REFUSED);
     CHECK(strstr(err, "outage") != NULL);
     control("{\"op\":\"control\",\"reset\":true}", reply, sizeof(reply));
     CHECK(strstr(reply, "\"outage\":\"off\"") != NULL);
     struct bus_message last = msg("m-51", "{}");
-    CHECK(bus_publish(p, &last, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_publish(p, &last, err, sizeof(err)), BUS_OK);
 }
 
 static void test_subscribe(void)
@@ -155,27 +154,26 @@ static void test_subscribe(void)
     CHECK(s != NULL);
     if (s == NULL)
         return;
-    CHECK(bus_subscribe(s, "payments", "accounting", 100, err, sizeof(err)) == BUS_OK);
-    CHECK(bus_subscribe(s, "payments", "accounting", 100, err, sizeof(err)) == BUS_REFUSED);
-    CHECK(bus_subscribe(s, "payments", "", 1, err, sizeof(err)) == BUS_PROTOCOL);
+    CHECK_EQ_INT(bus_subscribe(s, "payments", "accounting", 100, err, sizeof(err)), BUS_OK);
+    CHECK_EQ_INT(bus_subscribe(s, "payments", "accounting", 100, err, sizeof(err)), BUS_REFUSED);
+    CHECK_EQ_INT(bus_subscribe(s, "payments", "", 1, err, sizeof(err)), BUS_PROTOCOL);
 
     struct bus_delivery *d = NULL;
-    CHECK(bus_next_delivery(s, 2000, &d, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_next_delivery(s, 2000, &d, err, sizeof(err)), BUS_OK);
     if (d != NULL) {
-        CHECK(strcmp(d->message_id, "m-0") == 0);
-        CHECK(strcmp(d->payload, "{\"EventId\":\"m-0\",\"note\":\"caf\xc3\xa9 \\\" \\n\"}") == 0);
-        CHECK(strcmp(d->partition_key, "agg-1") == 0);
-        CHECK(strcmp(d->traceparent,
-                     "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01") == 0);
+        CHECK_EQ_STR(d->message_id, "m-0");
+        CHECK_EQ_STR(d->payload, "{\"EventId\":\"m-0\",\"note\":\"caf\xc3\xa9 \\\" \\n\"}");
+        CHECK_EQ_STR(d->partition_key, "agg-1");
+        CHECK_EQ_STR(d->traceparent, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
         CHECK(d->aggregate_version == 7 && d->schema_version == 1);
         CHECK(d->delivery_count == 1 && d->redelivered == 0);
         CHECK(strcmp(d->topic, "payments") == 0 && strcmp(d->type, "PaymentCreated") == 0);
-        CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+        CHECK_EQ_INT(bus_ack(s, d->tag, err, sizeof(err)), BUS_OK);
         bus_delivery_free(d);
     }
     /* 51 more (m-1..m-50 and m-51); an ack of an unknown tag in between
      * gets an error frame that the client skips */
-    CHECK(bus_ack(s, 987654, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_ack(s, 987654, err, sizeof(err)), BUS_OK);
     int got = 0;
     uint64_t keep = 0;
     for (int i = 0; i < 51; i++) {
@@ -186,24 +184,24 @@ static void test_subscribe(void)
         if (strcmp(d->message_id, "m-51") == 0)
             keep = d->tag;
         else
-            CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+            CHECK_EQ_INT(bus_ack(s, d->tag, err, sizeof(err)), BUS_OK);
         bus_delivery_free(d);
     }
-    CHECK(got == 51);
+    CHECK_EQ_INT(got, 51);
     CHECK(keep != 0);
 
     /* nothing more: BUS_NONE after about the wait, connection still fine */
     int64_t t0 = cw_mono_ms();
-    CHECK(bus_next_delivery(s, 200, &d, err, sizeof(err)) == BUS_NONE);
+    CHECK_EQ_INT(bus_next_delivery(s, 200, &d, err, sizeof(err)), BUS_NONE);
     int64_t took = cw_mono_ms() - t0;
     CHECK(took >= 190 && took < 1500);
 
     /* nack with requeue: back, flagged, counted */
-    CHECK(bus_nack(s, keep, 1, 50, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_nack(s, keep, 1, 50, err, sizeof(err)), BUS_OK);
     d = NULL;
-    CHECK(bus_next_delivery(s, 2000, &d, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_next_delivery(s, 2000, &d, err, sizeof(err)), BUS_OK);
     if (d != NULL) {
-        CHECK(strcmp(d->message_id, "m-51") == 0);
+        CHECK_EQ_STR(d->message_id, "m-51");
         CHECK(d->delivery_count == 2 && d->redelivered == 1);
         bus_delivery_free(d);
     }
@@ -213,13 +211,13 @@ static void test_subscribe(void)
     CHECK(s != NULL);
     if (s == NULL)
         return;
-    CHECK(bus_subscribe(s, "payments", "accounting", 1, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_subscribe(s, "payments", "accounting", 1, err, sizeof(err)), BUS_OK);
     d = NULL;
-    CHECK(bus_next_delivery(s, 2000, &d, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_next_delivery(s, 2000, &d, err, sizeof(err)), BUS_OK);
     if (d != NULL) {
-        CHECK(strcmp(d->message_id, "m-51") == 0);
+        CHECK_EQ_STR(d->message_id, "m-51");
         CHECK(d->delivery_count == 3 && d->redelivered == 1);
-        CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+        CHECK_EQ_INT(bus_ack(s, d->tag, err, sizeof(err)), BUS_OK);
         bus_delivery_free(d);
     }
     bus_close(s);
@@ -260,7 +258,7 @@ static ssize_t raw_line(int fd, char *buf, size_t n)
 
 static void raw_send(int fd, const char *line)
 {
-    CHECK(write(fd, line, strlen(line)) == (ssize_t)strlen(line));
+    CHECK_EQ_INT(write(fd, line, strlen(line)), (ssize_t)strlen(line));
 }
 
 /* Heartbeats, both ways: a link that goes silent without closing (a
@@ -291,7 +289,7 @@ static void test_heartbeat(void)
         pong |= strstr(line, "\"pong\"") != NULL;
     int64_t took = cw_mono_ms() - t0;
     CHECK(pong);
-    CHECK(r == 0);  /* EOF, not the 3 s receive timeout */
+    CHECK_EQ_INT(r, 0);  /* EOF, not the 3 s receive timeout */
     CHECK(took >= 150 && took < 2500);
     close(fd);
 
@@ -301,16 +299,16 @@ static void test_heartbeat(void)
     CHECK(s != NULL);
     if (s == NULL)
         return;
-    CHECK(bus_subscribe(s, "payments", "hb-live", 1, err, sizeof(err)) == BUS_OK);
+    CHECK_EQ_INT(bus_subscribe(s, "payments", "hb-live", 1, err, sizeof(err)), BUS_OK);
     struct bus_delivery *d = NULL;
     /* the group reads the topic from its start: drain it first */
     while (bus_next_delivery(s, 300, &d, err, sizeof(err)) == BUS_OK) {
-        CHECK(bus_ack(s, d->tag, err, sizeof(err)) == BUS_OK);
+        CHECK_EQ_INT(bus_ack(s, d->tag, err, sizeof(err)), BUS_OK);
         bus_delivery_free(d);
         d = NULL;
     }
     t0 = cw_mono_ms();
-    CHECK(bus_next_delivery(s, 1200, &d, err, sizeof(err)) == BUS_NONE);
+    CHECK_EQ_INT(bus_next_delivery(s, 1200, &d, err, sizeof(err)), BUS_NONE);
     took = cw_mono_ms() - t0;
     CHECK(took >= 1150 && took < 2500);
 
@@ -322,10 +320,10 @@ static void test_heartbeat(void)
     int rc = bus_next_delivery(s, 5000, &d, err, sizeof(err));
     took = cw_mono_ms() - t0;
     kill(broker_pid, SIGCONT);
-    CHECK(rc == BUS_TIMEOUT);
+    CHECK_EQ_INT(rc, BUS_TIMEOUT);
     CHECK(strstr(err, "heartbeat") != NULL);
     CHECK(took < 1500);
-    CHECK(bus_next_delivery(s, 10, &d, err, sizeof(err)) == BUS_DISCONNECTED);
+    CHECK_EQ_INT(bus_next_delivery(s, 10, &d, err, sizeof(err)), BUS_DISCONNECTED);
     bus_close(s);
 }
 
@@ -339,24 +337,24 @@ static void test_hang_and_disconnect(void)
     control("{\"op\":\"control\",\"outage\":\"hang\"}", reply, sizeof(reply));
     struct bus_message m = msg("hung", "{}");
     int64_t t0 = cw_mono_ms();
-    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_TIMEOUT);
+    CHECK_EQ_INT(bus_publish(p, &m, err, sizeof(err)), BUS_TIMEOUT);
     int64_t took = cw_mono_ms() - t0;
     CHECK(took >= 290 && took < 1500);
-    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_DISCONNECTED);
+    CHECK_EQ_INT(bus_publish(p, &m, err, sizeof(err)), BUS_DISCONNECTED);
     bus_close(p);
     control("{\"op\":\"control\",\"outage\":\"off\"}", reply, sizeof(reply));
 
     /* drop_before_confirm: stored, then the connection is cut */
     p = bus_connect(sock, "pub-drop", 2000, err, sizeof(err));
     control("{\"op\":\"control\",\"drop_before_confirm\":1}", reply, sizeof(reply));
-    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_DISCONNECTED);
+    CHECK_EQ_INT(bus_publish(p, &m, err, sizeof(err)), BUS_DISCONNECTED);
     bus_close(p);
 
     /* the broker dies: calls fail with BUS_DISCONNECTED, not a signal */
     p = bus_connect(sock, "pub-last", 2000, err, sizeof(err));
     CHECK(p != NULL);
     stop_broker(SIGKILL);
-    CHECK(bus_publish(p, &m, err, sizeof(err)) == BUS_DISCONNECTED);
+    CHECK_EQ_INT(bus_publish(p, &m, err, sizeof(err)), BUS_DISCONNECTED);
     bus_close(p);
     CHECK(bus_connect(sock, "nobody", 500, err, sizeof(err)) == NULL);
     CHECK(strstr(err, "could not connect") != NULL);

@@ -18,28 +18,28 @@ int main(void)
 #ifdef FIU_ENABLE
     fiu_init(0);
 #endif
-    CHECK(fault_parse_spec("", err, sizeof(err)) == 0);
-    CHECK(fault_parse_spec("nonsense", err, sizeof(err)) == -1);
+    CHECK_EQ_INT(fault_parse_spec("", err, sizeof(err)), 0);
+    CHECK_EQ_INT(fault_parse_spec("nonsense", err, sizeof(err)), -1);
     CHECK(strstr(err, "NAME=ACTION") != NULL);
-    CHECK(fault_parse_spec("a/b=explode", err, sizeof(err)) == -1);
+    CHECK_EQ_INT(fault_parse_spec("a/b=explode", err, sizeof(err)), -1);
     CHECK(strstr(err, "explode") != NULL);
-    CHECK(fault_parse_spec("a/b=stall:1", err, sizeof(err)) == -1);
-    CHECK(fault_parse_spec("a/b=crash@0", err, sizeof(err)) == -1);
-    CHECK(fault_parse_spec("a/b=crash@x", err, sizeof(err)) == -1);
-    CHECK(fault_parse_spec("a/b=stall:50;c/d=park@3", err, sizeof(err)) == 2);
+    CHECK_EQ_INT(fault_parse_spec("a/b=stall:1", err, sizeof(err)), -1);
+    CHECK_EQ_INT(fault_parse_spec("a/b=crash@0", err, sizeof(err)), -1);
+    CHECK_EQ_INT(fault_parse_spec("a/b=crash@x", err, sizeof(err)), -1);
+    CHECK_EQ_INT(fault_parse_spec("a/b=stall:50;c/d=park@3", err, sizeof(err)), 2);
 #ifdef FIU_ENABLE
     /* fail on the 3rd hit only */
-    CHECK(fault_parse_spec("test/site=fail@3", err, sizeof(err)) == 1);
-    CHECK(site() == 0);
-    CHECK(site() == 0);
-    CHECK(site() == -1);
-    CHECK(site() == 0);
+    CHECK_EQ_INT(fault_parse_spec("test/site=fail@3", err, sizeof(err)), 1);
+    CHECK_EQ_INT(site(), 0);
+    CHECK_EQ_INT(site(), 0);
+    CHECK_EQ_INT(site(), -1);
+    CHECK_EQ_INT(site(), 0);
     /* persistent from the 2nd hit on */
-    CHECK(fault_parse_spec("test/other=fail@2+", err, sizeof(err)) == 1);
+    CHECK_EQ_INT(fault_parse_spec("test/other=fail@2+", err, sizeof(err)), 1);
     int fired = 0;
     for (int i = 0; i < 5; i++)
         fiu_do_on("test/other", fired += (fault_fire("test/other") < 0));
-    CHECK(fired == 4);
+    CHECK_EQ_INT(fired, 4);
 #endif
     return check_report("test_fault");
 }

@@ -187,7 +187,7 @@ static void test_digest(void)
     CHECK(a != b && a == c);
     char hex[24];
     shard_digest_hex(a, hex, sizeof(hex));
-    CHECK(strlen(hex) == 16);
+    CHECK_EQ_INT(strlen(hex), 16);
     CHECK(merge_sim_index("sim-7-12", hex, sizeof(hex)) == 12 && strcmp(hex, "7") == 0);
     CHECK(merge_sim_index("sim-7-", NULL, 0) < 0 && merge_sim_index("04-x", NULL, 0) < 0);
     CHECK(merge_sim_index("sim-7-1x", NULL, 0) < 0 && merge_sim_index("sim--3", NULL, 0) < 0);
@@ -234,15 +234,15 @@ static void test_witness_and_junit(void)
     rundir_first_witness(cJSON_GetArrayItem(scs, 1), w, sizeof(w), sig, sizeof(sig));
     CHECK(strncmp(w, "effect_once: event <x>", 22) == 0 && strcmp(sig, "effect_once") == 0);
     rundir_first_witness(cJSON_GetArrayItem(scs, 2), w, sizeof(w), sig, sizeof(sig));
-    CHECK(strcmp(w, "expectation effects: effects = 3 (want = 5)") == 0);
-    CHECK(strcmp(sig, "expectation") == 0);
+    CHECK_EQ_STR(w, "expectation effects: effects = 3 (want = 5)");
+    CHECK_EQ_STR(sig, "expectation");
     rundir_first_witness(cJSON_GetArrayItem(scs, 3), w, sizeof(w), sig, sizeof(sig));
     CHECK(strcmp(w, "error: heal: no convergence") == 0 && strcmp(sig, "error") == 0);
 
     char dir[] = "/tmp/cwjunitXXXXXX", path[64], err[256];
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof(path), "%s/junit.xml", dir);
-    CHECK(junit_write(res, path, err, sizeof(err)) == 0);
+    CHECK_EQ_INT(junit_write(res, path, err, sizeof(err)), 0);
     const char *x = slurp(path);
     CHECK(x != NULL && strstr(x, "<testsuites name=\"crashwindow run\" tests=\"4\" "
                                  "failures=\"3\"") != NULL);

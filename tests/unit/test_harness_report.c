@@ -32,17 +32,17 @@ static void test_escape(void)
 {
     char out[512];
     html_escape("</script><img src=x onerror=alert(1)>", out, sizeof(out));
-    CHECK(strcmp(out, "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;") == 0);
+    CHECK_EQ_STR(out, "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;");
     html_escape("a&b \"q\" 'p'", out, sizeof(out));
-    CHECK(strcmp(out, "a&amp;b &quot;q&quot; &#39;p&#39;") == 0);
+    CHECK_EQ_STR(out, "a&amp;b &quot;q&quot; &#39;p&#39;");
     /* invalid UTF-8, an overlong '/', a surrogate and control bytes: U+FFFD */
     html_escape("x\xff\xc0\xaf\xed\xa0\x80\x01y", out, sizeof(out));
     CHECK(strstr(out, "\xff") == NULL && strstr(out, "\x01") == NULL);
     CHECK(strncmp(out, "x\xEF\xBF\xBD", 4) == 0);
-    CHECK(out[strlen(out) - 1] == 'y');
+    CHECK_EQ_INT(out[strlen(out) - 1], 'y');
     /* valid multi-byte text, tab and newline pass unchanged */
     html_escape("caf\xc3\xa9 \xe2\x82\xac\t\n\xf0\x9f\x98\x80", out, sizeof(out));
-    CHECK(strcmp(out, "caf\xc3\xa9 \xe2\x82\xac\t\n\xf0\x9f\x98\x80") == 0);
+    CHECK_EQ_STR(out, "caf\xc3\xa9 \xe2\x82\xac\t\n\xf0\x9f\x98\x80");
     /* too small an output buffer: empty, never a cut reference */
     CHECK(html_escape("<<<<", out, 8) == 0 && out[0] == '\0');
 }
@@ -61,10 +61,10 @@ static void test_limit(void)
 {
     struct rbuf b;
     rbuf_init(&b, 10);
-    CHECK(rbuf_puts(&b, "0123456789") == 0);
-    CHECK(rbuf_puts(&b, "x") == -1);
+    CHECK_EQ_INT(rbuf_puts(&b, "0123456789"), 0);
+    CHECK_EQ_INT(rbuf_puts(&b, "x"), -1);
     CHECK(b.overflow == 1 && b.len == 10);
-    CHECK(rbuf_printf(&b, "%d", 1) == -1);
+    CHECK_EQ_INT(rbuf_printf(&b, "%d", 1), -1);
     rbuf_free(&b);
     rbuf_init(&b, 1 << 20);
     char big[2000];
@@ -116,21 +116,21 @@ static void test_timeline(void)
     CHECK(t != NULL);
     if (t == NULL)
         return;
-    CHECK(rtl_count(t) == 11);
-    CHECK(rtl_bad_lines(t) == 1);
-    CHECK(rtl_lanes(t) == 3);
-    CHECK(rtl_windows(t, "fault") == 1);
-    CHECK(rtl_windows(t, "paused") == 1);
-    CHECK(rtl_windows(t, "down") == 1); /* the kill and its exit: one window */
+    CHECK_EQ_INT(rtl_count(t), 11);
+    CHECK_EQ_INT(rtl_bad_lines(t), 1);
+    CHECK_EQ_INT(rtl_lanes(t), 3);
+    CHECK_EQ_INT(rtl_windows(t, "fault"), 1);
+    CHECK_EQ_INT(rtl_windows(t, "paused"), 1);
+    CHECK_EQ_INT(rtl_windows(t, "down"), 1); /* the kill and its exit: one window */
     const char *w[] = {"event 11111111-aaaa-4bbb-8ccc-000000000001 was applied twice"};
-    CHECK(rtl_mark_witnesses(t, w, 1) == 1);
+    CHECK_EQ_INT(rtl_mark_witnesses(t, w, 1), 1);
 
     struct rbuf b;
     rbuf_init(&b, 1 << 20);
     struct rview v;
     CHECK(rtl_view(t, NULL, &v) == 1 && v.origin == 1000000 && v.t0 == 1000000 &&
           v.t1 == 1015000);
-    CHECK(rtl_svg(&b, t, 0, &v, 100) == 0);
+    CHECK_EQ_INT(rtl_svg(&b, t, 0, &v, 100), 0);
     CHECK(strstr(b.data, "class=\"win-fault\"") != NULL);
     CHECK(strstr(b.data, "fault relay/after_publish (crash)") != NULL);
     CHECK(strstr(b.data, "class=\"wline\"") != NULL);
@@ -139,7 +139,7 @@ static void test_timeline(void)
 
     /* a cap of 2 folds the routine events into density bars */
     rbuf_init(&b, 1 << 20);
-    CHECK(rtl_svg(&b, t, 1, &v, 2) == 0);
+    CHECK_EQ_INT(rtl_svg(&b, t, 1, &v, 2), 0);
     CHECK(strstr(b.data, "class=\"density\"") != NULL);
     rbuf_free(&b);
     rtl_free(t);
@@ -171,7 +171,7 @@ static void test_view_focus(void)
     CHECK(v.t0 > 1400000 && v.t0 < 1500000);
     struct rbuf b;
     rbuf_init(&b, 1 << 20);
-    CHECK(rtl_svg(&b, t, 0, &v, 100) == 0);
+    CHECK_EQ_INT(rtl_svg(&b, t, 0, &v, 100), 0);
     CHECK(strstr(b.data, "the 2 events of process start-up") != NULL);
     rbuf_free(&b);
     rtl_free(t);
@@ -202,21 +202,21 @@ static void test_write_errors(void)
 {
     char err[512], out[512];
     snprintf(out, sizeof(out), "%s/out.html", tmpdir);
-    CHECK(report_write("/nonexistent-run-dir", out, err, sizeof(err)) == -1);
+    CHECK_EQ_INT(report_write("/nonexistent-run-dir", out, err, sizeof(err)), -1);
     CHECK(strstr(err, "cannot open") != NULL);
     CHECK(access(out, F_OK) != 0);
     write_text("result.json", "{\"tool\":\"crashwindow\",");
-    CHECK(report_write(tmpdir, out, err, sizeof(err)) == -1);
+    CHECK_EQ_INT(report_write(tmpdir, out, err, sizeof(err)), -1);
     CHECK(strstr(err, "not valid JSON") != NULL);
     write_text("result.json", "{\"tool\":\"other\"}");
-    CHECK(report_write(tmpdir, out, err, sizeof(err)) == -1);
+    CHECK_EQ_INT(report_write(tmpdir, out, err, sizeof(err)), -1);
     CHECK(strstr(err, "not a crashwindow result") != NULL);
     write_text("result.json", "{\"tool\":\"crashwindow\",\"scenarios\":{}}");
-    CHECK(report_write(tmpdir, out, err, sizeof(err)) == -1);
+    CHECK_EQ_INT(report_write(tmpdir, out, err, sizeof(err)), -1);
     CHECK(access(out, F_OK) != 0);
     write_text("result.json", "{\"tool\":\"crashwindow\",\"verdict\":\"pass\",\"scenarios\":[]}");
-    CHECK(report_write(tmpdir, out, err, sizeof(err)) == 0);
-    CHECK(access(out, F_OK) == 0);
+    CHECK_EQ_INT(report_write(tmpdir, out, err, sizeof(err)), 0);
+    CHECK_EQ_INT(access(out, F_OK), 0);
 }
 
 /* Network faults: a window per fault on a lane of the link's own, ended by
@@ -242,13 +242,13 @@ static void test_net_windows(void)
     CHECK(t != NULL);
     if (t == NULL)
         return;
-    CHECK(rtl_windows(t, "net") == 2);
-    CHECK(rtl_lanes(t) == 4); /* relay-1, runner and one lane per faulted link */
+    CHECK_EQ_INT(rtl_windows(t, "net"), 2);
+    CHECK_EQ_INT(rtl_lanes(t), 4); /* relay-1, runner and one lane per faulted link */
     struct rbuf b;
     rbuf_init(&b, 1 << 20);
     struct rview v;
     CHECK(rtl_view(t, NULL, &v) == 1);
-    CHECK(rtl_svg(&b, t, 0, &v, 100) == 0);
+    CHECK_EQ_INT(rtl_svg(&b, t, 0, &v, 100), 0);
     CHECK(strstr(b.data, "blackhole for 500 ms in net relay-1-&gt;pg: +0.001 s to +0.501 s") !=
           NULL);
     CHECK(strstr(b.data, "latency 9+-0 ms in net relay-1-&gt;broker: +0.600 s to +0.700 s") !=

@@ -65,8 +65,8 @@ static void test_rng(void)
     CHECK(in_range);
     for (int i = 0; i < 5; i++)
         CHECK(seen[i] > 700); /* roughly uniform: 1000 expected each */
-    CHECK(sim_rng_below(&a, 0) == 0);
-    CHECK(sim_rng_range(&a, 5, 4) == 5);
+    CHECK_EQ_INT(sim_rng_below(&a, 0), 0);
+    CHECK_EQ_INT(sim_rng_range(&a, 5, 4), 5);
 }
 
 static void test_catalogue(const struct sim_catalogue *cat)
@@ -77,8 +77,9 @@ static void test_catalogue(const struct sim_catalogue *cat)
     CHECK(strstr(err, "points") != NULL);
     CHECK(sim_catalogue_parse(&bad, "{\"points\": [{\"name\": \"nocomponent\", "
                               "\"actions\": [\"crash\"]}]}", err, sizeof(err)) < 0);
-    CHECK(sim_catalogue_parse(&bad, "{\"points\": [{\"name\": \"relay/x\", "
-                              "\"actions\": [\"crash\", \"stall\"]}]}", err, sizeof(err)) == 0);
+    CHECK_EQ_INT(sim_catalogue_parse(&bad, "{\"points\": [{\"name\": \"relay/x\", "
+                                     "\"actions\": [\"crash\", \"stall\"]}]}", err, sizeof(err)),
+                 0);
     CHECK(bad.n == 1 && bad.p[0].actions == ((1u << SIM_CRASH) | (1u << SIM_STALL)));
     /* The real catalogue: sorted, every point with an action. */
     CHECK(cat->n >= 10);
@@ -111,7 +112,7 @@ static void test_generate(const struct sim_catalogue *cat, char **points)
             CHECK(parses(&p1, points));
 
             int relays = 0, groups[2] = { 0, 0 }, pays = 0;
-            CHECK(p1.procs[0].kind == SIM_API);
+            CHECK_EQ_INT(p1.procs[0].kind, SIM_API);
             for (int i = 0; i < p1.nprocs; i++) {
                 relays += p1.procs[i].kind == SIM_RELAY;
                 if (p1.procs[i].kind == SIM_CONSUMER)
@@ -123,11 +124,11 @@ static void test_generate(const struct sim_catalogue *cat, char **points)
             /* Dead letters (attempt limit 3) only with fifo relays, and
              * poison windows only with them. */
             for (int i = 1; i <= relays; i++)
-                CHECK(p1.procs[i].max_attempts == (p1.procs[i].per_aggregate ? 12
-                                                   : p1.procs[1].max_attempts));
+                CHECK_EQ_INT(p1.procs[i].max_attempts, (p1.procs[i].per_aggregate ? 12
+                                                          : p1.procs[1].max_attempts));
             for (int k = 0; k < p1.nacts; k++)
                 if (p1.acts[k].kind == SIM_BROKER && p1.acts[k].max_payload > 0)
-                    CHECK(p1.procs[1].max_attempts == 3);
+                    CHECK_EQ_INT(p1.procs[1].max_attempts, 3);
             CHECK(groups[0] >= 1 && groups[0] <= 2 && groups[1] <= 2);
             CHECK(p1.procs[1].kind == SIM_RELAY && p1.procs[1].autostart);
             two_groups |= groups[1] > 0;
@@ -274,12 +275,12 @@ static void test_silent_consumers(const struct sim_catalogue *cat, char **points
                 }
             }
             if (at < 0) {
-                CHECK(timeouts == 0);
+                CHECK_EQ_INT(timeouts, 0);
                 continue;
             }
             drawn++;
             CHECK(parses(&p, points));
-            CHECK(timeouts == consumers);
+            CHECK_EQ_INT(timeouts, consumers);
             /* The broker's switches off, when the schedule left one on. */
             int outage = SIM_OUTAGE_OFF, max_payload = 0, k = at - relays - 1;
             for (int j = 0; j < k; j++) {
@@ -446,14 +447,14 @@ static void test_render_rules(void)
      * poison window opens after a wait for the earlier events' publishes. */
     const char *want = "payments restart:api payments http restart:relay-1 kill:relay-1 wait "
                        "broker";
-    CHECK(strcmp(seq, want) == 0);
+    CHECK_EQ_STR(seq, want);
     if (strcmp(seq, want) != 0)
         fprintf(stderr, "steps: %s\n", seq);
     const cJSON *reuse = cJSON_GetArrayItem(steps, 3);
-    CHECK(strcmp(cJSON_GetObjectItemCaseSensitive(reuse, "key")->valuestring, "b2-1") == 0);
-    CHECK(cJSON_GetObjectItemCaseSensitive(reuse, "expect_status")->valueint == 422);
+    CHECK_EQ_STR(cJSON_GetObjectItemCaseSensitive(reuse, "key")->valuestring, "b2-1");
+    CHECK_EQ_INT(cJSON_GetObjectItemCaseSensitive(reuse, "expect_status")->valueint, 422);
     const cJSON *ctl = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(steps, 7), "control");
-    CHECK(cJSON_GetObjectItemCaseSensitive(ctl, "max_payload_bytes")->valueint == 64);
+    CHECK_EQ_INT(cJSON_GetObjectItemCaseSensitive(ctl, "max_payload_bytes")->valueint, 64);
     const cJSON *api = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(sc, "processes"), "api");
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(api, "faults");
@@ -482,7 +483,7 @@ static void check_steps(const struct sim_plan *p, const char *want)
 {
     char seq[256];
     step_seq(p, seq, sizeof(seq));
-    CHECK(strcmp(seq, want) == 0);
+    CHECK_EQ_STR(seq, want);
     if (strcmp(seq, want) != 0)
         fprintf(stderr, "steps: %s\n  want: %s\n", seq, want);
 }
@@ -550,7 +551,7 @@ int main(void)
     char path[4096], err[256];
     snprintf(path, sizeof(path), "%s/fault-points/catalogue.json", runner_source_dir());
     struct sim_catalogue cat;
-    CHECK(sim_catalogue_load(&cat, path, err, sizeof(err)) == 0);
+    CHECK_EQ_INT(sim_catalogue_load(&cat, path, err, sizeof(err)), 0);
     char **points = runner_load_points();
     CHECK(points != NULL);
     test_rng();

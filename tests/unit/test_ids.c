@@ -28,12 +28,12 @@ int main(void)
     char t[CW_TRACEPARENT_LEN + 1], c[CW_TRACEPARENT_LEN + 1], parent_span[17];
     cw_traceparent_new(t);
     CHECK(cw_traceparent_valid(t));
-    CHECK(cw_traceparent_child(good, c, parent_span) == 0);
+    CHECK_EQ_INT(cw_traceparent_child(good, c, parent_span), 0);
     CHECK(cw_traceparent_valid(c));
     CHECK(strncmp(c, good, 35) == 0);                 /* same trace id */
     CHECK(strncmp(c + 36, good + 36, 16) != 0);        /* new span id */
-    CHECK(strcmp(parent_span, "00f067aa0ba902b7") == 0);
-    CHECK(cw_traceparent_child("garbage", c, parent_span) == -1);
+    CHECK_EQ_STR(parent_span, "00f067aa0ba902b7");
+    CHECK_EQ_INT(cw_traceparent_child("garbage", c, parent_span), -1);
     CHECK(cw_traceparent_valid(c));
     return check_report("test_ids");
 }

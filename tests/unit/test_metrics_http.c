@@ -107,7 +107,7 @@ int main(void)
     CHECK(strstr(page, " 404 ") != NULL);
     CHECK(fetch(port, "DELETE /metrics HTTP/1.0\r\n\r\n", page, sizeof(page)) > 0);
     CHECK(strstr(page, " 405 ") != NULL && strstr(page, "Allow: GET, HEAD") != NULL);
-    CHECK(scrapes == 2);
+    CHECK_EQ_INT(scrapes, 2);
 
     /* The same port again: refused at once, saying so. */
     metrics_server *again = metrics_server_start(want, render, &scrapes, err, sizeof(err));

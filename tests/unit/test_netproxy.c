@@ -88,10 +88,10 @@ static void test_pgscan(void)
     n += msg(buf + n, 'Q', "COMMIT", 7);
     struct np_pgscan sc;
     memset(&sc, 0, sizeof(sc));
-    CHECK(np_pgscan_feed(&sc, buf, before) == -1);
-    CHECK(np_pgscan_feed(&sc, buf + before, n - before) == (long)(n - before));
+    CHECK_EQ_INT(np_pgscan_feed(&sc, buf, before), -1);
+    CHECK_EQ_INT(np_pgscan_feed(&sc, buf + before, n - before), (long)(n - before));
     memset(&sc, 0, sizeof(sc));
-    CHECK(feed_bytewise(&sc, buf, n) == (long)n);
+    CHECK_EQ_INT(feed_bytewise(&sc, buf, n), (long)n);
 
     /* extended: Parse COMMIT, Bind, Describe, Execute, Sync: hit after Sync */
     size_t m = 0;
@@ -104,10 +104,10 @@ static void test_pgscan(void)
     size_t sync_at = m;
     m += msg(ext + m, 'S', "", 0);
     memset(&sc, 0, sizeof(sc));
-    CHECK(np_pgscan_feed(&sc, ext, sync_at) == -1);
-    CHECK(np_pgscan_feed(&sc, ext + sync_at, m - sync_at) == 5);
+    CHECK_EQ_INT(np_pgscan_feed(&sc, ext, sync_at), -1);
+    CHECK_EQ_INT(np_pgscan_feed(&sc, ext + sync_at, m - sync_at), 5);
     memset(&sc, 0, sizeof(sc));
-    CHECK(feed_bytewise(&sc, ext, m) == (long)m);
+    CHECK_EQ_INT(feed_bytewise(&sc, ext, m), (long)m);
 
     /* a Parse of something else, then Sync: no hit */
     m = 0;
@@ -115,14 +115,14 @@ static void test_pgscan(void)
     m += msg(ext + m, 'P', "s1\0UPDATE t SET x=1\0\0\0", 23);
     m += msg(ext + m, 'S', "", 0);
     memset(&sc, 0, sizeof(sc));
-    CHECK(np_pgscan_feed(&sc, ext, m) == -1);
+    CHECK_EQ_INT(np_pgscan_feed(&sc, ext, m), -1);
     CHECK(!sc.broken);
 
     /* garbage: a length under 4 stops the scanner, never a false hit */
     unsigned char bad[16] = { 'Q', 0, 0, 0, 1 };
     memset(&sc, 0, sizeof(sc));
     sc.started = 1;
-    CHECK(np_pgscan_feed(&sc, bad, sizeof(bad)) == -1);
+    CHECK_EQ_INT(np_pgscan_feed(&sc, bad, sizeof(bad)), -1);
     CHECK(sc.broken);
 }
 
@@ -131,21 +131,21 @@ static void test_linescan(void)
     struct np_linescan ls;
     memset(&ls, 0, sizeof(ls));
     const char *a = "{\"op\":\"deliver\",\"payload\":\"{\\\"op\\\":\\\"confirm\\\"}\"}\n";
-    CHECK(np_linescan_feed(&ls, "confirm", a, strlen(a)) == -1);
+    CHECK_EQ_INT(np_linescan_feed(&ls, "confirm", a, strlen(a)), -1);
     const char *b = "{\"op\":\"hello_ok\"}\n{\"op\":\"confirm\",\"seq\":1}\n";
-    CHECK(np_linescan_feed(&ls, "confirm", b, strlen(b)) == 18);
+    CHECK_EQ_INT(np_linescan_feed(&ls, "confirm", b, strlen(b)), 18);
     /* a head split over two reads: the cut starts at 0 of the second */
     memset(&ls, 0, sizeof(ls));
-    CHECK(np_linescan_feed(&ls, "ack", "{\"op\":\"a", 8) == -1);
-    CHECK(np_linescan_feed(&ls, "ack", "ck\",\"tag\":4}\n", 13) == 0);
+    CHECK_EQ_INT(np_linescan_feed(&ls, "ack", "{\"op\":\"a", 8), -1);
+    CHECK_EQ_INT(np_linescan_feed(&ls, "ack", "ck\",\"tag\":4}\n", 13), 0);
     /* a long line whose head names another op is passed whole */
     memset(&ls, 0, sizeof(ls));
     char big[300];
     memset(big, 'y', sizeof(big));
     memcpy(big, "{\"op\":\"publish\",", 16);
     big[299] = '\n';
-    CHECK(np_linescan_feed(&ls, "ack", big, sizeof(big)) == -1);
-    CHECK(np_linescan_feed(&ls, "ack", "{\"op\":\"ack\"}\n", 13) == 0);
+    CHECK_EQ_INT(np_linescan_feed(&ls, "ack", big, sizeof(big)), -1);
+    CHECK_EQ_INT(np_linescan_feed(&ls, "ack", "{\"op\":\"ack\"}\n", 13), 0);
 }
 
 /* Parses text as a fault for proto: 0, or -1 with err. */
@@ -164,11 +164,11 @@ static void test_fault_parse(void)
     CHECK(parse("{\"fault\":\"latency\",\"latency_ms\":200,\"jitter_ms\":50,\"direction\":\"up\","
                 "\"ms\":3000}", NP_PG, &f, err) == 0);
     CHECK(f.kind == NP_LATENCY && f.latency_ms == 200 && f.dir == NP_UP && f.ms == 3000);
-    CHECK(parse("{\"fault\":\"cut\",\"cut_after\":\"commit\",\"then\":\"reset\"}", NP_PG, &f,
-                err) == 0);
+    CHECK_EQ_INT(parse("{\"fault\":\"cut\",\"cut_after\":\"commit\",\"then\":\"reset\"}", NP_PG, &f,
+                       err), 0);
     CHECK(f.kind == NP_CUT && f.then == NP_THEN_RESET && f.times == 1);
-    CHECK(parse("{\"fault\":\"cut\",\"cut_after\":\"confirm\"}", NP_BROKER, &f, err) == 0);
-    CHECK(f.then == NP_THEN_BLACKHOLE);
+    CHECK_EQ_INT(parse("{\"fault\":\"cut\",\"cut_after\":\"confirm\"}", NP_BROKER, &f, err), 0);
+    CHECK_EQ_INT(f.then, NP_THEN_BLACKHOLE);
 
     CHECK(parse("{\"fault\":\"latncy\",\"latency_ms\":2}", NP_PG, &f, err) < 0);
     CHECK(strstr(err, "fault: 'latncy'") != NULL);
@@ -189,14 +189,14 @@ static void test_fault_parse(void)
     CHECK(parse("{\"fault\":\"reset\",\"direction\":\"up\"}", NP_PG, &f, err) < 0);
     CHECK(parse("{\"fault\":\"reset\",\"ms\":500}", NP_PG, &f, err) < 0);
     CHECK(strstr(err, "ms: fault reset takes no such field") != NULL);
-    CHECK(parse("{\"fault\":\"partition\",\"direction\":\"up\"}", NP_PG, &f, err) == 0);
+    CHECK_EQ_INT(parse("{\"fault\":\"partition\",\"direction\":\"up\"}", NP_PG, &f, err), 0);
     CHECK(f.kind == NP_PARTITION && f.dir == NP_UP);
 
     char text[128];
     parse("{\"fault\":\"latency\",\"latency_ms\":200,\"jitter_ms\":50,\"direction\":\"up\","
           "\"ms\":3000}", NP_PG, &f, err);
     np_fault_describe(&f, text, sizeof(text));
-    CHECK(strcmp(text, "latency 200+-50 ms up for 3000 ms") == 0);
+    CHECK_EQ_STR(text, "latency 200+-50 ms up for 3000 ms");
 }
 
 /* ---- a live link ------------------------------------------------------------ */
@@ -309,20 +309,20 @@ static void set_fault(netproxy *np, const char *link, const char *text, enum np_
 {
     struct np_fault f;
     char err[256];
-    CHECK(parse(text, p, &f, err) == 0);
-    CHECK(netproxy_set(np, link, &f, err, sizeof(err)) == 0);
+    CHECK_EQ_INT(parse(text, p, &f, err), 0);
+    CHECK_EQ_INT(netproxy_set(np, link, &f, err, sizeof(err)), 0);
 }
 
 static void test_live(void)
 {
     struct echo e;
-    CHECK(echo_start(&e) == 0);
+    CHECK_EQ_INT(echo_start(&e), 0);
     char err[256], up[64], bound[64];
     snprintf(up, sizeof(up), "tcp:127.0.0.1:%d", e.port);
     netproxy *np = netproxy_new(err, sizeof(err));
     CHECK(np != NULL);
-    CHECK(netproxy_add_link(np, "t->pg", NP_BROKER, "tcp:127.0.0.1:0", up, bound,
-                            sizeof(bound), err, sizeof(err)) == 0);
+    CHECK_EQ_INT(netproxy_add_link(np, "t->pg", NP_BROKER, "tcp:127.0.0.1:0", up, bound,
+                                   sizeof(bound), err, sizeof(err)), 0);
     CHECK(netproxy_add_link(np, "t->pg", NP_BROKER, "tcp:127.0.0.1:0", "nonsense", bound,
                             sizeof(bound), err, sizeof(err)) < 0);
     int fd = dial(bound);
@@ -340,8 +340,8 @@ static void test_live(void)
     /* blackhole: nothing comes back, the connection stays open */
     set_fault(np, "t->pg", "{\"fault\":\"blackhole\",\"ms\":300}", NP_BROKER);
     char buf[64];
-    CHECK(write(fd, "lost\n", 5) == 5);
-    CHECK(read_within(fd, buf, sizeof(buf), 200) == -2);
+    CHECK_EQ_INT(write(fd, "lost\n", 5), 5);
+    CHECK_EQ_INT(read_within(fd, buf, sizeof(buf), 200), -2);
     /* the fault ends by itself after 300 ms */
     int64_t deadline = now_ms() + 3000;
     while (roundtrip(fd, "back\n", 100) < 0 && now_ms() < deadline) {
@@ -352,7 +352,7 @@ static void test_live(void)
     set_fault(np, "t->pg", "{\"fault\":\"cut\",\"cut_after\":\"confirm\",\"then\":\"reset\"}",
               NP_BROKER);
     const char *two = "{\"op\":\"hello_ok\"}\n{\"op\":\"confirm\",\"seq\":1}\n";
-    CHECK(write(fd, two, strlen(two)) == (ssize_t)strlen(two));
+    CHECK_EQ_INT(write(fd, two, strlen(two)), (ssize_t)strlen(two));
     size_t got = 0;
     ssize_t r;
     while ((r = read_within(fd, buf + got, sizeof(buf) - got, 2000)) > 0)
@@ -387,7 +387,7 @@ static void test_live(void)
      * what passed may or may not come back before it does) */
     set_fault(np, "t->pg", "{\"fault\":\"limit_data\",\"limit_bytes\":4,\"direction\":\"up\"}",
               NP_BROKER);
-    CHECK(write(fd, "abcdefgh", 8) == 8);
+    CHECK_EQ_INT(write(fd, "abcdefgh", 8), 8);
     got = 0;
     while ((r = read_within(fd, buf + got, sizeof(buf) - got, 2000)) > 0)
         got += (size_t)r;

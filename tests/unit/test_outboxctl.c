@@ -26,35 +26,35 @@ static const char *fmt(int64_t ms)
 int main(void)
 {
     char err[256];
-    CHECK(dur("30s") == 30000);
-    CHECK(dur("15m") == 900000);
-    CHECK(dur("2h") == 7200000);
-    CHECK(dur("7d") == 604800000);
-    CHECK(dur("250ms") == 250);
-    CHECK(dur("36500d") == (int64_t)36500 * 86400000);
-    CHECK(dur("36501d") == -1);          /* over 100 years */
-    CHECK(dur("99999999999999999999d") == -1);
-    CHECK(dur("0s") == -1);
-    CHECK(dur("-5m") == -1);
-    CHECK(dur("10") == -1);              /* a unit is required */
-    CHECK(dur("10x") == -1);
-    CHECK(dur("m") == -1);
-    CHECK(dur("") == -1);
-    CHECK(dur(" 5s") == -1);
-    CHECK(dur("5s ") == -1);
-    CHECK(dur("1.5h") == -1);
+    CHECK_EQ_INT(dur("30s"), 30000);
+    CHECK_EQ_INT(dur("15m"), 900000);
+    CHECK_EQ_INT(dur("2h"), 7200000);
+    CHECK_EQ_INT(dur("7d"), 604800000);
+    CHECK_EQ_INT(dur("250ms"), 250);
+    CHECK_EQ_INT(dur("36500d"), (int64_t)36500 * 86400000);
+    CHECK_EQ_INT(dur("36501d"), -1);          /* over 100 years */
+    CHECK_EQ_INT(dur("99999999999999999999d"), -1);
+    CHECK_EQ_INT(dur("0s"), -1);
+    CHECK_EQ_INT(dur("-5m"), -1);
+    CHECK_EQ_INT(dur("10"), -1);              /* a unit is required */
+    CHECK_EQ_INT(dur("10x"), -1);
+    CHECK_EQ_INT(dur("m"), -1);
+    CHECK_EQ_INT(dur(""), -1);
+    CHECK_EQ_INT(dur(" 5s"), -1);
+    CHECK_EQ_INT(dur("5s "), -1);
+    CHECK_EQ_INT(dur("1.5h"), -1);
     CHECK(dur(NULL) == -1);
     int64_t ms;
     CHECK(ctl_parse_duration("10x", &ms, err, sizeof(err)) == -1 && strstr(err, "'10x'") != NULL);
 
-    CHECK(strcmp(fmt(750), "750ms") == 0);
-    CHECK(strcmp(fmt(1000), "1s") == 0);
-    CHECK(strcmp(fmt(59000), "59s") == 0);
-    CHECK(strcmp(fmt(90000), "1m30s") == 0);
-    CHECK(strcmp(fmt(1770000), "29m30s") == 0);
-    CHECK(strcmp(fmt(3600000), "1h") == 0);
-    CHECK(strcmp(fmt(93600000), "1d2h") == 0);
-    CHECK(strcmp(fmt(604800000), "7d") == 0);
+    CHECK_EQ_STR(fmt(750), "750ms");
+    CHECK_EQ_STR(fmt(1000), "1s");
+    CHECK_EQ_STR(fmt(59000), "59s");
+    CHECK_EQ_STR(fmt(90000), "1m30s");
+    CHECK_EQ_STR(fmt(1770000), "29m30s");
+    CHECK_EQ_STR(fmt(3600000), "1h");
+    CHECK_EQ_STR(fmt(93600000), "1d2h");
+    CHECK_EQ_STR(fmt(604800000), "7d");
 
     CHECK(ctl_fingerprint_valid("0123456789ab"));
     CHECK(!ctl_fingerprint_valid("0123456789AB"));
@@ -70,7 +70,7 @@ int main(void)
     fputc(' ', f);
     ctl_json_string(f, NULL);
     fclose(f);
-    CHECK(strcmp(buf, "\"a\\\"b\\\\c\\nd\\u0001\" null") == 0);
+    CHECK_EQ_STR(buf, "\"a\\\"b\\\\c\\nd\\u0001\" null");
     free(buf);
 
     /* The horizon cleanup-inbox enforces by default is the relay's. */

@@ -56,7 +56,7 @@ int main(void)
         "tries_sum 5\n"
         "tries_count 3\n";
     CHECK(promtext_text(&p) != NULL && strcmp(promtext_text(&p), want) == 0);
-    CHECK(promtext_len(&p) == strlen(want));
+    CHECK_EQ_INT(promtext_len(&p), strlen(want));
     CHECK(promtext_error(&p) == NULL);
     promtext_free(&p);
 

@@ -38,16 +38,16 @@ int main(void)
     set(&b.msgs[3], "dddddddd-0000-4000-8000-000000000000", "2025-12-31T23:59:59.999999Z", RELAY_MSG_SKIPPED);
     set(&b.msgs[4], "00000000-0000-4000-8000-000000000000", "2026-11-29T21:00:01.000000Z", RELAY_MSG_PUBLISHED);
     relay_batch_sort(&b);
-    CHECK(b.msgs[0].id[0] == 'd');
-    CHECK(b.msgs[1].id[0] == 'b');
-    CHECK(b.msgs[2].id[0] == 'a');
-    CHECK(b.msgs[3].id[0] == 'c');
-    CHECK(b.msgs[4].id[0] == '0');
+    CHECK_EQ_INT(b.msgs[0].id[0], 'd');
+    CHECK_EQ_INT(b.msgs[1].id[0], 'b');
+    CHECK_EQ_INT(b.msgs[2].id[0], 'a');
+    CHECK_EQ_INT(b.msgs[3].id[0], 'c');
+    CHECK_EQ_INT(b.msgs[4].id[0], '0');
 
     /* The grouped mark's array literal holds exactly the PUBLISHED ids. */
     int count = -1;
     char *arr = relay_id_array(&b, RELAY_MSG_PUBLISHED, &count);
-    CHECK(count == 3);
+    CHECK_EQ_INT(count, 3);
     CHECK(arr != NULL && strcmp(arr, "{aaaaaaaa-0000-4000-8000-000000000000,"
                                      "cccccccc-0000-4000-8000-000000000000,"
                                      "00000000-0000-4000-8000-000000000000}") == 0);
@@ -83,7 +83,7 @@ int main(void)
     char err[256];
     unsetenv("CW_DB");
     const char *ok[] = { "outbox-relay", "--db", "dbname=x", "--broker", "/tmp/b.sock", NULL };
-    CHECK(parse(ok, &cfg, err, sizeof(err)) == 0);
+    CHECK_EQ_INT(parse(ok, &cfg, err, sizeof(err)), 0);
     CHECK(cfg.batch == 100 && cfg.lease_ms == 30000 && cfg.max_attempts == 12);
     CHECK(cfg.backoff_base_ms == 1000 && cfg.backoff_cap_ms == 300000 && cfg.idle_ms == 500);
     CHECK(cfg.order == RELAY_ORDER_FIFO && strncmp(cfg.name, "relay-", 6) == 0);
@@ -91,11 +91,11 @@ int main(void)
                            "--lease-ms", "1000", "--backoff-base-ms", "50", "--backoff-cap-ms",
                            "400", "--max-attempts", "4", "--idle-ms", "20", "--order",
                            "per-aggregate", "--events", "e.jsonl", NULL };
-    CHECK(parse(full, &cfg, err, sizeof(err)) == 0);
+    CHECK_EQ_INT(parse(full, &cfg, err, sizeof(err)), 0);
     CHECK(cfg.batch == 10 && cfg.lease_ms == 1000 && cfg.backoff_base_ms == 50);
     CHECK(cfg.backoff_cap_ms == 400 && cfg.max_attempts == 4 && cfg.idle_ms == 20);
     CHECK(cfg.order == RELAY_ORDER_PER_AGGREGATE && strcmp(cfg.name, "relay-1") == 0);
-    CHECK(strcmp(cfg.events, "e.jsonl") == 0);
+    CHECK_EQ_STR(cfg.events, "e.jsonl");
 
     const char *no_db[] = { "r", "--broker", "b", NULL };
     CHECK(parse(no_db, &cfg, err, sizeof(err)) == -1 && strstr(err, "--db") != NULL);
@@ -109,7 +109,7 @@ int main(void)
     const char *junk[] = { "r", "--db", "x", "--broker", "b", "--lease-ms", "10s", NULL };
     CHECK(parse(junk, &cfg, err, sizeof(err)) == -1 && strstr(err, "'10s'") != NULL);
     const char *huge[] = { "r", "--db", "x", "--broker", "b", "--batch", "99999999999999999999", NULL };
-    CHECK(parse(huge, &cfg, err, sizeof(err)) == -1);
+    CHECK_EQ_INT(parse(huge, &cfg, err, sizeof(err)), -1);
     const char *cap[] = { "r", "--db", "x", "--broker", "b", "--backoff-base-ms", "500",
                           "--backoff-cap-ms", "100", NULL };
     CHECK(parse(cap, &cfg, err, sizeof(err)) == -1 && strstr(err, "cap") != NULL);
@@ -122,10 +122,10 @@ int main(void)
     const char *name[] = { "r", "--db", "x", "--broker", "b", "--name", "two words", NULL };
     CHECK(parse(name, &cfg, err, sizeof(err)) == -1 && strstr(err, "--name") != NULL);
     const char *help[] = { "r", "--help", NULL };
-    CHECK(parse(help, &cfg, err, sizeof(err)) == 1);
+    CHECK_EQ_INT(parse(help, &cfg, err, sizeof(err)), 1);
     const char *sql[] = { "r", "--print-sql", "claim", NULL };
     CHECK(parse(sql, &cfg, err, sizeof(err)) == 0 && strcmp(cfg.print_sql, "claim") == 0);
     const char *badsql[] = { "r", "--print-sql", "drop", NULL };
-    CHECK(parse(badsql, &cfg, err, sizeof(err)) == -1);
+    CHECK_EQ_INT(parse(badsql, &cfg, err, sizeof(err)), -1);
     return check_report("test_relay_batch");
 }

@@ -65,7 +65,7 @@ static void check_corpus(void)
     struct secrets_corpus c;
     char err[256];
     int rc = secrets_corpus_load(CW_TEST_DATA_DIR "/secrets.json", &c, err, sizeof(err));
-    CHECK(rc == 0);
+    CHECK_EQ_INT(rc, 0);
     if (rc != 0) {
         fprintf(stderr, "%s\n", err);
         return;
@@ -90,7 +90,7 @@ static void check_corpus(void)
         san(c.ordinary[i]);
         if (strcmp(out, c.ordinary[i]) != 0)
             fprintf(stderr, "ordinary message changed: %s -> %s\n", c.ordinary[i], out);
-        CHECK(strcmp(out, c.ordinary[i]) == 0);
+        CHECK_EQ_STR(out, c.ordinary[i]);
     }
     printf("test_sanitize: %d formats x %d messages each, %d ordinary messages\n", c.n,
            2 + SECRETS_CONTEXTS + 1, c.nordinary);
@@ -109,7 +109,7 @@ static void check_bounds(void)
     big[sizeof(big) - 1] = '\0';
     size_t n = cw_sanitize_error(big, out, sizeof(out));
     CHECK(n <= CW_ERROR_MAX && n > CW_ERROR_MAX - 14 && strlen(out) == n);
-    CHECK(strcmp(out + n - 4, " ...") == 0);   /* cut after a space, not inside a word */
+    CHECK_EQ_STR(out + n - 4, " ...");   /* cut after a space, not inside a word */
     /* A small caller buffer bounds it further. */
     char small[16];
     n = cw_sanitize_error("a fairly long message text", small, sizeof(small));
@@ -119,10 +119,10 @@ static void check_bounds(void)
     char again[CW_ERROR_MAX + 64];
     n = cw_sanitize_error("message 5f0c2a8e-1b9d-4c3e-8f7a-0123456789ab refused", small,
                           sizeof(small));
-    CHECK(strcmp(small, "message ...") == 0);
+    CHECK_EQ_STR(small, "message ...");
     cw_sanitize_error(small, again, sizeof(small));
-    CHECK(strcmp(again, small) == 0);
-    CHECK(cw_sanitize_error("x", small, 0) == 0);
+    CHECK_EQ_STR(again, small);
+    CHECK_EQ_INT(cw_sanitize_error("x", small, 0), 0);
     /* The cut never splits a multi-byte character. */
     char wide[2000] = "";
     for (int i = 0; i < 400; i++)
@@ -145,19 +145,19 @@ int main(void)
     check_corpus();
 
     /* Ordinary messages pass unchanged. */
-    CHECK(strcmp(san("broker outage"), "broker outage") == 0);
-    CHECK(strcmp(san("could not connect to broker: No such file or directory"),
-                 "could not connect to broker: No such file or directory") == 0);
-    CHECK(strcmp(san(NULL), "") == 0);
-    CHECK(strcmp(san("message 5f0c2a8e-1b9d-4c3e-8f7a-0123456789ab refused"),
-                 "message 5f0c2a8e-1b9d-4c3e-8f7a-0123456789ab refused") == 0);
+    CHECK_EQ_STR(san("broker outage"), "broker outage");
+    CHECK_EQ_STR(san("could not connect to broker: No such file or directory"),
+                 "could not connect to broker: No such file or directory");
+    CHECK_EQ_STR(san(NULL), "");
+    CHECK_EQ_STR(san("message 5f0c2a8e-1b9d-4c3e-8f7a-0123456789ab refused"),
+                 "message 5f0c2a8e-1b9d-4c3e-8f7a-0123456789ab refused");
 
     /* The fake broker's poison refusal: the shape stays, the payload goes. */
     san("payload too large (5000 > 4096 bytes): {\"pw\": \"hunter2-secret\", \"card\": \"4111 1111");
     CHECK(strstr(out, "payload too large (5000 > 4096 bytes): [payload]") == out);
     CHECK(clean(out, "hunter2", "4111"));
     /* A JSON object in the middle: removed up to its end only. */
-    CHECK(strcmp(san("bad {\"a\": {\"b\": \"}\"}} here"), "bad [payload] here") == 0);
+    CHECK_EQ_STR(san("bad {\"a\": {\"b\": \"}\"}} here"), "bad [payload] here");
     /* Members without braces, and arrays. */
     CHECK(clean(san("field \"password\": \"s3cr3t\" rejected"), "s3cr3t", "password"));
     CHECK(clean(san("got [{\"card\":\"4111111111111111\"}]"), "4111", "card"));
@@ -175,16 +175,16 @@ int main(void)
     CHECK(clean(san("api_key=AKIAABCDEFGH token: abc secret=xyz"), "AKIA", "abc"));
     CHECK(clean(out, "xyz", NULL));
     /* "user" alone (not a pair) is an ordinary word. */
-    CHECK(strcmp(san("password authentication failed for user \"app\""),
-                 "password authentication failed for user \"app\"") == 0);
+    CHECK_EQ_STR(san("password authentication failed for user \"app\""),
+                 "password authentication failed for user \"app\"");
 
     /* URLs: credentials or a postgres URL go whole; others keep their shape. */
     CHECK(clean(san("cannot reach postgres://app:hunter2@db:5432/pay?sslmode=require now"),
                 "hunter2", "postgres://"));
     CHECK(strstr(out, "[url]") != NULL && strstr(out, "now") != NULL);
     CHECK(clean(san("amqp://guest:guest@rabbit:5672/ closed"), "guest", NULL));
-    CHECK(strcmp(san("GET https://example.org/health failed"),
-                 "GET https://example.org/health failed") == 0);
+    CHECK_EQ_STR(san("GET https://example.org/health failed"),
+                 "GET https://example.org/health failed");
     CHECK(clean(san("https://api.example.org/v1?token=abc123&x=1"), "abc123", NULL));
 
     /* Bearer and basic credentials, authorization headers. */
@@ -199,21 +199,21 @@ int main(void)
     CHECK(clean(san("key sk_live_51HxYzAbCdEfGhIjKlMnOpQr rejected"), "sk_live", NULL));
     CHECK(clean(san("ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8 denied"), "ghp_", NULL));
     /* Long words without digits are words, not keys. */
-    CHECK(strcmp(san("payload_too_large_for_this_broker_instance"),
-                 "payload_too_large_for_this_broker_instance") == 0);
+    CHECK_EQ_STR(san("payload_too_large_for_this_broker_instance"),
+                 "payload_too_large_for_this_broker_instance");
 
     /* Card and account numbers. */
     CHECK(clean(san("card 4111111111111111 declined"), "4111", NULL));
     CHECK(clean(san("card 4111 1111 1111 1111 declined"), "4111", "1111"));
     CHECK(clean(san("iban 5105-1051-0510-5100 declined"), "5105", NULL));
-    CHECK(strcmp(san("at 2026-11-29 21:00:00 after 12 attempts"),
-                 "at 2026-11-29 21:00:00 after 12 attempts") == 0);
+    CHECK_EQ_STR(san("at 2026-11-29 21:00:00 after 12 attempts"),
+                 "at 2026-11-29 21:00:00 after 12 attempts");
 
     /* Control characters become spaces; invalid UTF-8 becomes '?'. */
-    CHECK(strcmp(san("line1\nline2\ttab\r"), "line1 line2 tab ") == 0);
-    CHECK(strcmp(san("bad \xff\xfe byte"), "bad ?? byte") == 0);
-    CHECK(strcmp(san("caf\xc3\xa9 ok"), "caf\xc3\xa9 ok") == 0);
-    CHECK(strcmp(san("cut \xe2\x82"), "cut ??") == 0);
+    CHECK_EQ_STR(san("line1\nline2\ttab\r"), "line1 line2 tab ");
+    CHECK_EQ_STR(san("bad \xff\xfe byte"), "bad ?? byte");
+    CHECK_EQ_STR(san("caf\xc3\xa9 ok"), "caf\xc3\xa9 ok");
+    CHECK_EQ_STR(san("cut \xe2\x82"), "cut ??");
 
     check_bounds();
 
