@@ -50,7 +50,7 @@ static const char *const SAMPLE_SQL =
     "        p.p50, p.p99, c.consumed::text,"
     "        (SELECT count(*) FROM consumer_anomalies WHERE kind = 'duplicate'),"
     /* Sessions idle inside an open transaction, by the server's own clock:
-     * the evidence of idle_transactions_bounded (checker.c). */
+     * the evidence of idle_transactions_bounded (checker_leases.c). */
     "        (SELECT coalesce(json_agg(json_build_object("
     "                    'app', application_name, 'pid', pid,"
     "                    'idle_ms', (extract(epoch FROM now() - state_change) * 1000)::bigint)),"

@@ -9,6 +9,7 @@ fault-points/catalogue.json); the README stays a guide (its first lines the
 two commands, under 12 KB), and its worked scenario is one the runner
 accepts.
 """
+# needs: nothing
 import glob
 import json
 import os
@@ -17,7 +18,7 @@ import subprocess
 
 import pytest
 
-from conftest import SOURCE_DIR, binary
+from cwtest import SOURCE_DIR, binary
 
 PAGES = [os.path.join(SOURCE_DIR, "README.md")] + sorted(
     glob.glob(os.path.join(SOURCE_DIR, "docs", "*.md")))

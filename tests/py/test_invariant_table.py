@@ -6,10 +6,11 @@ signature, in the file it names; and its names are the scenario format's
 (sim/scenario/scenario.c), in the same order, since both are indexed by
 enum sc_invariant.  Any of them drifting from the others fails here.
 """
+# needs: nothing
 import os
 import re
 
-from conftest import SOURCE_DIR, crashwindow
+from cwtest import SOURCE_DIR, crashwindow
 
 BEGIN = "<!-- invariants:begin -->"
 END = "<!-- invariants:end -->"

@@ -101,6 +101,19 @@ def test_report_of_a_passing_run(pg_cluster, tmp_path):
     markers = [el for el in timelines[0].iter() if has_class(el, "mk")]
     assert len(markers) + early_events(s0) == len(events), "one marker per event"
 
+    # each invariant states what it asserts: the checker's table, as
+    # `crashwindow invariants` prints it, in result.json and in the report
+    table = crashwindow("invariants", timeout=30)
+    assert table.returncode == 0, table.stderr
+    stated = {cells[1].strip("`"): cells[2] for cells in
+              ([c.strip() for c in line.strip().strip("|").split("|")]
+               for line in table.stdout.splitlines()) if len(cells) == 5 and cells[0].isdigit()}
+    assert [i["name"] for i in sc["invariants"]] == list(stated)
+    shown = {text_of(el) for el in s0.iter() if has_class(el, "asserts")}
+    for inv in sc["invariants"]:
+        assert inv["asserts"] == stated[inv["name"]], inv["name"]
+        assert inv["asserts"] in shown, inv["name"]
+
     # the crash of scenario 04: its fault window, then the relay down until
     # the runner restarts it
     wins = [(el.get("class"), text_of(el)) for el in s0.iter("rect")
