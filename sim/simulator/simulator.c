@@ -39,6 +39,8 @@
  * own before its cluster starts (runner_net_unshare), so that a generated
  * kernel partition adds its nftables rules there and never on the host. */
 #include "simulator.h"
+#include "cliutil.h"
+#include "common_fs.h"
 #include "fstree.h"
 #include "cwlog.h"
 #include "runner.h"
@@ -124,33 +126,6 @@ struct sim {
     long first, last;        /* the run indexes of this invocation's loop */
 };
 
-__attribute__((format(printf, 3, 4)))
-static int fmt(char *out, size_t outlen, const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    int n = vsnprintf(out, outlen, format, ap);
-    va_end(ap);
-    return n;
-}
-
-static int write_text(const char *path, const char *text)
-{
-    char tmp[PATH_MAX + 16];
-    fmt(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return -1;
-    fputs(text, f);
-    fputc('\n', f);
-    if (fclose(f) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    /* Written whole, then renamed: a reader never sees half a file. */
-    return rename(tmp, path);
-}
-
 /* A seed or run index: a whole number in [0, 2^64). */
 static int parse_u64(const char *s, uint64_t *out)
 {
@@ -193,10 +168,10 @@ static void replay_cmd(const struct sim *s, uint64_t seed, uint64_t run, char *o
 {
     const char *broker = s->o.rabbit ? " --broker rabbitmq" : "";
     if (s->o.bin != NULL)
-        fmt(out, outlen, "crashwindow sim --replay %llu:%llu%s --bin %s",
+        cw_fmt(out, outlen, "crashwindow sim --replay %llu:%llu%s --bin %s",
             (unsigned long long)seed, (unsigned long long)run, broker, s->o.bin);
     else
-        fmt(out, outlen, "crashwindow sim --replay %llu:%llu%s", (unsigned long long)seed,
+        cw_fmt(out, outlen, "crashwindow sim --replay %llu:%llu%s", (unsigned long long)seed,
             (unsigned long long)run, broker);
 }
 
@@ -208,7 +183,7 @@ static struct scenario *parse_rendered(const cJSON *sc, const char *name, char *
 {
     char *text = cJSON_PrintUnformatted(sc);
     if (text == NULL) {
-        fmt(err, errlen, "out of memory");
+        cw_fmt(err, errlen, "out of memory");
         return NULL;
     }
     struct scenario *parsed = scenario_parse(text, name, NULL, err, errlen);
@@ -243,7 +218,7 @@ static int fit_rabbit(cJSON *sc, const char *name, int quiet, char *err, size_t 
         if (runner_rabbit_step_skip(parsed, &parsed->steps[i], why, sizeof(why)) == NULL)
             continue;
         char what[32];
-        fmt(what, sizeof(what), "step %d", i + 1);
+        cw_fmt(what, sizeof(what), "step %d", i + 1);
         if (!quiet)
             log_left_out(name, what, why);
         cJSON_DeleteItemFromArray(steps, i);
@@ -279,7 +254,7 @@ static int fit_rabbit(cJSON *sc, const char *name, int quiet, char *err, size_t 
     }
     int rc = left;
     if (runner_rabbit_skip(parsed, why, sizeof(why)) != NULL) {
-        fmt(err, errlen, "%s still needs the fake broker: %s", name, why);
+        cw_fmt(err, errlen, "%s still needs the fake broker: %s", name, why);
         rc = -1;
     }
     scenario_free(parsed);
@@ -397,7 +372,7 @@ static int run_batch(struct sim *s, const struct sim_plan *plans, const char *co
     for (int i = 0; i < n; i++) {
         memset(&oc[i], 0, sizeof(oc[i]));
         oc[i].primary = -1;
-        fmt(paths[i], sizeof(paths[i]), "%s/%s.json", dir, names[i]);
+        cw_fmt(paths[i], sizeof(paths[i]), "%s/%s.json", dir, names[i]);
         files[i] = paths[i];
     }
     int written = 0;
@@ -405,7 +380,7 @@ static int run_batch(struct sim *s, const struct sim_plan *plans, const char *co
         cJSON *sc = render_run(s, &plans[written], names[written], NULL, NULL);
         char *text = sc ? cJSON_PrintUnformatted(sc) : NULL;
         cJSON_Delete(sc);
-        int ok = text != NULL && write_text(paths[written], text) == 0;
+        int ok = text != NULL && cw_write_text(paths[written], text, 1, NULL, 0) == 0;
         cJSON_free(text);
         if (!ok) {
             fprintf(stderr, "crashwindow sim: cannot write %s\n", paths[written]);
@@ -428,7 +403,7 @@ static int run_batch(struct sim *s, const struct sim_plan *plans, const char *co
 
     /* The runner's progress lines go to a log: a long simulation would
      * otherwise bury its own verdicts. */
-    fmt(logp, sizeof(logp), "%s/runner.log", dir);
+    cw_fmt(logp, sizeof(logp), "%s/runner.log", dir);
     fflush(stdout);
     int saved = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
     int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -584,9 +559,9 @@ static void write_result(struct sim *s, int done)
     }
 
     char path[PATH_MAX + 32];
-    fmt(path, sizeof(path), "%s/result.json", s->out);
+    cw_fmt(path, sizeof(path), "%s/result.json", s->out);
     char *text = cJSON_Print(r);
-    if (text == NULL || write_text(path, text) < 0)
+    if (text == NULL || cw_write_text(path, text, 1, NULL, 0) < 0)
         fprintf(stderr, "crashwindow sim: cannot write %s\n", path);
     cJSON_free(text);
     cJSON_Delete(r);
@@ -597,7 +572,7 @@ static void record_failure(struct sim *s, const struct sim_plan *p, const struct
                            const char *dir_rel)
 {
     char run[64], replay[PATH_MAX + 96], iso[40];
-    fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)p->seed, (unsigned long long)p->run);
+    cw_fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)p->seed, (unsigned long long)p->run);
     replay_cmd(s, p->seed, p->run, replay, sizeof(replay));
     cJSON *f = cJSON_CreateObject();
     cJSON_AddStringToObject(f, "run", run);
@@ -621,7 +596,7 @@ static void record_failure(struct sim *s, const struct sim_plan *p, const struct
     char *text = cJSON_PrintUnformatted(line);
     cJSON_Delete(line);
     char path[PATH_MAX + 32];
-    fmt(path, sizeof(path), "%s/failing.jsonl", s->out);
+    cw_fmt(path, sizeof(path), "%s/failing.jsonl", s->out);
     FILE *fp = text ? fopen(path, "a") : NULL;
     if (fp != NULL) {
         fprintf(fp, "%s\n", text);
@@ -638,7 +613,7 @@ static void log_run(const char *event, const struct sim_plan *p, const struct ou
 {
     cJSON *ev = cwlog_begin(event);
     char run[64];
-    fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)p->seed, (unsigned long long)p->run);
+    cw_fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)p->seed, (unsigned long long)p->run);
     cJSON_AddStringToObject(ev, "run", run);
     cJSON_AddNumberToObject(ev, "size", (double)sim_plan_size(p));
     if (oc != NULL) {
@@ -662,8 +637,8 @@ static int finish_run(struct sim *s, const struct sim_plan *p, struct outcome *o
     sim_scenario_name(p->seed, p->run, name, sizeof(name));
     log_run("run_end", p, oc);
     count_run(s, oc);
-    fmt(dir, sizeof(dir), "%s/%s", s->runs_dir, name);
-    fmt(rel, sizeof(rel), "runs/%s", name);
+    cw_fmt(dir, sizeof(dir), "%s/%s", s->runs_dir, name);
+    cw_fmt(rel, sizeof(rel), "runs/%s", name);
     cJSON_ReplaceItemInObjectCaseSensitive(oc->scenario, "dir", cJSON_CreateString(rel));
     const cJSON *sc = oc->scenario;
     int nfired = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sc, "faults_fired"));
@@ -753,7 +728,7 @@ static int try_candidate(struct sim *s, const struct sim_plan *orig, const struc
 {
     char name[96], base[64];
     sim_scenario_name(orig->seed, orig->run, base, sizeof(base));
-    fmt(name, sizeof(name), "%s-s%d", base, try_no);
+    cw_fmt(name, sizeof(name), "%s-s%d", base, try_no);
     struct outcome oc;
     const char *names[1] = { name };
     int rc = run_batch(s, cand, names, 1, s->shrink_dir, &oc);
@@ -769,7 +744,7 @@ static int try_candidate(struct sim *s, const struct sim_plan *orig, const struc
            rc < 0 ? "could not run" : oc.pass ? "passes" : oc.sig, sim_plan_size(cand));
     fflush(stdout);
     char dir[PATH_MAX + 100];
-    fmt(dir, sizeof(dir), "%s/%s", s->shrink_dir, name);
+    cw_fmt(dir, sizeof(dir), "%s/%s", s->shrink_dir, name);
     if (!keep)
         fstree_remove(dir);
     outcome_free(&oc);
@@ -784,9 +759,9 @@ static cJSON *shrunk_scenario(const struct sim *s, const struct sim_plan *orig,
                               const struct shrink_tally *t)
 {
     char name[96], title[256];
-    fmt(name, sizeof(name), "sim-%llu-%llu-shrunk", (unsigned long long)orig->seed,
+    cw_fmt(name, sizeof(name), "sim-%llu-%llu-shrunk", (unsigned long long)orig->seed,
         (unsigned long long)orig->run);
-    fmt(title, sizeof(title), "Shrunk from randomized run %llu of seed %llu: %s fails "
+    cw_fmt(title, sizeof(title), "Shrunk from randomized run %llu of seed %llu: %s fails "
         "(size %ld, from %ld)", (unsigned long long)orig->run,
         (unsigned long long)orig->seed, fail->sig, t->size1, t->size0);
     cJSON *sc = render_run(s, best, name, title, NULL);
@@ -794,7 +769,7 @@ static cJSON *shrunk_scenario(const struct sim *s, const struct sim_plan *orig,
         return NULL;
     char desc[1024], replay[PATH_MAX + 96];
     replay_cmd(s, orig->seed, orig->run, replay, sizeof(replay));
-    fmt(desc, sizeof(desc), "Found by crashwindow sim (replay: %s) failing %s: %.300s. "
+    cw_fmt(desc, sizeof(desc), "Found by crashwindow sim (replay: %s) failing %s: %.300s. "
         "Shrunk by %d of %d edits tried.", replay, fail->sig, fail->witness, t->kept, t->tries);
     cJSON_ReplaceItemInObjectCaseSensitive(sc, "description", cJSON_CreateString(desc));
     /* List the invariant it breaks, so that the file states what it proves. */
@@ -815,7 +790,7 @@ static void record_shrunk(struct sim *s, const struct sim_plan *orig, const stru
                           const char *rel, const char *path, const struct shrink_tally *t)
 {
     char run[64];
-    fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)orig->seed,
+    cw_fmt(run, sizeof(run), "%llu:%llu", (unsigned long long)orig->seed,
         (unsigned long long)orig->run);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "run", run);
@@ -888,10 +863,10 @@ static void shrink_one(struct sim *s, const struct sim_plan *orig, const struct 
     char *text = cJSON_Print(sc);
     cJSON_Delete(sc);
     char path[PATH_MAX + 64], rel[96];
-    fmt(rel, sizeof(rel), "shrunk-%llu-%llu.json", (unsigned long long)orig->seed,
+    cw_fmt(rel, sizeof(rel), "shrunk-%llu-%llu.json", (unsigned long long)orig->seed,
         (unsigned long long)orig->run);
-    fmt(path, sizeof(path), "%s/%s", s->out, rel);
-    if (text == NULL || write_text(path, text) < 0) {
+    cw_fmt(path, sizeof(path), "%s/%s", s->out, rel);
+    if (text == NULL || cw_write_text(path, text, 1, NULL, 0) < 0) {
         fprintf(stderr, "crashwindow sim: cannot write %s\n", path);
         cJSON_free(text);
         return;
@@ -941,112 +916,144 @@ static void usage(FILE *f)
         DEFAULT_RUNS, DEFAULT_BUDGET_S, DEFAULT_SHRINK_BUDGET_S);
 }
 
+/* The checks of the options that take a number or a form of their own:
+ * each stores into struct sim_opts (ctx) and words its own refusal. */
+static int opt_seed(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct sim_opts *o = ctx;
+    if (parse_u64(v, &o->seed) < 0) {
+        snprintf(err, errlen, "--seed takes a whole number below 2^64, not '%s'", v);
+        return -1;
+    }
+    o->have_seed = 1;
+    return 0;
+}
+
+static int opt_runs(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct sim_opts *o = ctx;
+    if (parse_long(v, 1, 1000000, &o->runs) < 0) {
+        snprintf(err, errlen, "--runs takes a number from 1 to 1000000");
+        return -1;
+    }
+    o->have_runs = 1;
+    return 0;
+}
+
+static int opt_fidelity(const char *v, void *ctx, char *err, size_t errlen)
+{
+    long n;
+    if (parse_long(v, 1, 100, &n) < 0) {
+        snprintf(err, errlen, "--fidelity takes a number of replays from 1 to 100, not '%s'", v);
+        return -1;
+    }
+    ((struct sim_opts *)ctx)->fidelity = (int)n;
+    return 0;
+}
+
+static int opt_max_failures(const char *v, void *ctx, char *err, size_t errlen)
+{
+    if (parse_long(v, 1, 1000000, &((struct sim_opts *)ctx)->max_failures) < 0) {
+        snprintf(err, errlen, "--max-failures takes a number from 1 to 1000000");
+        return -1;
+    }
+    return 0;
+}
+
+static int opt_seconds(const char *flag, const char *v, long *dst, char *err, size_t errlen)
+{
+    if (parse_long(v, 1, 604800, dst) < 0) {
+        snprintf(err, errlen, "%s takes seconds from 1 to 604800", flag);
+        return -1;
+    }
+    return 0;
+}
+
+static int opt_time_budget(const char *v, void *ctx, char *err, size_t errlen)
+{
+    return opt_seconds("--time-budget", v, &((struct sim_opts *)ctx)->budget_s, err, errlen);
+}
+
+static int opt_shrink_budget(const char *v, void *ctx, char *err, size_t errlen)
+{
+    return opt_seconds("--shrink-budget", v, &((struct sim_opts *)ctx)->shrink_budget_s, err,
+                       errlen);
+}
+
+static int opt_replay(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct sim_opts *o = ctx;
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%s", v);
+    char *colon = strchr(buf, ':');
+    if (colon != NULL)
+        *colon = '\0';
+    if (colon == NULL || parse_u64(buf, &o->replay_seed) < 0 ||
+        parse_u64(colon + 1, &o->replay_run) < 0 || o->replay_run < 1) {
+        snprintf(err, errlen, "--replay takes SEED:RUN (whole numbers, RUN from 1), not '%s'", v);
+        return -1;
+    }
+    o->replay = 1;
+    return 0;
+}
+
+static int opt_broker(const char *v, void *ctx, char *err, size_t errlen)
+{
+    if (strcmp(v, "fake") != 0 && strcmp(v, "rabbitmq") != 0) {
+        snprintf(err, errlen, "--broker takes fake or rabbitmq, not '%s'", v);
+        return -1;
+    }
+    ((struct sim_opts *)ctx)->rabbit = strcmp(v, "rabbitmq") == 0;
+    return 0;
+}
+
+static int opt_shard(const char *v, void *ctx, char *err, size_t errlen)
+{
+    return shard_arg(v, &((struct sim_opts *)ctx)->shard, err, errlen);
+}
+
+/* Returns 0, 1 after --help (usage printed), or -1 after a message. */
 static int parse_args(struct sim_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
     o->runs = DEFAULT_RUNS;
     o->budget_s = DEFAULT_BUDGET_S;
     o->shrink_budget_s = DEFAULT_SHRINK_BUDGET_S;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 1;
-        } else if (strcmp(a, "--shrink") == 0) {
-            o->shrink = 1;
-        } else if (strcmp(a, "--dry-run") == 0) {
-            o->dry_run = 1;
-        } else if (strcmp(a, "--keep-passing") == 0) {
-            o->keep_passing = 1;
-        } else if (v == NULL) {
-            fprintf(stderr, "crashwindow sim: unknown option or missing value: '%s'\n", a);
-            return -1;
-        } else if (strcmp(a, "--seed") == 0) {
-            if (parse_u64(v, &o->seed) < 0) {
-                fprintf(stderr, "crashwindow sim: --seed takes a whole number below 2^64, "
-                        "not '%s'\n", v);
-                return -1;
-            }
-            o->have_seed = 1;
-            i++;
-        } else if (strcmp(a, "--runs") == 0) {
-            if (parse_long(v, 1, 1000000, &o->runs) < 0) {
-                fprintf(stderr, "crashwindow sim: --runs takes a number from 1 to 1000000\n");
-                return -1;
-            }
-            o->have_runs = 1;
-            i++;
-        } else if (strcmp(a, "--fidelity") == 0) {
-            long n;
-            if (parse_long(v, 1, 100, &n) < 0) {
-                fprintf(stderr, "crashwindow sim: --fidelity takes a number of replays from 1 "
-                        "to 100, not '%s'\n", v);
-                return -1;
-            }
-            o->fidelity = (int)n;
-            i++;
-        } else if (strcmp(a, "--max-failures") == 0) {
-            if (parse_long(v, 1, 1000000, &o->max_failures) < 0) {
-                fprintf(stderr, "crashwindow sim: --max-failures takes a number from 1 to "
-                        "1000000\n");
-                return -1;
-            }
-            i++;
-        } else if (strcmp(a, "--time-budget") == 0 || strcmp(a, "--shrink-budget") == 0) {
-            long *dst = strcmp(a, "--time-budget") == 0 ? &o->budget_s : &o->shrink_budget_s;
-            if (parse_long(v, 1, 604800, dst) < 0) {
-                fprintf(stderr, "crashwindow sim: %s takes seconds from 1 to 604800\n", a);
-                return -1;
-            }
-            i++;
-        } else if (strcmp(a, "--replay") == 0) {
-            char buf[64];
-            snprintf(buf, sizeof(buf), "%s", v);
-            char *colon = strchr(buf, ':');
-            if (colon != NULL)
-                *colon = '\0';
-            if (colon == NULL || parse_u64(buf, &o->replay_seed) < 0 ||
-                parse_u64(colon + 1, &o->replay_run) < 0 || o->replay_run < 1) {
-                fprintf(stderr, "crashwindow sim: --replay takes SEED:RUN (whole numbers, "
-                        "RUN from 1), not '%s'\n", v);
-                return -1;
-            }
-            o->replay = 1;
-            i++;
-        } else if (strcmp(a, "--out") == 0) {
-            o->out = v;
-            i++;
-        } else if (strcmp(a, "--bin") == 0) {
-            o->bin = v;
-            i++;
-        } else if (strcmp(a, "--pg") == 0) {
-            o->pg = v;
-            i++;
-        } else if (strcmp(a, "--pg-dir") == 0) {
-            o->pg_dir = v;
-            i++;
-        } else if (strcmp(a, "--junit") == 0) {
-            o->junit = v;
-            i++;
-        } else if (strcmp(a, "--broker") == 0) {
-            if (strcmp(v, "fake") != 0 && strcmp(v, "rabbitmq") != 0) {
-                fprintf(stderr, "crashwindow sim: --broker takes fake or rabbitmq, not '%s'\n", v);
-                return -1;
-            }
-            o->rabbit = strcmp(v, "rabbitmq") == 0;
-            i++;
-        } else if (strcmp(a, "--shard") == 0) {
-            char err[512];
-            if (shard_arg(v, &o->shard, err, sizeof(err)) < 0) {
-                fprintf(stderr, "crashwindow sim: %s\n", err);
-                return -1;
-            }
-            i++;
-        } else {
-            fprintf(stderr, "crashwindow sim: unknown option '%s'\n", a);
-            return -1;
-        }
+    const struct cw_opt opts[] = {
+        CW_OPT_FLAG("--shrink", &o->shrink),
+        CW_OPT_FLAG("--dry-run", &o->dry_run),
+        CW_OPT_FLAG("--keep-passing", &o->keep_passing),
+        CW_OPT_CALL("--seed", opt_seed, o),
+        CW_OPT_CALL("--runs", opt_runs, o),
+        CW_OPT_CALL("--fidelity", opt_fidelity, o),
+        CW_OPT_CALL("--max-failures", opt_max_failures, o),
+        CW_OPT_CALL("--time-budget", opt_time_budget, o),
+        CW_OPT_CALL("--shrink-budget", opt_shrink_budget, o),
+        CW_OPT_CALL("--replay", opt_replay, o),
+        CW_OPT_STRING("--out", &o->out),
+        CW_OPT_STRING("--bin", &o->bin),
+        CW_OPT_STRING("--pg", &o->pg),
+        CW_OPT_STRING("--pg-dir", &o->pg_dir),
+        CW_OPT_STRING("--junit", &o->junit),
+        CW_OPT_CALL("--broker", opt_broker, o),
+        CW_OPT_CALL("--shard", opt_shard, o),
+    };
+    /* every argument is an option: a stray word is an unknown one */
+    const struct cw_opts_style style = {
+        .prefix = NULL,
+        .help = CW_HELP_LONG | CW_HELP_SHORT,
+        .unknown = "unknown option '%s'",
+        .missing = "unknown option or missing value: '%s'",
+    };
+    char err[512];
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &style, argc, argv, NULL, err, sizeof(err));
+    if (rc == CW_OPTS_HELP) {
+        usage(stdout);
+        return 1;
+    }
+    if (rc != CW_OPTS_OK) {
+        fprintf(stderr, "crashwindow sim: %s\n", err);
+        return -1;
     }
     if (o->replay && (o->have_seed || o->have_runs)) {
         fprintf(stderr, "crashwindow sim: --replay S:I runs one run; it takes no --seed "
@@ -1122,26 +1129,26 @@ static int open_output(struct sim *s)
     gmtime_r(&now, &tm);
     strftime(s->started_at, sizeof(s->started_at), "%Y-%m-%dT%H:%M:%SZ", &tm);
     if (s->o.out != NULL) {
-        fmt(s->out, sizeof(s->out), "%s", s->o.out);
+        cw_fmt(s->out, sizeof(s->out), "%s", s->o.out);
     } else {
         char stamp[32];
         strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-        fmt(s->out, sizeof(s->out), "%s/reports/sim-%s", runner_source_dir(), stamp);
+        cw_fmt(s->out, sizeof(s->out), "%s/reports/sim-%s", runner_source_dir(), stamp);
     }
-    fmt(s->runs_dir, sizeof(s->runs_dir), "%s/runs", s->out);
-    fmt(s->shrink_dir, sizeof(s->shrink_dir), "%s/shrink", s->out);
-    fmt(s->fidelity_dir, sizeof(s->fidelity_dir), "%s/fidelity", s->out);
-    if (fstree_mkdir_p(s->runs_dir) < 0 || (s->o.shrink && fstree_mkdir_p(s->shrink_dir) < 0) ||
-        (s->o.fidelity > 0 && fstree_mkdir_p(s->fidelity_dir) < 0)) {
+    cw_fmt(s->runs_dir, sizeof(s->runs_dir), "%s/runs", s->out);
+    cw_fmt(s->shrink_dir, sizeof(s->shrink_dir), "%s/shrink", s->out);
+    cw_fmt(s->fidelity_dir, sizeof(s->fidelity_dir), "%s/fidelity", s->out);
+    if (cw_mkdir_p(s->runs_dir) < 0 || (s->o.shrink && cw_mkdir_p(s->shrink_dir) < 0) ||
+        (s->o.fidelity > 0 && cw_mkdir_p(s->fidelity_dir) < 0)) {
         fprintf(stderr, "crashwindow sim: cannot create %s: %s\n", s->out, strerror(errno));
         return -1;
     }
-    fmt(path, sizeof(path), "%s/sim.events.jsonl", s->out);
+    cw_fmt(path, sizeof(path), "%s/sim.events.jsonl", s->out);
     if (cwlog_open(path, "sim") < 0)
         fprintf(stderr, "crashwindow sim: cannot open %s; events go to stderr\n", path);
     if (runner_build_dir(s->own_build, sizeof(s->own_build)) < 0)
         snprintf(s->own_build, sizeof(s->own_build), ".");
-    fmt(s->script, sizeof(s->script), "%s/scripts/pg-cluster", runner_source_dir());
+    cw_fmt(s->script, sizeof(s->script), "%s/scripts/pg-cluster", runner_source_dir());
     s->faults_fired = cJSON_CreateObject();
     s->failing = cJSON_CreateArray();
     s->shrunk = cJSON_CreateArray();
@@ -1254,7 +1261,7 @@ static void measure_fidelity(struct sim *s, uint64_t seed, uint64_t run)
     int done = 0, again = 0, same = 0;
     for (int k = 1; k <= s->o.fidelity && !runner_interrupted(); k++) {
         char name[96], dir[PATH_MAX + 100];
-        fmt(name, sizeof(name), "%s-r%d", base, k);
+        cw_fmt(name, sizeof(name), "%s-r%d", base, k);
         const char *names[1] = { name };
         struct outcome oc;
         if (run_batch(s, &p, names, 1, s->fidelity_dir, &oc) < 0)
@@ -1262,13 +1269,13 @@ static void measure_fidelity(struct sim *s, uint64_t seed, uint64_t run)
         done++;
         again += !oc.pass;
         same += same_failure(&fo, &oc);
-        fmt(dir, sizeof(dir), "%s/%s", s->fidelity_dir, name);
+        cw_fmt(dir, sizeof(dir), "%s/%s", s->fidelity_dir, name);
         if (oc.pass)
             fstree_remove(dir);
         outcome_free(&oc);
     }
     char id[64];
-    fmt(id, sizeof(id), "%llu:%llu", (unsigned long long)seed, (unsigned long long)run);
+    cw_fmt(id, sizeof(id), "%llu:%llu", (unsigned long long)seed, (unsigned long long)run);
     cJSON_Delete(s->fidelity);
     s->fidelity = cJSON_CreateObject();
     cJSON_AddStringToObject(s->fidelity, "run", id);
@@ -1298,11 +1305,11 @@ static void finish(struct sim *s, double rpm, int broken)
     cJSON_AddNumberToObject(ev, "runs_per_minute", rpm);
     cwlog_emit(ev);
     /* The runner's result.json of the last run is superseded by ours. */
-    fmt(path, sizeof(path), "%s/result.json", s->runs_dir);
+    cw_fmt(path, sizeof(path), "%s/result.json", s->runs_dir);
     unlink(path);
-    fmt(path, sizeof(path), "%s/result.json", s->shrink_dir);
+    cw_fmt(path, sizeof(path), "%s/result.json", s->shrink_dir);
     unlink(path);
-    fmt(path, sizeof(path), "%s/result.json", s->fidelity_dir);
+    cw_fmt(path, sizeof(path), "%s/result.json", s->fidelity_dir);
     unlink(path);
     if (s->own_cluster)
         rdb_finish(&s->db, s->script, 0);
@@ -1334,7 +1341,7 @@ int simulator_main(int argc, char **argv)
         return pr < 0 ? 2 : 0;
     }
     char err[1024], path[PATH_MAX];
-    fmt(path, sizeof(path), "%s/fault-points/catalogue.json", runner_source_dir());
+    cw_fmt(path, sizeof(path), "%s/fault-points/catalogue.json", runner_source_dir());
     if (sim_catalogue_load(&s->cat, path, err, sizeof(err)) < 0) {
         fprintf(stderr, "crashwindow sim: %s\n", err);
         return 2;
