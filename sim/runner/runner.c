@@ -32,11 +32,11 @@ static int find_exe(const char *bin, const char *name, char *out, size_t outlen)
 {
     static const char *const subs[] = { "src/", "sim/", "", NULL };
     for (int i = 0; subs[i] != NULL; i++) {
-        fmt(out, outlen, "%s/%s%s", bin, subs[i], name);
+        cw_fmt(out, outlen, "%s/%s%s", bin, subs[i], name);
         if (access(out, X_OK) == 0)
             return 0;
     }
-    fmt(out, outlen, "%s/src/%s", bin, name);
+    cw_fmt(out, outlen, "%s/src/%s", bin, name);
     return -1;
 }
 
@@ -70,13 +70,14 @@ static void write_result(struct runner *r, int64_t t0, int pass)
     cJSON_AddNumberToObject(tot, "restarts", (double)r->t_restarts);
     cJSON_AddNumberToObject(tot, "events", (double)r->t_events);
     cJSON_ReplaceItemInObjectCaseSensitive(res, "totals", tot);
-    char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
+    char path[PATH_MAX + 32], err[PATH_MAX + 128];
     snprintf(path, sizeof(path), "%s/result.json", r->out);
-    snprintf(tmp, sizeof(tmp), "%s/.result.json.tmp", r->out);
     char *text = cJSON_Print(res);
-    /* Written whole then renamed: a reader never sees half a result. */
-    if (text != NULL && runner_write_file(tmp, text) == 0)
-        rename(tmp, path);
+    /* Written whole then renamed: a reader never sees half a result.  A
+     * result that cannot be written is not reported here: the run's end
+     * (rundir_outputs) finds it missing and says so. */
+    if (text != NULL)
+        cw_write_text(path, text, 1, err, sizeof(err));
     cJSON_free(text);
 }
 
@@ -281,7 +282,7 @@ static int make_dirs(struct runner *r)
         strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
         snprintf(r->out, sizeof(r->out), "%s/reports/run-%s", runner_source_dir(), stamp);
     }
-    if (fstree_mkdir_p(r->out) < 0) {
+    if (cw_mkdir_p(r->out) < 0) {
         fprintf(stderr, "crashwindow: cannot create %s: %s\n", r->out, strerror(errno));
         return -1;
     }
@@ -290,7 +291,7 @@ static int make_dirs(struct runner *r)
         fprintf(stderr, "crashwindow: mkdtemp: %s\n", strerror(errno));
         return -1;
     }
-    fmt(r->fifo_prefix, sizeof(r->fifo_prefix), "%s/fiu", r->tmp);
+    cw_fmt(r->fifo_prefix, sizeof(r->fifo_prefix), "%s/fiu", r->tmp);
     return 0;
 }
 
@@ -516,7 +517,7 @@ out:
 static int pg_dir_valid(const char *dir)
 {
     char path[PATH_MAX + 32];
-    fmt(path, sizeof(path), "%s/data/postmaster.pid", dir);
+    cw_fmt(path, sizeof(path), "%s/data/postmaster.pid", dir);
     return access(path, R_OK) == 0;
 }
 
