@@ -30,6 +30,7 @@
  * - The marker budget of a timeline shrinks as the number of scenarios grows,
  *   keeping the full suite's report near a megabyte. */
 #include "report.h"
+#include "common_fs.h"
 #include "report_html.h"
 #include "report_timeline.h"
 
@@ -41,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define REPORT_MAX_JSON (64u << 20)      /* result.json */
 #define REPORT_MAX_HTML (64u << 20)      /* the page, hard cap */
@@ -1100,33 +1100,23 @@ static void put_simulator(struct page *p)
 
 /* ---- entry points ---------------------------------------------------------- */
 
+/* The whole file at path (the caller frees it), at most max bytes.  NULL
+ * with the reason in err. */
 static char *slurp(const char *path, size_t max, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
+    enum cw_slurp_error why;
+    char *data = cw_slurp(path, max, len, &why);
+    if (data != NULL)
+        return data;
+    if (why == CW_SLURP_OPEN)
         snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *data = malloc(max + 1);
-    if (data == NULL) {
-        fclose(f);
+    else if (why == CW_SLURP_NOMEM)
         snprintf(err, errlen, "out of memory reading %s", path);
-        return NULL;
-    }
-    size_t n = fread(data, 1, max + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || n > max) {
-        free(data);
-        if (bad)
-            snprintf(err, errlen, "cannot read %s", path);
-        else
-            snprintf(err, errlen, "%s is larger than %zu bytes", path, max);
-        return NULL;
-    }
-    data[n] = '\0';
-    *len = n;
-    return data;
+    else if (why == CW_SLURP_READ)
+        snprintf(err, errlen, "cannot read %s", path);
+    else
+        snprintf(err, errlen, "%s is larger than %zu bytes", path, max);
+    return NULL;
 }
 
 /* Checks the top of result.json; 0 or -1 with a message. */
@@ -1155,29 +1145,21 @@ static int validate_result(const cJSON *res, const char *path, char *err, size_t
     return 0;
 }
 
+/* The page written whole to out_path (through a temporary file, renamed).
+ * 0, or -1 with err. */
 static int write_file(const char *out_path, const struct rbuf *b, char *err, size_t errlen)
 {
     char tmp[4200];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", out_path, (long)getpid()) >=
-        (int)sizeof(tmp)) {
+    enum cw_write_error why;
+    if (cw_write_data(out_path, b->data, b->len, tmp, sizeof(tmp), &why) == 0)
+        return 0;
+    if (why == CW_WRITE_TOO_LONG)
         snprintf(err, errlen, "output path too long");
-        return -1;
-    }
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL) {
+    else if (why == CW_WRITE_CREATE)
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    size_t w = fwrite(b->data, 1, b->len, f);
-    int bad = w != b->len;
-    if (fclose(f) != 0)
-        bad = 1;
-    if (bad || rename(tmp, out_path) != 0) {
+    else
         snprintf(err, errlen, "cannot write %s: %s", out_path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return -1;
 }
 
 /* Appends the whole page for p (p->b must be empty). */
