@@ -31,6 +31,7 @@
  *   keeping the full suite's report near a megabyte. */
 #include "report.h"
 #include "common_fs.h"
+#include "common_result.h"
 #include "report_html.h"
 #include "report_timeline.h"
 
@@ -43,7 +44,6 @@
 #include <string.h>
 #include <time.h>
 
-#define REPORT_MAX_JSON (64u << 20)      /* result.json */
 #define REPORT_MAX_HTML (64u << 20)      /* the page, hard cap */
 #define REPORT_MAX_EVENTS 400000         /* per timeline.jsonl */
 #define REPORT_MAX_SAMPLES 100000        /* per metrics.jsonl */
@@ -1119,32 +1119,6 @@ static char *slurp(const char *path, size_t max, size_t *len, char *err, size_t 
     return NULL;
 }
 
-/* Checks the top of result.json; 0 or -1 with a message. */
-static int validate_result(const cJSON *res, const char *path, char *err, size_t errlen)
-{
-    if (!cJSON_IsObject(res)) {
-        snprintf(err, errlen, "%s is not a JSON object", path);
-        return -1;
-    }
-    const char *tool = jstr(res, "tool");
-    if (tool == NULL || strcmp(tool, "crashwindow") != 0) {
-        snprintf(err, errlen, "%s is not a crashwindow result (\"tool\" must be "
-                              "\"crashwindow\")", path);
-        return -1;
-    }
-    const cJSON *sc = jget(res, "scenarios");
-    if (sc != NULL && !cJSON_IsArray(sc)) {
-        snprintf(err, errlen, "%s: \"scenarios\" must be an array", path);
-        return -1;
-    }
-    const cJSON *v = jget(res, "verdict");
-    if (v != NULL && !cJSON_IsString(v)) {
-        snprintf(err, errlen, "%s: \"verdict\" must be a string", path);
-        return -1;
-    }
-    return 0;
-}
-
 /* The page written whole to out_path (through a temporary file, renamed).
  * 0, or -1 with err. */
 static int write_file(const char *out_path, const struct rbuf *b, char *err, size_t errlen)
@@ -1206,7 +1180,7 @@ static int adopt_matrix(cJSON *res, const char *matrix_dir, char *err, size_t er
         return -1;
     }
     size_t len = 0;
-    char *text = slurp(path, REPORT_MAX_JSON, &len, err, errlen);
+    char *text = slurp(path, CW_RESULT_MAX_JSON, &len, err, errlen);
     if (text == NULL)
         return -1;
     cJSON *m = cJSON_ParseWithLength(text, len);
@@ -1241,21 +1215,18 @@ int report_write_matrix(const char *dir, const char *out_path, const char *matri
         return -1;
     }
     size_t len = 0;
-    char *text = slurp(path, REPORT_MAX_JSON, &len, err, errlen);
+    char *text = slurp(path, CW_RESULT_MAX_JSON, &len, err, errlen);
     if (text == NULL)
         return -1;
-    cJSON *res = cJSON_ParseWithLength(text, len);
+    cJSON *res = cw_result_parse(path, text, len, CW_RESULT_DRAWABLE, err, errlen);
     free(text);
-    if (res == NULL) {
-        snprintf(err, errlen, "%s is not valid JSON", path);
+    if (res == NULL)
         return -1;
-    }
     int rc = -1;
     struct page p;
     memset(&p, 0, sizeof(p));
     rbuf_init(&p.b, REPORT_MAX_HTML);
-    if (validate_result(res, path, err, errlen) < 0 ||
-        adopt_matrix(res, matrix_dir, err, errlen) < 0)
+    if (adopt_matrix(res, matrix_dir, err, errlen) < 0)
         goto out;
     p.dir = dir;
     p.res = res;
