@@ -9,6 +9,7 @@
  * parameter. */
 #include "history.h"
 #include "claim_history.h"
+#include "cliutil.h"
 #include "common_fs.h"
 #include "cwlog.h"
 #include "evlog.h"
@@ -603,22 +604,42 @@ out:
     return rc;
 }
 
+/* The run directory: the first argument that is not an option, and only it. */
+static int take_rundir(const char *value, void *ctx, char *err, size_t errlen)
+{
+    const char **rundir = ctx;
+    if (*rundir != NULL) {
+        snprintf(err, errlen, "unexpected argument '%s'", value);
+        return -1;
+    }
+    *rundir = value;
+    return 0;
+}
+
 int history_check_main(int argc, char **argv)
 {
     const char *rundir = NULL, *pg = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            check_usage(stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--pg") == 0 && i + 1 < argc) {
-            pg = argv[++i];
-        } else if (argv[i][0] != '-' && rundir == NULL) {
-            rundir = argv[i];
-        } else {
-            fprintf(stderr, "crashwindow check: unexpected argument '%s'\n", argv[i]);
-            check_usage(stderr);
-            return 2;
-        }
+    const struct cw_opt opts[] = {
+        CW_OPT_STRING("--pg", &pg),
+    };
+    const struct cw_opts_style style = {
+        .prefix = "-",
+        .help = CW_HELP_LONG | CW_HELP_SHORT,
+        .unknown = "unexpected argument '%s'",
+        .missing = "unexpected argument '%s'",
+        .positional = take_rundir,
+        .positional_ctx = &rundir,
+    };
+    char uerr[8192]; /* the offending argument in full, as it always was */
+    int prc = cw_opts_parse(opts, CW_NOPTS(opts), &style, argc, argv, NULL, uerr, sizeof(uerr));
+    if (prc == CW_OPTS_HELP) {
+        check_usage(stdout);
+        return 0;
+    }
+    if (prc != CW_OPTS_OK) {
+        fprintf(stderr, "crashwindow check: %s\n", uerr);
+        check_usage(stderr);
+        return 2;
     }
     if (rundir == NULL) {
         check_usage(stderr);
