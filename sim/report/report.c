@@ -32,6 +32,7 @@
 #include "report.h"
 #include "common_fs.h"
 #include "common_result.h"
+#include "cliutil.h"
 #include "report_html.h"
 #include "report_timeline.h"
 
@@ -1279,39 +1280,68 @@ static void report_usage(FILE *f)
                "            run when DIR has none\n");
 }
 
+/* The run directory: one only. */
+static int take_dir(const char *value, void *ctx, char *err, size_t errlen)
+{
+    const char **dir = ctx;
+    if (*dir != NULL) {
+        snprintf(err, errlen, "one run directory only (got %s and %s)", *dir, value);
+        return -1;
+    }
+    *dir = value;
+    return 0;
+}
+
 int report_main(int argc, char **argv)
 {
     const char *dir = NULL, *out = NULL, *matrix = NULL;
     /* argv[0] is the subcommand ("report"), as with every crashwindow command */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            report_usage(stdout);
-            return 0;
+    const struct cw_opt opts[] = {
+        CW_OPT_STRING("-o", &out),
+        CW_OPT_STRING("--output", &out),
+        CW_OPT_STRING("--matrix", &matrix),
+    };
+    const struct cw_opts_style style = {
+        .prefix = "-",
+        .help = CW_HELP_LONG | CW_HELP_SHORT,
+        .unknown = "unknown option %s",
+        .missing = "%s needs a file name",
+        .positional = take_dir,
+        .positional_ctx = &dir,
+    };
+    char uerr[16384]; /* the arguments in full, as they always were */
+    /* A lone "-" is a run directory's name here, as it always was, not an
+     * option: the parse resumes after it (argv + at: its argv[0] is "-"). */
+    int at = 0, rc;
+    for (int from = 0;; from = at) {
+        rc = cw_opts_parse(opts, CW_NOPTS(opts), &style, argc - from, argv + from, &at,
+                           uerr, sizeof(uerr));
+        at += from;
+        if (rc != CW_OPTS_USAGE || strcmp(argv[at], "-") != 0)
+            break;
+        if (take_dir(argv[at], &dir, uerr, sizeof(uerr)) < 0) {
+            rc = CW_OPTS_BAD_VALUE;
+            break;
         }
-        if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "crashwindow report: %s needs a file name\n", a);
-                return 2;
-            }
-            out = argv[++i];
-        } else if (strcmp(a, "--matrix") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "crashwindow report: --matrix needs a mutants run directory\n");
-                return 2;
-            }
-            matrix = argv[++i];
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "crashwindow report: unknown option %s\n", a);
+    }
+    if (rc == CW_OPTS_HELP) {
+        report_usage(stdout);
+        return 0;
+    }
+    if (rc != CW_OPTS_OK) {
+        /* A usage error is an unknown option (the usage follows) or an
+         * option without its value: --matrix says what it lacks in its
+         * own words. */
+        int known = 0;
+        for (size_t k = 0; k < CW_NOPTS(opts); k++)
+            known = known || strcmp(argv[at], opts[k].name) == 0;
+        if (rc == CW_OPTS_USAGE && strcmp(argv[at], "--matrix") == 0)
+            fprintf(stderr, "crashwindow report: --matrix needs a mutants run directory\n");
+        else
+            fprintf(stderr, "crashwindow report: %s\n", uerr);
+        if (rc == CW_OPTS_USAGE && !known)
             report_usage(stderr);
-            return 2;
-        } else if (dir == NULL) {
-            dir = a;
-        } else {
-            fprintf(stderr, "crashwindow report: one run directory only (got %s and %s)\n",
-                    dir, a);
-            return 2;
-        }
+        return 2;
     }
     if (dir == NULL) {
         report_usage(stderr);
