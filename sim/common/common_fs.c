@@ -37,25 +37,49 @@ int cw_mkdir_p(const char *path)
     return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
-int cw_write_text(const char *path, const char *text, int newline, char *err, size_t errlen)
+/* The file written whole: data, then a '\n' with newline, to tmp (path.tmp.PID)
+ * renamed to path.  0, or -1 with *why and errno set (tmp removed). */
+static int write_whole(const char *path, const void *data, size_t len, int newline,
+                       char *tmp, size_t tmplen, enum cw_write_error *why)
 {
-    char tmp[PATH_MAX + 32];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
-        snprintf(err, errlen, "%s: path too long", path);
+    if (snprintf(tmp, tmplen, "%s.tmp.%ld", path, (long)getpid()) >= (int)tmplen) {
+        *why = CW_WRITE_TOO_LONG;
         return -1;
     }
-    FILE *f = fopen(tmp, "w");
+    FILE *f = fopen(tmp, "wb");
     if (f == NULL) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        *why = CW_WRITE_CREATE;
         return -1;
     }
-    int bad = fputs(text, f) < 0 || (newline && fputc('\n', f) == EOF);
+    int bad = fwrite(data, 1, len, f) != len || (newline && fputc('\n', f) == EOF);
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        int saved = errno;
         unlink(tmp);
+        errno = saved;
+        *why = CW_WRITE_WRITE;
         return -1;
     }
     return 0;
+}
+
+int cw_write_text(const char *path, const char *text, int newline, char *err, size_t errlen)
+{
+    char tmp[PATH_MAX + 32];
+    enum cw_write_error why;
+    if (write_whole(path, text, strlen(text), newline, tmp, sizeof(tmp), &why) == 0)
+        return 0;
+    if (why == CW_WRITE_TOO_LONG)
+        snprintf(err, errlen, "%s: path too long", path);
+    else
+        snprintf(err, errlen, "cannot %s %s: %s", why == CW_WRITE_CREATE ? "create" : "write",
+                 path, strerror(errno));
+    return -1;
+}
+
+int cw_write_data(const char *path, const void *data, size_t len, char *tmp, size_t tmplen,
+                  enum cw_write_error *why)
+{
+    return write_whole(path, data, len, 0, tmp, tmplen, why);
 }
 
 char *cw_slurp(const char *path, size_t max, size_t *len, enum cw_slurp_error *why)

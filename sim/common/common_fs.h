@@ -25,6 +25,20 @@ int cw_mkdir_p(const char *path);
  * the text (how the JSON writers end their files).  0, or -1 with err. */
 int cw_write_text(const char *path, const char *text, int newline, char *err, size_t errlen);
 
+/* Why cw_write_data failed: callers word the message their own way. */
+enum cw_write_error {
+    CW_WRITE_TOO_LONG, /* the temporary name does not fit in tmp */
+    CW_WRITE_CREATE,   /* the temporary file cannot be created; errno says why */
+    CW_WRITE_WRITE,    /* writing, closing or renaming it failed; errno says why */
+};
+
+/* cw_write_text for len bytes of data, as they are, for a caller that words
+ * its own messages: the temporary name is built in tmp (tmplen bytes; a name
+ * that does not fit is CW_WRITE_TOO_LONG) so that a message can show it.
+ * 0, or -1 with *why and errno set; the temporary file is gone. */
+int cw_write_data(const char *path, const void *data, size_t len, char *tmp, size_t tmplen,
+                  enum cw_write_error *why);
+
 /* Why cw_slurp failed: callers word the message their own way. */
 enum cw_slurp_error {
     CW_SLURP_OPEN,      /* fopen failed; errno says why (ENOENT: missing) */

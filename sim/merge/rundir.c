@@ -2,6 +2,7 @@
 #include "rundir.h"
 #include "bundle.h"
 #include "common_fs.h"
+#include "common_result.h"
 #include "junit.h"
 
 #include <errno.h>
@@ -15,11 +16,11 @@ static const char *jstr(const cJSON *o, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* DIR/result.json's text, at most RUNDIR_MAX_JSON bytes.  NULL with err. */
+/* DIR/result.json's text, at most CW_RESULT_MAX_JSON bytes.  NULL with err. */
 static char *read_result(const char *path, size_t *len, char *err, size_t errlen)
 {
     enum cw_slurp_error why;
-    char *data = cw_slurp(path, RUNDIR_MAX_JSON, len, &why);
+    char *data = cw_slurp(path, CW_RESULT_MAX_JSON, len, &why);
     if (data == NULL)
         snprintf(err, errlen, "%s: %s", path,
                  why == CW_SLURP_OPEN ? (errno == ENOENT ? "missing" : strerror(errno))
@@ -40,45 +41,8 @@ cJSON *rundir_load(const char *dir, char *err, size_t errlen)
     char *text = read_result(path, &len, err, errlen);
     if (text == NULL)
         return NULL;
-    if (len == 0) {
-        snprintf(err, errlen, "%s is empty", path);
-        free(text);
-        return NULL;
-    }
-    const char *end = NULL;
-    cJSON *res = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (res == NULL) {
-        size_t at = end != NULL && end >= text ? (size_t)(end - text) : 0;
-        /* A whole result.json ends with its closing brace; a copy or a
-         * write that stopped early does not. */
-        size_t last = len;
-        while (last > 0 && (text[last - 1] == '\n' || text[last - 1] == ' ' ||
-                            text[last - 1] == '\r' || text[last - 1] == '\t'))
-            last--;
-        int cut = last == 0 || text[last - 1] != '}';
-        snprintf(err, errlen, "%s is not valid JSON (parsing stopped at byte %zu of %zu%s)",
-                 path, at, len, cut ? "; the file is cut short: truncated or still being "
-                 "written" : "; corrupt");
-        free(text);
-        return NULL;
-    }
+    cJSON *res = cw_result_parse(path, text, len, CW_RESULT_WHOLE, err, errlen);
     free(text);
-    const char *why = NULL;
-    if (!cJSON_IsObject(res))
-        why = "is not a JSON object";
-    else if (jstr(res, "tool") == NULL || strcmp(jstr(res, "tool"), "crashwindow") != 0)
-        why = "is not a crashwindow result (\"tool\" must be \"crashwindow\")";
-    else if (jstr(res, "kind") == NULL)
-        why = "has no \"kind\"";
-    else if (jstr(res, "verdict") == NULL)
-        why = "has no \"verdict\"";
-    else if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(res, "scenarios")))
-        why = "has no \"scenarios\" array";
-    if (why != NULL) {
-        snprintf(err, errlen, "%s %s", path, why);
-        cJSON_Delete(res);
-        return NULL;
-    }
     return res;
 }
 

@@ -36,14 +36,12 @@ static inline double rd_num(const cJSON *o, const char *key)
  * leading '/', no ".." part (a "dir" field must not point elsewhere). */
 int rundir_safe_rel(const char *d);
 
-/* result.json is never larger than this. */
-#define RUNDIR_MAX_JSON (64u * 1024 * 1024)
-
-/* DIR/result.json, parsed and checked at the top: a JSON object, "tool"
- * "crashwindow", "kind" and "verdict" strings, "scenarios" an array.
- * NULL with the reason in err: missing, unreadable, empty, too large, not
- * JSON (with the byte offset where parsing stopped: a truncated file stops
- * at its end) or not a crashwindow result. */
+/* DIR/result.json, parsed and checked at the top by common_result.h's
+ * whole rules: a JSON object, "tool" "crashwindow", "kind" and "verdict"
+ * strings, "scenarios" an array.  NULL with the reason in err: missing,
+ * unreadable, too large (CW_RESULT_MAX_JSON), or what cw_result_parse
+ * refuses: empty, not JSON (with the byte offset where parsing stopped: a
+ * truncated file stops at its end), not a crashwindow result. */
 cJSON *rundir_load(const char *dir, char *err, size_t errlen);
 
 /* 1 when the scenario entry of result.json did not pass. */

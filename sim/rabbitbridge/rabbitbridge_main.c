@@ -40,6 +40,7 @@
  * The firehose side reconnects when the node goes away (broker_crash kills
  * it) and logs a "disconnect" line with the reason. */
 #include "bus.h"
+#include "cliutil.h"
 #include "cwlog.h"
 
 #include <amqp.h>
@@ -103,39 +104,44 @@ static void usage(void)
                     "--events FILE [--group TOPIC:GROUP]...\n");
 }
 
+/* --group TOPIC:GROUP, at most MAX_GROUPS of them. */
+static int take_group(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct opts *o = ctx;
+    const char *colon = strchr(v, ':');
+    if (colon == NULL || colon == v || colon[1] == '\0' || o->ngroups == MAX_GROUPS ||
+        (size_t)(colon - v) >= 64 || strlen(colon + 1) >= 64) {
+        snprintf(err, errlen, "--group takes TOPIC:GROUP (at most %d)", MAX_GROUPS);
+        return -1;
+    }
+    snprintf(o->topic[o->ngroups], 64, "%.*s", (int)(colon - v), v);
+    snprintf(o->group[o->ngroups], 64, "%s", colon + 1);
+    o->ngroups++;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
     memset(o, 0, sizeof(*o));
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (i + 1 >= argc) {
-            fprintf(stderr, "rabbit-bridge: %s needs a value\n", a);
-            return -1;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--url") == 0) {
-            o->url = v;
-        } else if (strcmp(a, "--exchange") == 0) {
-            o->exchange = v;
-        } else if (strcmp(a, "--socket") == 0) {
-            o->socket_path = v;
-        } else if (strcmp(a, "--events") == 0) {
-            o->events = v;
-        } else if (strcmp(a, "--group") == 0) {
-            const char *colon = strchr(v, ':');
-            if (colon == NULL || colon == v || colon[1] == '\0' || o->ngroups == MAX_GROUPS ||
-                (size_t)(colon - v) >= 64 || strlen(colon + 1) >= 64) {
-                fprintf(stderr, "rabbit-bridge: --group takes TOPIC:GROUP (at most %d)\n",
-                        MAX_GROUPS);
-                return -1;
-            }
-            snprintf(o->topic[o->ngroups], 64, "%.*s", (int)(colon - v), v);
-            snprintf(o->group[o->ngroups], 64, "%s", colon + 1);
-            o->ngroups++;
-        } else {
-            fprintf(stderr, "rabbit-bridge: unknown option %s\n", a);
-            return -1;
-        }
+    const struct cw_opt opts[] = {
+        CW_OPT_STRING("--url", &o->url),
+        CW_OPT_STRING("--exchange", &o->exchange),
+        CW_OPT_STRING("--socket", &o->socket_path),
+        CW_OPT_STRING("--events", &o->events),
+        CW_OPT_CALL("--group", take_group, o),
+    };
+    /* Every argument is an option with a value; a last one alone is
+     * refused for its missing value before its name is looked at. */
+    const struct cw_opts_style style = {
+        .value_first = 1,
+        .unknown = "unknown option %s",
+        .missing = "%s needs a value",
+    };
+    char err[8192]; /* the offending argument in full, as it always was */
+    if (cw_opts_parse(opts, CW_NOPTS(opts), &style, argc, argv, NULL, err, sizeof(err)) !=
+        CW_OPTS_OK) {
+        fprintf(stderr, "rabbit-bridge: %s\n", err);
+        return -1;
     }
     if (o->url == NULL || o->exchange == NULL || o->socket_path == NULL || o->events == NULL ||
         strncmp(o->url, "amqp://", 7) != 0 || strchr(o->url, '?') != NULL) {

@@ -30,6 +30,9 @@
  * - The marker budget of a timeline shrinks as the number of scenarios grows,
  *   keeping the full suite's report near a megabyte. */
 #include "report.h"
+#include "common_fs.h"
+#include "common_result.h"
+#include "cliutil.h"
 #include "report_html.h"
 #include "report_timeline.h"
 
@@ -41,9 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#define REPORT_MAX_JSON (64u << 20)      /* result.json */
 #define REPORT_MAX_HTML (64u << 20)      /* the page, hard cap */
 #define REPORT_MAX_EVENTS 400000         /* per timeline.jsonl */
 #define REPORT_MAX_SAMPLES 100000        /* per metrics.jsonl */
@@ -1108,84 +1109,40 @@ static void put_simulator(struct page *p)
 
 /* ---- entry points ---------------------------------------------------------- */
 
+/* The whole file at path (the caller frees it), at most max bytes.  NULL
+ * with the reason in err. */
 static char *slurp(const char *path, size_t max, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
+    enum cw_slurp_error why;
+    char *data = cw_slurp(path, max, len, &why);
+    if (data != NULL)
+        return data;
+    if (why == CW_SLURP_OPEN)
         snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *data = malloc(max + 1);
-    if (data == NULL) {
-        fclose(f);
+    else if (why == CW_SLURP_NOMEM)
         snprintf(err, errlen, "out of memory reading %s", path);
-        return NULL;
-    }
-    size_t n = fread(data, 1, max + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || n > max) {
-        free(data);
-        if (bad)
-            snprintf(err, errlen, "cannot read %s", path);
-        else
-            snprintf(err, errlen, "%s is larger than %zu bytes", path, max);
-        return NULL;
-    }
-    data[n] = '\0';
-    *len = n;
-    return data;
+    else if (why == CW_SLURP_READ)
+        snprintf(err, errlen, "cannot read %s", path);
+    else
+        snprintf(err, errlen, "%s is larger than %zu bytes", path, max);
+    return NULL;
 }
 
-/* Checks the top of result.json; 0 or -1 with a message. */
-static int validate_result(const cJSON *res, const char *path, char *err, size_t errlen)
-{
-    if (!cJSON_IsObject(res)) {
-        snprintf(err, errlen, "%s is not a JSON object", path);
-        return -1;
-    }
-    const char *tool = jstr(res, "tool");
-    if (tool == NULL || strcmp(tool, "crashwindow") != 0) {
-        snprintf(err, errlen, "%s is not a crashwindow result (\"tool\" must be "
-                              "\"crashwindow\")", path);
-        return -1;
-    }
-    const cJSON *sc = jget(res, "scenarios");
-    if (sc != NULL && !cJSON_IsArray(sc)) {
-        snprintf(err, errlen, "%s: \"scenarios\" must be an array", path);
-        return -1;
-    }
-    const cJSON *v = jget(res, "verdict");
-    if (v != NULL && !cJSON_IsString(v)) {
-        snprintf(err, errlen, "%s: \"verdict\" must be a string", path);
-        return -1;
-    }
-    return 0;
-}
-
+/* The page written whole to out_path (through a temporary file, renamed).
+ * 0, or -1 with err. */
 static int write_file(const char *out_path, const struct rbuf *b, char *err, size_t errlen)
 {
     char tmp[4200];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", out_path, (long)getpid()) >=
-        (int)sizeof(tmp)) {
+    enum cw_write_error why;
+    if (cw_write_data(out_path, b->data, b->len, tmp, sizeof(tmp), &why) == 0)
+        return 0;
+    if (why == CW_WRITE_TOO_LONG)
         snprintf(err, errlen, "output path too long");
-        return -1;
-    }
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL) {
+    else if (why == CW_WRITE_CREATE)
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    size_t w = fwrite(b->data, 1, b->len, f);
-    int bad = w != b->len;
-    if (fclose(f) != 0)
-        bad = 1;
-    if (bad || rename(tmp, out_path) != 0) {
+    else
         snprintf(err, errlen, "cannot write %s: %s", out_path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return -1;
 }
 
 /* Appends the whole page for p (p->b must be empty). */
@@ -1232,7 +1189,7 @@ static int adopt_matrix(cJSON *res, const char *matrix_dir, char *err, size_t er
         return -1;
     }
     size_t len = 0;
-    char *text = slurp(path, REPORT_MAX_JSON, &len, err, errlen);
+    char *text = slurp(path, CW_RESULT_MAX_JSON, &len, err, errlen);
     if (text == NULL)
         return -1;
     cJSON *m = cJSON_ParseWithLength(text, len);
@@ -1267,21 +1224,18 @@ int report_write_matrix(const char *dir, const char *out_path, const char *matri
         return -1;
     }
     size_t len = 0;
-    char *text = slurp(path, REPORT_MAX_JSON, &len, err, errlen);
+    char *text = slurp(path, CW_RESULT_MAX_JSON, &len, err, errlen);
     if (text == NULL)
         return -1;
-    cJSON *res = cJSON_ParseWithLength(text, len);
+    cJSON *res = cw_result_parse(path, text, len, CW_RESULT_DRAWABLE, err, errlen);
     free(text);
-    if (res == NULL) {
-        snprintf(err, errlen, "%s is not valid JSON", path);
+    if (res == NULL)
         return -1;
-    }
     int rc = -1;
     struct page p;
     memset(&p, 0, sizeof(p));
     rbuf_init(&p.b, REPORT_MAX_HTML);
-    if (validate_result(res, path, err, errlen) < 0 ||
-        adopt_matrix(res, matrix_dir, err, errlen) < 0)
+    if (adopt_matrix(res, matrix_dir, err, errlen) < 0)
         goto out;
     p.dir = dir;
     p.res = res;
@@ -1334,39 +1288,68 @@ static void report_usage(FILE *f)
                "            run when DIR has none\n");
 }
 
+/* The run directory: one only. */
+static int take_dir(const char *value, void *ctx, char *err, size_t errlen)
+{
+    const char **dir = ctx;
+    if (*dir != NULL) {
+        snprintf(err, errlen, "one run directory only (got %s and %s)", *dir, value);
+        return -1;
+    }
+    *dir = value;
+    return 0;
+}
+
 int report_main(int argc, char **argv)
 {
     const char *dir = NULL, *out = NULL, *matrix = NULL;
     /* argv[0] is the subcommand ("report"), as with every crashwindow command */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            report_usage(stdout);
-            return 0;
+    const struct cw_opt opts[] = {
+        CW_OPT_STRING("-o", &out),
+        CW_OPT_STRING("--output", &out),
+        CW_OPT_STRING("--matrix", &matrix),
+    };
+    const struct cw_opts_style style = {
+        .prefix = "-",
+        .help = CW_HELP_LONG | CW_HELP_SHORT,
+        .unknown = "unknown option %s",
+        .missing = "%s needs a file name",
+        .positional = take_dir,
+        .positional_ctx = &dir,
+    };
+    char uerr[16384]; /* the arguments in full, as they always were */
+    /* A lone "-" is a run directory's name here, as it always was, not an
+     * option: the parse resumes after it (argv + at: its argv[0] is "-"). */
+    int at = 0, rc;
+    for (int from = 0;; from = at) {
+        rc = cw_opts_parse(opts, CW_NOPTS(opts), &style, argc - from, argv + from, &at,
+                           uerr, sizeof(uerr));
+        at += from;
+        if (rc != CW_OPTS_USAGE || strcmp(argv[at], "-") != 0)
+            break;
+        if (take_dir(argv[at], &dir, uerr, sizeof(uerr)) < 0) {
+            rc = CW_OPTS_BAD_VALUE;
+            break;
         }
-        if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "crashwindow report: %s needs a file name\n", a);
-                return 2;
-            }
-            out = argv[++i];
-        } else if (strcmp(a, "--matrix") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "crashwindow report: --matrix needs a mutants run directory\n");
-                return 2;
-            }
-            matrix = argv[++i];
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "crashwindow report: unknown option %s\n", a);
+    }
+    if (rc == CW_OPTS_HELP) {
+        report_usage(stdout);
+        return 0;
+    }
+    if (rc != CW_OPTS_OK) {
+        /* A usage error is an unknown option (the usage follows) or an
+         * option without its value: --matrix says what it lacks in its
+         * own words. */
+        int known = 0;
+        for (size_t k = 0; k < CW_NOPTS(opts); k++)
+            known = known || strcmp(argv[at], opts[k].name) == 0;
+        if (rc == CW_OPTS_USAGE && strcmp(argv[at], "--matrix") == 0)
+            fprintf(stderr, "crashwindow report: --matrix needs a mutants run directory\n");
+        else
+            fprintf(stderr, "crashwindow report: %s\n", uerr);
+        if (rc == CW_OPTS_USAGE && !known)
             report_usage(stderr);
-            return 2;
-        } else if (dir == NULL) {
-            dir = a;
-        } else {
-            fprintf(stderr, "crashwindow report: one run directory only (got %s and %s)\n",
-                    dir, a);
-            return 2;
-        }
+        return 2;
     }
     if (dir == NULL) {
         report_usage(stderr);

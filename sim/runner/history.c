@@ -9,9 +9,10 @@
  * parameter. */
 #include "history.h"
 #include "claim_history.h"
+#include "cliutil.h"
+#include "common_fs.h"
 #include "cwlog.h"
 #include "evlog.h"
-#include "fstree.h"
 #include "pgx.h"
 #include "runner_db.h"
 #include "redact.h"
@@ -23,24 +24,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* snprintf for paths: output that does not fit is cut, which the callers
- * accept (their buffers hold any path a run makes). */
-__attribute__((format(printf, 3, 4)))
-static int fmt(char *out, size_t outlen, const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    int n = vsnprintf(out, outlen, format, ap);
-    va_end(ap);
-    return n;
-}
 
 /* ---- HTTP records ------------------------------------------------------- */
 
@@ -182,7 +170,7 @@ static int save_table(PGconn *conn, const char *hdir, const char *table, char *e
         return -1;
     }
     char path[PATH_MAX];
-    fmt(path, sizeof(path), "%s/%s.jsonl", hdir, table);
+    cw_fmt(path, sizeof(path), "%s/%s.jsonl", hdir, table);
     int rc = write_lines(path, r, err, errlen);
     PQclear(r);
     return rc;
@@ -213,8 +201,8 @@ int history_save(PGconn *conn, const char *dir, const struct http_rec *http, int
                  char *err, size_t errlen)
 {
     char hdir[PATH_MAX];
-    fmt(hdir, sizeof(hdir), "%s/history", dir);
-    if (fstree_mkdir_p(hdir) < 0) {
+    cw_fmt(hdir, sizeof(hdir), "%s/history", dir);
+    if (cw_mkdir_p(hdir) < 0) {
         snprintf(err, errlen, "cannot create %s: %s", hdir, strerror(errno));
         return -1;
     }
@@ -233,7 +221,7 @@ int history_save(PGconn *conn, const char *dir, const struct http_rec *http, int
     if (rc < 0)
         return -1;
     char path[PATH_MAX];
-    fmt(path, sizeof(path), "%s/http.jsonl", hdir);
+    cw_fmt(path, sizeof(path), "%s/http.jsonl", hdir);
     FILE *f = fopen(path, "w");
     if (f == NULL) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
@@ -278,7 +266,7 @@ static int load_table(PGconn *conn, const char *hdir, const char *table, char *e
                       size_t errlen)
 {
     char path[PATH_MAX];
-    fmt(path, sizeof(path), "%s/%s.jsonl", hdir, table);
+    cw_fmt(path, sizeof(path), "%s/%s.jsonl", hdir, table);
     if (access(path, R_OK) != 0) {
         snprintf(err, errlen, "%s: missing from the stored history", path);
         return -1;
@@ -316,7 +304,7 @@ static int load_table(PGconn *conn, const char *hdir, const char *table, char *e
 int history_load_tables(PGconn *conn, const char *dir, char *err, size_t errlen)
 {
     char hdir[PATH_MAX];
-    fmt(hdir, sizeof(hdir), "%s/history", dir);
+    cw_fmt(hdir, sizeof(hdir), "%s/history", dir);
     struct stat st;
     if (stat(hdir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "%s: no stored history (a run from before histories were kept)",
@@ -413,15 +401,15 @@ int history_read(const struct scenario *sc, const char *dir, struct history *h,
     memset(h, 0, sizeof(*h));
     char path[PATH_MAX];
     for (int i = 0; i < sc->nprocs; i++) {
-        fmt(path, sizeof(path), "%s/%s.events.jsonl", dir, sc->procs[i].name);
+        cw_fmt(path, sizeof(path), "%s/%s.events.jsonl", dir, sc->procs[i].name);
         evlog_check_fn check = sc->procs[i].kind == SC_RELAY ? lacks_relay : lacks_other;
         if ((h->proc_events[i] = read_events(path, check, err, errlen)) == NULL)
             goto fail;
     }
-    fmt(path, sizeof(path), "%s/broker.events.jsonl", dir);
+    cw_fmt(path, sizeof(path), "%s/broker.events.jsonl", dir);
     if ((h->broker_events = read_events(path, lacks_broker, err, errlen)) == NULL)
         goto fail;
-    fmt(path, sizeof(path), "%s/history/http.jsonl", dir);
+    cw_fmt(path, sizeof(path), "%s/history/http.jsonl", dir);
     if (access(path, R_OK) != 0) {
         snprintf(err, errlen, "%s: missing from the stored history", path);
         goto fail;
@@ -450,7 +438,7 @@ int history_read(const struct scenario *sc, const char *dir, struct history *h,
     /* The sampler's file: a run from before it sampled sessions, or one
      * whose database never came up, has none, and the invariant that reads
      * it is then vacuous. */
-    fmt(path, sizeof(path), "%s/metrics.jsonl", dir);
+    cw_fmt(path, sizeof(path), "%s/metrics.jsonl", dir);
     if (access(path, R_OK) == 0 && (h->samples = read_events(path, lacks_sample, err, errlen)) == NULL)
         goto fail;
     return 0;
@@ -568,8 +556,8 @@ static int check_one(struct rdb *db, const char *rundir, const cJSON *live)
         return -1;
     }
     int64_t t0 = cw_mono_ms();
-    fmt(dir, sizeof(dir), "%s/%s", rundir, label);
-    fmt(path, sizeof(path), "%s/scenario.json", dir);
+    cw_fmt(dir, sizeof(dir), "%s/%s", rundir, label);
+    cw_fmt(path, sizeof(path), "%s/scenario.json", dir);
     struct scenario *sc = scenario_load(path, NULL, err, sizeof(err));
     if (sc == NULL) {
         printf("    %s: %s\n", label, err);
@@ -616,22 +604,42 @@ out:
     return rc;
 }
 
+/* The run directory: the first argument that is not an option, and only it. */
+static int take_rundir(const char *value, void *ctx, char *err, size_t errlen)
+{
+    const char **rundir = ctx;
+    if (*rundir != NULL) {
+        snprintf(err, errlen, "unexpected argument '%s'", value);
+        return -1;
+    }
+    *rundir = value;
+    return 0;
+}
+
 int history_check_main(int argc, char **argv)
 {
     const char *rundir = NULL, *pg = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            check_usage(stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--pg") == 0 && i + 1 < argc) {
-            pg = argv[++i];
-        } else if (argv[i][0] != '-' && rundir == NULL) {
-            rundir = argv[i];
-        } else {
-            fprintf(stderr, "crashwindow check: unexpected argument '%s'\n", argv[i]);
-            check_usage(stderr);
-            return 2;
-        }
+    const struct cw_opt opts[] = {
+        CW_OPT_STRING("--pg", &pg),
+    };
+    const struct cw_opts_style style = {
+        .prefix = "-",
+        .help = CW_HELP_LONG | CW_HELP_SHORT,
+        .unknown = "unexpected argument '%s'",
+        .missing = "unexpected argument '%s'",
+        .positional = take_rundir,
+        .positional_ctx = &rundir,
+    };
+    char uerr[8192]; /* the offending argument in full, as it always was */
+    int prc = cw_opts_parse(opts, CW_NOPTS(opts), &style, argc, argv, NULL, uerr, sizeof(uerr));
+    if (prc == CW_OPTS_HELP) {
+        check_usage(stdout);
+        return 0;
+    }
+    if (prc != CW_OPTS_OK) {
+        fprintf(stderr, "crashwindow check: %s\n", uerr);
+        check_usage(stderr);
+        return 2;
     }
     if (rundir == NULL) {
         check_usage(stderr);
@@ -646,8 +654,8 @@ int history_check_main(int argc, char **argv)
     char bin[PATH_MAX], outboxctl[PATH_MAX], script[PATH_MAX];
     if (runner_build_dir(bin, sizeof(bin)) < 0)
         snprintf(bin, sizeof(bin), ".");
-    fmt(outboxctl, sizeof(outboxctl), "%s/src/outboxctl", bin);
-    fmt(script, sizeof(script), "%s/scripts/pg-cluster", runner_source_dir());
+    cw_fmt(outboxctl, sizeof(outboxctl), "%s/src/outboxctl", bin);
+    cw_fmt(script, sizeof(script), "%s/scripts/pg-cluster", runner_source_dir());
     struct rdb db;
     memset(&db, 0, sizeof(db));
     int rc = 1;

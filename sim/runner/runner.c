@@ -10,6 +10,7 @@
  * the bundles of what failed. */
 #include "runner.h"
 #include "runner_internal.h"
+#include "cliutil.h"
 #include "cwlog.h"
 #include "evlog.h"
 #include "fstree.h"
@@ -32,11 +33,11 @@ static int find_exe(const char *bin, const char *name, char *out, size_t outlen)
 {
     static const char *const subs[] = { "src/", "sim/", "", NULL };
     for (int i = 0; subs[i] != NULL; i++) {
-        fmt(out, outlen, "%s/%s%s", bin, subs[i], name);
+        cw_fmt(out, outlen, "%s/%s%s", bin, subs[i], name);
         if (access(out, X_OK) == 0)
             return 0;
     }
-    fmt(out, outlen, "%s/src/%s", bin, name);
+    cw_fmt(out, outlen, "%s/src/%s", bin, name);
     return -1;
 }
 
@@ -70,13 +71,14 @@ static void write_result(struct runner *r, int64_t t0, int pass)
     cJSON_AddNumberToObject(tot, "restarts", (double)r->t_restarts);
     cJSON_AddNumberToObject(tot, "events", (double)r->t_events);
     cJSON_ReplaceItemInObjectCaseSensitive(res, "totals", tot);
-    char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
+    char path[PATH_MAX + 32], err[PATH_MAX + 128];
     snprintf(path, sizeof(path), "%s/result.json", r->out);
-    snprintf(tmp, sizeof(tmp), "%s/.result.json.tmp", r->out);
     char *text = cJSON_Print(res);
-    /* Written whole then renamed: a reader never sees half a result. */
-    if (text != NULL && runner_write_file(tmp, text) == 0)
-        rename(tmp, path);
+    /* Written whole then renamed: a reader never sees half a result.  A
+     * result that cannot be written is not reported here: the run's end
+     * (rundir_outputs) finds it missing and says so. */
+    if (text != NULL)
+        cw_write_text(path, text, 1, err, sizeof(err));
     cJSON_free(text);
 }
 
@@ -281,7 +283,7 @@ static int make_dirs(struct runner *r)
         strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
         snprintf(r->out, sizeof(r->out), "%s/reports/run-%s", runner_source_dir(), stamp);
     }
-    if (fstree_mkdir_p(r->out) < 0) {
+    if (cw_mkdir_p(r->out) < 0) {
         fprintf(stderr, "crashwindow: cannot create %s: %s\n", r->out, strerror(errno));
         return -1;
     }
@@ -290,7 +292,7 @@ static int make_dirs(struct runner *r)
         fprintf(stderr, "crashwindow: mkdtemp: %s\n", strerror(errno));
         return -1;
     }
-    fmt(r->fifo_prefix, sizeof(r->fifo_prefix), "%s/fiu", r->tmp);
+    cw_fmt(r->fifo_prefix, sizeof(r->fifo_prefix), "%s/fiu", r->tmp);
     return 0;
 }
 
@@ -516,7 +518,7 @@ out:
 static int pg_dir_valid(const char *dir)
 {
     char path[PATH_MAX + 32];
-    fmt(path, sizeof(path), "%s/data/postmaster.pid", dir);
+    cw_fmt(path, sizeof(path), "%s/data/postmaster.pid", dir);
     return access(path, R_OK) == 0;
 }
 
@@ -554,6 +556,58 @@ static void run_usage(FILE *f)
         "exit status: 0 every invariant held, 1 one did not, 2 bad usage or scenario file\n");
 }
 
+/* --broker: fake or rabbitmq. */
+static int take_broker(const char *value, void *ctx, char *err, size_t errlen)
+{
+    if (strcmp(value, "fake") != 0 && strcmp(value, "rabbitmq") != 0) {
+        snprintf(err, errlen, "--broker takes fake or rabbitmq, not '%s'", value);
+        return -1;
+    }
+    ((struct run_opts *)ctx)->broker = value;
+    return 0;
+}
+
+/* --shard K/N or env (shard_arg's forms and messages). */
+static int take_shard(const char *value, void *ctx, char *err, size_t errlen)
+{
+    struct run_opts *o = ctx;
+    struct shard sh;
+    /* shard_arg's message was always cut at 512 bytes */
+    if (shard_arg(value, &sh, err, errlen < 512 ? errlen : 512) < 0)
+        return -1;
+    o->shard_index = sh.index;
+    o->shard_count = sh.count;
+    return 0;
+}
+
+/* --repeat N, N from 1 to 10000. */
+static int take_repeat(const char *value, void *ctx, char *err, size_t errlen)
+{
+    char *end;
+    long n = strtol(value, &end, 10);
+    if (*end != '\0' || n < 1 || n > 10000) {
+        snprintf(err, errlen, "--repeat takes a number from 1 to 10000");
+        return -1;
+    }
+    ((struct run_opts *)ctx)->repeat = (int)n;
+    return 0;
+}
+
+/* The scenario files of the command line, in the room runner_main made. */
+struct file_list {
+    const char **files;
+    int *nfiles;
+};
+
+static int take_file(const char *value, void *ctx, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    struct file_list *l = ctx;
+    l->files[(*l->nfiles)++] = value;
+    return 0;
+}
+
 int runner_main(int argc, char **argv)
 {
     struct run_opts o;
@@ -563,70 +617,45 @@ int runner_main(int argc, char **argv)
     const char **files = calloc((size_t)argc + 1, sizeof(char *));
     if (files == NULL)
         return 2;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_val = i + 1 < argc;
-        if (strcmp(a, "--all") == 0) {
-            o.all = 1;
-        } else if (strcmp(a, "--keep") == 0) {
-            o.keep = 1;
-        } else if (strcmp(a, "--dry-run") == 0) {
-            o.dry_run = 1;
-        } else if (strcmp(a, "--brief") == 0) {
-            o.brief = 1;
-        } else if (strcmp(a, "--pg") == 0 && has_val) {
-            o.pg = argv[++i];
-        } else if (strcmp(a, "--pg-dir") == 0 && has_val) {
-            o.pg_dir = argv[++i];
-        } else if (strcmp(a, "--out") == 0 && has_val) {
-            o.out = argv[++i];
-        } else if (strcmp(a, "--bin") == 0 && has_val) {
-            o.bin = argv[++i];
-        } else if (strcmp(a, "--report") == 0 && has_val) {
-            o.report = argv[++i];
-        } else if (strcmp(a, "--junit") == 0 && has_val) {
-            o.junit = argv[++i];
-        } else if (strcmp(a, "--broker") == 0 && has_val) {
-            o.broker = argv[++i];
-            if (strcmp(o.broker, "fake") != 0 && strcmp(o.broker, "rabbitmq") != 0) {
-                fprintf(stderr, "crashwindow run: --broker takes fake or rabbitmq, not '%s'\n",
-                        o.broker);
-                free(files);
-                return 2;
-            }
-        } else if (strcmp(a, "--shard-weights") == 0 && has_val) {
-            o.shard_weights = argv[++i];
-        } else if (strcmp(a, "--shard") == 0 && has_val) {
-            char err[512];
-            struct shard sh;
-            if (shard_arg(argv[++i], &sh, err, sizeof(err)) < 0) {
-                fprintf(stderr, "crashwindow run: %s\n", err);
-                free(files);
-                return 2;
-            }
-            o.shard_index = sh.index;
-            o.shard_count = sh.count;
-        } else if (strcmp(a, "--repeat") == 0 && has_val) {
-            char *end;
-            long n = strtol(argv[++i], &end, 10);
-            if (*end != '\0' || n < 1 || n > 10000) {
-                fprintf(stderr, "crashwindow run: --repeat takes a number from 1 to 10000\n");
-                free(files);
-                return 2;
-            }
-            o.repeat = (int)n;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    struct file_list list = { files, &o.nfiles };
+    const struct cw_opt opts[] = {
+        CW_OPT_FLAG("--all", &o.all),
+        CW_OPT_FLAG("--keep", &o.keep),
+        CW_OPT_FLAG("--dry-run", &o.dry_run),
+        CW_OPT_FLAG("--brief", &o.brief),
+        CW_OPT_STRING("--pg", &o.pg),
+        CW_OPT_STRING("--pg-dir", &o.pg_dir),
+        CW_OPT_STRING("--out", &o.out),
+        CW_OPT_STRING("--bin", &o.bin),
+        CW_OPT_STRING("--report", &o.report),
+        CW_OPT_STRING("--junit", &o.junit),
+        CW_OPT_CALL("--broker", take_broker, &o),
+        CW_OPT_STRING("--shard-weights", &o.shard_weights),
+        CW_OPT_CALL("--shard", take_shard, &o),
+        CW_OPT_CALL("--repeat", take_repeat, &o),
+    };
+    /* Anything starting with '-' is an option; the rest are scenario files. */
+    const struct cw_opts_style style = {
+        .prefix = "-",
+        .help = CW_HELP_LONG | CW_HELP_SHORT,
+        .unknown = "unknown option or missing value: '%s'",
+        .missing = "unknown option or missing value: '%s'",
+        .positional = take_file,
+        .positional_ctx = &list,
+    };
+    char err[8192]; /* the offending argument in full, as it always was */
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &style, argc, argv, NULL, err, sizeof(err));
+    if (rc != CW_OPTS_OK) {
+        if (rc == CW_OPTS_HELP) {
             run_usage(stdout);
-            free(files);
-            return 0;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "crashwindow run: unknown option or missing value: '%s'\n", a);
-            run_usage(stderr);
-            free(files);
-            return 2;
         } else {
-            files[o.nfiles++] = a;
+            fprintf(stderr, "crashwindow run: %s\n", err);
+            /* A mistake of form shows the usage; a refused value says why. */
+            if (rc == CW_OPTS_USAGE)
+                run_usage(stderr);
         }
+        free(files);
+        return rc == CW_OPTS_HELP ? 0 : 2;
     }
     if (o.shard_weights != NULL && o.shard_count == 0) {
         fprintf(stderr, "crashwindow run: --shard-weights weighs a --shard K/N split; give both\n");
@@ -649,7 +678,7 @@ int runner_main(int argc, char **argv)
     }
     o.files = files;
     runner_install_signals();
-    int rc = runner_run(&o, NULL);
+    rc = runner_run(&o, NULL);
     free(files);
     return rc;
 }

@@ -31,7 +31,7 @@
 static int cluster_port(const char *dir)
 {
     char path[PATH_MAX + 16];
-    fmt(path, sizeof(path), "%s/port", dir);
+    cw_fmt(path, sizeof(path), "%s/port", dir);
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return 0;
@@ -77,16 +77,16 @@ int runner_open_standby_db(struct sctx *s)
     char err[1024], out[1024];
     if (rdb_start_cluster(&s->pg.own, r->pg_script, err, sizeof(err)) < 0)
         return runner_fail(s, "database: primary: %s", err);
-    fmt(s->pg.dir, sizeof(s->pg.dir), "%s", s->pg.own.cluster_dir);
+    cw_fmt(s->pg.dir, sizeof(s->pg.dir), "%s", s->pg.own.cluster_dir);
     char tag[48];
-    fmt(tag, sizeof(tag), "%d_%d", (int)getpid(), r->nsc);
+    cw_fmt(tag, sizeof(tag), "%d_%d", (int)getpid(), r->nsc);
     if (rdb_make_template(&s->pg.own, r->exe_outboxctl, tag, err, sizeof(err)) < 0)
         return runner_fail(s, "database: %s", err);
     char *single = rdb_create_db(&s->pg.own, s->label, s->db.name, err, sizeof(err));
     if (single == NULL)
         return runner_fail(s, "database: %s", err);
     free(single);
-    fmt(s->pg.standby_dir, sizeof(s->pg.standby_dir), "%s.standby", s->pg.dir);
+    cw_fmt(s->pg.standby_dir, sizeof(s->pg.standby_dir), "%s.standby", s->pg.dir);
     if (rdb_cluster_cmd(r->pg_script, "standby", s->pg.dir, s->pg.standby_dir, 120000, out,
                         sizeof(out), err, sizeof(err)) < 0) {
         s->pg.standby_dir[0] = '\0';
@@ -99,7 +99,7 @@ int runner_open_standby_db(struct sctx *s)
     if (wait_replication(s, s->pg.own.admin) < 0)
         return -1;
     char multi[3 * PATH_MAX];
-    fmt(multi, sizeof(multi),
+    cw_fmt(multi, sizeof(multi),
         "host='%s,%s' port='%d,%d' user='postgres' dbname='%s' "
         "target_session_attrs='read-write' connect_timeout='5'",
         s->pg.dir, s->pg.standby_dir, cluster_port(s->pg.dir), cluster_port(s->pg.standby_dir),
@@ -156,7 +156,7 @@ static int db_terminate(struct sctx *s, const struct sc_step *st)
     char names[SC_MAX_PROCS * (SC_NAME_MAX + 3) + 4] = "{";
     for (int i = 0; i < sc->nprocs; i++) {
         size_t n = strlen(names);
-        fmt(names + n, sizeof(names) - n, "%s\"%s\"", i ? "," : "", sc->procs[i].name);
+        cw_fmt(names + n, sizeof(names) - n, "%s\"%s\"", i ? "," : "", sc->procs[i].name);
     }
     strcat(names, "}");
     const char *who = st->proc >= 0 ? sc->procs[st->proc].name : "";
@@ -166,7 +166,7 @@ static int db_terminate(struct sctx *s, const struct sc_step *st)
     if (n < 0)
         return runner_fail(s, "db terminate: %s", err);
     char detail[96];
-    fmt(detail, sizeof(detail), "%lld sessions of %s", n, who[0] ? who : "every process");
+    cw_fmt(detail, sizeof(detail), "%lld sessions of %s", n, who[0] ? who : "every process");
     runner_outage_event(s, "postgres", "terminate", detail);
     runner_progress(s, "terminated %s", detail);
     return 0;
@@ -183,7 +183,7 @@ static int db_freeze(struct sctx *s, const struct sc_step *st)
     runner_hold(st->ms);
     pgf_thaw(pids, n);
     char detail[64];
-    fmt(detail, sizeof(detail), "%d processes stopped for %d ms", n, st->ms);
+    cw_fmt(detail, sizeof(detail), "%d processes stopped for %d ms", n, st->ms);
     runner_outage_event(s, "postgres", "freeze", detail);
     return 0;
 }
@@ -205,8 +205,8 @@ static int db_failover(struct sctx *s)
     PQfinish(s->db.conn);
     s->db.conn = NULL;
     char old[PATH_MAX];
-    fmt(old, sizeof(old), "%s", s->pg.dir);
-    fmt(s->pg.dir, sizeof(s->pg.dir), "%s", s->pg.standby_dir);
+    cw_fmt(old, sizeof(old), "%s", s->pg.dir);
+    cw_fmt(s->pg.dir, sizeof(s->pg.dir), "%s", s->pg.standby_dir);
     runner_outage_event(s, "postgres", "failover", old);
     runner_progress(s, "failover: primary %s killed, %s promoted", old, s->pg.dir);
     return 0;

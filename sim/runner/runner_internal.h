@@ -34,6 +34,7 @@
 
 #include "runner.h"
 #include "checker.h"
+#include "common_fs.h"
 #include "httpc.h"
 #include "procs.h"
 #include "runner_db.h"
@@ -44,7 +45,6 @@
 #include <libpq-fe.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -183,18 +183,6 @@ struct sctx {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-/* snprintf for paths and messages: output that does not fit is cut, which
- * the callers accept (their buffers hold any path this runner makes). */
-__attribute__((format(printf, 3, 4)))
-static inline int fmt(char *out, size_t outlen, const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    int n = vsnprintf(out, outlen, format, ap);
-    va_end(ap);
-    return n;
-}
-
 /* The pause between two polls of a bounded wait; never a wait by itself. */
 static inline void nap(int ms)
 {
@@ -255,9 +243,6 @@ int runner_connect(struct sctx *s, char *err, size_t errlen);
  * s->conn NULL when the connection was lost (the next call reconnects). */
 long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *const *params,
                            char *err, size_t errlen);
-
-/* Writes text and a newline to path (created or truncated).  0, or -1. */
-int runner_write_file(const char *path, const char *text);
 
 /* ---- runner_scenario.c: one scenario ------------------------------------ */
 

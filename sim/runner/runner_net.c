@@ -103,7 +103,7 @@ static int amqp_upstream(const char *url, char *out, size_t outlen)
     const char *a, *e;
     if (amqp_hostport(url, &a, &e) < 0)
         return -1;
-    fmt(out, outlen, "tcp:%.*s", (int)(e - a), a);
+    cw_fmt(out, outlen, "tcp:%.*s", (int)(e - a), a);
     return 0;
 }
 
@@ -114,7 +114,7 @@ static int amqp_via(const char *url, const char *hostport, char *out, size_t out
     const char *a, *e;
     if (amqp_hostport(url, &a, &e) < 0)
         return -1;
-    fmt(out, outlen, "%.*s%s%s", (int)(a - url), url, hostport, e);
+    cw_fmt(out, outlen, "%.*s%s%s", (int)(a - url), url, hostport, e);
     return 0;
 }
 
@@ -162,9 +162,9 @@ static int pg_upstream(const char *conninfo, char *out, size_t outlen)
         snprintf(port, sizeof(port), "5432");
     struct in_addr a;
     if (host[0] == '/' && strchr(host, ',') == NULL)
-        fmt(out, outlen, "unix:%s/.s.PGSQL.%s", host, port);
+        cw_fmt(out, outlen, "unix:%s/.s.PGSQL.%s", host, port);
     else if (inet_pton(AF_INET, host, &a) == 1)
-        fmt(out, outlen, "tcp:%s:%s", host, port);
+        cw_fmt(out, outlen, "tcp:%s:%s", host, port);
     else
         return -1;
     return 0;
@@ -176,10 +176,10 @@ int runner_start_netproxy(struct sctx *s)
     const struct scenario *sc = s->sc;
     struct proc *p = &s->net.proxy;
     snprintf(p->name, sizeof(p->name), "netproxy");
-    fmt(p->events_path, sizeof(p->events_path), "%s/netproxy.events.jsonl", s->dir);
-    fmt(p->log_path, sizeof(p->log_path), "%s/netproxy.log", s->dir);
+    cw_fmt(p->events_path, sizeof(p->events_path), "%s/netproxy.events.jsonl", s->dir);
+    cw_fmt(p->log_path, sizeof(p->log_path), "%s/netproxy.log", s->dir);
     p->fifo_prefix = r->fifo_prefix;
-    fmt(s->net.proxy_sock, sizeof(s->net.proxy_sock), "%s/n%d.sock", r->tmp, r->nsc);
+    cw_fmt(s->net.proxy_sock, sizeof(s->net.proxy_sock), "%s/n%d.sock", r->tmp, r->nsc);
     char pg_up[PATH_MAX];
     if (sc->standby || pg_upstream(s->db.conninfo, pg_up, sizeof(pg_up)) < 0)
         pg_up[0] = '\0';
@@ -201,18 +201,18 @@ int runner_start_netproxy(struct sctx *s)
          * read the broker's lines); a RabbitMQ link is loopback TCP, never
          * parsed.  read_links makes the process's address of either. */
         if (!runner_rabbit(r)) {
-            fmt(s->net.link_broker[i], sizeof(s->net.link_broker[i]), "%s/b%d-%d.sock", r->tmp,
+            cw_fmt(s->net.link_broker[i], sizeof(s->net.link_broker[i]), "%s/b%d-%d.sock", r->tmp,
                 r->nsc, i);
-            fmt(specs[k], sizeof(specs[k]), "%s->broker=broker,unix:%s,unix:%s",
+            cw_fmt(specs[k], sizeof(specs[k]), "%s->broker=broker,unix:%s,unix:%s",
                 sc->procs[i].name, s->net.link_broker[i], s->broker_sock);
         } else {
-            fmt(specs[k], sizeof(specs[k]), "%s->broker=amqp,tcp:127.0.0.1:0,%s",
+            cw_fmt(specs[k], sizeof(specs[k]), "%s->broker=amqp,tcp:127.0.0.1:0,%s",
                 sc->procs[i].name, amqp_up);
         }
         argv[n++] = (char *)"--link";
         argv[n++] = specs[k++];
         if (pg_up[0] != '\0') {
-            fmt(specs[k], sizeof(specs[k]), "%s->pg=pg,tcp:127.0.0.1:0,%s",
+            cw_fmt(specs[k], sizeof(specs[k]), "%s->pg=pg,tcp:127.0.0.1:0,%s",
                 sc->procs[i].name, pg_up);
             argv[n++] = (char *)"--link";
             argv[n++] = specs[k++];

@@ -112,7 +112,7 @@ const char *runner_fake_skip(const struct scenario *sc, char *why, size_t whylen
 
 int runner_rabbit_start(struct runner *r)
 {
-    fmt(r->rabbit_dir, sizeof(r->rabbit_dir), "%s/rabbit", r->tmp);
+    cw_fmt(r->rabbit_dir, sizeof(r->rabbit_dir), "%s/rabbit", r->tmp);
     char *argv[] = { r->rabbit_script, (char *)"start", r->rabbit_dir, NULL };
     char out[4096];
     int64_t t0 = cw_mono_ms();
@@ -124,7 +124,7 @@ int runner_rabbit_start(struct runner *r)
         return -1;
     }
     url[strcspn(url, "\r\n")] = '\0';
-    fmt(r->rabbit_url, sizeof(r->rabbit_url), "%s", url);
+    cw_fmt(r->rabbit_url, sizeof(r->rabbit_url), "%s", url);
     printf("rabbitmq node ready in %.1f s\n", (double)(cw_mono_ms() - t0) / 1000.0);
     fflush(stdout);
     return 0;
@@ -149,8 +149,8 @@ void runner_rabbit_stop(struct runner *r)
 void runner_rabbit_address(struct sctx *s)
 {
     struct runner *r = s->run;
-    fmt(s->rabbitmq.exchange, sizeof(s->rabbitmq.exchange), "cw%d-s%d", (int)getpid(), r->nsc);
-    fmt(s->broker_addr, sizeof(s->broker_addr), "%s?exchange=%s", r->rabbit_url,
+    cw_fmt(s->rabbitmq.exchange, sizeof(s->rabbitmq.exchange), "cw%d-s%d", (int)getpid(), r->nsc);
+    cw_fmt(s->broker_addr, sizeof(s->broker_addr), "%s?exchange=%s", r->rabbit_url,
         s->rabbitmq.exchange);
 }
 
@@ -175,7 +175,7 @@ int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max)
         for (int j = 0; j < sp->nargs; j++)
             if (strcmp(sp->arg_key[j], "topic") == 0 && sp->arg_val[j] != NULL)
                 topic = sp->arg_val[j];
-        fmt(s->rabbitmq.groups[i], sizeof(s->rabbitmq.groups[i]), "%s:%s", topic,
+        cw_fmt(s->rabbitmq.groups[i], sizeof(s->rabbitmq.groups[i]), "%s:%s", topic,
             sp->group ? sp->group : sp->consumer_name);
         argv[n++] = (char *)"--group";
         argv[n++] = s->rabbitmq.groups[i];

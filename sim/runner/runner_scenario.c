@@ -51,10 +51,10 @@ static struct sctx *sctx_new(struct runner *r, const struct scenario *sc, int re
         snprintf(s->label, sizeof(s->label), "%s.r%d", sc->name, rep);
     else
         snprintf(s->label, sizeof(s->label), "%s", sc->name);
-    fmt(s->dir, sizeof(s->dir), "%s/%s", r->out, s->label);
+    cw_fmt(s->dir, sizeof(s->dir), "%s/%s", r->out, s->label);
     r->nsc++;
-    fmt(s->broker_sock, sizeof(s->broker_sock), "%s/b%d.sock", r->tmp, r->nsc);
-    fmt(s->broker_addr, sizeof(s->broker_addr), "%s", s->broker_sock);
+    cw_fmt(s->broker_sock, sizeof(s->broker_sock), "%s/b%d.sock", r->tmp, r->nsc);
+    cw_fmt(s->broker_addr, sizeof(s->broker_addr), "%s", s->broker_sock);
     if (runner_rabbit(r))
         runner_rabbit_address(s);
     printf("[%d/%d] %s: %s\n", index, total, s->label, sc->title);
@@ -73,25 +73,26 @@ static void scenario_files(struct sctx *s)
      * earlier run into the same --out would be read as this run's (a
      * passing scenario would fail on another run's publishes). */
     fstree_remove(s->dir);
-    fstree_mkdir_p(s->dir);
+    cw_mkdir_p(s->dir);
     char path[PATH_MAX + 64];
     char *text = cJSON_Print(sc->root);
     snprintf(path, sizeof(path), "%s/scenario.json", s->dir);
+    char err[PATH_MAX + 128];
     if (text != NULL)
-        runner_write_file(path, text);
+        cw_write_text(path, text, 1, err, sizeof(err));
     cJSON_free(text);
-    fmt(s->run_events_path, sizeof(s->run_events_path), "%s/runner.events.jsonl", s->dir);
+    cw_fmt(s->run_events_path, sizeof(s->run_events_path), "%s/runner.events.jsonl", s->dir);
     s->ev = fopen(s->run_events_path, "a");
 
     snprintf(s->broker.name, sizeof(s->broker.name), "broker");
-    fmt(s->broker.events_path, sizeof(s->broker.events_path), "%s/broker.events.jsonl", s->dir);
-    fmt(s->broker.log_path, sizeof(s->broker.log_path), "%s/broker.log", s->dir);
+    cw_fmt(s->broker.events_path, sizeof(s->broker.events_path), "%s/broker.events.jsonl", s->dir);
+    cw_fmt(s->broker.log_path, sizeof(s->broker.log_path), "%s/broker.log", s->dir);
     s->broker.fifo_prefix = r->fifo_prefix;
     for (int i = 0; i < sc->nprocs; i++) {
         struct proc *p = &s->procs[i];
         snprintf(p->name, sizeof(p->name), "%s", sc->procs[i].name);
-        fmt(p->events_path, sizeof(p->events_path), "%s/%s.events.jsonl", s->dir, p->name);
-        fmt(p->log_path, sizeof(p->log_path), "%s/%s.log", s->dir, p->name);
+        cw_fmt(p->events_path, sizeof(p->events_path), "%s/%s.events.jsonl", s->dir, p->name);
+        cw_fmt(p->log_path, sizeof(p->log_path), "%s/%s.log", s->dir, p->name);
         p->fifo_prefix = r->fifo_prefix;
     }
 
@@ -114,7 +115,7 @@ static void open_database(struct sctx *s)
     }
     const char *dir = s->run->db.cluster_dir[0] != '\0' ? s->run->db.cluster_dir
                       : s->run->o->pg_dir != NULL ? s->run->o->pg_dir : "";
-    fmt(s->pg.dir, sizeof(s->pg.dir), "%s", dir);
+    cw_fmt(s->pg.dir, sizeof(s->pg.dir), "%s", dir);
     s->db.conninfo = rdb_create_db(&s->run->db, s->label, s->db.name, err, sizeof(err));
     if (s->db.conninfo != NULL)
         s->db.env = conninfo_env(s->db.conninfo);

@@ -536,7 +536,7 @@ static int step_http(struct sctx *s, const struct sc_step *st)
     char check[64], detail[600];
     if (st->expect_status != 0) {
         snprintf(check, sizeof(check), "steps[%d].expect_status", s->step);
-        fmt(detail, sizeof(detail), "%s %s got %d%s%s (want %d)", st->method, path,
+        cw_fmt(detail, sizeof(detail), "%s %s got %d%s%s (want %d)", st->method, path,
                  h.status, h.status ? "" : ": ", h.status ? "" : h.error, st->expect_status);
         runner_add_expect(s, check, h.status == st->expect_status, detail);
     }
@@ -679,7 +679,7 @@ static int step_outboxctl(struct sctx *s, const struct sc_step *st)
         fclose(f);
     }
     char first[200];
-    fmt(first, sizeof(first), "%s", out);
+    cw_fmt(first, sizeof(first), "%s", out);
     first[strcspn(first, "\n")] = '\0';
     runner_progress(s, "  -> exit %d: %s", rc, first);
     cJSON *ev = runner_rev_begin(s, "outboxctl");

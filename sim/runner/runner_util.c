@@ -429,12 +429,12 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     /* libpq takes application_name from PGAPPNAME: every session of the
      * process carries its scenario name, which "db terminate" aims at. */
     char appname[SC_NAME_MAX + 16];
-    fmt(appname, sizeof(appname), "PGAPPNAME=%s", p->name);
+    cw_fmt(appname, sizeof(appname), "PGAPPNAME=%s", p->name);
     const char *env[8] = { runner_db_env(s, idx), appname, NULL };
     char deadline_var[48];
     int nenv = 2;
     if (sp->db_deadline_ms > 0) {
-        fmt(deadline_var, sizeof(deadline_var), "CW_DB_DEADLINE_MS=%d", sp->db_deadline_ms);
+        cw_fmt(deadline_var, sizeof(deadline_var), "CW_DB_DEADLINE_MS=%d", sp->db_deadline_ms);
         env[nenv++] = deadline_var;
     }
     char clock[4][160];
@@ -519,7 +519,7 @@ int runner_start_broker(struct sctx *s)
         /* A file, not :memory:: what the broker confirmed survives its
          * crash (SQLite in WAL mode, the commit in the OS before the
          * confirm). */
-        fmt(store, sizeof(store), "%s/broker.sqlite", s->dir);
+        cw_fmt(store, sizeof(store), "%s/broker.sqlite", s->dir);
         argv[n++] = (char *)"--db";
         argv[n++] = store;
     }
@@ -643,14 +643,4 @@ long long runner_sql_value(struct sctx *s, const char *sql, int n, const char *c
         v = atoll(PQgetvalue(r, 0, 0));
     PQclear(r);
     return v;
-}
-
-int runner_write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (f == NULL)
-        return -1;
-    fputs(text, f);
-    fputc('\n', f);
-    return fclose(f);
 }
