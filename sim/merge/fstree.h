@@ -33,8 +33,4 @@ int fstree_copy_files(const char *src, const char *dst, char *err, size_t errlen
 /* Removes path and everything under it (never following a link).  0 or -1. */
 int fstree_remove(const char *path);
 
-/* The simulator still calls mkdir -p by its old name here; the alias goes
- * once it says cw_mkdir_p. */
-#define fstree_mkdir_p cw_mkdir_p
-
 #endif

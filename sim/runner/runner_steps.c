@@ -21,6 +21,7 @@
 #include "checker.h"
 #include "cwlog.h"
 #include "evlog.h"
+#include "fault.h"
 #include "history.h"
 #include "pgx.h"
 
@@ -468,16 +469,15 @@ static int step_signal(struct sctx *s, const struct sc_step *st)
 }
 
 /* The failinfo fiu-ctrl passes for an action, in the encoding fault_fire
- * (src/core/fault.c) decodes: crash 0, fail 1, park 2, stall:MS the MS. */
+ * (src/core/fault.c) decodes: crash 0, fail 1, park 2, stall:MS the MS.
+ * The action was validated at load by the same parser. */
 static int action_failinfo(const char *action)
 {
-    if (strcmp(action, "crash") == 0)
+    enum fault_action a;
+    long ms;
+    if (fault_parse_action(action, &a, &ms) < 0)
         return 0;
-    if (strcmp(action, "fail") == 0)
-        return 1;
-    if (strcmp(action, "park") == 0)
-        return 2;
-    return atoi(action + 6); /* stall:MS, validated at load */
+    return a == FAULT_STALL ? (int)ms : (int)a;
 }
 
 static int step_fault(struct sctx *s, const struct sc_step *st)
