@@ -28,12 +28,12 @@ ALLOWED = {
     "sim/checker": {"sim/scenario", "src/core"},
     "sim/report": {"src/core"},
     "sim/merge": {"sim/report", "src/core"},
-    "sim/faults": {"src/core"},
+    "sim/pgfault": {"src/core"},
     "sim/runner": {"sim/scenario", "sim/checker", "sim/report", "sim/merge",
-                   "sim/fakebroker", "sim/faults", "sim/netproxy", "src/core"},
+                   "sim/fakebroker", "sim/pgfault", "sim/netproxy", "src/core"},
     "sim/simulator": {"sim/runner", "sim/scenario", "sim/merge", "src/core"},
     "sim/mutants": {"sim/runner", "sim/merge", "src/core"},
-    "sim": {"sim/scenario", "sim/fakebroker", "sim/checker", "sim/report", "sim/faults",
+    "sim": {"sim/scenario", "sim/fakebroker", "sim/checker", "sim/report", "sim/pgfault",
             "sim/netproxy", "sim/merge", "sim/runner", "sim/simulator", "sim/mutants", "src/core"},
 }
 # sim/common holds what several harness folders share: every one may use it.
