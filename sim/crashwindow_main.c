@@ -2,6 +2,7 @@
  *
  *   crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO] [--out DIR]
  *                   [--keep] [--dry-run] [--repeat N] [--bin DIR]
+ *   crashwindow check DIR [--pg CONNINFO]     (sim/runner/history.c)
  *   crashwindow report DIR -o FILE.html
  *   crashwindow mutants [--only NAME...] [--out DIR] [--pg CONNINFO] [--list]
  *   crashwindow sim [--seed S] [--runs N] [--replay S:I] [--shrink] ...

@@ -390,7 +390,7 @@ void inv_versions_in_order(struct chk_ctx *c)
 
 /* ---- 14. ack_after_commit -----------------------------------------------
  *
- * The article's rule for the consumer: ACK only after COMMIT.  An ACK sent
+ * The source article's (README) rule for the consumer: ACK only after COMMIT.  An ACK sent
  * first makes the broker forget a message the database may never keep: a
  * crash between the two loses it, and nothing_lost sees that loss only when
  * the crash comes and no later republish of the same id hides it.  The

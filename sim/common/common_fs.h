@@ -1,4 +1,4 @@
-/* common_fs.h -- paths and whole files, as every harness folder needs them:
+/* common_fs.h -- paths and whole files, as several harness folders need them:
  * a path built with printf, a directory path made, a file read whole or
  * written whole.
  *

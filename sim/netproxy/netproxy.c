@@ -8,8 +8,8 @@
  * reading while QUEUE_CAP bytes wait in it, so a slow peer slows its sender
  * instead of growing the queue.
  *
- * The faults of a link sit behind the proxy's mutex: the runner's thread
- * writes them, the loop reads them once per pass and on every chunk.  A
+ * The faults of a link sit behind the proxy's mutex: the daemon's control
+ * thread writes them, the loop reads them once per pass and on every chunk.  A
  * pipe wakes the loop when they change. */
 #include "netproxy.h"
 

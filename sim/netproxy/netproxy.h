@@ -5,8 +5,9 @@
  * of its own ("relay-1->pg", "accounting->broker").  A link listens on a
  * loopback TCP port or a Unix socket and forwards each accepted connection
  * to its upstream; with no fault set it is a plain pass-through.  One
- * thread runs every link of a proxy with poll(); the runner sets and clears
- * faults from its own thread (netproxy_set, netproxy_clear).
+ * thread runs every link of a proxy with poll(); the daemon's control thread
+ * (netproxy_main.c), which the runner talks to over --control, sets and
+ * clears faults (netproxy_set, netproxy_clear).
  *
  * FAULTS (Toxiproxy's vocabulary; "up" is client -> server, "down" is
  * server -> client, "both" is the default):

@@ -1,5 +1,6 @@
 /* pgfault.h -- PostgreSQL itself as a fault target: freeze the server,
- * stall a standby's replication, terminate one process's sessions.
+ * find a standby's WAL receiver (whose stall, scripts/pg-cluster detach,
+ * the runner waits on), terminate one process's sessions.
  *
  * The cluster is a throwaway one that scripts/pg-cluster started in DIR (its
  * data directory is DIR/data); crash, restart, standby creation and

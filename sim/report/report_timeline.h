@@ -8,7 +8,7 @@
  * its fields and the message ids it concerns, and a data-m attribute so the
  * page can highlight one message across lanes.  The runner's actions on a
  * process (start, stop, kill, pause, resume, restart, exit seen, fault armed)
- * are drawn on that process's lane.  Three kinds of intervals are shaded,
+ * are drawn on that process's lane.  Four kinds of intervals are shaded,
  * derived from the events alone:
  *
  *   fault   fault_hit of a process  ->  its fault_resumed, its next event,

@@ -5,7 +5,7 @@
  * scenario gets its own exchange (and with it its own queues and firehose
  * queue), so scenarios never see each other's messages without a node
  * restart between them.  The scenario's "broker" process is rabbit-bridge
- * (sim/rabbitmq): it provisions the groups' queues, writes the broker log
+ * (sim/rabbitbridge): it provisions the groups' queues, writes the broker log
  * from the firehose and answers the stats and reset frames the heal uses,
  * so the rest of the runner and the checker are the same for both brokers.
  *

@@ -97,7 +97,9 @@ enum sc_verb {
     V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT, V_DB, V_BROKER_CRASH, V_SLEEP, V_NET
 };
 
-/* What a "db" step does to PostgreSQL itself (sim/faults/pgfault.h). */
+/* What a "db" step does to PostgreSQL itself: freeze and terminate are
+ * sim/pgfault/pgfault.h's; crash, restart, failover and stalled replication
+ * are scripts/pg-cluster's verbs, driven by sim/runner/runner_dbfault.c. */
 enum sc_db_action {
     DB_CRASH = 0,          /* immediate shutdown (crash recovery), down_ms, start */
     DB_RESTART,            /* fast shutdown and start */

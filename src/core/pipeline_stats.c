@@ -291,7 +291,7 @@ static void processing_latency(const struct pipeline_stats *s, struct promtext *
     }
 }
 
-/* The article's nine figures, in its order after the one it calls the most
+/* The source article's (README) nine figures, in its order after the one it calls the most
  * useful signal. */
 static void article_figures(const struct pipeline_stats *s, struct promtext *p)
 {

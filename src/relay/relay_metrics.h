@@ -30,7 +30,7 @@ enum relay_count {
 /* Adds n to a count.  Safe from any thread. */
 void relay_count(enum relay_count which, long long n);
 
-/* The worker id, shown in relay_info once the loop has one. */
+/* The worker id, shown in outbox_relay_info once the loop has one. */
 void relay_metrics_worker(const char *worker);
 
 /* Starts the endpoint on address for the database conninfo (name: the

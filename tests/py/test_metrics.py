@@ -21,7 +21,7 @@ from cwtest import binary, query, scalar, wait_for
 from test_consumer import start_consumer
 from test_relay import start_relay, stored
 
-# The article's nine figures, in the order it gives them after the one it
+# The source article's (README) nine figures, in the order it gives them after the one it
 # calls the most useful (the oldest pending age).
 ARTICLE = ["outbox_oldest_pending_age_seconds", "outbox_pending_messages",
            "outbox_published_total", "outbox_attempts", "outbox_dead_letters",

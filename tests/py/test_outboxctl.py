@@ -103,7 +103,7 @@ def test_metrics_are_prometheus_text_with_the_runbook_list(db):
     page = promparse.parse(out.stdout)
     samples = {n + ("{" + ",".join(f'{k}="{v}"' for k, v in lab.items()) + "}" if lab else ""): v
                for fam in page.values() for n, lab, v in fam["samples"]}
-    assert list(page)[0] == "outbox_oldest_pending_age_seconds", "the article's first signal"
+    assert list(page)[0] == "outbox_oldest_pending_age_seconds", "the source article's (README) first signal"
     assert samples["outbox_pending_messages"] == 5
     assert samples["outbox_oldest_pending_age_seconds"] > 3590
     assert samples["outbox_published_total"] == 3

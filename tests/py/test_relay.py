@@ -361,7 +361,7 @@ def test_claim_walks_the_claim_order_index_without_sorting(db):
     plan = plan_of_claim(db)
     assert claim_walks_index_in_order(plan), json.dumps(plan, indent=1)
     assert claim_walks_index_in_order(plan_of_claim(db, "per-aggregate"))
-    # The check can fail: with the article's index alone the claim sorts.
+    # The check can fail: with the source article's (README) index alone the claim sorts.
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("DROP INDEX ix_outbox_claim_order")
     assert not claim_walks_index_in_order(plan_of_claim(db))

@@ -20,7 +20,7 @@ static void *draw_in_thread(void *arg)
 
 int main(void)
 {
-    /* The article's schedule: base 1 s, cap 300 s -> 2, 4, ... 256, 300, 300. */
+    /* The source article's (README) schedule: base 1 s, cap 300 s -> 2, 4, ... 256, 300, 300. */
     CHECK_EQ_INT(cw_backoff_ceiling_ms(0, 1000, 300000), 1000);
     CHECK_EQ_INT(cw_backoff_ceiling_ms(1, 1000, 300000), 2000);
     CHECK_EQ_INT(cw_backoff_ceiling_ms(8, 1000, 300000), 256000);
