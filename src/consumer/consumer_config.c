@@ -67,16 +67,6 @@ static int take_metrics_listen(const char *v, void *ctx, char *err, size_t errle
     return 0;
 }
 
-/* Every option takes a value: "--flag VALUE" pairs, as the relay reads. */
-static const struct cw_opts_style consumer_style = {
-    .prefix = "--",
-    .help = CW_HELP_LONG | CW_HELP_SHORT,
-    .value_first = 1,
-    .unknown = "unknown option '%s'",
-    .missing = "%s needs a value",
-    .stray = "unexpected argument '%s'",
-};
-
 int consumer_config_parse(int argc, char **argv, struct consumer_config *cfg,
                           FILE *out, char *err, size_t errlen)
 {
@@ -119,7 +109,7 @@ int consumer_config_parse(int argc, char **argv, struct consumer_config *cfg,
         CW_OPT_STRING("--proc-name", &proc),
         CW_OPT_CALL("--metrics-listen", take_metrics_listen, cfg),
     };
-    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &consumer_style, argc, argv, NULL, err,
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &cw_pairs_style, argc, argv, NULL, err,
                            errlen);
     if (rc == CW_OPTS_HELP) {
         consumer_usage(out);

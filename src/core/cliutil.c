@@ -154,3 +154,12 @@ int cw_opts_parse(const struct cw_opt *opts, size_t nopts, const struct cw_opts_
         *next = i;
     return rc;
 }
+
+const struct cw_opts_style cw_pairs_style = {
+    .prefix = "--",
+    .help = CW_HELP_LONG | CW_HELP_SHORT,
+    .value_first = 1,
+    .unknown = "unknown option '%s'",
+    .missing = "%s needs a value",
+    .stray = "unexpected argument '%s'",
+};

@@ -97,6 +97,11 @@ struct cw_opts_style {
     void *positional_ctx;
 };
 
+/* The daemons' style (relay, consumer): every option takes a value, as
+ * "--flag VALUE" pairs; --help and -h ask for help; "unknown option 'X'",
+ * "X needs a value", "unexpected argument 'X'". */
+extern const struct cw_opts_style cw_pairs_style;
+
 /* What cw_opts_parse found. */
 enum {
     CW_OPTS_OK = 0,

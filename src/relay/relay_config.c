@@ -93,16 +93,6 @@ static int take_metrics_listen(const char *v, void *ctx, char *err, size_t errle
     return 0;
 }
 
-/* Every option takes a value: "--flag VALUE" pairs, as the consumers read. */
-static const struct cw_opts_style relay_style = {
-    .prefix = "--",
-    .help = CW_HELP_LONG | CW_HELP_SHORT,
-    .value_first = 1,
-    .unknown = "unknown option '%s'",
-    .missing = "%s needs a value",
-    .stray = "unexpected argument '%s'",
-};
-
 int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
                        char *err, size_t errlen)
 {
@@ -132,7 +122,7 @@ int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
         CW_OPT_CALL("--order", take_order, cfg),
         CW_OPT_CALL("--print-sql", take_print_sql, cfg),
     };
-    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &relay_style, argc, argv, NULL, err, errlen);
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &cw_pairs_style, argc, argv, NULL, err, errlen);
     if (rc == CW_OPTS_HELP)
         return 1;
     if (rc < 0)
