@@ -39,14 +39,30 @@
 static const char sql_cutoff[] =
     "SELECT now() - $1::bigint * interval '1 millisecond'";
 
+/* A published row past the cutoff $1 (with $6, the by-age mutant, any row
+ * that old).  Said twice in the batch below: where the batch selects its
+ * rows and again in the DELETE, so that the condition is judged on the
+ * row as it is when deleted, not as the statement's snapshot saw it. */
+#define OUTBOX_EXPIRED(m)                                                      \
+    "(" m "published_at IS NOT NULL AND " m "published_at < $1::timestamptz)"   \
+    " OR ($6::boolean AND " m "occurred_at < $1::timestamptz)"
+
+/* The batch locks its rows (FOR UPDATE SKIP LOCKED): a row a replay holds
+ * is skipped, and a replay that comes later waits for this statement, so
+ * no row is made pending between the choice and the delete.  Without the
+ * lock, the DELETE would wait for the replay and then delete the row it
+ * had just made pending -- joined to the batch by id alone, with no
+ * record, as the RETURNING then shows it unpublished. */
 static const char sql_outbox_batch[] =
     "WITH batch AS (\n"
     "    SELECT id FROM outbox_messages\n"
     "    WHERE ($3::boolean OR id > $4::uuid)\n"
-    "      AND (published_at < $1::timestamptz OR ($6::boolean AND occurred_at < $1::timestamptz))\n"
-    "    ORDER BY id LIMIT $2::int),\n"
+    "      AND (" OUTBOX_EXPIRED("") ")\n"
+    "    ORDER BY id LIMIT $2::int\n"
+    "    FOR UPDATE SKIP LOCKED),\n"
     "del AS (\n"
     "    DELETE FROM outbox_messages AS m USING batch WHERE m.id = batch.id\n"
+    "      AND (" OUTBOX_EXPIRED("m.") ")\n"
     "    RETURNING m.id, m.aggregate_id, m.aggregate_version, m.event_type, m.attempts,\n"
     "              m.occurred_at, m.published_at,\n"
     "              encode(sha256(convert_to(m.payload::text, 'UTF8')), 'hex') AS sha),\n"

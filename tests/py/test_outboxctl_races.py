@@ -70,3 +70,35 @@ def test_replay_of_a_row_published_at_its_last_attempt_is_published_again(db, pr
                      " FROM outbox_requeues") == [(x, 3, err)]
     assert scalar(db, "SELECT count(*) FROM consumer_replays") == 1
     assert query(db, "SELECT consumer_name FROM inbox_messages") == [("notifications",)]
+
+
+def test_cleanup_racing_a_replay_never_deletes_the_row_it_made_pending(db, procs):
+    """The replay has locked the outbox row and waits (on an inbox marker the
+    test holds) to commit; meanwhile cleanup's batch sees the row published
+    and old.  Cleanup must not delete it once the replay has made it pending:
+    it skips the locked row, deletes the other published row, and records
+    exactly what it deleted."""
+    x = row(db, attempts="1", published_at="now() - interval '1 hour'")
+    y = row(db, attempts="1", published_at="now() - interval '1 hour'")
+    with psycopg.connect(db, autocommit=True) as conn:
+        park(conn, "accounting", x)
+        mark(conn, "accounting", x)
+    with psycopg.connect(db) as hold:
+        hold.execute("SELECT 1 FROM inbox_messages WHERE consumer_name = 'accounting'"
+                     " AND message_id = %s FOR UPDATE", (x,))
+        replay = start_ctl(procs, db, "cw-replay", "parked", "replay", "accounting", x)
+        wait_for(lambda: waits_on_lock(db, "cw-replay"), 20,
+                 "the replay to lock the outbox row and wait for the inbox marker")
+        cleanup = start_ctl(procs, db, "cw-cleanup", "cleanup", "--published-older-than", "1ms")
+        wait_for(lambda: not cleanup.alive() or waits_on_lock(db, "cw-cleanup"), 20,
+                 "the cleanup to finish or to wait for the replay's lock")
+        hold.rollback()
+    assert replay.wait_exit(20) == 0, replay.stderr_text()
+    assert cleanup.wait_exit(20) == 0, cleanup.stderr_text()
+
+    assert query(db, "SELECT id::text, published_at IS NULL, attempts FROM outbox_messages") == \
+        [(x, True, 0)], "the replayed row is pending, not deleted"
+    assert query(db, "SELECT id::text FROM outbox_removed") == [(y,)]
+    assert scalar(db, "SELECT value FROM pipeline_counters"
+                      " WHERE counter = 'published_rows_deleted'") == 1
+    assert scalar(db, "SELECT count(*) FROM consumer_replays") == 1
