@@ -79,17 +79,31 @@ static const char sql_outbox_batch[] =
     "SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM batch),\n"
     "       (SELECT max(id::text) FROM batch)";
 
+/* The guard holds at the moment of the delete, not only in the statement's
+ * snapshot: the outbox rows of the batch's markers are locked FOR SHARE
+ * while still published (a replay's FOR UPDATE of the row waits for this
+ * statement, and a replay that committed first is seen, READ COMMITTED
+ * re-reading the locked row, so its row drops out of `published`).  A
+ * marker is deleted only if its row is one of those, or is gone (cleanup
+ * removed it: a removed row is never published again).  The rows are
+ * locked in id order, as every batch takes them, so two cleanups cannot
+ * deadlock; the batch itself is chosen by key and age alone, and a marker
+ * the guard keeps is counted at the end of the run. */
 static const char sql_inbox_batch[] =
     "WITH batch AS (\n"
     "    SELECT i.consumer_name, i.message_id FROM inbox_messages AS i\n"
     "    WHERE ($3::boolean OR (i.consumer_name, i.message_id) > ($4::text, $5::uuid))\n"
     "      AND i.processed_at < $1::timestamptz\n"
-    "      AND NOT EXISTS (SELECT 1 FROM outbox_messages AS o\n"
-    "                      WHERE o.id = i.message_id AND o.published_at IS NULL)\n"
     "    ORDER BY i.consumer_name, i.message_id LIMIT $2::int),\n"
+    "published AS (\n"
+    "    SELECT o.id FROM outbox_messages AS o\n"
+    "    WHERE o.id IN (SELECT message_id FROM batch) AND o.published_at IS NOT NULL\n"
+    "    ORDER BY o.id FOR SHARE),\n"
     "del AS (\n"
     "    DELETE FROM inbox_messages AS d USING batch AS b\n"
     "    WHERE d.consumer_name = b.consumer_name AND d.message_id = b.message_id\n"
+    "      AND (b.message_id IN (SELECT id FROM published)\n"
+    "           OR NOT EXISTS (SELECT 1 FROM outbox_messages AS o WHERE o.id = b.message_id))\n"
     "    RETURNING d.consumer_name, d.message_id, d.processed_at),\n"
     "recorded AS (\n"
     "    INSERT INTO inbox_removed (consumer_name, message_id, processed_at, removed_by)\n"

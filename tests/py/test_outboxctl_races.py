@@ -102,3 +102,35 @@ def test_cleanup_racing_a_replay_never_deletes_the_row_it_made_pending(db, procs
     assert scalar(db, "SELECT value FROM pipeline_counters"
                       " WHERE counter = 'published_rows_deleted'") == 1
     assert scalar(db, "SELECT count(*) FROM consumer_replays") == 1
+
+
+def test_cleanup_inbox_racing_a_replay_keeps_the_markers_of_the_row_it_made_pending(db, procs):
+    """cleanup-inbox starts while both rows are published and their markers
+    old, and is held (by locks the test holds on the first row and its
+    marker) after its statement began; the replay of the second row commits
+    meanwhile.  The second row is pending when the cleanup goes on, so the
+    other group's marker of it is kept: deleting it would let that group
+    apply the replayed copy a second time."""
+    w = row(db, id="'00000000-0000-4000-8000-000000000001'", attempts="1", published_at=OLD)
+    x = row(db, id="'ffffffff-ffff-4fff-bfff-ffffffffffff'", attempts="1", published_at=OLD)
+    with psycopg.connect(db, autocommit=True) as conn:
+        park(conn, "accounting", x)
+        mark(conn, "notifications", w, OLD)
+        mark(conn, "notifications", x, OLD)
+    with psycopg.connect(db) as hold:
+        hold.execute("SELECT 1 FROM outbox_messages WHERE id = %s FOR UPDATE", (w,))
+        hold.execute("SELECT 1 FROM inbox_messages WHERE message_id = %s FOR UPDATE", (w,))
+        cleanup = start_ctl(procs, db, "cw-cleanup-inbox", "cleanup-inbox",
+                            "--older-than", "1d", "--horizon", "1h")
+        wait_for(lambda: waits_on_lock(db, "cw-cleanup-inbox"), 20,
+                 "the inbox cleanup to begin and wait for a lock the test holds")
+        r = ctl(db, "parked", "replay", "accounting", x)
+        assert r.returncode == 0, r.stdout + r.stderr
+        hold.rollback()
+    assert cleanup.wait_exit(20) == 0, cleanup.stderr_text()
+
+    assert query(db, "SELECT consumer_name, message_id::text FROM inbox_messages") == \
+        [("notifications", x)], "the marker of the replayed, pending row is kept"
+    assert query(db, "SELECT consumer_name, message_id::text FROM inbox_removed") == \
+        [("notifications", w)]
+    assert scalar(db, "SELECT published_at IS NULL FROM outbox_messages WHERE id = %s", (x,))
