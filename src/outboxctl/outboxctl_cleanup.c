@@ -21,7 +21,8 @@
  *    relay's), or the window given with --horizon;
  *  - never deletes the marker of a message whose outbox row is still
  *    unpublished (pending or dead-lettered: it may be published again, after
- *    a requeue for instance), whatever its age.
+ *    a requeue for instance), whatever its age -- judged under a lock on the
+ *    row at the moment of the delete, so a replay running alongside is seen.
  * What it cannot know is a broker's own redelivery window or an operator
  * replaying old messages by hand: --horizon is the place to account for them. */
 #include "outboxctl.h"
