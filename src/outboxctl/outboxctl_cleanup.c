@@ -21,7 +21,8 @@
  *    relay's), or the window given with --horizon;
  *  - never deletes the marker of a message whose outbox row is still
  *    unpublished (pending or dead-lettered: it may be published again, after
- *    a requeue for instance), whatever its age.
+ *    a requeue for instance), whatever its age -- judged under a lock on the
+ *    row at the moment of the delete, so a replay running alongside is seen.
  * What it cannot know is a broker's own redelivery window or an operator
  * replaying old messages by hand: --horizon is the place to account for them. */
 #include "outboxctl.h"
@@ -39,14 +40,30 @@
 static const char sql_cutoff[] =
     "SELECT now() - $1::bigint * interval '1 millisecond'";
 
+/* A published row past the cutoff $1 (with $6, the by-age mutant, any row
+ * that old).  Said twice in the batch below: where the batch selects its
+ * rows and again in the DELETE, so that the condition is judged on the
+ * row as it is when deleted, not as the statement's snapshot saw it. */
+#define OUTBOX_EXPIRED(m)                                                      \
+    "(" m "published_at IS NOT NULL AND " m "published_at < $1::timestamptz)"   \
+    " OR ($6::boolean AND " m "occurred_at < $1::timestamptz)"
+
+/* The batch locks its rows (FOR UPDATE SKIP LOCKED): a row a replay holds
+ * is skipped, and a replay that comes later waits for this statement, so
+ * no row is made pending between the choice and the delete.  Without the
+ * lock, the DELETE would wait for the replay and then delete the row it
+ * had just made pending -- joined to the batch by id alone, with no
+ * record, as the RETURNING then shows it unpublished. */
 static const char sql_outbox_batch[] =
     "WITH batch AS (\n"
     "    SELECT id FROM outbox_messages\n"
     "    WHERE ($3::boolean OR id > $4::uuid)\n"
-    "      AND (published_at < $1::timestamptz OR ($6::boolean AND occurred_at < $1::timestamptz))\n"
-    "    ORDER BY id LIMIT $2::int),\n"
+    "      AND (" OUTBOX_EXPIRED("") ")\n"
+    "    ORDER BY id LIMIT $2::int\n"
+    "    FOR UPDATE SKIP LOCKED),\n"
     "del AS (\n"
     "    DELETE FROM outbox_messages AS m USING batch WHERE m.id = batch.id\n"
+    "      AND (" OUTBOX_EXPIRED("m.") ")\n"
     "    RETURNING m.id, m.aggregate_id, m.aggregate_version, m.event_type, m.attempts,\n"
     "              m.occurred_at, m.published_at,\n"
     "              encode(sha256(convert_to(m.payload::text, 'UTF8')), 'hex') AS sha),\n"
@@ -63,17 +80,31 @@ static const char sql_outbox_batch[] =
     "SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM batch),\n"
     "       (SELECT max(id::text) FROM batch)";
 
+/* The guard holds at the moment of the delete, not only in the statement's
+ * snapshot: the outbox rows of the batch's markers are locked FOR SHARE
+ * while still published (a replay's FOR UPDATE of the row waits for this
+ * statement, and a replay that committed first is seen, READ COMMITTED
+ * re-reading the locked row, so its row drops out of `published`).  A
+ * marker is deleted only if its row is one of those, or is gone (cleanup
+ * removed it: a removed row is never published again).  The rows are
+ * locked in id order, as every batch takes them, so two cleanups cannot
+ * deadlock; the batch itself is chosen by key and age alone, and a marker
+ * the guard keeps is counted at the end of the run. */
 static const char sql_inbox_batch[] =
     "WITH batch AS (\n"
     "    SELECT i.consumer_name, i.message_id FROM inbox_messages AS i\n"
     "    WHERE ($3::boolean OR (i.consumer_name, i.message_id) > ($4::text, $5::uuid))\n"
     "      AND i.processed_at < $1::timestamptz\n"
-    "      AND NOT EXISTS (SELECT 1 FROM outbox_messages AS o\n"
-    "                      WHERE o.id = i.message_id AND o.published_at IS NULL)\n"
     "    ORDER BY i.consumer_name, i.message_id LIMIT $2::int),\n"
+    "published AS (\n"
+    "    SELECT o.id FROM outbox_messages AS o\n"
+    "    WHERE o.id IN (SELECT message_id FROM batch) AND o.published_at IS NOT NULL\n"
+    "    ORDER BY o.id FOR SHARE),\n"
     "del AS (\n"
     "    DELETE FROM inbox_messages AS d USING batch AS b\n"
     "    WHERE d.consumer_name = b.consumer_name AND d.message_id = b.message_id\n"
+    "      AND (b.message_id IN (SELECT id FROM published)\n"
+    "           OR NOT EXISTS (SELECT 1 FROM outbox_messages AS o WHERE o.id = b.message_id))\n"
     "    RETURNING d.consumer_name, d.message_id, d.processed_at),\n"
     "recorded AS (\n"
     "    INSERT INTO inbox_removed (consumer_name, message_id, processed_at, removed_by)\n"

@@ -9,11 +9,19 @@
  * Replay gives one back to its consumer group: in one statement it removes
  * the dead letter and that group's inbox marker, records the replay in
  * consumer_replays, and makes the outbox row pending again (published_at
- * cleared, due now, lease released; attempts kept, so that they never go
- * backwards), so the relay publishes it again under its id.  Every other
- * group still holds its marker and absorbs the copy as a duplicate.  Only a
+ * cleared, due now, lease released, last_error cleared, attempts reset to
+ * 0), so the relay publishes it again under its id.  Every other group
+ * still holds its marker and absorbs the copy as a duplicate.  Only a
  * parked event whose outbox row exists and is published can be replayed; a
- * poison frame with no such row is reported and left alone. */
+ * poison frame with no such row is reported and left alone.
+ *
+ * The attempts are reset as a requeue resets them, and recorded the same
+ * way (outbox_requeues, same statement): a row published at its last
+ * attempt, kept at that count, would be claimed at the limit plus one and
+ * dead-lettered unpublished -- the replay would silently undo itself.  The
+ * record is what lets an audit see attempts restart rather than go
+ * backwards.  The statement locks the dead letter and the outbox row; a
+ * cleanup that meets the row meanwhile skips it (outboxctl_cleanup.c). */
 #include "outboxctl.h"
 #include "ids.h"
 #include "pgx.h"
@@ -50,7 +58,8 @@ static const char sql_show[] =
 
 static const char sql_replay[] =
     "WITH target AS (\n"
-    "    SELECT d.consumer_name, d.message_id, d.reason, d.deliveries, o.id\n"
+    "    SELECT d.consumer_name, d.message_id, d.reason, d.deliveries, o.id, o.attempts,\n"
+    "           o.last_error\n"
     "    FROM consumer_dead_letters d JOIN outbox_messages o ON o.id::text = d.message_id\n"
     "    WHERE d.consumer_name = $1 AND o.id = ANY($2::uuid[]) AND o.published_at IS NOT NULL\n"
     "    FOR UPDATE OF d, o),\n"
@@ -64,11 +73,15 @@ static const char sql_replay[] =
     "logged AS (\n"
     "    INSERT INTO consumer_replays (consumer_name, message_id, reason_before,\n"
     "                                  deliveries_before)\n"
-    "    SELECT consumer_name, id, reason, deliveries FROM target)\n"
+    "    SELECT consumer_name, id, reason, deliveries FROM target),\n"
+    "restarted AS (\n"
+    "    INSERT INTO outbox_requeues (message_id, attempts_before, last_error_before)\n"
+    "    SELECT t.id, t.attempts, t.last_error FROM target t JOIN gone g ON g.id = t.id)\n"
     "UPDATE outbox_messages AS m\n"
-    "SET published_at = NULL, next_attempt_at = now(), lock_id = NULL, locked_until = NULL\n"
-    "FROM gone WHERE m.id = gone.id\n"
-    "RETURNING m.id::text, (SELECT count(*) FROM unmarked)";
+    "SET published_at = NULL, next_attempt_at = now(), lock_id = NULL, locked_until = NULL,\n"
+    "    attempts = 0, last_error = NULL\n"
+    "FROM target t JOIN gone g ON g.id = t.id WHERE m.id = t.id\n"
+    "RETURNING m.id::text, (SELECT count(*) FROM unmarked), t.attempts";
 
 static int parked_list(struct ctl *c, const char *consumer, int json)
 {
@@ -187,9 +200,10 @@ static int parked_replay(struct ctl *c, const char *consumer, int argc, char **a
     }
     int done = PQntuples(r);
     for (int i = 0; i < done; i++)
-        printf("replayed %s to %s (dead letter and %s inbox marker removed, published again "
-               "under its id; recorded in consumer_replays)\n", PQgetvalue(r, i, 0), consumer,
-               PQgetvalue(r, i, 1)[0] == '0' ? "no" : "its");
+        printf("replayed %s to %s (dead letter and %s inbox marker removed, pending again "
+               "under its id, attempts %s -> 0; recorded in consumer_replays and "
+               "outbox_requeues)\n", PQgetvalue(r, i, 0), consumer,
+               PQgetvalue(r, i, 1)[0] == '0' ? "no" : "its", PQgetvalue(r, i, 2));
     for (int i = 0; i < nids; i++) {
         int replayed = 0;
         for (int k = 0; k < done && !replayed; k++)
