@@ -372,10 +372,15 @@ void inv_dead_letter_at_limit(struct chk_ctx *c)
     }
     PQclear(r);
     /* A requeued dead letter was dead at the limit too, and its recorded
-     * error was sanitized then. */
+     * error was sanitized then.  A consumer's parked replay restarts its
+     * published row the same way (outboxctl parked replay writes both
+     * records in one statement, hence one now()): that row was never a
+     * dead letter of the relay. */
     r = chk_query(c,
         "SELECT q.message_id::text, q.attempts_before, q.last_error_before, o.payload::text"
         "  FROM outbox_requeues q LEFT JOIN outbox_messages o ON o.id = q.message_id"
+        " WHERE NOT EXISTS (SELECT 1 FROM consumer_replays p"
+        "                    WHERE p.message_id = q.message_id AND p.replayed_at = q.requeued_at)"
         " ORDER BY q.id", 0, NULL);
     if (r == NULL)
         return;

@@ -341,7 +341,8 @@ void pipeline_stats_prometheus(const struct pipeline_stats *s, struct promtext *
     single(p, "outbox_expired_leases", "gauge",
            "Pending rows whose lease expired unsettled (the next claim recovers them).",
            (double)o->expired);
-    single(p, "outbox_requeues_total", "counter", "Dead letters requeued by an operator.",
+    single(p, "outbox_requeues_total", "counter",
+           "Outbox rows an operator restarted: dead letters requeued, parked events replayed.",
            (double)s->counts.requeues);
     single(p, "outbox_leases_lost_total", "counter",
            "Fenced settles that found the row re-claimed by another worker.",

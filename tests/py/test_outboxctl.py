@@ -373,7 +373,9 @@ def test_parked_events_are_listed_shown_redacted_and_replayed(db):
     assert query(db, "SELECT consumer_name FROM inbox_messages WHERE message_id = %s",
                  (pub,)) == [("notifications",)]
     assert query(db, "SELECT published_at IS NULL, attempts, lock_id IS NULL FROM outbox_messages"
-                     " WHERE id = %s", (pub,)) == [(True, 1, True)]
+                     " WHERE id = %s", (pub,)) == [(True, 0, True)]
+    # its full retry budget again, the old count on record
+    assert query(db, "SELECT message_id::text, attempts_before FROM outbox_requeues") == [(pub, 1)]
     assert query(db, "SELECT consumer_name, message_id::text, reason_before, deliveries_before"
                      " FROM consumer_replays") == \
         [("accounting", pub, "version gap never closed", 3)]
