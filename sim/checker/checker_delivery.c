@@ -51,8 +51,7 @@ void inv_payment_one_creation_event(struct chk_ctx *c)
 
 /* ---- 2. nothing_lost ---------------------------------------------------- */
 
-/* Does the scenario plant event id as poison input ("poison_events")? */
-static int scenario_names_poison(const struct scenario *sc, const char *id)
+int chk_names_poison(const struct scenario *sc, const char *id)
 {
     for (int i = 0; i < sc->npoison; i++)
         if (strcasecmp(sc->poison[i], id) == 0)
@@ -159,7 +158,7 @@ void inv_nothing_lost(struct chk_ctx *c)
                               c->consumers[k]);
                 continue;
             }
-            if (scenario_names_poison(c->in->sc, PQgetvalue(r, i, 0)) ||
+            if (chk_names_poison(c->in->sc, PQgetvalue(r, i, 0)) ||
                 !PQgetisnull(r, i, 5))
                 continue;
             chk_violation(inv, "event %s (%s v%s) was parked by %s instead of applied (%s), "

@@ -157,6 +157,9 @@ int chk_input_lacks(const struct chk_input *in, struct chk_result *res);
 
 /* ---- checker_delivery.c -------------------------------------------------- */
 
+/* Does the scenario plant event id as poison input ("poison_events")? */
+int chk_names_poison(const struct scenario *sc, const char *id);
+
 /* Whether an older version of o's aggregate was dead-lettered by a relay. */
 int chk_behind_dead_letter(const struct chk_ctx *c, const struct orow *o);
 

@@ -73,9 +73,16 @@ const struct inv_info inv_table[INV_COUNT] = {
     [INV_DEAD_LETTER_AT_LIMIT] = {
         .name = "dead_letter_at_limit",
         .asserts = "A relay dead-letters a row at its attempt limit, never before it, never "
-                   "retries at or past it, and every error it stores is sanitized.",
+                   "retries at or past it, and only for a cause the harness saw: publishes of "
+                   "it the broker refused or failed, a fault on the relays' path to the broker "
+                   "while it was attempted, a fault point the scenario armed in a relay firing "
+                   "then, or the scenario naming it as poison; every error it stores is "
+                   "sanitized.",
         .reads = "outbox_messages (dead letters, last_error, payload); outbox_requeues; the "
-                 "claim history's retries; the scenario's relay attempt limits",
+                 "claim history's claims and retries; the broker log (publishes, control "
+                 "switches, restarts, closed connections); the relays' fault_hit events; the "
+                 "scenario's relay attempt limits, armed fault points, net steps and "
+                 "poison_events",
         JUDGE(inv_dead_letter_at_limit, "checker_leases.c"),
     },
     [INV_VERSIONS_IN_ORDER] = {
