@@ -148,6 +148,10 @@ int chk_requeued_between(const struct chk_ctx *c, const char *id, int64_t from, 
  * group: statements built once, never freed. */
 const char *chk_effects_sql(void);
 const char *chk_effects_total_sql(void);
+/* The same union with what each effect recorded of its event: id,
+ * message_id, payment_id, aggregate_version, event_type, money (the table
+ * records amount and currency), amount, currency, tbl. */
+const char *chk_effects_fields_sql(void);
 /* A publish line of the broker log; one the broker stored. */
 int chk_is_publish(const cJSON *ev);
 int chk_publish_stored(const cJSON *ev);

@@ -33,9 +33,12 @@ const struct inv_info inv_table[INV_COUNT] = {
     [INV_EFFECT_ONCE] = {
         .name = "effect_once",
         .asserts = "Each consumer group applied each event at most once and only events the "
-                   "outbox committed, and every effect committed with its inbox marker.",
-        .reads = "the effect tables; inbox_messages, inbox_removed; consumer_anomalies, "
-                 "consumer_dead_letters; outbox_messages and outbox_removed",
+                   "outbox committed, each effect records its event's payment, version and type "
+                   "as its outbox row holds them and its amount and currency as its payload "
+                   "carries them, and every effect committed with its inbox marker.",
+        .reads = "the effect tables (their payment, version, type, amount and currency); "
+                 "inbox_messages, inbox_removed; consumer_anomalies, consumer_dead_letters; "
+                 "outbox_messages (payloads) and outbox_removed",
         JUDGE(inv_effect_once, "checker_delivery.c"),
     },
     [INV_BROKER_LOG_MATCHES_OUTBOX] = {
