@@ -362,11 +362,12 @@ static int in_window(int64_t ts, int64_t from, int64_t to)
 }
 
 /* 1 when a broker control line leaves a switch set that fails, refuses or
- * slows a publish (fakebroker.h: the switches after the change). */
+ * slows every publish (fakebroker.h: the switches after the change).  Not
+ * max_payload_bytes: it refuses only the payloads over it, and each such
+ * refusal is in the log under its message's id. */
 static int control_faults_publish(const cJSON *ev)
 {
-    static const char *const switches[] = { "delay_ms", "drop_before_confirm",
-                                            "max_payload_bytes" };
+    static const char *const switches[] = { "delay_ms", "drop_before_confirm" };
     const char *outage = ev_str(ev, "outage");
     if (outage != NULL && strcmp(outage, "off") != 0)
         return 1;
