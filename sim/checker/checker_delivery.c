@@ -51,8 +51,7 @@ void inv_payment_one_creation_event(struct chk_ctx *c)
 
 /* ---- 2. nothing_lost ---------------------------------------------------- */
 
-/* Does the scenario plant event id as poison input ("poison_events")? */
-static int scenario_names_poison(const struct scenario *sc, const char *id)
+int chk_names_poison(const struct scenario *sc, const char *id)
 {
     for (int i = 0; i < sc->npoison; i++)
         if (strcasecmp(sc->poison[i], id) == 0)
@@ -159,7 +158,7 @@ void inv_nothing_lost(struct chk_ctx *c)
                               c->consumers[k]);
                 continue;
             }
-            if (scenario_names_poison(c->in->sc, PQgetvalue(r, i, 0)) ||
+            if (chk_names_poison(c->in->sc, PQgetvalue(r, i, 0)) ||
                 !PQgetisnull(r, i, 5))
                 continue;
             chk_violation(inv, "event %s (%s v%s) was parked by %s instead of applied (%s), "
@@ -215,6 +214,54 @@ void inv_effect_once(struct chk_ctx *c)
                               "(an effect without a committed event)",
                               c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
         }
+        PQclear(r);
+        /* Each effect records its own event: the payment, version and type
+         * of its outbox row, and the payment, version, amount and currency
+         * its payload carries (a removed row keeps no payload: its columns
+         * only).  An effect applied once but with another event's figures
+         * is no faithful effect of the event the outbox committed. */
+        r = chk_query_effects(c, 1, p,
+            "SELECT e.message_id::text, e.tbl || ' row ' || e.id, f.field, f.source,"
+            "       coalesce(f.applied, 'nothing'), coalesce(f.committed, 'nothing')"
+            "  FROM %s e"
+            "  JOIN (SELECT id, aggregate_id, aggregate_version, event_type, payload"
+            "          FROM outbox_messages"
+            "        UNION ALL"
+            "        SELECT id, aggregate_id, aggregate_version, event_type, NULL::jsonb"
+            "          FROM outbox_removed) o ON o.id = e.message_id"
+            " CROSS JOIN LATERAL (VALUES"
+            "   ('payment', 'its outbox row', e.payment_id::text, o.aggregate_id::text,"
+            "    e.payment_id = o.aggregate_id),"
+            "   ('version', 'its outbox row', e.aggregate_version::text,"
+            "    o.aggregate_version::text, e.aggregate_version = o.aggregate_version),"
+            "   ('event type', 'its outbox row', e.event_type, o.event_type,"
+            "    e.event_type = o.event_type),"
+            "   ('payment', 'its payload', e.payment_id::text, o.payload->>'PaymentId',"
+            "    o.payload IS NULL OR lower(o.payload->>'PaymentId') = e.payment_id::text),"
+            "   ('version', 'its payload', e.aggregate_version::text,"
+            "    o.payload->>'AggregateVersion',"
+            "    o.payload IS NULL OR (o.payload->>'AggregateVersion' ~ '^[0-9]{1,18}$'"
+            "                          AND (o.payload->>'AggregateVersion')::bigint"
+            "                              = e.aggregate_version)),"
+            "   ('amount', 'its payload', e.amount::text, o.payload->>'Amount',"
+            "    NOT e.money OR o.payload IS NULL"
+            "    OR CASE WHEN o.payload->>'Amount' IS NULL THEN e.amount IS NULL"
+            "            WHEN o.payload->>'Amount' ~ '^[0-9]{1,18}([.][0-9]{1,2})?$'"
+            "            THEN e.amount IS NOT DISTINCT FROM (o.payload->>'Amount')::numeric"
+            "            ELSE false END),"
+            "   ('currency', 'its payload', e.currency, o.payload->>'Currency',"
+            "    NOT e.money OR o.payload IS NULL"
+            "    OR e.currency IS NOT DISTINCT FROM o.payload->>'Currency')"
+            " ) f(field, source, applied, committed, same)"
+            " WHERE NOT coalesce(f.same, false)"
+            " ORDER BY e.id", chk_effects_fields_sql());
+        if (r == NULL)
+            return;
+        for (int i = 0; i < PQntuples(r); i++)
+            chk_violation(inv, "%s applied event %s with %s %s, but %s says %s (%s)",
+                          c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 2),
+                          PQgetvalue(r, i, 4), PQgetvalue(r, i, 3), PQgetvalue(r, i, 5),
+                          PQgetvalue(r, i, 1));
         PQclear(r);
         /* An effect whose marker the runbook removed (outboxctl
          * cleanup-inbox records each in inbox_removed) is history, not a

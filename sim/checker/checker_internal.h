@@ -148,6 +148,10 @@ int chk_requeued_between(const struct chk_ctx *c, const char *id, int64_t from, 
  * group: statements built once, never freed. */
 const char *chk_effects_sql(void);
 const char *chk_effects_total_sql(void);
+/* The same union with what each effect recorded of its event: id,
+ * message_id, payment_id, aggregate_version, event_type, money (the table
+ * records amount and currency), amount, currency, tbl. */
+const char *chk_effects_fields_sql(void);
 /* A publish line of the broker log; one the broker stored. */
 int chk_is_publish(const cJSON *ev);
 int chk_publish_stored(const cJSON *ev);
@@ -156,6 +160,9 @@ int chk_publish_stored(const cJSON *ev);
 int chk_input_lacks(const struct chk_input *in, struct chk_result *res);
 
 /* ---- checker_delivery.c -------------------------------------------------- */
+
+/* Does the scenario plant event id as poison input ("poison_events")? */
+int chk_names_poison(const struct scenario *sc, const char *id);
 
 /* Whether an older version of o's aggregate was dead-lettered by a relay. */
 int chk_behind_dead_letter(const struct chk_ctx *c, const struct orow *o);

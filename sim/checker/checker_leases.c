@@ -1,11 +1,12 @@
 /* checker_leases.c -- the invariants of the relays' leases and retries:
  * one live lease per row, publishes inside it, backoffs kept, dead letters
- * at the limit, sessions that never sit idle in a transaction, relays that
+ * at the limit and for a cause the harness saw, sessions that never sit idle in a transaction, relays that
  * recover once the faults are off (invariants 6-8 and 11-13; invariants.c
  * states each).  Most read the claim history (claim_history.h). */
 #include "checker.h"
 #include "checker_internal.h"
 #include "evlog.h"
+#include "fault.h"
 #include "pgx.h"
 #include "sanitize.h"
 
@@ -335,6 +336,205 @@ static void relay_limits(const struct scenario *sc, int *lo, int *hi)
     }
 }
 
+/* ---- the cause of a dead letter -----------------------------------------
+ *
+ * A dead letter gives an event up, so it needs a cause the harness saw, not
+ * only the relay's count of attempts: a relay that never reached the broker
+ * would otherwise dead-letter its rows and pass.  A cause is one of: a
+ * publish of the event that the broker refused, left unanswered or stored
+ * without its confirm (the broker's log); a fault on the relays' path to
+ * the broker while the event was being attempted -- a broker switch that
+ * fails or slows publishes, a restart of the broker (broker_crash: a new
+ * "start" in its log), connections it closed, a fault the scenario sets on
+ * a relay's broker link; a fault point the scenario armed in a relay that
+ * fired then (its "fault_hit" lines, the record faults_fired counts); or
+ * the scenario planting the event as poison ("poison_events").  Times are
+ * compared with a second's slack: the broker's log and the database read
+ * the same host clock, but not in the same instant. */
+
+#define CAUSE_SLACK_US 1000000LL
+
+/* Is ts between from and to, give or take the slack?  from may be
+ * INT64_MIN: since the start. */
+static int in_window(int64_t ts, int64_t from, int64_t to)
+{
+    return (from == INT64_MIN || ts >= from - CAUSE_SLACK_US) && ts <= to + CAUSE_SLACK_US;
+}
+
+/* 1 when a broker control line leaves a switch set that fails, refuses or
+ * slows every publish (fakebroker.h: the switches after the change).  Not
+ * max_payload_bytes: it refuses only the payloads over it, and each such
+ * refusal is in the log under its message's id. */
+static int control_faults_publish(const cJSON *ev)
+{
+    static const char *const switches[] = { "delay_ms", "drop_before_confirm" };
+    const char *outage = ev_str(ev, "outage");
+    if (outage != NULL && strcmp(outage, "off") != 0)
+        return 1;
+    for (size_t i = 0; i < sizeof(switches) / sizeof(switches[0]); i++) {
+        double v;
+        if (ev_num(ev, switches[i], &v) && v > 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The broker log's word on event id between from and to: a failed publish
+ * of it, or a fault of the broker in that time, into why.  1 when found. */
+static int broker_cause(const struct chk_ctx *c, const char *id, int64_t from, int64_t to,
+                        char *why, size_t whylen)
+{
+    long failed = 0;
+    const char *failed_how = NULL;
+    int switched_before = 0, starts = 0;
+    char at[32];
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, c->in->broker_events) {
+        const char *name = ev_name(ev);
+        int64_t ts = ev_ts(ev);
+        int inside = in_window(ts, from, to);
+        if (strcmp(name, "publish") == 0) {
+            const char *mid = ev_str(ev, K_MSGID), *st = ev_str(ev, K_STATUS),
+                       *confirm = ev_str(ev, "confirm");
+            if (mid == NULL || strcasecmp(mid, id) != 0 || st == NULL)
+                continue;
+            if (strcmp(st, "stored") != 0) {
+                failed++;
+                failed_how = st;
+            } else if (confirm != NULL && strcmp(confirm, "dropped") == 0) {
+                failed++;
+                failed_how = "stored without a confirm";
+            }
+        } else if (strcmp(name, "control") == 0) {
+            if (!inside && ts < to) {
+                switched_before = control_faults_publish(ev);
+            } else if (inside && control_faults_publish(ev)) {
+                chk_fmt_time(ts, at, sizeof(at));
+                snprintf(why, whylen, "a broker switch failing publishes was set at %s", at);
+                return 1;
+            }
+        } else if (strcmp(name, "start") == 0) {
+            if (starts++ > 0 && inside) {
+                chk_fmt_time(ts, at, sizeof(at));
+                snprintf(why, whylen, "the broker was restarted at %s", at);
+                return 1;
+            }
+        } else if (strcmp(name, "disconnect") == 0 && inside) {
+            const char *reason = ev_str(ev, "reason");
+            if (reason != NULL && strcmp(reason, "closed_by_broker") == 0) {
+                chk_fmt_time(ts, at, sizeof(at));
+                snprintf(why, whylen, "the broker closed its connections at %s", at);
+                return 1;
+            }
+        }
+    }
+    if (failed > 0) {
+        snprintf(why, whylen, "the broker logged %ld failed publishes of it (last: %s)", failed,
+                 failed_how);
+        return 1;
+    }
+    if (switched_before) {
+        snprintf(why, whylen, "a broker switch failing publishes was set before its attempts");
+        return 1;
+    }
+    return 0;
+}
+
+/* Does the scenario arm fault point `point` in process p, at its autostart
+ * or on one of its start steps?  Read with the processes' own parser. */
+static int scenario_arms_point(const struct scenario *sc, int p, const char *point)
+{
+    for (int i = -1; i < sc->nsteps; i++) {
+        const char *spec = i < 0 ? sc->procs[p].faults
+                           : sc->steps[i].proc == p ? sc->steps[i].faults : NULL;
+        struct fault_item items[FAULT_MAX_ITEMS];
+        char err[200];
+        int n = spec != NULL ? fault_parse_items(spec, items, err, sizeof(err)) : 0;
+        for (int k = 0; k < n; k++)
+            if (strcmp(items[k].name, point) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+/* A fault the scenario puts on a relay: a fault point it armed in the
+ * relay that fired between from and to (the line the fault library writes
+ * when it injects, counted by faults_fired: the harness's fault, not the
+ * relay's account of a failure), or a net step on its broker link.  1 with
+ * why. */
+static int relay_fault_cause(const struct chk_ctx *c, int64_t from, int64_t to, char *why,
+                             size_t whylen)
+{
+    const struct scenario *sc = c->in->sc;
+    for (int p = 0; p < sc->nprocs; p++) {
+        if (sc->procs[p].kind != SC_RELAY)
+            continue;
+        const cJSON *ev;
+        cJSON_ArrayForEach(ev, c->in->proc_events[p]) {
+            int64_t ts = ev_ts(ev);
+            if (strcmp(ev_name(ev), "fault_hit") != 0 || !in_window(ts, from, to))
+                continue;
+            const char *point = ev_str(ev, "point"), *action = ev_str(ev, "action");
+            if (point == NULL || !scenario_arms_point(sc, p, point))
+                continue;
+            char at[32];
+            chk_fmt_time(ts, at, sizeof(at));
+            snprintf(why, whylen, "%s hit fault point %s (%s) at %s", sc->procs[p].name, point,
+                     action ? action : "?", at);
+            return 1;
+        }
+    }
+    /* The runner applies a net step or fails the run (runner_net.c); its
+     * time is not part of the checker's evidence, so any step counts. */
+    for (int i = 0; i < sc->nsteps; i++) {
+        const struct sc_step *st = &sc->steps[i];
+        if (st->verb != V_NET || st->net_clear || st->net_peer == NP_PG || st->proc < 0 ||
+            sc->procs[st->proc].kind != SC_RELAY)
+            continue;
+        snprintf(why, whylen, "step %d faults link %s", i + 1, st->link);
+        return 1;
+    }
+    return 0;
+}
+
+/* When the attempts of row id that ended at `to` (its dead letter, or the
+ * requeue that lifted it) began: its first committed claim after the
+ * previous requeue, or INT64_MIN when the claim history has none. */
+static int64_t attempts_began(const struct chk_ctx *c, const char *id, int64_t to)
+{
+    int64_t after = INT64_MIN, first = INT64_MAX;
+    for (int i = 0; i < c->nrequeues; i++)
+        if (strcasecmp(c->requeues[i].id, id) == 0 && c->requeues[i].at_us < to &&
+            c->requeues[i].at_us > after)
+            after = c->requeues[i].at_us;
+    for (int i = 0; i < c->nclaims; i++) {
+        const struct claim_rec *k = &c->claims[i];
+        if (strcasecmp(k->id, id) == 0 && k->claimed_us > after && k->claimed_us <= to &&
+            k->claimed_us < first)
+            first = k->claimed_us;
+    }
+    return first == INT64_MAX ? after : first;
+}
+
+/* Checks that the dead letter of id (attempts, ended at `to`) has a cause
+ * (above); a violation of inv naming the event otherwise. */
+static void dead_letter_has_cause(struct chk_ctx *c, struct chk_inv *inv, const char *id,
+                                  int attempts, int64_t to, const char *what)
+{
+    char why[200];
+    int64_t from = attempts_began(c, id, to);
+    if (chk_names_poison(c->in->sc, id) || broker_cause(c, id, from, to, why, sizeof(why)) ||
+        relay_fault_cause(c, from, to, why, sizeof(why)))
+        return;
+    char t0[32], t1[32];
+    chk_fmt_time(from, t0, sizeof(t0));
+    chk_fmt_time(to, t1, sizeof(t1));
+    chk_violation(inv, "event %s was %s after %d attempts without cause: the broker refused or "
+                  "failed no publish of it, nothing faulted the relays' path to the broker "
+                  "while it was attempted (%s to %s), and the scenario names it as no poison",
+                  id, what, attempts, from == INT64_MIN ? "the start" : t0, t1);
+}
+
 /* Dead letters come at the limit, never before it.  The row's attempts may
  * pass the limit legitimately: a relay that crashes (or loses its lease) on
  * the claim at the limit never settles it, and the next claim counts one
@@ -349,7 +549,8 @@ void inv_dead_letter_at_limit(struct chk_ctx *c)
     int limit, highest;
     relay_limits(c->in->sc, &limit, &highest);
     PGresult *r = chk_query(c,
-        "SELECT id::text, attempts, last_error, payload::text"
+        "SELECT id::text, attempts, last_error, payload::text,"
+        "       (extract(epoch FROM dead_lettered_at) * 1000000)::bigint"
         "  FROM outbox_messages WHERE dead_lettered_at IS NOT NULL ORDER BY dead_lettered_at", 0, NULL);
     if (r == NULL)
         return;
@@ -360,6 +561,8 @@ void inv_dead_letter_at_limit(struct chk_ctx *c)
         if (attempts < limit)
             chk_violation(inv, "event %s was dead-lettered after %d attempts, before the limit "
                           "(%d)", PQgetvalue(r, i, 0), attempts, limit);
+        dead_letter_has_cause(c, inv, PQgetvalue(r, i, 0), attempts,
+                              atoll(PQgetvalue(r, i, 4)), "dead-lettered");
         if (PQgetisnull(r, i, 2)) {
             chk_violation(inv, "event %s was dead-lettered without a last_error",
                           PQgetvalue(r, i, 0));
@@ -377,7 +580,8 @@ void inv_dead_letter_at_limit(struct chk_ctx *c)
      * records in one statement, hence one now()): that row was never a
      * dead letter of the relay. */
     r = chk_query(c,
-        "SELECT q.message_id::text, q.attempts_before, q.last_error_before, o.payload::text"
+        "SELECT q.message_id::text, q.attempts_before, q.last_error_before, o.payload::text,"
+        "       (extract(epoch FROM q.requeued_at) * 1000000)::bigint"
         "  FROM outbox_requeues q LEFT JOIN outbox_messages o ON o.id = q.message_id"
         " WHERE NOT EXISTS (SELECT 1 FROM consumer_replays p"
         "                    WHERE p.message_id = q.message_id AND p.replayed_at = q.requeued_at)"
@@ -390,6 +594,8 @@ void inv_dead_letter_at_limit(struct chk_ctx *c)
         if (attempts < limit)
             chk_violation(inv, "event %s was requeued from a dead letter with %d attempts, "
                           "before the limit (%d)", PQgetvalue(r, i, 0), attempts, limit);
+        dead_letter_has_cause(c, inv, PQgetvalue(r, i, 0), attempts,
+                              atoll(PQgetvalue(r, i, 4)), "dead-lettered (and later requeued)");
         char why[160];
         if (!PQgetisnull(r, i, 2) &&
             !checker_error_sanitized(PQgetvalue(r, i, 2), PQgetvalue(r, i, 3), why, sizeof(why)))

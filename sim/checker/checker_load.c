@@ -333,9 +333,10 @@ int chk_requeued_between(const struct chk_ctx *c, const char *id, int64_t from, 
 static const struct {
     const char *table;
     const char *label;       /* in witnesses: "ledger row 17" */
+    int money;               /* it records the event's amount and currency */
 } EFFECT_TABLES[] = {
-    { "ledger_entries", "ledger" },
-    { "notifications", "notification" },
+    { "ledger_entries", "ledger", 1 },
+    { "notifications", "notification", 0 },
 };
 #define NEFFECT_TABLES (sizeof(EFFECT_TABLES) / sizeof(EFFECT_TABLES[0]))
 
@@ -343,14 +344,16 @@ static struct {
     pthread_once_t once;
     char effects[2048];          /* (... UNION ALL ...) of consumer $1's effects */
     char effects_total[1024];    /* one bigint: every effect row of every consumer */
+    char effects_fields[2048];   /* the same effects with what each recorded of its event */
     char unconsumed[4096];
     char unconsumed_count[4200];
-} sqlset = { PTHREAD_ONCE_INIT, "", "", "", "" };
+} sqlset = { PTHREAD_ONCE_INIT, "", "", "", "", "" };
 
 static void sqlset_build(void)
 {
-    size_t n = 0, t = 0;
+    size_t n = 0, t = 0, f = 0;
     n += (size_t)snprintf(sqlset.effects + n, sizeof(sqlset.effects) - n, "(");
+    f += (size_t)snprintf(sqlset.effects_fields + f, sizeof(sqlset.effects_fields) - f, "(");
     t += (size_t)snprintf(sqlset.effects_total + t, sizeof(sqlset.effects_total) - t,
                           "SELECT 0::bigint");
     for (size_t i = 0; i < NEFFECT_TABLES; i++) {
@@ -361,8 +364,18 @@ static void sqlset_build(void)
                               EFFECT_TABLES[i].table);
         t += (size_t)snprintf(sqlset.effects_total + t, sizeof(sqlset.effects_total) - t,
                               " + (SELECT count(*) FROM %s)", EFFECT_TABLES[i].table);
+        f += (size_t)snprintf(sqlset.effects_fields + f, sizeof(sqlset.effects_fields) - f,
+                              "%sSELECT id, message_id, payment_id, aggregate_version,"
+                              " event_type, %s, '%s'::text AS tbl FROM %s"
+                              " WHERE consumer_name = $1",
+                              i ? " UNION ALL " : "",
+                              EFFECT_TABLES[i].money
+                                  ? "true AS money, amount, currency"
+                                  : "false AS money, NULL::numeric AS amount, NULL::text AS currency",
+                              EFFECT_TABLES[i].label, EFFECT_TABLES[i].table);
     }
     snprintf(sqlset.effects + n, sizeof(sqlset.effects) - n, ")");
+    snprintf(sqlset.effects_fields + f, sizeof(sqlset.effects_fields) - f, ")");
     snprintf(sqlset.unconsumed, sizeof(sqlset.unconsumed),
              "SELECT o.id::text, o.event_type, o.aggregate_version, o.aggregate_id::text"
              "  FROM " OUTBOX_ALL " o"
@@ -378,6 +391,12 @@ const char *chk_effects_sql(void)
 {
     pthread_once(&sqlset.once, sqlset_build);
     return sqlset.effects;
+}
+
+const char *chk_effects_fields_sql(void)
+{
+    pthread_once(&sqlset.once, sqlset_build);
+    return sqlset.effects_fields;
 }
 
 const char *chk_effects_total_sql(void)

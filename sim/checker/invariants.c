@@ -33,9 +33,12 @@ const struct inv_info inv_table[INV_COUNT] = {
     [INV_EFFECT_ONCE] = {
         .name = "effect_once",
         .asserts = "Each consumer group applied each event at most once and only events the "
-                   "outbox committed, and every effect committed with its inbox marker.",
-        .reads = "the effect tables; inbox_messages, inbox_removed; consumer_anomalies, "
-                 "consumer_dead_letters; outbox_messages and outbox_removed",
+                   "outbox committed, each effect records its event's payment, version and type "
+                   "as its outbox row holds them and its amount and currency as its payload "
+                   "carries them, and every effect committed with its inbox marker.",
+        .reads = "the effect tables (their payment, version, type, amount and currency); "
+                 "inbox_messages, inbox_removed; consumer_anomalies, consumer_dead_letters; "
+                 "outbox_messages (payloads) and outbox_removed",
         JUDGE(inv_effect_once, "checker_delivery.c"),
     },
     [INV_BROKER_LOG_MATCHES_OUTBOX] = {
@@ -73,9 +76,16 @@ const struct inv_info inv_table[INV_COUNT] = {
     [INV_DEAD_LETTER_AT_LIMIT] = {
         .name = "dead_letter_at_limit",
         .asserts = "A relay dead-letters a row at its attempt limit, never before it, never "
-                   "retries at or past it, and every error it stores is sanitized.",
+                   "retries at or past it, and only for a cause the harness saw: publishes of "
+                   "it the broker refused or failed, a fault on the relays' path to the broker "
+                   "while it was attempted, a fault point the scenario armed in a relay firing "
+                   "then, or the scenario naming it as poison; every error it stores is "
+                   "sanitized.",
         .reads = "outbox_messages (dead letters, last_error, payload); outbox_requeues; the "
-                 "claim history's retries; the scenario's relay attempt limits",
+                 "claim history's claims and retries; the broker log (publishes, control "
+                 "switches, restarts, closed connections); the relays' fault_hit events; the "
+                 "scenario's relay attempt limits, armed fault points, net steps and "
+                 "poison_events",
         JUDGE(inv_dead_letter_at_limit, "checker_leases.c"),
     },
     [INV_VERSIONS_IN_ORDER] = {

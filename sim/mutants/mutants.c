@@ -125,6 +125,8 @@ static const struct mutant MUTANTS[] = {
       { "34-consumer-pg-partition", "35-api-commit-partition" } },
     { "consumer_ignores_silent_broker", "a subscriber waits on a broker link that went silent, with no heartbeat",
       { "36-consumer-broker-silent" } },
+    { "effect_amount_without_cents", "the consumer records a payment's amount without its cents",
+      { "02-crash-after-commit" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 

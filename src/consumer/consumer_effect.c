@@ -7,6 +7,7 @@
  * (EFFECT_TABLES in sim/checker/checker_load.c): the checker keeps its own list on purpose,
  * so that it judges the database without trusting the code under test. */
 #include "consumer_effect.h"
+#include "mutant.h"
 #include "pgx.h"
 
 #include <stdio.h>
@@ -60,6 +61,10 @@ int consumer_effect_apply(PGconn *conn, const struct consumer_effect *eff,
 {
     char version[24];
     snprintf(version, sizeof(version), "%lld", ev->version);
+    char amount[sizeof(ev->amount)];
+    snprintf(amount, sizeof(amount), "%s", ev->amount);
+    if (CW_MUTANT(effect_amount_without_cents))
+        amount[strcspn(amount, ".")] = '\0';
     const char *params[8] = {
         consumer_name,
         ev->message_id,
@@ -67,7 +72,7 @@ int consumer_effect_apply(PGconn *conn, const struct consumer_effect *eff,
         ev->type_name,
         version,
         ev->trace,
-        ev->has_amount ? ev->amount : NULL,
+        ev->has_amount ? amount : NULL,
         ev->has_currency ? ev->currency : NULL,
     };
     return pgx_cmd(conn, eff->insert_sql, eff->nparams, params, sqlstate, err, errlen);

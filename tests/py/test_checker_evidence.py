@@ -1,0 +1,142 @@
+"""The checker asks for evidence where a process's account would do.
+
+One small run dead-letters a row the broker refuses (its payload is over the
+broker's size limit) and applies the other events; its stored history is
+then doctored and judged again with `crashwindow check`:
+  - a dead letter needs a cause the harness saw: without the broker's
+    refusals of that row in its log (and with no fault on the relays' path
+    to the broker, and no poison named), dead_letter_at_limit fails on it,
+    naming the event, its attempts and the absence of a cause; the same
+    history with the row named as poison passes again;
+  - every effect is compared with its event: a ledger row whose amount,
+    currency, payment or version differs from the outbox event's fails
+    effect_once, naming the event and the field.
+
+Scenarios here are written into tmp_path: they test the checker, they are
+not part of the suite in scenarios/.
+"""
+# needs: pg
+import json
+import shutil
+
+import pytest
+
+from cwtest import by_name, crashwindow, inv, load_result, scenario
+
+# The row the broker refuses: a creation event whose payload is over the
+# broker's limit (4096 bytes), under fixed ids.
+REFUSED_EVENT = "00000000-0000-4000-8000-0000000de701"
+REFUSED_SQL = (
+    "WITH p AS (INSERT INTO payments (id, client_id, amount, currency, status, version)"
+    " VALUES ('00000000-0000-4000-8000-0000000dea01', 'runner', 7.07, 'EUR', 'created', 1)"
+    " RETURNING id),"
+    " i AS (INSERT INTO idempotency_records (client_id, idempotency_key, request_hash,"
+    " payment_id, status_code, response_body) SELECT 'runner', 'k-refused', repeat('0', 64), id,"
+    " 201, '{}' FROM p)"
+    " INSERT INTO outbox_messages (id, aggregate_type, aggregate_id, aggregate_version,"
+    " event_type, schema_version, payload, occurred_at)"
+    f" SELECT '{REFUSED_EVENT}', 'payment', id, 1, 'PaymentCreated', 1,"
+    f" jsonb_build_object('EventId', '{REFUSED_EVENT}', 'PaymentId', id, 'Amount', '7.07',"
+    " 'Currency', 'EUR', 'AggregateVersion', 1, 'OccurredAtUtc', '2026-01-01T00:00:00Z',"
+    " 'Memo', repeat('z', 6000)), now() FROM p")
+
+RELAY = {"kind": "relay",
+         "args": {"lease-ms": 2000, "idle-ms": 100, "batch": 10, "max-attempts": 3,
+                  "backoff-base-ms": 50, "backoff-cap-ms": 200}}
+
+
+def rewrite_lines(path, edit):
+    """Rewrites a JSON-lines file through edit(list of records) -> records."""
+    with open(path, encoding="utf-8") as f:
+        recs = [json.loads(x) for x in f.read().splitlines() if x.strip()]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in edit(recs)))
+
+
+def check(out, pg):
+    return crashwindow("check", str(out), "--pg", pg, timeout=120)
+
+
+def doctored(tmp_path, out, name):
+    """A copy of the run directory out, to doctor."""
+    copy = tmp_path / name
+    shutil.copytree(out, copy)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def refused_run(tmp_path_factory, pg_cluster):
+    """The run, once for the module: its directory and its scenario's result."""
+    tmp = tmp_path_factory.mktemp("refused")
+    refused = scenario(tmp, "refused", [
+        {"do": "sql", "sql": REFUSED_SQL, "expect_rows": 1},
+        {"do": "payments", "count": 2, "key_prefix": "k-beside"},
+        {"do": "wait", "until": "dead_lettered", "count": 1, "timeout_ms": 15000},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+    ], invariants=["dead_letter_at_limit", "effect_once"],
+        processes={"api": {"kind": "api"}, "relay-1": RELAY,
+                   "accounting": {"kind": "consumer", "args": {"name": "accounting"}}},
+        broker={"max_payload_bytes": 4096},
+        expect=[{"check": "dead_lettered", "equals": 1}, {"check": "effects", "equals": 2}])
+    out = tmp / "out"
+    r = crashwindow("run", refused, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    sc = by_name(load_result(out))["refused"]
+    assert sc["verdict"] == "pass", sc
+    assert inv(sc, "dead_letter_at_limit")["checked"] > 0
+    assert sc["counts"]["publishes_refused"] >= 3, sc["counts"]
+    same = check(out, pg_cluster)
+    assert same.returncode == 0 and "1 scenario with the same verdicts, 0 different" in \
+        same.stdout, same.stdout + same.stderr
+    return out, sc
+
+
+def test_a_dead_letter_needs_a_cause_the_harness_saw(tmp_path, pg_cluster, refused_run):
+    out, sc = refused_run
+    # The broker's refusals of the row are its dead letter's cause: without
+    # them in the log nothing the harness saw explains it.
+    uncaused = doctored(tmp_path, out, "uncaused")
+    rewrite_lines(uncaused / sc["dir"] / "broker.events.jsonl", lambda recs: [
+        x for x in recs
+        if not (x.get("event") == "publish" and x.get("message_id") == REFUSED_EVENT)])
+    got = check(uncaused, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "refused: invariant dead_letter_at_limit was pass, is fail" in got.stdout, got.stdout
+    assert f"event {REFUSED_EVENT} was dead-lettered after 3 attempts without cause" in \
+        got.stdout, got.stdout
+
+    # Planted poison named by the scenario is a cause of its own.
+    spec_path = uncaused / sc["dir"] / "scenario.json"
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    spec["poison_events"] = [REFUSED_EVENT]
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    got = check(uncaused, pg_cluster)
+    assert got.returncode == 0, got.stdout + got.stderr
+
+
+def test_an_effect_records_its_events_figures(tmp_path, pg_cluster, refused_run):
+    out, sc = refused_run
+    # An effect with another amount, currency, payment or version than its
+    # event fails effect_once, each naming the event and the field.
+    with open(out / sc["dir"] / "history" / "ledger_entries.jsonl", encoding="utf-8") as f:
+        ledger = [json.loads(x) for x in f.read().splitlines() if x.strip()]
+    assert len(ledger) == 2, ledger
+    first = ledger[0]["message_id"]
+    for field, value, says in [
+            ("amount", float(ledger[0]["amount"]) + 1, "with amount"),
+            ("currency", "USD", "with currency USD"),
+            ("payment_id", ledger[1]["payment_id"], "with payment " + ledger[1]["payment_id"]),
+            ("aggregate_version", 2, "with version 2")]:
+        wrong = doctored(tmp_path, out, "wrong-" + field)
+
+        def change(recs, field=field, value=value):
+            for x in recs:
+                if x["message_id"] == first:
+                    x[field] = value
+            return recs
+
+        rewrite_lines(wrong / sc["dir"] / "history" / "ledger_entries.jsonl", change)
+        got = check(wrong, pg_cluster)
+        assert got.returncode == 1, (field, got.stdout + got.stderr)
+        assert "refused: invariant effect_once was pass, is fail" in got.stdout, got.stdout
+        assert f"accounting applied event {first} {says}" in got.stdout, (field, got.stdout)
