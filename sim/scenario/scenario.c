@@ -23,21 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-__attribute__((format(printf, 3, 4)))
-int sc_verr(struct vctx *v, const char *field, const char *fmt, ...)
-{
-    char msg[384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (field != NULL && field[0] != '\0')
-        snprintf(v->err, v->errlen, "%s: %s: %s", v->path, field, msg);
-    else
-        snprintf(v->err, v->errlen, "%s: %s", v->path, msg);
-    return -1;
-}
-
 const char *const sc_kind_names[] = { "api", "relay", "consumer" };
 const char *const sc_verb_names[] = {
     "start", "restart", "stop", "kill", "pause", "resume", "fault", "http",
@@ -107,105 +92,9 @@ int sc_invariant_from_name(const char *name)
     return -1;
 }
 
-int sc_in_list(const char *s, const char *const *list)
-{
-    for (; *list != NULL; list++)
-        if (strcmp(*list, s) == 0)
-            return 1;
-    return 0;
-}
-
 int sc_broker_is_setting(const char *field)
 {
-    return field != NULL && sc_in_list(field, broker_settings);
-}
-
-/* Every key of obj must be in allowed. */
-int sc_only_fields(struct vctx *v, const cJSON *obj, const char *field,
-                   const char *const *allowed)
-{
-    const cJSON *it;
-    cJSON_ArrayForEach(it, obj) {
-        if (!sc_in_list(it->string, allowed))
-            return sc_verr(v, field, "unknown field '%s'", it->string);
-    }
-    return 0;
-}
-
-/* A string field: 1 found, 0 absent (when optional), -1 error. */
-int sc_get_str(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-               int required, const char **out)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-    char f[160];
-    snprintf(f, sizeof(f), "%s%s%s", field, field[0] ? "." : "", key);
-    if (it == NULL || cJSON_IsNull(it)) {
-        if (required)
-            return sc_verr(v, f, "missing (a string is required)");
-        return 0;
-    }
-    if (!cJSON_IsString(it) || it->valuestring[0] == '\0')
-        return sc_verr(v, f, "must be a non-empty string");
-    *out = it->valuestring;
-    return 1;
-}
-
-/* An integer field within [lo, hi]. */
-int sc_get_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-               int required, long long lo, long long hi, long long *out)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-    char f[160];
-    snprintf(f, sizeof(f), "%s%s%s", field, field[0] ? "." : "", key);
-    if (it == NULL || cJSON_IsNull(it)) {
-        if (required)
-            return sc_verr(v, f, "missing (an integer is required)");
-        return 0;
-    }
-    if (!cJSON_IsNumber(it) || it->valuedouble != (double)(long long)it->valuedouble)
-        return sc_verr(v, f, "must be an integer");
-    long long x = (long long)it->valuedouble;
-    if (x < lo || x > hi)
-        return sc_verr(v, f, "%lld is out of range [%lld, %lld]", x, lo, hi);
-    *out = x;
-    return 1;
-}
-
-/* An optional integer field within [lo, hi] stored into an int: *out is set when the
- * field is given and left at the caller's default when it is absent or null.
- * 0 on success, -1 after reporting the error (not an integer, out of range). */
-int sc_opt_int(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-               long long lo, long long hi, int *out)
-{
-    long long x;
-    int r = sc_get_int(v, obj, key, field, 0, lo, hi, &x);
-    if (r == 1)
-        *out = (int)x;
-    return r < 0 ? -1 : 0;
-}
-
-/* The index of name in names[0..n-1], -1 when it is not there. */
-int sc_name_index(const char *const *names, int n, const char *name)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(name, names[i]) == 0)
-            return i;
-    return -1;
-}
-
-int sc_get_bool(struct vctx *v, const cJSON *obj, const char *key, const char *field,
-                int *out)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (it == NULL)
-        return 0;
-    if (!cJSON_IsBool(it)) {
-        char f[160];
-        snprintf(f, sizeof(f), "%s.%s", field, key);
-        return sc_verr(v, f, "must be true or false");
-    }
-    *out = cJSON_IsTrue(it);
-    return 1;
+    return field != NULL && jv_in_list(field, broker_settings);
 }
 
 static int valid_name(const char *s, size_t max, int allow_underscore)
@@ -257,7 +146,7 @@ int scenario_check_faults(const char *spec, const char *const *known_points,
     if (n < 0)
         return -1;
     for (int i = 0; known_points != NULL && i < n; i++) {
-        if (!sc_in_list(items[i].name, known_points)) {
+        if (!jv_in_list(items[i].name, known_points)) {
             snprintf(err, errlen, "unknown fault point '%s' (not in the catalogue)",
                      items[i].name);
             return -1;
@@ -305,7 +194,7 @@ static int arg_text(const cJSON *it, char **out)
 /* "clock": {"offset_s": N, "rate": X}: the process's clock is N seconds
  * off (-86400..86400) and runs X times as fast (0.5..2; 1 when absent), as
  * libfaketime's FAKETIME "+Ns xX" says it. */
-static int parse_clock(struct vctx *v, const cJSON *proc, const char *pfield, struct sc_proc *p)
+static int parse_clock(struct jv_ctx *v, const cJSON *proc, const char *pfield, struct sc_proc *p)
 {
     static const char *const fields[] = { "offset_s", "rate", NULL };
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(proc, "clock");
@@ -315,17 +204,17 @@ static int parse_clock(struct vctx *v, const cJSON *proc, const char *pfield, st
     if (c == NULL)
         return 0;
     if (!cJSON_IsObject(c) || c->child == NULL)
-        return sc_verr(v, field, "must be an object with offset_s and/or rate");
-    if (sc_only_fields(v, c, field, fields) < 0)
+        return jv_err(v, field, "must be an object with offset_s and/or rate");
+    if (jv_only_fields(v, c, field, fields) < 0)
         return -1;
     long long off = 0;
-    if (sc_get_int(v, c, "offset_s", field, 0, -86400, 86400, &off) < 0)
+    if (jv_int(v, c, "offset_s", field, 0, -86400, 86400, &off) < 0)
         return -1;
     const cJSON *rate = cJSON_GetObjectItemCaseSensitive(c, "rate");
     double x = 1.0;
     if (rate != NULL) {
         if (!cJSON_IsNumber(rate) || rate->valuedouble < 0.5 || rate->valuedouble > 2.0)
-            return sc_verr(v, field, "rate: must be a number from 0.5 to 2 (1: real time)");
+            return jv_err(v, field, "rate: must be a number from 0.5 to 2 (1: real time)");
         x = rate->valuedouble;
     }
     p->clock_rate = x;
@@ -336,34 +225,34 @@ static int parse_clock(struct vctx *v, const cJSON *proc, const char *pfield, st
     return 0;
 }
 
-static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
+static int parse_proc(struct jv_ctx *v, struct scenario *sc, const cJSON *it)
 {
     static const char *const fields[] = { "kind", "args", "faults", "autostart", "heal",
                                           "clock", "db_deadline_ms", "why", NULL };
     char field[96];
     snprintf(field, sizeof(field), "processes.%s", it->string);
     if (!valid_name(it->string, SC_NAME_MAX, 1))
-        return sc_verr(v, field, "process names are 1-31 of [a-z0-9_-], starting with a letter or digit");
+        return jv_err(v, field, "process names are 1-31 of [a-z0-9_-], starting with a letter or digit");
     if (strcmp(it->string, "broker") == 0 || strcmp(it->string, "runner") == 0)
-        return sc_verr(v, field, "'%s' is reserved", it->string);
+        return jv_err(v, field, "'%s' is reserved", it->string);
     if (!cJSON_IsObject(it))
-        return sc_verr(v, field, "must be an object");
-    if (sc_only_fields(v, it, field, fields) < 0)
+        return jv_err(v, field, "must be an object");
+    if (jv_only_fields(v, it, field, fields) < 0)
         return -1;
     if (sc->nprocs == SC_MAX_PROCS)
-        return sc_verr(v, "processes", "more than %d processes", SC_MAX_PROCS);
+        return jv_err(v, "processes", "more than %d processes", SC_MAX_PROCS);
     struct sc_proc *p = &sc->procs[sc->nprocs];
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "%s", it->string);
     const char *kind = NULL;
-    if (sc_get_str(v, it, "kind", field, 1, &kind) < 0)
+    if (jv_str(v, it, "kind", field, 1, &kind) < 0)
         return -1;
     int k;
     for (k = 0; k < 3; k++)
         if (strcmp(kind, sc_kind_names[k]) == 0)
             break;
     if (k == 3)
-        return sc_verr(v, field, "kind: unknown kind '%s' (api, relay, consumer)", kind);
+        return jv_err(v, field, "kind: unknown kind '%s' (api, relay, consumer)", kind);
     p->kind = (enum sc_kind)k;
     p->autostart = 1;
     p->heal = 1;
@@ -372,23 +261,23 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
     p->clock_rate = 1.0;
     p->consumer_name = "accounting";
     sc->nprocs++; /* from here on scenario_free releases its args */
-    if (sc_get_bool(v, it, "autostart", field, &p->autostart) < 0 ||
-        sc_get_bool(v, it, "heal", field, &p->heal) < 0)
+    if (jv_bool(v, it, "autostart", field, &p->autostart) < 0 ||
+        jv_bool(v, it, "heal", field, &p->heal) < 0)
         return -1;
     if (parse_clock(v, it, field, p) < 0 ||
-        sc_opt_int(v, it, "db_deadline_ms", field, 100, 600000, &p->db_deadline_ms) < 0)
+        jv_opt_int(v, it, "db_deadline_ms", field, 100, 600000, &p->db_deadline_ms) < 0)
         return -1;
-    int r = sc_get_str(v, it, "faults", field, 0, &p->faults);
+    int r = jv_str(v, it, "faults", field, 0, &p->faults);
     if (r < 0)
         return -1;
     if (r == 1) {
         char msg[256];
         if (scenario_check_faults(p->faults, v->points, msg, sizeof(msg)) < 0)
-            return sc_verr(v, field, "faults: %s", msg);
+            return jv_err(v, field, "faults: %s", msg);
         /* The runner arms these at the autostart only: without one they
          * would silently never be armed. */
         if (!p->autostart)
-            return sc_verr(v, field, "faults: ignored on a process with \"autostart\": false "
+            return jv_err(v, field, "faults: ignored on a process with \"autostart\": false "
                            "(give them to the step that starts it)");
     }
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "args");
@@ -396,23 +285,23 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
         char af[128];
         snprintf(af, sizeof(af), "%s.args", field);
         if (!cJSON_IsObject(args))
-            return sc_verr(v, af, "must be an object of option: value");
+            return jv_err(v, af, "must be an object of option: value");
         const cJSON *a;
         cJSON_ArrayForEach(a, args) {
             char f2[192];
             snprintf(f2, sizeof(f2), "%s.%s", af, a->string);
             if (!valid_name(a->string, 40, 0))
-                return sc_verr(v, f2, "option names are [a-z0-9-] without the leading --");
+                return jv_err(v, f2, "option names are [a-z0-9-] without the leading --");
             static const char *const reserved[] = { "db", "broker", "events", "listen", "socket", NULL };
-            if (sc_in_list(a->string, reserved))
-                return sc_verr(v, f2, "--%s is set by the runner", a->string);
+            if (jv_in_list(a->string, reserved))
+                return jv_err(v, f2, "--%s is set by the runner", a->string);
             if (cJSON_IsFalse(a))
                 continue;
             if (p->nargs == SC_MAX_ARGS)
-                return sc_verr(v, af, "more than %d options", SC_MAX_ARGS);
+                return jv_err(v, af, "more than %d options", SC_MAX_ARGS);
             char *val = NULL;
             if (arg_text(a, &val) < 0)
-                return sc_verr(v, f2, "must be a string, a number or true");
+                return jv_err(v, f2, "must be a string, a number or true");
             p->arg_key[p->nargs] = a->string;
             p->arg_val[p->nargs] = val;
             p->nargs++;
@@ -433,24 +322,24 @@ static int parse_proc(struct vctx *v, struct scenario *sc, const cJSON *it)
     return 0;
 }
 
-static int parse_broker(struct vctx *v, struct scenario *sc, const cJSON *b)
+static int parse_broker(struct jv_ctx *v, struct scenario *sc, const cJSON *b)
 {
     if (b == NULL)
         return 0;
     if (!cJSON_IsObject(b))
-        return sc_verr(v, "broker", "must be an object");
+        return jv_err(v, "broker", "must be an object");
     const cJSON *it;
     cJSON_ArrayForEach(it, b) {
-        if (!sc_in_list(it->string, broker_switches) && !sc_in_list(it->string, broker_settings))
-            return sc_verr(v, "broker", "unknown field '%s'", it->string);
+        if (!jv_in_list(it->string, broker_switches) && !jv_in_list(it->string, broker_settings))
+            return jv_err(v, "broker", "unknown field '%s'", it->string);
     }
-    if (sc_opt_int(v, b, "visibility_timeout_ms", "broker", 1, 86400000,
+    if (jv_opt_int(v, b, "visibility_timeout_ms", "broker", 1, 86400000,
                    &sc->visibility_timeout_ms) < 0 ||
-        sc_get_bool(v, b, "durable", "broker", &sc->broker_durable) < 0)
+        jv_bool(v, b, "durable", "broker", &sc->broker_durable) < 0)
         return -1;
     int others = 0;
     cJSON_ArrayForEach(it, b) {
-        if (!sc_in_list(it->string, broker_settings))
+        if (!jv_in_list(it->string, broker_settings))
             others++;
     }
     if (others > 0)
@@ -460,34 +349,34 @@ static int parse_broker(struct vctx *v, struct scenario *sc, const cJSON *b)
 
 /* "database": {"standby": true, "synchronous": true|false}: the scenario
  * gets a primary and a streaming standby of its own. */
-static int parse_database(struct vctx *v, struct scenario *sc)
+static int parse_database(struct jv_ctx *v, struct scenario *sc)
 {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(sc->root, "database");
     if (d == NULL)
         return 0;
     static const char *const f[] = { "standby", "synchronous", NULL };
     if (!cJSON_IsObject(d))
-        return sc_verr(v, "database", "must be an object");
-    if (sc_only_fields(v, d, "database", f) < 0 ||
-        sc_get_bool(v, d, "standby", "database", &sc->standby) < 0 ||
-        sc_get_bool(v, d, "synchronous", "database", &sc->synchronous) < 0)
+        return jv_err(v, "database", "must be an object");
+    if (jv_only_fields(v, d, "database", f) < 0 ||
+        jv_bool(v, d, "standby", "database", &sc->standby) < 0 ||
+        jv_bool(v, d, "synchronous", "database", &sc->synchronous) < 0)
         return -1;
     if (!sc->standby)
-        return sc_verr(v, "database.standby", "must be true (a database without a standby "
+        return jv_err(v, "database.standby", "must be true (a database without a standby "
                        "needs no \"database\" object)");
     if (cJSON_GetObjectItemCaseSensitive(d, "synchronous") == NULL)
-        return sc_verr(v, "database.synchronous", "missing: say true or false (whether a "
+        return jv_err(v, "database.synchronous", "missing: say true or false (whether a "
                        "commit waits for the standby)");
     return 0;
 }
 
 /* Validates the switches of a broker control object (types only: the
  * broker itself rejects a bad value, and the step then fails loudly). */
-int sc_check_control(struct vctx *v, const cJSON *c, const char *field)
+int sc_check_control(struct jv_ctx *v, const cJSON *c, const char *field)
 {
     if (!cJSON_IsObject(c) || c->child == NULL)
-        return sc_verr(v, field, "must be a non-empty object of broker switches");
-    if (sc_only_fields(v, c, field, broker_switches) < 0)
+        return jv_err(v, field, "must be a non-empty object of broker switches");
+    if (jv_only_fields(v, c, field, broker_switches) < 0)
         return -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, c) {
@@ -497,23 +386,23 @@ int sc_check_control(struct vctx *v, const cJSON *c, const char *field)
             if (!cJSON_IsString(it) || !(strcmp(it->valuestring, "off") == 0 ||
                                          strcmp(it->valuestring, "refuse") == 0 ||
                                          strcmp(it->valuestring, "hang") == 0))
-                return sc_verr(v, f, "must be \"off\", \"refuse\" or \"hang\"");
+                return jv_err(v, f, "must be \"off\", \"refuse\" or \"hang\"");
         } else if (strcmp(it->string, "duplicate") == 0 || strcmp(it->string, "reorder") == 0 ||
                    strcmp(it->string, "reset") == 0 ||
                    strcmp(it->string, "close_connections") == 0) {
             if (!cJSON_IsBool(it))
-                return sc_verr(v, f, "must be true or false");
+                return jv_err(v, f, "must be true or false");
         } else if (strcmp(it->string, "refuse_error") == 0) {
             if (!cJSON_IsString(it))
-                return sc_verr(v, f, "must be a string");
+                return jv_err(v, f, "must be a string");
         } else if (!cJSON_IsNumber(it) || it->valuedouble < 0) {
-            return sc_verr(v, f, "must be a non-negative number");
+            return jv_err(v, f, "must be a non-negative number");
         }
     }
     return 0;
 }
 
-int sc_get_where(struct vctx *v, const cJSON *s, const char *field,
+int sc_get_where(struct jv_ctx *v, const cJSON *s, const char *field,
                  const char **key, const char **value, char *buf, size_t buflen)
 {
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(s, "where");
@@ -522,7 +411,7 @@ int sc_get_where(struct vctx *v, const cJSON *s, const char *field,
     char f[160];
     snprintf(f, sizeof(f), "%s.where", field);
     if (!cJSON_IsObject(w) || w->child == NULL || w->child->next != NULL)
-        return sc_verr(v, f, "must be an object with one field: value");
+        return jv_err(v, f, "must be an object with one field: value");
     const cJSON *it = w->child;
     *key = it->string;
     if (cJSON_IsString(it)) {
@@ -533,7 +422,7 @@ int sc_get_where(struct vctx *v, const cJSON *s, const char *field,
     } else if (cJSON_IsBool(it)) {
         *value = cJSON_IsTrue(it) ? "true" : "false";
     } else {
-        return sc_verr(v, f, "the value must be a string, a number or a boolean");
+        return jv_err(v, f, "the value must be a string, a number or a boolean");
     }
     return 0;
 }
@@ -542,7 +431,7 @@ int sc_get_where(struct vctx *v, const cJSON *s, const char *field,
 /* The fields an expectation's check would not read: a "proc" on a counter
  * or a "where" on an sql check would narrow nothing, so each is an error
  * naming it rather than a filter the author only believes in. */
-static int expect_unused_fields(struct vctx *v, const cJSON *e, const char *field,
+static int expect_unused_fields(struct jv_ctx *v, const cJSON *e, const char *field,
                                 const struct sc_expect *x)
 {
     const int events = strcmp(x->check, "events") == 0;
@@ -561,12 +450,12 @@ static int expect_unused_fields(struct vctx *v, const cJSON *e, const char *fiel
             continue;
         char ff[160];
         snprintf(ff, sizeof(ff), "%s.%s", field, f[i].key);
-        return sc_verr(v, ff, "ignored by check '%s'", x->check);
+        return jv_err(v, ff, "ignored by check '%s'", x->check);
     }
     return 0;
 }
 
-static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int idx)
+static int parse_expect(struct jv_ctx *v, struct scenario *sc, const cJSON *e, int idx)
 {
     static const char *const fields[] = { "check", "min", "max", "equals", "proc", "event",
                                           "where", "point", "sql", "request", "why", NULL };
@@ -576,36 +465,36 @@ static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int
     memset(x, 0, sizeof(*x));
     x->proc_idx = -1;
     if (!cJSON_IsObject(e))
-        return sc_verr(v, field, "must be an object");
-    if (sc_only_fields(v, e, field, fields) < 0 ||
-        sc_get_str(v, e, "check", field, 1, &x->check) < 0)
+        return jv_err(v, field, "must be an object");
+    if (jv_only_fields(v, e, field, fields) < 0 ||
+        jv_str(v, e, "check", field, 1, &x->check) < 0)
         return -1;
-    if (!sc_in_list(x->check, expect_checks)) {
+    if (!jv_in_list(x->check, expect_checks)) {
         char f[64];
         snprintf(f, sizeof(f), "%s.check", field);
-        return sc_verr(v, f, "unknown check '%s'", x->check);
+        return jv_err(v, f, "unknown check '%s'", x->check);
     }
     long long n;
     int r;
-    if ((r = sc_get_int(v, e, "min", field, 0, 0, 100000000, &n)) < 0)
+    if ((r = jv_int(v, e, "min", field, 0, 0, 100000000, &n)) < 0)
         return -1;
     if (r == 1) { x->has_min = 1; x->min = n; }
-    if ((r = sc_get_int(v, e, "max", field, 0, 0, 100000000, &n)) < 0)
+    if ((r = jv_int(v, e, "max", field, 0, 0, 100000000, &n)) < 0)
         return -1;
     if (r == 1) { x->has_max = 1; x->max = n; }
-    if ((r = sc_get_int(v, e, "equals", field, 0, 0, 100000000, &n)) < 0)
+    if ((r = jv_int(v, e, "equals", field, 0, 0, 100000000, &n)) < 0)
         return -1;
     if (r == 1) { x->has_equals = 1; x->equals = n; }
     if (!x->has_min && !x->has_max && !x->has_equals)
-        return sc_verr(v, field, "give min, max or equals");
+        return jv_err(v, field, "give min, max or equals");
     if (x->has_min && x->min == 0 && !x->has_max && !x->has_equals)
-        return sc_verr(v, field, "min 0 alone can never fail: give a bound that can");
-    if (sc_get_str(v, e, "proc", field, 0, &x->proc) < 0 ||
-        sc_get_str(v, e, "event", field, 0, &x->event) < 0 ||
-        sc_get_str(v, e, "point", field, 0, &x->point) < 0 ||
-        sc_get_str(v, e, "sql", field, 0, &x->sql) < 0 ||
-        sc_get_str(v, e, "request", field, 0, &x->request) < 0 ||
-        sc_get_str(v, e, "why", field, 0, &x->why) < 0)
+        return jv_err(v, field, "min 0 alone can never fail: give a bound that can");
+    if (jv_str(v, e, "proc", field, 0, &x->proc) < 0 ||
+        jv_str(v, e, "event", field, 0, &x->event) < 0 ||
+        jv_str(v, e, "point", field, 0, &x->point) < 0 ||
+        jv_str(v, e, "sql", field, 0, &x->sql) < 0 ||
+        jv_str(v, e, "request", field, 0, &x->request) < 0 ||
+        jv_str(v, e, "why", field, 0, &x->why) < 0)
         return -1;
     if (sc_get_where(v, e, field, &x->where_key, &x->where_value, x->where_buf,
                      sizeof(x->where_buf)) < 0)
@@ -615,25 +504,25 @@ static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int
         if (x->proc_idx < 0 && strcmp(x->proc, "broker") != 0) {
             char f[64];
             snprintf(f, sizeof(f), "%s.proc", field);
-            return sc_verr(v, f, "unknown process '%s'", x->proc);
+            return jv_err(v, f, "unknown process '%s'", x->proc);
         }
     }
     if (expect_unused_fields(v, e, field, x) < 0)
         return -1;
     if (strcmp(x->check, "events") == 0 && x->event == NULL)
-        return sc_verr(v, field, "check events needs \"event\"");
+        return jv_err(v, field, "check events needs \"event\"");
     if (strcmp(x->check, "sql") == 0 && x->sql == NULL)
-        return sc_verr(v, field, "check sql needs \"sql\"");
+        return jv_err(v, field, "check sql needs \"sql\"");
     if (strcmp(x->check, "http_status") == 0) {
         int found = 0;
         if (x->request == NULL)
-            return sc_verr(v, field, "check http_status needs \"request\"");
+            return jv_err(v, field, "check http_status needs \"request\"");
         for (int i = 0; i < sc->nsteps; i++)
             if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
                 strcmp(sc->steps[i].name, x->request) == 0)
                 found = 1;
         if (!found)
-            return sc_verr(v, field, "no http step is named '%s'", x->request);
+            return jv_err(v, field, "no http step is named '%s'", x->request);
     }
     return 0;
 }
@@ -643,7 +532,7 @@ static int parse_expect(struct vctx *v, struct scenario *sc, const cJSON *e, int
  * memory, as before).  What they fill is released by scenario_free. */
 
 /* The top-level fields and the scalars that name the scenario. */
-static int parse_head(struct vctx *v, struct scenario *sc)
+static int parse_head(struct jv_ctx *v, struct scenario *sc)
 {
     static const char *const fields[] = { "name", "title", "article_case", "crash_window",
                                           "description", "processes", "broker", "steps",
@@ -651,24 +540,24 @@ static int parse_head(struct vctx *v, struct scenario *sc)
                                           "faults_optional", "database", "hazard",
                                           "poison_events", NULL };
     const cJSON *root = sc->root;
-    if (sc_only_fields(v, root, "", fields) < 0 ||
-        sc_get_str(v, root, "name", "", 1, &sc->name) < 0 ||
-        sc_get_str(v, root, "title", "", 1, &sc->title) < 0 ||
-        sc_get_str(v, root, "crash_window", "", 1, &sc->crash_window) < 0)
+    if (jv_only_fields(v, root, "", fields) < 0 ||
+        jv_str(v, root, "name", "", 1, &sc->name) < 0 ||
+        jv_str(v, root, "title", "", 1, &sc->title) < 0 ||
+        jv_str(v, root, "crash_window", "", 1, &sc->crash_window) < 0)
         return -1;
     if (!valid_name(sc->name, 64, 0))
-        return sc_verr(v, "name", "'%s': use 1-63 of [a-z0-9-]", sc->name);
+        return jv_err(v, "name", "'%s': use 1-63 of [a-z0-9-]", sc->name);
     const char *slash = strchr(sc->crash_window, '/');
     if (slash == NULL || slash == sc->crash_window || slash[1] == '\0')
-        return sc_verr(v, "crash_window", "'%s' is not component/window", sc->crash_window);
-    return sc_opt_int(v, root, "article_case", "", 1, 10, &sc->article_case);
+        return jv_err(v, "crash_window", "'%s' is not component/window", sc->crash_window);
+    return jv_opt_int(v, root, "article_case", "", 1, 10, &sc->article_case);
 }
 
-static int parse_procs(struct vctx *v, struct scenario *sc)
+static int parse_procs(struct jv_ctx *v, struct scenario *sc)
 {
     const cJSON *procs = cJSON_GetObjectItemCaseSensitive(sc->root, "processes");
     if (!cJSON_IsObject(procs) || procs->child == NULL)
-        return sc_verr(v, "processes", "must be a non-empty object of name: {kind, args}");
+        return jv_err(v, "processes", "must be a non-empty object of name: {kind, args}");
     const cJSON *it;
     cJSON_ArrayForEach(it, procs) {
         if (parse_proc(v, sc, it) < 0)
@@ -677,11 +566,11 @@ static int parse_procs(struct vctx *v, struct scenario *sc)
     return 0;
 }
 
-static int parse_steps(struct vctx *v, struct scenario *sc)
+static int parse_steps(struct jv_ctx *v, struct scenario *sc)
 {
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(sc->root, "steps");
     if (!cJSON_IsArray(steps))
-        return sc_verr(v, "steps", "must be an array");
+        return jv_err(v, "steps", "must be an array");
     sc->nsteps = cJSON_GetArraySize(steps);
     sc->steps = calloc((size_t)sc->nsteps + 1, sizeof(*sc->steps));
     if (sc->steps == NULL)
@@ -699,7 +588,7 @@ static int parse_steps(struct vctx *v, struct scenario *sc)
 }
 
 /* heal, faults_optional and timeout_ms, each with its default. */
-static int parse_settings(struct vctx *v, struct scenario *sc)
+static int parse_settings(struct jv_ctx *v, struct scenario *sc)
 {
     const cJSON *root = sc->root;
     sc->heal_timeout_ms = 20000;
@@ -708,31 +597,31 @@ static int parse_settings(struct vctx *v, struct scenario *sc)
     if (heal != NULL) {
         static const char *const hf[] = { "timeout_ms", "restart", NULL };
         if (!cJSON_IsObject(heal))
-            return sc_verr(v, "heal", "must be an object");
-        if (sc_only_fields(v, heal, "heal", hf) < 0)
+            return jv_err(v, "heal", "must be an object");
+        if (jv_only_fields(v, heal, "heal", hf) < 0)
             return -1;
-        if (sc_opt_int(v, heal, "timeout_ms", "heal", 100, 600000, &sc->heal_timeout_ms) < 0)
+        if (jv_opt_int(v, heal, "timeout_ms", "heal", 100, 600000, &sc->heal_timeout_ms) < 0)
             return -1;
-        if (sc_get_bool(v, heal, "restart", "heal", &sc->heal_restart) < 0)
+        if (jv_bool(v, heal, "restart", "heal", &sc->heal_restart) < 0)
             return -1;
     }
     const cJSON *fo = cJSON_GetObjectItemCaseSensitive(root, "faults_optional");
     if (fo != NULL && !cJSON_IsBool(fo))
-        return sc_verr(v, "faults_optional", "must be true or false");
+        return jv_err(v, "faults_optional", "must be true or false");
     sc->faults_optional = cJSON_IsTrue(fo);
     sc->timeout_ms = 120000;
-    return sc_opt_int(v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms);
+    return jv_opt_int(v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms);
 }
 
 /* "poison_events": ids (uuids) of the events the scenario plants as poison. */
-static int parse_poison(struct vctx *v, struct scenario *sc)
+static int parse_poison(struct jv_ctx *v, struct scenario *sc)
 {
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(sc->root, "poison_events");
     if (arr == NULL)
         return 0;
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 ||
         cJSON_GetArraySize(arr) > SC_MAX_POISON)
-        return sc_verr(v, "poison_events", "must be an array of 1-%d event ids", SC_MAX_POISON);
+        return jv_err(v, "poison_events", "must be an array of 1-%d event ids", SC_MAX_POISON);
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
         char f[48];
@@ -744,17 +633,17 @@ static int parse_poison(struct vctx *v, struct scenario *sc)
             ok = (i == 8 || i == 13 || i == 18 || i == 23) ? s[i] == '-'
                                                          : isxdigit((unsigned char)s[i]) != 0;
         if (!ok)
-            return sc_verr(v, f, "must be an event id (a uuid)");
+            return jv_err(v, f, "must be an event id (a uuid)");
         sc->poison[sc->npoison++] = s;
     }
     return 0;
 }
 
-static int parse_invariants(struct vctx *v, struct scenario *sc)
+static int parse_invariants(struct jv_ctx *v, struct scenario *sc)
 {
     const cJSON *invs = cJSON_GetObjectItemCaseSensitive(sc->root, "invariants");
     if (!cJSON_IsArray(invs) || cJSON_GetArraySize(invs) == 0)
-        return sc_verr(v, "invariants", "must be a non-empty array of invariant names");
+        return jv_err(v, "invariants", "must be a non-empty array of invariant names");
     int idx = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, invs) {
@@ -762,12 +651,12 @@ static int parse_invariants(struct vctx *v, struct scenario *sc)
         snprintf(f, sizeof(f), "invariants[%d]", idx++);
         int inv = cJSON_IsString(it) ? sc_invariant_from_name(it->valuestring) : -1;
         if (inv < 0)
-            return sc_verr(v, f, "unknown invariant %s%s%s", cJSON_IsString(it) ? "'" : "",
+            return jv_err(v, f, "unknown invariant %s%s%s", cJSON_IsString(it) ? "'" : "",
                            cJSON_IsString(it) ? it->valuestring : "(not a string)",
                            cJSON_IsString(it) ? "'" : "");
         for (int j = 0; j < sc->ninvariants; j++)
             if ((int)sc->invariants[j] == inv)
-                return sc_verr(v, f, "'%s' is listed twice", it->valuestring);
+                return jv_err(v, f, "'%s' is listed twice", it->valuestring);
         sc->invariants[sc->ninvariants++] = (enum sc_invariant)inv;
     }
     return 0;
@@ -775,19 +664,19 @@ static int parse_invariants(struct vctx *v, struct scenario *sc)
 
 /* "hazard": {"caught_by": [invariants...], "why": "..."}: each named
  * invariant must also be listed, and must fail for the scenario to pass. */
-static int parse_hazard(struct vctx *v, struct scenario *sc)
+static int parse_hazard(struct jv_ctx *v, struct scenario *sc)
 {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(sc->root, "hazard");
     if (h == NULL)
         return 0;
     static const char *const f[] = { "caught_by", "why", NULL };
     if (!cJSON_IsObject(h))
-        return sc_verr(v, "hazard", "must be an object");
-    if (sc_only_fields(v, h, "hazard", f) < 0 || sc_get_str(v, h, "why", "hazard", 1, &sc->hazard_why) < 0)
+        return jv_err(v, "hazard", "must be an object");
+    if (jv_only_fields(v, h, "hazard", f) < 0 || jv_str(v, h, "why", "hazard", 1, &sc->hazard_why) < 0)
         return -1;
     const cJSON *by = cJSON_GetObjectItemCaseSensitive(h, "caught_by");
     if (!cJSON_IsArray(by) || cJSON_GetArraySize(by) == 0)
-        return sc_verr(v, "hazard.caught_by", "must be a non-empty array of invariant names");
+        return jv_err(v, "hazard.caught_by", "must be a non-empty array of invariant names");
     int idx = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, by) {
@@ -795,15 +684,15 @@ static int parse_hazard(struct vctx *v, struct scenario *sc)
         snprintf(ff, sizeof(ff), "hazard.caught_by[%d]", idx++);
         int inv = cJSON_IsString(it) ? sc_invariant_from_name(it->valuestring) : -1;
         if (inv < 0)
-            return sc_verr(v, ff, "not an invariant name");
+            return jv_err(v, ff, "not an invariant name");
         int listed = 0;
         for (int j = 0; j < sc->ninvariants; j++)
             listed |= (int)sc->invariants[j] == inv;
         if (!listed)
-            return sc_verr(v, ff, "'%s' must also be listed in \"invariants\"", it->valuestring);
+            return jv_err(v, ff, "'%s' must also be listed in \"invariants\"", it->valuestring);
         for (int j = 0; j < sc->nhazard; j++)
             if ((int)sc->hazard[j] == inv)
-                return sc_verr(v, ff, "'%s' is listed twice", it->valuestring);
+                return jv_err(v, ff, "'%s' is listed twice", it->valuestring);
         sc->hazard[sc->nhazard++] = (enum sc_invariant)inv;
     }
     return 0;
@@ -811,13 +700,13 @@ static int parse_hazard(struct vctx *v, struct scenario *sc)
 
 /* "expect" is optional; it comes last because http_status checks name
  * http steps. */
-static int parse_expects(struct vctx *v, struct scenario *sc)
+static int parse_expects(struct jv_ctx *v, struct scenario *sc)
 {
     const cJSON *exp = cJSON_GetObjectItemCaseSensitive(sc->root, "expect");
     if (exp == NULL)
         return 0;
     if (!cJSON_IsArray(exp))
-        return sc_verr(v, "expect", "must be an array");
+        return jv_err(v, "expect", "must be an array");
     sc->nexpect = cJSON_GetArraySize(exp);
     sc->expect = calloc((size_t)sc->nexpect + 1, sizeof(*sc->expect));
     if (sc->expect == NULL)
@@ -835,7 +724,7 @@ struct scenario *scenario_parse(const char *text, const char *path,
                                 const char *const *known_points,
                                 char *err, size_t errlen)
 {
-    struct vctx v = { path, err, errlen, known_points };
+    struct jv_ctx v = { path, err, errlen, known_points };
     struct scenario *sc = calloc(1, sizeof(*sc));
     if (sc == NULL) {
         snprintf(err, errlen, "%s: out of memory", path);
@@ -848,11 +737,11 @@ struct scenario *scenario_parse(const char *text, const char *path,
         int line = 1;
         for (const char *p = text; at != NULL && p < at && *p; p++)
             line += *p == '\n';
-        sc_verr(&v, NULL, "not valid JSON (near line %d)", line);
+        jv_err(&v, NULL, "not valid JSON (near line %d)", line);
         goto fail;
     }
     if (!cJSON_IsObject(sc->root)) {
-        sc_verr(&v, NULL, "must hold a JSON object");
+        jv_err(&v, NULL, "must hold a JSON object");
         goto fail;
     }
     if (parse_head(&v, sc) < 0 || parse_procs(&v, sc) < 0 ||

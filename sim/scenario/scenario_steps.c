@@ -18,11 +18,11 @@
  * error when absent and required; of the given kind unless kind is -1), or,
  * when absent and kind >= 0, the only process of that kind.  With neither,
  * st->proc is left as it was.  0 or -1. */
-static int step_proc(struct vctx *v, struct scenario *sc, const cJSON *s, const char *field,
+static int step_proc(struct jv_ctx *v, struct scenario *sc, const cJSON *s, const char *field,
                      int required, int kind, struct sc_step *st)
 {
     const char *name = NULL;
-    int r = sc_get_str(v, s, "proc", field, required, &name);
+    int r = jv_str(v, s, "proc", field, required, &name);
     if (r < 0)
         return -1;
     if (r == 0) {
@@ -36,13 +36,13 @@ static int step_proc(struct vctx *v, struct scenario *sc, const cJSON *s, const 
             if (found >= 0) {
                 char f[160];
                 snprintf(f, sizeof(f), "%s.proc", field);
-                return sc_verr(v, f, "missing: several %s processes, say which",
+                return jv_err(v, f, "missing: several %s processes, say which",
                                sc_kind_names[kind]);
             }
             found = i;
         }
         if (found < 0)
-            return sc_verr(v, field, "needs a %s process and the scenario declares none",
+            return jv_err(v, field, "needs a %s process and the scenario declares none",
                            sc_kind_names[kind]);
         st->proc = found;
         return 0;
@@ -51,12 +51,12 @@ static int step_proc(struct vctx *v, struct scenario *sc, const cJSON *s, const 
     if (st->proc < 0) {
         char f[160];
         snprintf(f, sizeof(f), "%s.proc", field);
-        return sc_verr(v, f, "unknown process '%s'", name);
+        return jv_err(v, f, "unknown process '%s'", name);
     }
     if (kind >= 0 && (int)sc->procs[st->proc].kind != kind) {
         char f[160];
         snprintf(f, sizeof(f), "%s.proc", field);
-        return sc_verr(v, f, "'%s' is a %s, not a %s", name,
+        return jv_err(v, f, "'%s' is a %s, not a %s", name,
                        sc_kind_names[sc->procs[st->proc].kind], sc_kind_names[kind]);
     }
     return 0;
@@ -67,13 +67,13 @@ static int step_proc(struct vctx *v, struct scenario *sc, const cJSON *s, const 
  * the step's JSON path ("steps[3]"), the prefix of every message. */
 
 /* start, restart: a process and, optionally, the faults it starts with. */
-static int parse_step_start(struct vctx *v, struct scenario *sc, const cJSON *s,
+static int parse_step_start(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                             const char *field, struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "proc", "faults", NULL };
-    if (sc_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
+    if (jv_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
         return -1;
-    int r = sc_get_str(v, s, "faults", field, 0, &st->faults);
+    int r = jv_str(v, s, "faults", field, 0, &st->faults);
     if (r < 0)
         return -1;
     if (r == 1) {
@@ -81,45 +81,45 @@ static int parse_step_start(struct vctx *v, struct scenario *sc, const cJSON *s,
         if (scenario_check_faults(st->faults, v->points, msg, sizeof(msg)) < 0) {
             char ff[64];
             snprintf(ff, sizeof(ff), "%s.faults", field);
-            return sc_verr(v, ff, "%s", msg);
+            return jv_err(v, ff, "%s", msg);
         }
     }
     return 0;
 }
 
 /* stop, kill, pause, resume: a process and how long to give it. */
-static int parse_step_signal(struct vctx *v, struct scenario *sc, const cJSON *s,
+static int parse_step_signal(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                              const char *field, struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "proc", "timeout_ms", NULL };
-    if (sc_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
+    if (jv_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
         return -1;
     if (st->verb == V_KILL && cJSON_GetObjectItemCaseSensitive(s, "timeout_ms") != NULL) {
         char ff[64];
         snprintf(ff, sizeof(ff), "%s.timeout_ms", field);
-        return sc_verr(v, ff, "ignored by kill (SIGKILL is not waited on)");
+        return jv_err(v, ff, "ignored by kill (SIGKILL is not waited on)");
     }
     st->timeout_ms = 5000;
-    if (sc_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
+    if (jv_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
         return -1;
     return 0;
 }
 
 /* fault: arm a catalogued point in a running process, or disarm it. */
-static int parse_step_fault(struct vctx *v, struct scenario *sc, const cJSON *s,
+static int parse_step_fault(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                             const char *field, struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "proc", "point", "action", "disable", NULL };
-    if (sc_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0 ||
-        sc_get_str(v, s, "point", field, 1, &st->point) < 0 ||
-        sc_get_bool(v, s, "disable", field, &st->disable) < 0)
+    if (jv_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0 ||
+        jv_str(v, s, "point", field, 1, &st->point) < 0 ||
+        jv_bool(v, s, "disable", field, &st->disable) < 0)
         return -1;
-    if (v->points != NULL && !sc_in_list(st->point, v->points)) {
+    if (v->points != NULL && !jv_in_list(st->point, v->points)) {
         char ff[64];
         snprintf(ff, sizeof(ff), "%s.point", field);
-        return sc_verr(v, ff, "unknown fault point '%s' (not in the catalogue)", st->point);
+        return jv_err(v, ff, "unknown fault point '%s' (not in the catalogue)", st->point);
     }
-    if (sc_get_str(v, s, "action", field, !st->disable, &st->action) < 0)
+    if (jv_str(v, s, "action", field, !st->disable, &st->action) < 0)
         return -1;
     enum fault_action action;
     long stall_ms;
@@ -127,7 +127,7 @@ static int parse_step_fault(struct vctx *v, struct scenario *sc, const cJSON *s,
         (fault_parse_action(st->action, &action, &stall_ms) < 0 || st->disable)) {
         char ff[64];
         snprintf(ff, sizeof(ff), "%s.action", field);
-        return sc_verr(v, ff, st->disable ? "not allowed with disable"
+        return jv_err(v, ff, st->disable ? "not allowed with disable"
                                           : "must be crash, fail, park or stall:MS");
     }
     return 0;
@@ -135,7 +135,7 @@ static int parse_step_fault(struct vctx *v, struct scenario *sc, const cJSON *s,
 
 /* The body and headers of an http step.  The body is copied (st->body is
  * freed by scenario_free); the headers stay borrowed from the tree. */
-static int http_body_headers(struct vctx *v, const cJSON *s, const char *field,
+static int http_body_headers(struct jv_ctx *v, const cJSON *s, const char *field,
                              struct sc_step *st)
 {
     const cJSON *body = cJSON_GetObjectItemCaseSensitive(s, "body");
@@ -145,17 +145,17 @@ static int http_body_headers(struct vctx *v, const cJSON *s, const char *field,
         else if (cJSON_IsObject(body) || cJSON_IsArray(body))
             st->body = cJSON_PrintUnformatted(body);
         else
-            return sc_verr(v, field, "body must be a string or a JSON object");
+            return jv_err(v, field, "body must be a string or a JSON object");
     }
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "headers");
     if (h != NULL) {
         const cJSON *it;
         if (!cJSON_IsObject(h))
-            return sc_verr(v, field, "headers must be an object of strings");
+            return jv_err(v, field, "headers must be an object of strings");
         cJSON_ArrayForEach(it, h) {
             if (!cJSON_IsString(it) || strpbrk(it->valuestring, "\r\n") != NULL ||
                 strpbrk(it->string, " :\r\n") != NULL)
-                return sc_verr(v, field, "header '%s' must be a single-line string", it->string);
+                return jv_err(v, field, "header '%s' must be a single-line string", it->string);
         }
         st->headers = h;
     }
@@ -164,7 +164,7 @@ static int http_body_headers(struct vctx *v, const cJSON *s, const char *field,
 
 /* same_as must name an earlier http step, and a step's own name must be new:
  * only steps before idx are parsed yet, which is what both rules want. */
-static int http_step_names(struct vctx *v, const struct scenario *sc, const char *field,
+static int http_step_names(struct jv_ctx *v, const struct scenario *sc, const char *field,
                            const struct sc_step *st, int idx)
 {
     if (st->same_as != NULL) {
@@ -176,153 +176,153 @@ static int http_step_names(struct vctx *v, const struct scenario *sc, const char
         if (!found) {
             char ff[64];
             snprintf(ff, sizeof(ff), "%s.same_as", field);
-            return sc_verr(v, ff, "no earlier http step is named '%s'", st->same_as);
+            return jv_err(v, ff, "no earlier http step is named '%s'", st->same_as);
         }
     }
     if (st->name != NULL) {
         for (int i = 0; i < idx; i++)
             if (sc->steps[i].verb == V_HTTP && sc->steps[i].name != NULL &&
                 strcmp(sc->steps[i].name, st->name) == 0)
-                return sc_verr(v, field, "another http step is already named '%s'", st->name);
+                return jv_err(v, field, "another http step is already named '%s'", st->name);
     }
     return 0;
 }
 
 /* http: one request to an api process; POST /payments unless told. */
-static int parse_step_http(struct vctx *v, struct scenario *sc, const cJSON *s,
+static int parse_step_http(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                            const char *field, struct sc_step *st, int idx)
 {
     static const char *const f[] = { "do", "why", "proc", "name", "method", "path", "body",
                                      "key", "headers", "same_as", "expect_status",
                                      "timeout_ms", NULL };
-    if (sc_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0 ||
-        sc_get_str(v, s, "name", field, 0, &st->name) < 0 ||
-        sc_get_str(v, s, "method", field, 0, &st->method) < 0 ||
-        sc_get_str(v, s, "path", field, 0, &st->path) < 0 ||
-        sc_get_str(v, s, "key", field, 0, &st->key) < 0 ||
-        sc_get_str(v, s, "same_as", field, 0, &st->same_as) < 0)
+    if (jv_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0 ||
+        jv_str(v, s, "name", field, 0, &st->name) < 0 ||
+        jv_str(v, s, "method", field, 0, &st->method) < 0 ||
+        jv_str(v, s, "path", field, 0, &st->path) < 0 ||
+        jv_str(v, s, "key", field, 0, &st->key) < 0 ||
+        jv_str(v, s, "same_as", field, 0, &st->same_as) < 0)
         return -1;
     if (st->method == NULL)
         st->method = "POST";
     if (st->path == NULL)
         st->path = "/payments";
     if (st->path[0] != '/' || strpbrk(st->path, " \r\n") != NULL)
-        return sc_verr(v, field, "path must start with '/' and hold no spaces");
+        return jv_err(v, field, "path must start with '/' and hold no spaces");
     if (strcmp(st->method, "GET") != 0 && strcmp(st->method, "POST") != 0 &&
         strcmp(st->method, "PUT") != 0 && strcmp(st->method, "DELETE") != 0)
-        return sc_verr(v, field, "method must be GET, POST, PUT or DELETE");
+        return jv_err(v, field, "method must be GET, POST, PUT or DELETE");
     if (http_body_headers(v, s, field, st) < 0)
         return -1;
     if (st->key != NULL && strpbrk(st->key, "\r\n") != NULL)
-        return sc_verr(v, field, "key must be a single line");
-    if (sc_opt_int(v, s, "expect_status", field, 100, 599, &st->expect_status) < 0)
+        return jv_err(v, field, "key must be a single line");
+    if (jv_opt_int(v, s, "expect_status", field, 100, 599, &st->expect_status) < 0)
         return -1;
     st->timeout_ms = 5000;
-    if (sc_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
+    if (jv_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
         return -1;
     return http_step_names(v, sc, field, st, idx);
 }
 
 /* payments: count creations (optionally authorized and captured) through an
  * api process, with keys key_prefix-N. */
-static int parse_step_payments(struct vctx *v, struct scenario *sc, const cJSON *s,
+static int parse_step_payments(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                                const char *field, struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "proc", "count", "key_prefix", "amount",
                                      "currency", "concurrency", "retries", "authorize",
                                      "capture", "timeout_ms", "background", NULL };
     long long x;
-    if (sc_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0)
+    if (jv_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0)
         return -1;
-    if (sc_get_int(v, s, "count", field, 1, 1, 100000, &x) < 0)
+    if (jv_int(v, s, "count", field, 1, 1, 100000, &x) < 0)
         return -1;
     st->count = (int)x;
     st->key_prefix = "pay";
     st->currency = "EUR";
     st->concurrency = 1;
-    if (sc_get_str(v, s, "key_prefix", field, 0, &st->key_prefix) < 0 ||
-        sc_get_str(v, s, "amount", field, 0, &st->amount) < 0 ||
-        sc_get_str(v, s, "currency", field, 0, &st->currency) < 0 ||
-        sc_get_bool(v, s, "authorize", field, &st->authorize) < 0 ||
-        sc_get_bool(v, s, "capture", field, &st->capture) < 0 ||
-        sc_get_bool(v, s, "background", field, &st->background) < 0)
+    if (jv_str(v, s, "key_prefix", field, 0, &st->key_prefix) < 0 ||
+        jv_str(v, s, "amount", field, 0, &st->amount) < 0 ||
+        jv_str(v, s, "currency", field, 0, &st->currency) < 0 ||
+        jv_bool(v, s, "authorize", field, &st->authorize) < 0 ||
+        jv_bool(v, s, "capture", field, &st->capture) < 0 ||
+        jv_bool(v, s, "background", field, &st->background) < 0)
         return -1;
     if (strpbrk(st->key_prefix, "\r\n") != NULL || strpbrk(st->currency, "\"\\") != NULL ||
         (st->amount != NULL && strpbrk(st->amount, "\"\\") != NULL))
-        return sc_verr(v, field, "key_prefix, amount and currency must be plain text");
+        return jv_err(v, field, "key_prefix, amount and currency must be plain text");
     if (st->capture && !st->authorize)
-        return sc_verr(v, field, "capture needs authorize (versions 1, 2, 3)");
-    if (sc_opt_int(v, s, "concurrency", field, 1, 64, &st->concurrency) < 0)
+        return jv_err(v, field, "capture needs authorize (versions 1, 2, 3)");
+    if (jv_opt_int(v, s, "concurrency", field, 1, 64, &st->concurrency) < 0)
         return -1;
-    if (sc_opt_int(v, s, "retries", field, 0, 100, &st->retries) < 0)
+    if (jv_opt_int(v, s, "retries", field, 0, 100, &st->retries) < 0)
         return -1;
     st->timeout_ms = 5000;
-    if (sc_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
+    if (jv_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
         return -1;
     return 0;
 }
 
 /* broker: flip the fake broker's switches. */
-static int parse_step_broker(struct vctx *v, const cJSON *s, const char *field,
+static int parse_step_broker(struct jv_ctx *v, const cJSON *s, const char *field,
                              struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "control", NULL };
     char ff[64];
     snprintf(ff, sizeof(ff), "%s.control", field);
-    if (sc_only_fields(v, s, field, f) < 0)
+    if (jv_only_fields(v, s, field, f) < 0)
         return -1;
     st->control = cJSON_GetObjectItemCaseSensitive(s, "control");
     if (st->control == NULL)
-        return sc_verr(v, ff, "missing (an object of broker switches)");
+        return jv_err(v, ff, "missing (an object of broker switches)");
     return sc_check_control(v, st->control, ff);
 }
 
 /* sql: one statement, optionally with the row count it must report. */
-static int parse_step_sql(struct vctx *v, const cJSON *s, const char *field,
+static int parse_step_sql(struct jv_ctx *v, const cJSON *s, const char *field,
                           struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "sql", "expect_rows", NULL };
-    if (sc_only_fields(v, s, field, f) < 0 || sc_get_str(v, s, "sql", field, 1, &st->sql) < 0)
+    if (jv_only_fields(v, s, field, f) < 0 || jv_str(v, s, "sql", field, 1, &st->sql) < 0)
         return -1;
-    if (sc_opt_int(v, s, "expect_rows", field, 0, 100000000, &st->expect_rows) < 0)
+    if (jv_opt_int(v, s, "expect_rows", field, 0, 100000000, &st->expect_rows) < 0)
         return -1;
     return 0;
 }
 
 /* outboxctl: the operator tool with its arguments (argv borrows the tree's
  * strings); --db is the runner's, the scenario cannot point it elsewhere. */
-static int parse_step_outboxctl(struct vctx *v, const cJSON *s, const char *field,
+static int parse_step_outboxctl(struct jv_ctx *v, const cJSON *s, const char *field,
                                 struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "args", "expect_exit", "expect_output",
                                      "timeout_ms", NULL };
-    if (sc_only_fields(v, s, field, f) < 0)
+    if (jv_only_fields(v, s, field, f) < 0)
         return -1;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(s, "args");
     if (!cJSON_IsArray(args) || cJSON_GetArraySize(args) < 1 ||
         cJSON_GetArraySize(args) > 16)
-        return sc_verr(v, field, "args must be an array of 1-16 strings");
+        return jv_err(v, field, "args must be an array of 1-16 strings");
     const cJSON *a;
     cJSON_ArrayForEach(a, args) {
         if (!cJSON_IsString(a))
-            return sc_verr(v, field, "args must be an array of strings");
+            return jv_err(v, field, "args must be an array of strings");
         if (strcmp(a->valuestring, "--db") == 0)
-            return sc_verr(v, field, "--db is set by the runner");
+            return jv_err(v, field, "--db is set by the runner");
         st->argv[st->argc++] = a->valuestring;
     }
-    if (sc_opt_int(v, s, "expect_exit", field, 0, 255, &st->expect_exit) < 0)
+    if (jv_opt_int(v, s, "expect_exit", field, 0, 255, &st->expect_exit) < 0)
         return -1;
-    if (sc_get_str(v, s, "expect_output", field, 0, &st->expect_output) < 0)
+    if (jv_str(v, s, "expect_output", field, 0, &st->expect_output) < 0)
         return -1;
     st->timeout_ms = 10000;
-    if (sc_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
+    if (jv_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)
         return -1;
     return 0;
 }
 
 /* The fields a wait condition would not read: each is an error naming it,
  * since a scenario's author who wrote it expected it to matter. */
-static int wait_unused_fields(struct vctx *v, const cJSON *s, const char *field,
+static int wait_unused_fields(struct jv_ctx *v, const cJSON *s, const char *field,
                               const struct sc_step *st, const char *until)
 {
     const enum sc_until u = st->until;
@@ -339,49 +339,49 @@ static int wait_unused_fields(struct vctx *v, const cJSON *s, const char *field,
             continue;
         char ff[160];
         snprintf(ff, sizeof(ff), "%s.%s", field, f[i].key);
-        return sc_verr(v, ff, "ignored by until '%s'", until);
+        return jv_err(v, ff, "ignored by until '%s'", until);
     }
     return 0;
 }
 
 /* wait: until a condition holds, within timeout_ms; or, with "on_timeout":
  * "continue", an anchor that goes on when the moment does not come. */
-static int parse_step_wait(struct vctx *v, struct scenario *sc, const cJSON *s,
+static int parse_step_wait(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                            const char *field, struct sc_step *st)
 {
     static const char *const fields[] = { "do", "why", "until", "proc", "event", "count",
                                           "where", "consumer", "sql", "point", "timeout_ms",
                                           "on_timeout", NULL };
-    if (sc_only_fields(v, s, field, fields) < 0)
+    if (jv_only_fields(v, s, field, fields) < 0)
         return -1;
     const char *on_timeout = NULL;
-    if (sc_get_str(v, s, "on_timeout", field, 0, &on_timeout) < 0)
+    if (jv_str(v, s, "on_timeout", field, 0, &on_timeout) < 0)
         return -1;
     if (on_timeout != NULL && strcmp(on_timeout, "fail") != 0 &&
         strcmp(on_timeout, "continue") != 0) {
         char f[160];
         snprintf(f, sizeof(f), "%s.on_timeout", field);
-        return sc_verr(v, f, "must be \"fail\" or \"continue\", not '%s'", on_timeout);
+        return jv_err(v, f, "must be \"fail\" or \"continue\", not '%s'", on_timeout);
     }
     st->wait_continue = on_timeout != NULL && strcmp(on_timeout, "continue") == 0;
     const char *until = NULL;
-    if (sc_get_str(v, s, "until", field, 1, &until) < 0)
+    if (jv_str(v, s, "until", field, 1, &until) < 0)
         return -1;
-    int u = sc_name_index(sc_until_names,
+    int u = jv_name_index(sc_until_names,
                           (int)(sizeof(sc_until_names) / sizeof(sc_until_names[0])), until);
     if (u < 0) {
         char f[160];
         snprintf(f, sizeof(f), "%s.until", field);
-        return sc_verr(v, f, "unknown condition '%s' (exited, parked, event, published, "
+        return jv_err(v, f, "unknown condition '%s' (exited, parked, event, published, "
                        "consumed, dead_lettered, lease_expired, quiet, sql)", until);
     }
     st->until = (enum sc_until)u;
     long long x;
-    if (sc_get_int(v, s, "timeout_ms", field, 1, 1, 600000, &x) < 0)
+    if (jv_int(v, s, "timeout_ms", field, 1, 1, 600000, &x) < 0)
         return -1;
     st->timeout_ms = (int)x;
     st->count = 1;
-    if (sc_opt_int(v, s, "count", field, 0, 10000000, &st->count) < 0)
+    if (jv_opt_int(v, s, "count", field, 0, 10000000, &st->count) < 0)
         return -1;
     int need_proc = st->until == U_EXITED || st->until == U_PARKED || st->until == U_EVENT;
     const cJSON *pj = cJSON_GetObjectItemCaseSensitive(s, "proc");
@@ -389,16 +389,16 @@ static int parse_step_wait(struct vctx *v, struct scenario *sc, const cJSON *s,
         st->proc = -1; /* the broker's own log ("broker" is a reserved process name) */
     else if (step_proc(v, sc, s, field, need_proc, -1, st) < 0)
         return -1;
-    if (st->until == U_EVENT && sc_get_str(v, s, "event", field, 1, &st->event) < 0)
+    if (st->until == U_EVENT && jv_str(v, s, "event", field, 1, &st->event) < 0)
         return -1;
     if (sc_get_where(v, s, field, &st->where_key, &st->where_value, st->where_buf,
                      sizeof(st->where_buf)) < 0)
         return -1;
-    if (st->until == U_SQL && sc_get_str(v, s, "sql", field, 1, &st->sql) < 0)
+    if (st->until == U_SQL && jv_str(v, s, "sql", field, 1, &st->sql) < 0)
         return -1;
-    if (sc_get_str(v, s, "point", field, 0, &st->point) < 0)
+    if (jv_str(v, s, "point", field, 0, &st->point) < 0)
         return -1;
-    if (sc_get_str(v, s, "consumer", field, 0, &st->consumer) < 0)
+    if (jv_str(v, s, "consumer", field, 0, &st->consumer) < 0)
         return -1;
     if (st->until == U_CONSUMED && st->consumer == NULL) {
         /* Default: the consumer name of the only consumer process. */
@@ -406,77 +406,77 @@ static int parse_step_wait(struct vctx *v, struct scenario *sc, const cJSON *s,
             if (sc->procs[i].kind != SC_CONSUMER)
                 continue;
             if (st->consumer != NULL && strcmp(st->consumer, sc->procs[i].consumer_name) != 0)
-                return sc_verr(v, field, "several consumer names: say which with \"consumer\"");
+                return jv_err(v, field, "several consumer names: say which with \"consumer\"");
             st->consumer = sc->procs[i].consumer_name;
         }
         if (st->consumer == NULL)
-            return sc_verr(v, field, "until consumed needs a consumer process");
+            return jv_err(v, field, "until consumed needs a consumer process");
     }
     if ((st->event != NULL && st->until != U_EVENT) || (st->sql != NULL && st->until != U_SQL) ||
         (st->point != NULL && st->until != U_PARKED))
-        return sc_verr(v, field, "a field does not apply to until '%s'", until);
+        return jv_err(v, field, "a field does not apply to until '%s'", until);
     return wait_unused_fields(v, s, field, st, until);
 }
 
 /* db: a fault of PostgreSQL itself. */
-static int parse_step_db(struct vctx *v, struct scenario *sc, const cJSON *s,
+static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                          const char *field, struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "action", "proc", "ms", "down_ms", NULL };
     const char *action = NULL;
     char ff[64];
-    if (sc_only_fields(v, s, field, f) < 0 || sc_get_str(v, s, "action", field, 1, &action) < 0)
+    if (jv_only_fields(v, s, field, f) < 0 || jv_str(v, s, "action", field, 1, &action) < 0)
         return -1;
-    int a = sc_name_index(sc_db_action_names,
+    int a = jv_name_index(sc_db_action_names,
                           (int)(sizeof(sc_db_action_names) / sizeof(sc_db_action_names[0])), action);
     snprintf(ff, sizeof(ff), "%s.action", field);
     if (a < 0)
-        return sc_verr(v, ff, "unknown action '%s' (crash, restart, terminate, freeze, failover, "
+        return jv_err(v, ff, "unknown action '%s' (crash, restart, terminate, freeze, failover, "
                        "stall_replication)", action);
     st->db_action = (enum sc_db_action)a;
     const int needs_standby = a == DB_FAILOVER || a == DB_STALL_REPLICATION;
     if (needs_standby && !sc->standby)
-        return sc_verr(v, ff, "'%s' needs a standby: add \"database\": {\"standby\": true, "
+        return jv_err(v, ff, "'%s' needs a standby: add \"database\": {\"standby\": true, "
                        "\"synchronous\": ...}", action);
     if (a == DB_STALL_REPLICATION && sc->synchronous)
-        return sc_verr(v, ff, "'stall_replication' with synchronous replication would block "
+        return jv_err(v, ff, "'stall_replication' with synchronous replication would block "
                        "every commit until failover; it is for asynchronous standbys");
     if (cJSON_GetObjectItemCaseSensitive(s, "proc") != NULL && a != DB_TERMINATE)
-        return sc_verr(v, field, "proc is only for action 'terminate'");
+        return jv_err(v, field, "proc is only for action 'terminate'");
     if (a == DB_TERMINATE && step_proc(v, sc, s, field, 0, -1, st) < 0)
         return -1;
     st->ms = -1;
     if (cJSON_GetObjectItemCaseSensitive(s, "ms") != NULL && a != DB_FREEZE)
-        return sc_verr(v, field, "ms is only for action 'freeze'");
-    if (sc_opt_int(v, s, "ms", field, 1, 600000, &st->ms) < 0)
+        return jv_err(v, field, "ms is only for action 'freeze'");
+    if (jv_opt_int(v, s, "ms", field, 1, 600000, &st->ms) < 0)
         return -1;
     if (a == DB_FREEZE && st->ms < 0) {
         snprintf(ff, sizeof(ff), "%s.ms", field);
-        return sc_verr(v, ff, "missing: a freeze needs its duration in milliseconds");
+        return jv_err(v, ff, "missing: a freeze needs its duration in milliseconds");
     }
     if (cJSON_GetObjectItemCaseSensitive(s, "down_ms") != NULL && a != DB_CRASH)
-        return sc_verr(v, field, "down_ms is only for action 'crash'");
-    return sc_opt_int(v, s, "down_ms", field, 0, 600000, &st->down_ms);
+        return jv_err(v, field, "down_ms is only for action 'crash'");
+    return jv_opt_int(v, s, "down_ms", field, 0, 600000, &st->down_ms);
 }
 
 /* broker_crash: SIGKILL the fake broker, start it again after down_ms. */
-static int parse_step_broker_crash(struct vctx *v, const cJSON *s, const char *field,
+static int parse_step_broker_crash(struct jv_ctx *v, const cJSON *s, const char *field,
                                    struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "down_ms", NULL };
-    if (sc_only_fields(v, s, field, f) < 0)
+    if (jv_only_fields(v, s, field, f) < 0)
         return -1;
-    return sc_opt_int(v, s, "down_ms", field, 0, 600000, &st->down_ms);
+    return jv_opt_int(v, s, "down_ms", field, 0, 600000, &st->down_ms);
 }
 
 /* sleep: time passes, nothing else.  For a scenario about time itself (a
  * backoff, a lease, a horizon), never in place of a condition. */
-static int parse_step_sleep(struct vctx *v, const cJSON *s, const char *field,
+static int parse_step_sleep(struct jv_ctx *v, const cJSON *s, const char *field,
                             struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "ms", NULL };
     long long x;
-    if (sc_only_fields(v, s, field, f) < 0 || sc_get_int(v, s, "ms", field, 1, 1, 600000, &x) < 0)
+    if (jv_only_fields(v, s, field, f) < 0 || jv_int(v, s, "ms", field, 1, 1, 600000, &x) < 0)
         return -1;
     st->ms = (int)x;
     return 0;
@@ -485,16 +485,16 @@ static int parse_step_sleep(struct vctx *v, const cJSON *s, const char *field,
 /* net: a fault on one process's link to PostgreSQL or the broker, or
  * "clear": true.  The link must name a declared process and a peer; the
  * fault is checked by netproxy's own parser (values, fields, protocol). */
-static int parse_step_net(struct vctx *v, struct scenario *sc, const cJSON *s,
+static int parse_step_net(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                           const char *field, struct sc_step *st)
 {
     char ff[64];
     snprintf(ff, sizeof(ff), "%s.link", field);
-    if (sc_get_str(v, s, "link", field, 1, &st->link) < 0)
+    if (jv_str(v, s, "link", field, 1, &st->link) < 0)
         return -1;
     const char *arrow = strstr(st->link, "->");
     if (arrow == NULL || (strcmp(arrow, "->pg") != 0 && strcmp(arrow, "->broker") != 0))
-        return sc_verr(v, ff, "'%s' is not a link: '<process>->pg' or '<process>->broker'",
+        return jv_err(v, ff, "'%s' is not a link: '<process>->pg' or '<process>->broker'",
                        st->link);
     st->net_peer = strcmp(arrow, "->pg") == 0 ? NP_PG : NP_BROKER;
     for (int i = 0; i < sc->nprocs; i++)
@@ -502,35 +502,35 @@ static int parse_step_net(struct vctx *v, struct scenario *sc, const cJSON *s,
             strncmp(sc->procs[i].name, st->link, (size_t)(arrow - st->link)) == 0)
             st->proc = i;
     if (st->proc < 0)
-        return sc_verr(v, ff, "unknown link '%s': no process '%.*s'", st->link,
+        return jv_err(v, ff, "unknown link '%s': no process '%.*s'", st->link,
                        (int)(arrow - st->link), st->link);
     if (st->net_peer == NP_BROKER && sc->procs[st->proc].kind == SC_API)
-        return sc_verr(v, ff, "the API does not talk to the broker: '%s' carries nothing a "
+        return jv_err(v, ff, "the API does not talk to the broker: '%s' carries nothing a "
                        "fault could hit", st->link);
     if (st->net_peer == NP_PG && sc->standby)
-        return sc_verr(v, ff, "a scenario with a standby reaches PostgreSQL directly (its "
+        return jv_err(v, ff, "a scenario with a standby reaches PostgreSQL directly (its "
                        "multi-host connection string has no single link)");
     const cJSON *clear = cJSON_GetObjectItemCaseSensitive(s, "clear");
     if (clear != NULL) {
         static const char *const f[] = { "do", "why", "link", "clear", NULL };
         if (!cJSON_IsTrue(clear))
-            return sc_verr(v, field, "clear: must be true (or absent, with a fault)");
+            return jv_err(v, field, "clear: must be true (or absent, with a fault)");
         st->net_clear = 1;
-        return sc_only_fields(v, s, field, f);
+        return jv_only_fields(v, s, field, f);
     }
     char err[256];
     if (np_fault_parse(s, st->net_peer, &st->net, err, sizeof(err)) < 0)
-        return sc_verr(v, field, "%s", err);
-    if (sc_opt_int(v, s, "reconnect_within_ms", field, 1, 600000, &st->reconnect_within_ms) < 0)
+        return jv_err(v, field, "%s", err);
+    if (jv_opt_int(v, s, "reconnect_within_ms", field, 1, 600000, &st->reconnect_within_ms) < 0)
         return -1;
     if (st->net.kind == NP_CUT) {
         enum sc_kind k = sc->procs[st->proc].kind;
         if (st->net.cut_after == NP_CUT_ACK && k != SC_CONSUMER)
-            return sc_verr(v, field, "cut_after: ack is for a consumer's broker link, and %s is "
+            return jv_err(v, field, "cut_after: ack is for a consumer's broker link, and %s is "
                            "a%s %s", sc->procs[st->proc].name, k == SC_API ? "n" : "",
                            sc_kind_name(k));
         if (st->net.cut_after == NP_CUT_CONFIRM && k == SC_CONSUMER)
-            return sc_verr(v, field, "cut_after: confirm is for a publisher's broker link, and "
+            return jv_err(v, field, "cut_after: confirm is for a publisher's broker link, and "
                            "%s is a consumer", sc->procs[st->proc].name);
     }
     /* A partition of a broker link needs RabbitMQ's (TCP); the fake
@@ -540,7 +540,7 @@ static int parse_step_net(struct vctx *v, struct scenario *sc, const cJSON *s,
 
 /* Parses steps[idx] into sc->steps[idx]: the fields every step shares, then
  * the verb's own parser. */
-int sc_parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int idx)
+int sc_parse_step(struct jv_ctx *v, struct scenario *sc, const cJSON *s, int idx)
 {
     char field[48];
     snprintf(field, sizeof(field), "steps[%d]", idx);
@@ -550,21 +550,21 @@ int sc_parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int idx)
     st->expect_rows = -1;
     st->expect_exit = -1;
     if (!cJSON_IsObject(s))
-        return sc_verr(v, field, "must be an object");
+        return jv_err(v, field, "must be an object");
     const char *verb = NULL;
-    if (sc_get_str(v, s, "do", field, 1, &verb) < 0)
+    if (jv_str(v, s, "do", field, 1, &verb) < 0)
         return -1;
-    int vb = sc_name_index(sc_verb_names,
+    int vb = jv_name_index(sc_verb_names,
                            (int)(sizeof(sc_verb_names) / sizeof(sc_verb_names[0])), verb);
     if (vb < 0) {
         char f[64];
         snprintf(f, sizeof(f), "%s.do", field);
-        return sc_verr(v, f, "unknown verb '%s' (start, restart, stop, kill, pause, resume, "
+        return jv_err(v, f, "unknown verb '%s' (start, restart, stop, kill, pause, resume, "
                        "fault, http, payments, broker, sql, outboxctl, wait, db, broker_crash, "
                        "sleep, net)", verb);
     }
     st->verb = (enum sc_verb)vb;
-    if (sc_get_str(v, s, "why", field, 0, &st->why) < 0)
+    if (jv_str(v, s, "why", field, 0, &st->why) < 0)
         return -1;
     switch (st->verb) {
     case V_START:
@@ -598,5 +598,5 @@ int sc_parse_step(struct vctx *v, struct scenario *sc, const cJSON *s, int idx)
     case V_NET:
         return parse_step_net(v, sc, s, field, st);
     }
-    return sc_verr(v, field, "unhandled verb");
+    return jv_err(v, field, "unhandled verb");
 }
