@@ -10,6 +10,7 @@
  * the bundles of what failed. */
 #include "runner.h"
 #include "runner_internal.h"
+#include "target.h"
 #include "cliutil.h"
 #include "cwlog.h"
 #include "evlog.h"
@@ -439,11 +440,33 @@ static int finish_run(struct runner *r, int64_t t0, int pass)
     return rc;
 }
 
+/* The profile of --target, and every scenario of the run checked against
+ * it (one a target cannot run is a bad file for this run).  0, or -1 with
+ * the reason printed. */
+static int load_target(const struct run_opts *o, const struct run_list *l,
+                       struct target **out)
+{
+    char err[1024];
+    *out = target_load(o->target, err, sizeof(err));
+    if (*out == NULL) {
+        fprintf(stderr, "crashwindow: %s\n", err);
+        return -1;
+    }
+    for (int i = 0; i < l->nsc; i++) {
+        if (runner_target_refuses(*out, l->scs[i], err, sizeof(err)) < 0) {
+            fprintf(stderr, "crashwindow: %s\n", err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int runner_run(const struct run_opts *o, cJSON **result_out)
 {
     int rc = 2;
     struct run_list l;
     memset(&l, 0, sizeof(l));
+    struct target *target = NULL;
     char **points = runner_load_points();
     struct runner *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -458,12 +481,28 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
 
     if (load_scenarios(o, points, &l) < 0)
         goto out;
+    if (o->target != NULL && load_target(o, &l, &target) < 0)
+        goto out;
     if (o->dry_run) {
+        if (target != NULL) {
+            target_describe(target, stdout);
+            char why[512];
+            if (runner_target_requirement(target, why, sizeof(why)))
+                printf("  (this machine lacks it: every scenario would be skipped: %s)\n", why);
+            printf("\n");
+        }
         for (int i = 0; i < l.nsc; i++) {
             scenario_print(l.scs[i], stdout);
             printf("\n");
         }
         rc = 0;
+        goto out;
+    }
+    if (target != NULL) {
+        /* The profile, its checks and --dry-run are built; starting a
+         * target's processes from it is not yet. */
+        fprintf(stderr, "crashwindow run: --target runs only with --dry-run so far: the "
+                "runner does not start a target's processes yet\n");
         goto out;
     }
     if (find_binaries(r, &l) < 0 || make_dirs(r) < 0)
@@ -507,6 +546,7 @@ out_tmp:
     if (!o->keep)
         fstree_remove(r->tmp);
 out:
+    target_free(target);
     run_list_free(&l);
     runner_free_points(points);
     cJSON_Delete(r->result);
@@ -529,6 +569,7 @@ static void run_usage(FILE *f)
         "                       [--out DIR] [--keep] [--dry-run] [--repeat N] [--bin DIR]\n"
         "                       [--report FILE.html] [--shard K/N|env] [--junit FILE]\n"
         "                       [--shard-weights DIR] [--broker fake|rabbitmq]\n"
+        "                       [--target PROFILE.json]\n"
         "  --all        every scenario in scenarios/\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
         "  --pg-dir     with --pg: the directory scripts/pg-cluster started it in; \"db\"\n"
@@ -552,6 +593,10 @@ static void run_usage(FILE *f)
         "  --broker B   fake (default: the embedded fake broker) or rabbitmq (a throwaway\n"
         "               node of scripts/rabbit-node; scenarios that need a fake-broker\n"
         "               switch are skipped, each with its reason)\n"
+        "  --target P   run the scenarios against the system target profile P describes\n"
+        "               (targets/NAME/profile.json; sim/target/target.h) instead of this\n"
+        "               repository's pipeline; with --dry-run it shows the profile and\n"
+        "               checks every scenario against it\n"
         "failing scenarios leave a bundle each in DIR/bundles/ (summary, replay, logs)\n"
         "exit status: 0 every invariant held, 1 one did not, 2 bad usage or scenario file\n");
 }
@@ -630,6 +675,7 @@ int runner_main(int argc, char **argv)
         CW_OPT_STRING("--report", &o.report),
         CW_OPT_STRING("--junit", &o.junit),
         CW_OPT_CALL("--broker", take_broker, &o),
+        CW_OPT_STRING("--target", &o.target),
         CW_OPT_STRING("--shard-weights", &o.shard_weights),
         CW_OPT_CALL("--shard", take_shard, &o),
         CW_OPT_CALL("--repeat", take_repeat, &o),
@@ -675,6 +721,15 @@ int runner_main(int argc, char **argv)
                                "(no data/postmaster.pid)");
         free(files);
         return 2;
+    }
+    if (o.target != NULL) {
+        if (o.broker != NULL && strcmp(o.broker, "rabbitmq") != 0) {
+            fprintf(stderr, "crashwindow run: a target speaks AMQP: --target runs on RabbitMQ, "
+                    "not --broker %s\n", o.broker);
+            free(files);
+            return 2;
+        }
+        o.broker = "rabbitmq";
     }
     o.files = files;
     runner_install_signals();

@@ -58,11 +58,13 @@ struct run_opts {
     const char *junit;         /* write JUnit XML here when done, or NULL */
     int bundles;               /* write DIR/bundles/ for what failed */
     const char *broker;        /* "fake" (NULL: the default) or "rabbitmq" */
+    const char *target;        /* a target profile (sim/target/target.h), or NULL: our pipeline */
 };
 
 /* `crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO] [--out DIR]
  * [--keep] [--dry-run] [--repeat N] [--bin DIR] [--report FILE.html]
- * [--shard K/N|env] [--shard-weights DIR] [--junit FILE] [--broker B]`:
+ * [--shard K/N|env] [--shard-weights DIR] [--junit FILE] [--broker B]
+ * [--target PROFILE]`:
  * returns the exit code.  With --shard the run takes scenario i (from 0, in
  * the list's order: --all sorts it) when i % N == K-1, or with
  * --shard-weights the share shard_plan gives it (shard.h), and result.json

@@ -21,7 +21,8 @@
  *   runner_dbfault.c        the scenario's own primary and standby, the "db"
  *                           step, recovery times;
  *   runner_broker_crash.c   the "broker_crash" step;
- *   runner_rabbitmq_node.c  the run against a real RabbitMQ node.
+ *   runner_rabbitmq_node.c  the run against a real RabbitMQ node;
+ *   runner_target.c         what a run against a target (--target) may do.
  * The modules with a header of their own (procs.h, httpc.h, runner_db.h,
  * runner_metrics.h, history.h) do not include this one.
  *
@@ -423,6 +424,28 @@ int runner_rabbit_can_control(const cJSON *control);
 /* close_connections against RabbitMQ: rabbitmqctl close_all_connections.
  * 0 or -1 (recorded). */
 int runner_rabbit_close_connections(struct sctx *s);
+
+/* ---- runner_target.c ---------------------------------------------------- */
+
+struct target;
+
+/* 1 when inv can be judged on a target (from its mapping and the broker
+ * log), 0 when it reads the insides of our own pipeline. */
+int runner_target_judges(enum sc_invariant inv);
+
+/* 0 when sc can run against target t from outside, else -1 with
+ * "FILE: FIELD: cannot run against target T: why" in err (a bad file for
+ * this run: exit status 2). */
+int runner_target_refuses(const struct target *t, const struct scenario *sc, char *err,
+                          size_t errlen);
+
+/* 0 when every "requires" command of t runs and exits 0; 1 with why (the
+ * profile's reason and what happened): the run's scenarios are then
+ * skipped with it, never counted as passed. */
+int runner_target_requirement(const struct target *t, char *why, size_t whylen);
+
+/* argv0 as an executable path (itself, or found on PATH).  0 or -1. */
+int runner_target_resolve(const char *argv0, char *out, size_t outlen);
 
 /* ---- runner_heal.c ------------------------------------------------------ */
 

@@ -1,0 +1,132 @@
+"""`crashwindow run --target PROFILE`: a profile is checked before anything
+starts -- a bad profile, a scenario the target cannot run from outside, and
+a broker it cannot speak are each refused with exit status 2 and a message
+naming the file and the field -- and --dry-run shows the profile, the
+requirement this machine lacks (when it does) and every scenario.
+"""
+# needs: nothing
+import copy
+import json
+
+from cwtest import PIPELINE, crashwindow, scenario
+
+PROFILE = {
+    "target": "example",
+    "title": "an example target",
+    "requires": [{"command": ["sh", "-c", "exit 0"], "why": "a shell runs it"}],
+    "broker": {"exchange": "payments", "queues": {"accounting": "accounting"}},
+    "processes": {
+        "producer": {"argv": ["node", "producer.js"], "env": {"PORT": "${http_port}",
+                     "DATABASE_URL": "${pg_url}"},
+                     "ready": {"http_get": "/health", "timeout_ms": 15000}},
+        "relay": {"argv": ["node", "relay.js"], "env": {"AMQP_URL": "${amqp_url}"},
+                  "ready": {"log_line": "relay ready", "timeout_ms": 15000}},
+        "consumer": {"argv": ["node", "consumer.js"], "env": {"CONSUMER": "${consumer}"},
+                     "ready": {"log_line": "consumer ready", "timeout_ms": 15000}},
+    },
+    "workload": {"create": {"http": {"method": "POST", "path": "/payments",
+                                     "headers": {"Idempotency-Key": "${key}"},
+                                     "body": {"amount": "${amount}", "currency": "EUR"}},
+                            "ack": {"status": [201]}}},
+    "mapping": {"outbox": "SELECT id, aggregate_id, version, state FROM outbox",
+                "effects": "SELECT consumer, message_id, aggregate_id, version, seq FROM ledger"},
+}
+
+BLACK_BOX = [{"do": "payments", "count": 5, "key_prefix": "k"},
+             {"do": "kill", "proc": "relay-1"},
+             {"do": "restart", "proc": "relay-1"},
+             {"do": "wait", "until": "consumed", "count": 5, "timeout_ms": 20000}]
+PROCS = {"api": {"kind": "api"}, "relay-1": {"kind": "relay"},
+         "accounting": {"kind": "consumer"}}
+
+
+def write_profile(tmp_path, profile):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile))
+    return path
+
+
+def black_box(tmp_path, name="bb", steps=BLACK_BOX, **extra):
+    extra.setdefault("processes", PROCS)
+    return scenario(tmp_path, name, steps, ("nothing_lost", "effect_once"), **extra)
+
+
+def test_dry_run_shows_the_profile_and_the_scenarios(tmp_path):
+    r = crashwindow("run", "--dry-run", "--target", write_profile(tmp_path, PROFILE),
+                    black_box(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "target example: an example target" in r.stdout
+    assert "producer: node producer.js" in r.stdout
+    assert "ready when it answers 2xx to GET '/health' within 15000 ms" in r.stdout
+    assert "mapping inbox: not mapped" in r.stdout
+    assert "relay: none" not in r.stdout
+    assert "bb" in r.stdout and "this machine lacks it" not in r.stdout
+
+
+def test_a_missing_requirement_is_shown_as_a_skip(tmp_path):
+    p = copy.deepcopy(PROFILE)
+    p["requires"] = [{"command": ["no-such-toolchain-xyz", "--version"],
+                      "why": "the toolchain builds it"}]
+    r = crashwindow("run", "--dry-run", "--target", write_profile(tmp_path, p),
+                    black_box(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert ("every scenario would be skipped: the toolchain builds it: "
+            "'no-such-toolchain-xyz' not found") in r.stdout
+
+
+def test_bad_profiles_exit_2_naming_the_field(tmp_path):
+    cases = [
+        (lambda p: p.update(extra=1), "unknown field 'extra'"),
+        (lambda p: p["processes"].update(worker=p["processes"]["relay"]),
+         "processes: unknown role 'worker'"),
+        (lambda p: p["processes"]["relay"]["env"].update(X="${nope}"),
+         "processes.relay.env.X: unknown placeholder '${nope}'"),
+        (lambda p: p["processes"]["consumer"]["ready"].pop("timeout_ms"),
+         "processes.consumer.ready.timeout_ms: missing"),
+        (lambda p: p["mapping"].pop("effects"), "needs \"outbox\" and \"effects\""),
+        (lambda p: p["mapping"].update(outbox="SELECT 1; DROP TABLE x"),
+         "mapping.outbox: one SELECT without ';'"),
+    ]
+    for change, want in cases:
+        p = copy.deepcopy(PROFILE)
+        change(p)
+        r = crashwindow("run", "--dry-run", "--target", write_profile(tmp_path, p),
+                        black_box(tmp_path))
+        assert r.returncode == 2, (want, r.stdout)
+        assert want in r.stderr and "profile.json" in r.stderr, (want, r.stderr)
+    r = crashwindow("run", "--dry-run", "--target", tmp_path / "none.json", black_box(tmp_path))
+    assert r.returncode == 2 and "none.json: cannot open" in r.stderr
+
+
+def test_white_box_scenarios_are_refused_naming_what_needs_our_insides(tmp_path):
+    profile = write_profile(tmp_path, PROFILE)
+    cases = [
+        (dict(processes=PIPELINE), "processes.relay-1: cannot run against target example: "
+                                   "\"args\" are our programs' flags"),
+        (dict(steps=[{"do": "fault", "proc": "relay-1", "point": "relay/after_publish",
+                      "action": "crash"}]), "steps[0]: cannot run against target example: "
+                                             "a fault point of our programs"),
+        (dict(steps=[{"do": "wait", "until": "lease_expired", "timeout_ms": 1000}]),
+         "steps[0]: cannot run against target example: waits on what only our programs"),
+        (dict(steps=[{"do": "payments", "count": 2, "authorize": True}]),
+         "asks for follow-up operations the profile's workload does not offer"),
+        (dict(processes={"api": {"kind": "api"}, "billing": {"kind": "consumer",
+                                                             "args": {"name": "billing"}}}),
+         "processes.billing"),
+    ]
+    for extra, want in cases:
+        steps = extra.pop("steps", BLACK_BOX if "processes" not in extra else [])
+        path = black_box(tmp_path, "wb", steps, **extra)
+        r = crashwindow("run", "--dry-run", "--target", profile, path)
+        assert r.returncode == 2, (want, r.stdout)
+        assert want in r.stderr and "wb.json" in r.stderr, (want, r.stderr)
+    path = scenario(tmp_path, "inv", BLACK_BOX, ("nothing_lost", "no_two_live_leases"),
+                    processes=PROCS)
+    r = crashwindow("run", "--dry-run", "--target", profile, path)
+    assert r.returncode == 2 and "invariants[1]: cannot run against target" in r.stderr
+
+
+def test_a_target_runs_on_rabbitmq_only(tmp_path):
+    r = crashwindow("run", "--dry-run", "--broker", "fake", "--target",
+                    write_profile(tmp_path, PROFILE), black_box(tmp_path))
+    assert r.returncode == 2 and "--target runs on RabbitMQ" in r.stderr
