@@ -2,10 +2,15 @@
  * RabbitMQ node, in the form the fake broker gives it.
  *
  *   rabbit-bridge --url AMQP_URL --exchange X --socket PATH --events FILE
- *                 [--group TOPIC:GROUP]...
+ *                 [--group TOPIC:GROUP]... [--watch QUEUE:GROUP]...
+ *                 [--message-id-field FIELD]
  *
  * 1. Topology: declares X and every group's queue (bus_declare_group),
- *    before any relay publishes, as a deployment provisions it.
+ *    before any relay publishes, as a deployment provisions it.  A target
+ *    (someone else's pipeline) declares its own: --watch names each of its
+ *    queues and the consumer group reading it, which the bridge never
+ *    declares, and --message-id-field says which top-level field of a JSON
+ *    body holds the message id when the message_id property is empty.
  * 2. The broker log: RabbitMQ's firehose (on from boot in the nodes of
  *    scripts/rabbit-node) copies every publish and every delivery to
  *    amq.rabbitmq.trace.  A durable classic queue firehose.X bound there with
@@ -73,6 +78,13 @@ struct opts {
     const char *url, *exchange, *socket_path, *events;
     char topic[MAX_GROUPS][64], group[MAX_GROUPS][64];
     int ngroups;
+    /* A target's own queues (--watch QUEUE:GROUP): its consumers declare
+     * them; the bridge only names their deliveries and counts what waits. */
+    char watch_queue[MAX_GROUPS][128], watch_group[MAX_GROUPS][64];
+    int nwatch;
+    /* Where a target's messages carry their id when not in the message_id
+     * property: a top-level field of a JSON body, or NULL. */
+    const char *id_field;
 };
 
 struct bridge {
@@ -101,7 +113,24 @@ static void on_signal(int sig)
 static void usage(void)
 {
     fprintf(stderr, "usage: rabbit-bridge --url AMQP_URL --exchange NAME --socket PATH "
-                    "--events FILE [--group TOPIC:GROUP]...\n");
+                    "--events FILE [--group TOPIC:GROUP]... [--watch QUEUE:GROUP]...\n"
+                    "                     [--message-id-field FIELD]\n");
+}
+
+/* --watch QUEUE:GROUP, at most MAX_GROUPS of them. */
+static int take_watch(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct opts *o = ctx;
+    const char *colon = strrchr(v, ':');
+    if (colon == NULL || colon == v || colon[1] == '\0' || o->nwatch == MAX_GROUPS ||
+        (size_t)(colon - v) >= 128 || strlen(colon + 1) >= 64) {
+        snprintf(err, errlen, "--watch takes QUEUE:GROUP (at most %d)", MAX_GROUPS);
+        return -1;
+    }
+    snprintf(o->watch_queue[o->nwatch], 128, "%.*s", (int)(colon - v), v);
+    snprintf(o->watch_group[o->nwatch], 64, "%s", colon + 1);
+    o->nwatch++;
+    return 0;
 }
 
 /* --group TOPIC:GROUP, at most MAX_GROUPS of them. */
@@ -129,6 +158,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         CW_OPT_STRING("--socket", &o->socket_path),
         CW_OPT_STRING("--events", &o->events),
         CW_OPT_CALL("--group", take_group, o),
+        CW_OPT_CALL("--watch", take_watch, o),
+        CW_OPT_STRING("--message-id-field", &o->id_field),
     };
     /* Every argument is an option with a value; a last one alone is
      * refused for its missing value before its name is looked at. */
@@ -327,6 +358,12 @@ static void sha256_hex(const void *data, size_t n, char out[65])
  * NULL when the queue is not one of ours. */
 static const char *group_of(const struct bridge *b, const char *queue, int *retry)
 {
+    for (int i = 0; i < b->o.nwatch; i++) {
+        if (strcmp(queue, b->o.watch_queue[i]) == 0) {
+            *retry = 0;
+            return b->o.watch_group[i];
+        }
+    }
     for (int i = 0; i < b->o.ngroups; i++) {
         char q[256];
         snprintf(q, sizeof(q), "%s.%s.%s", b->o.exchange, b->o.topic[i], b->o.group[i]);
@@ -412,6 +449,21 @@ static void add_publish_fields(cJSON *ev, const amqp_envelope_t *env, const char
     cJSON_AddStringToObject(ev, "payload_sha256", sha);
 }
 
+/* A top-level string (or integer) field of a JSON message body into out,
+ * or "" when the body is not JSON or lacks it: a target that carries its
+ * message ids in the body (--message-id-field). */
+static void body_field(const amqp_envelope_t *env, const char *field, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    cJSON *j = cJSON_ParseWithLength(env->message.body.bytes, env->message.body.len);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, field);
+    if (cJSON_IsString(v))
+        snprintf(out, outlen, "%s", v->valuestring);
+    else if (cJSON_IsNumber(v))
+        snprintf(out, outlen, "%.0f", v->valuedouble);
+    cJSON_Delete(j);
+}
+
 /* One firehose message as one broker log line (or none, when it is not
  * about this bridge's exchange).
  *
@@ -432,6 +484,8 @@ static void log_trace(struct bridge *b, const amqp_envelope_t *env)
     const amqp_table_t *mh = tget_table(props, "headers");
     char id[160], type[128], app[80], key[160], first_rk[300] = "", exp[32];
     tget_str(props, "message_id", id, sizeof(id));
+    if (id[0] == '\0' && b->o.id_field != NULL)
+        body_field(env, b->o.id_field, id, sizeof(id));
     tget_str(props, "type", type, sizeof(type));
     tget_str(props, "app_id", app, sizeof(app));
     tget_str(props, "expiration", exp, sizeof(exp));
@@ -649,6 +703,15 @@ static cJSON *stats_reply(struct bridge *b)
         cJSON_AddStringToObject(g, "topic", b->o.topic[i]);
         cJSON_AddNumberToObject(g, "ready", (double)ready);
         cJSON_AddNumberToObject(g, "delayed", (double)delayed);
+        cJSON_AddNumberToObject(g, "unacked", 0);
+    }
+    for (int i = 0; i < b->o.nwatch; i++) {
+        /* A target's queue may not be declared yet: nothing waits in it. */
+        long ready = queue_ready(b, b->o.watch_queue[i]);
+        cJSON *g = cJSON_AddObjectToObject(groups, b->o.watch_group[i]);
+        cJSON_AddStringToObject(g, "queue", b->o.watch_queue[i]);
+        cJSON_AddNumberToObject(g, "ready", ready < 0 ? 0 : (double)ready);
+        cJSON_AddNumberToObject(g, "delayed", 0);
         cJSON_AddNumberToObject(g, "unacked", 0);
     }
     /* Trace messages not yet in the log: the checker must not read it
