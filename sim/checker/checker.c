@@ -115,7 +115,8 @@ cJSON *checker_invariants_json(const struct chk_result *res, const struct scenar
         /* the table's sentence travels with the verdict, so a stored run's
          * report states what each invariant asserts */
         cJSON_AddStringToObject(o, "asserts", inv_table[i].asserts);
-        cJSON_AddStringToObject(o, "verdict", checker_inv_pass(res, sc, i) ? "pass" : "fail");
+        cJSON_AddStringToObject(o, "verdict", x->not_examined ? "not examined"
+                                              : checker_inv_pass(res, sc, i) ? "pass" : "fail");
         cJSON_AddNumberToObject(o, "checked", (double)x->checked);
         cJSON_AddNumberToObject(o, "violations", (double)x->violations);
         cJSON_AddBoolToObject(o, "listed", listed(sc, i));
@@ -124,7 +125,10 @@ cJSON *checker_invariants_json(const struct chk_result *res, const struct scenar
         if (listed(sc, i) && checker_inv_vacuous(res, i))
             cJSON_AddItemToArray(w, cJSON_CreateString(
                 "vacuous: the scenario lists this invariant but nothing was there to check"));
-        if (!x->ran)
+        if (x->not_examined)
+            cJSON_AddItemToArray(w, cJSON_CreateString(
+                "not examined: the target's mapping and the broker log cannot show it"));
+        else if (!x->ran)
             cJSON_AddItemToArray(w, cJSON_CreateString(
                 res->error[0] ? res->error : "not run: the checker could not read the database"));
         cJSON_AddItemToObject(o, "witnesses", w);

@@ -59,6 +59,7 @@ struct http_rec {
 
 struct chk_inv {
     int ran;
+    int not_examined;       /* a target's evidence cannot show it: neither pass nor fail */
     int pass;
     long checked;
     long violations;
@@ -106,6 +107,16 @@ const char *checker_event_lacks(enum chk_source src, const cJSON *ev);
  * failed). */
 int checker_run(const struct chk_input *in, struct chk_result *res);
 void checker_free(struct chk_result *res);
+
+/* The invariants on a target (checker_target.c): judged from its
+ * profile's mapping views (cw_target_outbox and cw_target_effects, and
+ * cw_target_acknowledged when acknowledged_mapped), the broker log and the
+ * runner's HTTP log; every invariant that reads our own pipeline's insides
+ * is marked not_examined.  0, or -1 when the views could not be read. */
+int checker_run_target(const struct chk_input *in, int acknowledged_mapped,
+                       struct chk_result *res);
+/* 1 when invariant inv can be judged on a target. */
+int checker_target_judges(int inv);
 
 /* The verdict of one invariant for the scenario: violations fail it, and so
  * does checking nothing when the scenario lists it. */

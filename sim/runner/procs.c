@@ -121,7 +121,8 @@ int proc_spawn(struct proc *p, char *const argv[], const char *faults,
     attr_ok = 1;
     if (posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) != 0 ||
         posix_spawn_file_actions_adddup2(&fa, logfd, 1) != 0 ||
-        posix_spawn_file_actions_adddup2(&fa, logfd, 2) != 0) {
+        posix_spawn_file_actions_adddup2(&fa, logfd, 2) != 0 ||
+        (p->cwd[0] != '\0' && posix_spawn_file_actions_addchdir_np(&fa, p->cwd) != 0)) {
         snprintf(err, errlen, "cannot start %s: spawn setup failed", p->name);
         goto out;
     }
@@ -270,6 +271,12 @@ void proc_exit_text(const struct proc *p, char *out, size_t outlen)
 int proc_run_capture(char *const argv[], const char *const *extra_env, int timeout_ms,
                      char *out, size_t outlen)
 {
+    return proc_run_capture_in(NULL, argv, extra_env, timeout_ms, out, outlen);
+}
+
+int proc_run_capture_in(const char *cwd, char *const argv[], const char *const *extra_env,
+                        int timeout_ms, char *out, size_t outlen)
+{
     int pipefd[2];
     out[0] = '\0';
     if (pipe2(pipefd, O_CLOEXEC) < 0) {
@@ -283,6 +290,8 @@ int proc_run_capture(char *const argv[], const char *const *extra_env, int timeo
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
     posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+    if (cwd != NULL)
+        posix_spawn_file_actions_addchdir_np(&fa, cwd);
     posix_spawnattr_init(&attr);
     sigset_t none, all;
     sigemptyset(&none);

@@ -32,9 +32,10 @@ struct proc {
     char events_path[PATH_MAX];
     char log_path[PATH_MAX];
     const char *fifo_prefix; /* CW_FIU_FIFO given to it (hyphen-free) */
+    char cwd[PATH_MAX];     /* its working directory; "": the runner's */
 };
 
-#define PROC_MAX_EXTRA_ENV 8
+#define PROC_MAX_EXTRA_ENV 40
 
 /* Starts argv[0] (a path) with argv.  faults (may be NULL) becomes CW_FAULTS;
  * extra_env (NULL-terminated "NAME=value" list, at most PROC_MAX_EXTRA_ENV,
@@ -78,5 +79,8 @@ void proc_fifo_cleanup(const char *prefix, pid_t pid);
  * (with a message in out) when it could not run or timed out. */
 int proc_run_capture(char *const argv[], const char *const *extra_env, int timeout_ms,
                      char *out, size_t outlen);
+/* The same in working directory cwd (NULL: the runner's). */
+int proc_run_capture_in(const char *cwd, char *const argv[], const char *const *extra_env,
+                        int timeout_ms, char *out, size_t outlen);
 
 #endif

@@ -232,7 +232,8 @@ static int find_binaries(struct runner *r, const struct run_list *l)
     else if (runner_build_dir(r->bin, sizeof(r->bin)) < 0)
         snprintf(r->bin, sizeof(r->bin), ".");
     int need[3] = { 0 };
-    for (int i = 0; i < l->nsc; i++)
+    /* A target's processes are its own: none of our programs runs. */
+    for (int i = 0; i < l->nsc && r->target == NULL; i++)
         for (int j = 0; j < l->scs[i]->nprocs; j++)
             need[l->scs[i]->procs[j].kind] = 1;
     struct { char *path; const char *name; int needed; } exes[] = {
@@ -370,6 +371,10 @@ static void skip_scenario(struct runner *r, const struct scenario *sc, const cha
 static const char *broker_skip(const struct runner *r, const struct scenario *sc, char *why,
                                size_t whylen)
 {
+    if (r->target_skip[0] != '\0') {
+        snprintf(why, whylen, "%.250s", r->target_skip);
+        return why;
+    }
     return runner_rabbit(r) ? runner_rabbit_skip(sc, why, whylen)
                             : runner_fake_skip(sc, why, whylen);
 }
@@ -440,6 +445,22 @@ static int finish_run(struct runner *r, int64_t t0, int pass)
     return rc;
 }
 
+/* CW_PG_SETTINGS for scripts/pg-cluster: the server settings the target
+ * needs (its children inherit the runner's environment).  0, or -1 with
+ * the reason printed. */
+static int target_env(const struct target *t)
+{
+    char settings[2048] = "";
+    for (int i = 0; i < t->nsettings; i++)
+        snprintf(settings + strlen(settings), sizeof(settings) - strlen(settings), "%s%s=%s",
+                 i ? " " : "", t->setting_name[i], t->setting_value[i]);
+    if (t->nsettings > 0 && setenv("CW_PG_SETTINGS", settings, 1) != 0) {
+        fprintf(stderr, "crashwindow: cannot set CW_PG_SETTINGS\n");
+        return -1;
+    }
+    return 0;
+}
+
 /* The profile of --target, and every scenario of the run checked against
  * it (one a target cannot run is a bad file for this run).  0, or -1 with
  * the reason printed. */
@@ -498,13 +519,11 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
         rc = 0;
         goto out;
     }
-    if (target != NULL) {
-        /* The profile, its checks and --dry-run are built; starting a
-         * target's processes from it is not yet. */
-        fprintf(stderr, "crashwindow run: --target runs only with --dry-run so far: the "
-                "runner does not start a target's processes yet\n");
+    r->target = target;
+    if (target != NULL && target_env(target) < 0)
         goto out;
-    }
+    if (target != NULL)
+        runner_target_requirement(target, r->target_skip, sizeof(r->target_skip));
     if (find_binaries(r, &l) < 0 || make_dirs(r) < 0)
         goto out;
 

@@ -316,6 +316,12 @@ int rdb_make_template(struct rdb *db, const char *outboxctl, const char *tag,
 char *rdb_create_db(struct rdb *db, const char *hint, char *name_out,
                     char *err, size_t errlen)
 {
+    return rdb_create_db_from(db, hint, db->template_db, name_out, err, errlen);
+}
+
+char *rdb_create_db_from(struct rdb *db, const char *hint, const char *template_db,
+                         char *name_out, char *err, size_t errlen)
+{
     char h[32];
     sanitize(hint, h, sizeof(h));
     db->created++;
@@ -324,8 +330,7 @@ char *rdb_create_db(struct rdb *db, const char *hint, char *name_out,
     name[63] = '\0';
     memcpy(name_out, name, 64);
     if (admin_cmd(db, OP_DROP, name_out, NULL, err, errlen) < 0 ||
-        admin_cmd(db, OP_CREATE_FROM, name_out, db->template_db,
-                  err, errlen) < 0)
+        admin_cmd(db, OP_CREATE_FROM, name_out, template_db, err, errlen) < 0)
         return NULL;
     char *conn = conninfo_with_db(db->admin, name_out);
     if (conn == NULL)

@@ -37,6 +37,10 @@ int rdb_make_template(struct rdb *db, const char *outboxctl, const char *tag,
  * name_out[64], or NULL with a message. */
 char *rdb_create_db(struct rdb *db, const char *hint, char *name_out,
                     char *err, size_t errlen);
+/* The same cloned from template_db ("template0": an empty database, for a
+ * target that creates its own tables). */
+char *rdb_create_db_from(struct rdb *db, const char *hint, const char *template_db,
+                         char *name_out, char *err, size_t errlen);
 
 /* Drops a database (WITH FORCE): 0 or -1. */
 int rdb_drop_db(struct rdb *db, const char *name, char *err, size_t errlen);

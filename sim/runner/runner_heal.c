@@ -29,6 +29,8 @@
  * pending: nothing will publish it before an operator acts. */
 static int outbox_drained(struct sctx *s, char *why, size_t whylen)
 {
+    if (s->run->target != NULL)
+        return runner_target_drained(s, why, whylen);
     char err[256];
     const char *held[1] = { scenario_relays_hold_order(s->sc) ? "t" : "f" };
     long long pending = runner_sql_value(s,
@@ -73,8 +75,9 @@ int runner_pipeline_quiet(struct sctx *s, char *why, size_t whylen)
         const char *p[1] = { sp->consumer_name };
         /* The checker's own definition of "not consumed yet": heal waits
          * for exactly what nothing_lost will judge. */
-        long long missing = runner_sql_value(s, checker_unconsumed_count_sql(), 1, p, err,
-                                             sizeof(err));
+        long long missing = s->run->target != NULL
+            ? runner_target_unconsumed(s, sp->consumer_name, err, sizeof(err))
+            : runner_sql_value(s, checker_unconsumed_count_sql(), 1, p, err, sizeof(err));
         if (missing != 0) {
             if (missing < 0)
                 snprintf(why, whylen, "database: %s", err);
@@ -290,7 +293,8 @@ int runner_heal(struct sctx *s)
     for (int i = 0; i < sc->nprocs; i++)
         heal_faults(s, i);
     runner_net_clear_all(s);
-    record_faults_off(s);
+    if (s->run->target == NULL)
+        record_faults_off(s); /* our pipeline's claim history; a target has none */
     /* Paused processes resume only now: what they claim from here on was
      * claimed with every fault off. */
     for (int i = 0; i < sc->nprocs; i++) {
@@ -342,6 +346,16 @@ int runner_heal(struct sctx *s)
         if (runner_interrupted())
             return runner_fail(s, "heal: interrupted");
         if (cw_mono_ms() >= deadline) {
+            if (s->run->target != NULL) {
+                /* A target that does not converge is a finding, not an
+                 * error of the run: what it lost or left behind is the
+                 * checker's to name, event by event. */
+                runner_rev_proc(s, "heal_incomplete", "pipeline", 0, "why", why);
+                runner_progress(s, "heal: the target did not converge within %d ms (%s): the "
+                                "checker decides", heal_ms, why);
+                s->step = saved_step;
+                return 0;
+            }
             if (sc->nhazard > 0 && outbox_drained(s, why, sizeof(why))) {
                 /* A hazard scenario loses data on purpose: what was lost
                  * never arrives, and the checker is what must say so.  What
@@ -358,7 +372,8 @@ int runner_heal(struct sctx *s)
         }
         nap(50);
     }
-    record_relay_sessions(s);
+    if (s->run->target == NULL)
+        record_relay_sessions(s);
     cJSON *ev = runner_rev_begin(s, "heal_done");
     cJSON_AddNumberToObject(ev, "converged_ms", (double)(cw_mono_ms() - start));
     runner_rev_emit(s, ev);

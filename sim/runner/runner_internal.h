@@ -59,6 +59,8 @@
 
 struct runner {
     const struct run_opts *o;
+    const struct target *target;  /* --target's profile, or NULL: our pipeline */
+    char target_skip[512];      /* what this machine lacks to run it, or "" */
     char bin[PATH_MAX];
     char out[PATH_MAX];
     char tmp[PATH_MAX];         /* sockets and FIFOs */
@@ -221,6 +223,11 @@ void runner_add_expect(struct sctx *s, const char *check, int ok, const char *de
 /* Reports every exit not reported yet: one "exit" event each, and counts
  * the SIGKILL deaths outside the final teardown. */
 void runner_reap_all(struct sctx *s);
+
+/* The last non-empty line of a process's log into out, for error messages. */
+void runner_log_tail(const struct proc *p, char *out, size_t outlen);
+/* The size of the file at path, 0 when there is none. */
+long runner_file_size(const char *path);
 
 /* Starts scenario process idx (a restart when it ran before) with faults
  * (a CW_FAULTS value, or NULL) and waits until it is ready.  0 or -1. */
@@ -409,6 +416,10 @@ void runner_rabbit_address(struct sctx *s);
  * returns the count. */
 int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max);
 
+/* Before a target's scenario: the node's vhost emptied and made again, so
+ * nothing a scenario declared or left reaches the next.  0 or -1 (recorded). */
+int runner_rabbit_reset(struct sctx *s);
+
 /* Before a scenario with a broker_crash, once the bridge declared the
  * topology: the node's queue registry flushed to disk.  0 or -1 (recorded). */
 int runner_rabbit_settle(struct sctx *s);
@@ -429,10 +440,6 @@ int runner_rabbit_close_connections(struct sctx *s);
 
 struct target;
 
-/* 1 when inv can be judged on a target (from its mapping and the broker
- * log), 0 when it reads the insides of our own pipeline. */
-int runner_target_judges(enum sc_invariant inv);
-
 /* 0 when sc can run against target t from outside, else -1 with
  * "FILE: FIELD: cannot run against target T: why" in err (a bad file for
  * this run: exit status 2). */
@@ -446,6 +453,36 @@ int runner_target_requirement(const struct target *t, char *why, size_t whylen);
 
 /* argv0 as an executable path (itself, or found on PATH).  0 or -1. */
 int runner_target_resolve(const char *argv0, char *out, size_t outlen);
+
+/* The scenario's database for a target: empty (template0), the profile's
+ * set-up run on it, and each mapping query made the view cw_target_<table>
+ * with the canonical columns (a query that fails or lacks one is named).
+ * 0 or -1 (recorded). */
+int runner_target_open_db(struct sctx *s);
+
+/* Starts scenario process idx from its role's entry in the profile (a
+ * restart when it ran before; refused when the profile forbids it) and
+ * waits until the profile's readiness holds.  0 or -1 (recorded, with the
+ * process's last log line). */
+int runner_target_start_proc(struct sctx *s, int idx);
+
+/* What a wait on a target counts through the mapping: messages published
+ * (U_PUBLISHED) or distinct messages consumer group applied (U_CONSUMED).
+ * -1 with err. */
+long long runner_target_count(struct sctx *s, enum sc_until until, const char *group,
+                              char *err, size_t errlen);
+
+/* The target's checks (checker_run_target) and the scenario's
+ * expectations, over its mapping views, the broker log and the runner's
+ * HTTP log, into oc. */
+void runner_target_check(struct sctx *s, struct outcome *oc);
+
+/* 1 when no outbox message of the target is pending, else 0 with why. */
+int runner_target_drained(struct sctx *s, char *why, size_t whylen);
+
+/* Published messages of the target group has no effect of; -1 with err. */
+long long runner_target_unconsumed(struct sctx *s, const char *group, char *err,
+                                   size_t errlen);
 
 /* ---- runner_heal.c ------------------------------------------------------ */
 

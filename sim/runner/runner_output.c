@@ -327,6 +327,8 @@ void runner_decide_verdict(struct sctx *s, struct outcome *oc)
     oc->ninv_checked = 0;
     oc->hazard_caught = sc->nhazard > 0 && oc->checked;
     for (int i = 0; i < INV_COUNT && oc->checked; i++) {
+        if (oc->res.inv[i].not_examined)
+            continue; /* a target's: neither passed nor failed, and not counted */
         oc->ninv_checked++;
         if (is_hazard(sc, i)) {
             /* The loss this setting is known for must be caught: the

@@ -19,6 +19,7 @@
  * RabbitMQ 3.10 saves it every few minutes, and a queue declared seconds
  * before a kill -9 comes back unregistered and empty). */
 #include "runner_internal.h"
+#include "target.h"
 #include "cwlog.h"
 
 #include <stdlib.h>
@@ -149,6 +150,13 @@ void runner_rabbit_stop(struct runner *r)
 void runner_rabbit_address(struct sctx *s)
 {
     struct runner *r = s->run;
+    if (r->target != NULL) {
+        /* A target names its own exchange; the node is reset between its
+         * scenarios instead (runner_rabbit_reset). */
+        cw_fmt(s->rabbitmq.exchange, sizeof(s->rabbitmq.exchange), "%s", r->target->exchange);
+        cw_fmt(s->broker_addr, sizeof(s->broker_addr), "%s", r->rabbit_url);
+        return;
+    }
     cw_fmt(s->rabbitmq.exchange, sizeof(s->rabbitmq.exchange), "cw%d-s%d", (int)getpid(), r->nsc);
     cw_fmt(s->broker_addr, sizeof(s->broker_addr), "%s?exchange=%s", r->rabbit_url,
         s->rabbitmq.exchange);
@@ -167,7 +175,18 @@ int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max)
     argv[n++] = s->broker_sock;
     argv[n++] = (char *)"--events";
     argv[n++] = s->broker.events_path;
-    for (int i = 0; i < s->sc->nprocs && n + 3 < max; i++) {
+    const struct target *t = r->target;
+    for (int i = 0; t != NULL && i < t->nqueues && n + 5 < max; i++) {
+        cw_fmt(s->rabbitmq.groups[i], sizeof(s->rabbitmq.groups[i]), "%s:%s", t->queue_name[i],
+            t->queue_group[i]);
+        argv[n++] = (char *)"--watch";
+        argv[n++] = s->rabbitmq.groups[i];
+    }
+    if (t != NULL && t->message_id_field != NULL && n + 3 < max) {
+        argv[n++] = (char *)"--message-id-field";
+        argv[n++] = (char *)t->message_id_field;
+    }
+    for (int i = 0; t == NULL && i < s->sc->nprocs && n + 3 < max; i++) {
         const struct sc_proc *sp = &s->sc->procs[i];
         if (sp->kind != SC_CONSUMER)
             continue;
@@ -182,6 +201,16 @@ int runner_rabbit_bridge_argv(struct sctx *s, char **argv, int max)
     }
     argv[n] = NULL;
     return n;
+}
+
+int runner_rabbit_reset(struct sctx *s)
+{
+    struct runner *r = s->run;
+    char out[1024];
+    char *argv[] = { r->rabbit_script, (char *)"reset", r->rabbit_dir, NULL };
+    if (proc_run_capture(argv, NULL, 60000, out, sizeof(out)) != 0)
+        return runner_fail(s, "rabbit-node reset: %s", out);
+    return 0;
 }
 
 int runner_rabbit_settle(struct sctx *s)

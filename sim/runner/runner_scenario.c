@@ -107,6 +107,10 @@ static void scenario_files(struct sctx *s)
 static void open_database(struct sctx *s)
 {
     char err[1024];
+    if (s->run->target != NULL) {
+        runner_target_open_db(s);
+        return;
+    }
     if (s->sc->standby) {
         /* Always a pair of its own, even with --pg: a failover must not
          * leave a dead primary behind for the scenarios that follow. */
@@ -203,6 +207,10 @@ static void check_scenario(struct sctx *s, struct outcome *oc)
     if (s->metrics != NULL)
         metrics_stop(s->metrics);
     s->metrics = NULL;
+    if (s->run->target != NULL) {
+        runner_target_check(s, oc);
+        return;
+    }
     /* The history is the input: saved first, then read back and checked
      * exactly as `crashwindow check` checks a stored run. */
     if (history_save(s->db.conn, s->dir, s->http.recs, s->http.n, err, sizeof(err)) < 0) {

@@ -17,6 +17,7 @@
  * deadline: the step's timeout, capped by the run's wait_cap_ms and by the
  * scenario's own deadline. */
 #include "runner_internal.h"
+#include "target.h"
 #include "brokerctl.h"
 #include "checker.h"
 #include "cwlog.h"
@@ -66,7 +67,10 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
     snprintf(h.method, sizeof(h.method), "%s", method);
     snprintf(h.path, sizeof(h.path), "%s", path);
     snprintf(h.key, sizeof(h.key), "%s", key ? key : "");
-    h.creation = strcmp(method, "POST") == 0 && strcmp(path, "/payments") == 0;
+    /* A target's operations are named by the payments step: "create". */
+    h.creation = s->run->target != NULL
+                     ? name != NULL && strcmp(name, "create") == 0
+                     : strcmp(method, "POST") == 0 && strcmp(path, "/payments") == 0;
     const char *headers[24];
     char hbuf[24][256];
     int nh = 0;
@@ -86,6 +90,8 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
         snprintf(hbuf[nh], sizeof(hbuf[nh]), "%s: %s", it->string, it->valuestring);
         headers[nh] = hbuf[nh];
         nh++;
+        if (strcasecmp(it->string, "Idempotency-Key") == 0)
+            snprintf(h.key, sizeof(h.key), "%s", it->valuestring);
         if (strcasecmp(it->string, "X-Client-Id") == 0) {
             snprintf(h.client, sizeof(h.client), "%s", it->valuestring);
             named = 1;
@@ -111,7 +117,8 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
     snprintf(h.error, sizeof(h.error), "%s", resp.error);
     if (h.status >= 200 && h.status < 300) {
         cJSON *j = cJSON_Parse(h.body);
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+        const char *field = s->run->target ? s->run->target->create.aggregate_field : "id";
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, field);
         if (!cJSON_IsString(id))
             id = cJSON_GetObjectItemCaseSensitive(j, "payment_id");
         if (cJSON_IsString(id))
@@ -191,10 +198,99 @@ struct pay_run {
     int inline_run;         /* concurrency 1, in the runner's own thread */
 };
 
+/* One operation of a target's workload (op, templates filled with key,
+ * amount and aggregate), as the runner's client: recorded like any request,
+ * named "create" or "follow_up".  The record's copy goes to out. */
+static void target_op(struct pay_job *j, const struct tg_operation *op, const char *name,
+                      const char *key, const char *amount, const char *aggregate,
+                      struct http_rec *out)
+{
+    struct tg_vars v = { 0 };
+    char seq[16], err[256], path[512], body[4096] = "";
+    snprintf(seq, sizeof(seq), "%d", j->s->http.n + 1);
+    tg_vars_set(&v, "key", key);
+    tg_vars_set(&v, "amount", amount);
+    tg_vars_set(&v, "aggregate", aggregate ? aggregate : "");
+    tg_vars_set(&v, "seq", seq);
+    cJSON *headers = cJSON_CreateObject();
+    cJSON *b = op->body ? cJSON_Duplicate(op->body, 1) : NULL;
+    int ok = target_expand(op->path, &v, path, sizeof(path), err, sizeof(err)) == 0;
+    for (int i = 0; ok && i < op->nheaders; i++) {
+        char value[256];
+        ok = target_expand(op->header_value[i], &v, value, sizeof(value), err, sizeof(err)) == 0;
+        cJSON_AddStringToObject(headers, op->header_name[i], value);
+    }
+    ok = ok && (b == NULL || target_fill_json(b, &v, err, sizeof(err)) == 0);
+    if (ok && b != NULL) {
+        char *text = cJSON_PrintUnformatted(b);
+        snprintf(body, sizeof(body), "%s", text ? text : "");
+        cJSON_free(text);
+    }
+    if (!ok) {
+        /* Placeholders are checked at load: only a value too long gets here. */
+        runner_fail(j->s, "workload %s: %s", name, err);
+        memset(out, 0, sizeof(*out));
+        out->body = strdup("");
+    } else {
+        do_http(j->s, j->port, j->step, name, op->method, path, NULL, headers,
+                b != NULL ? body : NULL, j->st->timeout_ms, out);
+    }
+    cJSON_Delete(b);
+    cJSON_Delete(headers);
+}
+
+/* The payments step against a target: each payment its create operation
+ * (and follow-up when the step asks for authorize), retried with the same
+ * key as the step says. */
+static void target_payment(struct pay_job *j, int i)
+{
+    const struct sc_step *st = j->st;
+    const struct target *t = j->s->run->target;
+    char key[160], amount[32];
+    snprintf(key, sizeof(key), "%s-%d", st->key_prefix, i + 1);
+    if (st->amount != NULL)
+        snprintf(amount, sizeof(amount), "%s", st->amount);
+    else
+        snprintf(amount, sizeof(amount), "%d.%02d", 10 + i % 90, (i * 37) % 100);
+    struct http_rec h;
+    target_op(j, &t->create, "create", key, amount, NULL, &h);
+    for (int k = 0; k < st->retries; k++) {
+        struct http_rec again;
+        target_op(j, &t->create, "create", key, amount, NULL, &again);
+        free(again.body);
+    }
+    int acked = 0;
+    for (int k = 0; k < t->create.nack; k++)
+        acked |= h.status == t->create.ack_status[k];
+    if (!acked || h.payment_id[0] == '\0') {
+        j->failed++;
+        free(h.body);
+        return;
+    }
+    j->created++;
+    if (st->authorize || st->capture) {
+        char k2[200];
+        snprintf(k2, sizeof(k2), "%s-follow", key);
+        struct http_rec h2;
+        target_op(j, &t->follow_up, "follow_up", k2, amount, h.payment_id, &h2);
+        int ok = 0;
+        for (int k = 0; k < t->follow_up.nack; k++)
+            ok |= h2.status == t->follow_up.ack_status[k];
+        j->failed += !ok;
+        free(h2.body);
+    }
+    free(h.body);
+}
+
 static void *pay_worker(void *arg)
 {
     struct pay_job *j = arg;
     const struct sc_step *st = j->st;
+    if (j->s->run->target != NULL) {
+        for (int i = j->worker; i < st->count && !runner_interrupted(); i += st->concurrency)
+            target_payment(j, i);
+        return NULL;
+    }
     for (int i = j->worker; i < st->count && !runner_interrupted(); i += st->concurrency) {
         char key[160], body[160], amount[32];
         snprintf(key, sizeof(key), "%s-%d", st->key_prefix, i + 1);
@@ -313,12 +409,22 @@ static int wait_check(struct sctx *s, const struct sc_step *st, char *last, size
         return 0;
     }
     case U_PUBLISHED:
+        if (s->run->target != NULL) {
+            v = runner_target_count(s, U_PUBLISHED, NULL, err, sizeof(err));
+            snprintf(last, lastlen, "%lld published", v);
+            return v >= st->count;
+        }
         v = runner_sql_value(s,
             "SELECT count(*) FROM outbox_messages WHERE published_at IS NOT NULL",
             0, NULL, err, sizeof(err));
         snprintf(last, lastlen, "%lld published", v);
         return v >= st->count;
     case U_CONSUMED: {
+        if (s->run->target != NULL) {
+            v = runner_target_count(s, U_CONSUMED, st->consumer, err, sizeof(err));
+            snprintf(last, lastlen, "%lld consumed", v);
+            return v >= st->count;
+        }
         const char *prm[1] = { st->consumer };
         v = runner_sql_value(s,
             "SELECT count(*) FROM inbox_messages WHERE consumer_name = $1",

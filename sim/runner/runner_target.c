@@ -13,34 +13,23 @@
 #include "runner_internal.h"
 #include "common_json.h"
 #include "target.h"
+#include "cwlog.h"
+#include "evlog.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
-
-/* The invariants a profile's mapping and the broker log can judge; the
- * others read the insides of our own pipeline (claims, leases, retries,
- * sessions, payloads). */
-static const enum sc_invariant judged_on_targets[] = {
-    INV_NOTHING_LOST, INV_EFFECT_ONCE, INV_BROKER_LOG_MATCHES_OUTBOX, INV_VERSIONS_IN_ORDER,
-    INV_ONE_PAYMENT_PER_KEY
-};
 
 /* The expectations computed from the mapping, the broker log and the
  * runner's own records. */
 static const char *const target_expects[] = {
     "outbox_rows", "published", "effects", "publishes", "deliveries", "redeliveries",
-    "ok", "lost", "duplicated", "recovered", "faults_fired", "http_status", NULL
+    "ok", "lost", "duplicated", "recovered", NULL
 };
-
-int runner_target_judges(enum sc_invariant inv)
-{
-    for (size_t i = 0; i < sizeof(judged_on_targets) / sizeof(judged_on_targets[0]); i++)
-        if (judged_on_targets[i] == inv)
-            return 1;
-    return 0;
-}
 
 /* The role that runs a scenario process of kind k. */
 static enum tg_role role_of(enum sc_kind k)
@@ -146,7 +135,7 @@ int runner_target_refuses(const struct target *t, const struct scenario *sc, cha
         snprintf(field, sizeof(field), "steps[%d]", i);
     }
     for (int i = 0; i < sc->ninvariants && why == NULL; i++) {
-        if (!runner_target_judges(sc->invariants[i])) {
+        if (!checker_target_judges(sc->invariants[i])) {
             snprintf(field, sizeof(field), "invariants[%d]", i);
             why = "reads the insides of our pipeline; a target is judged on nothing_lost, "
                   "effect_once, broker_log_matches_outbox, versions_in_order and "
@@ -228,4 +217,407 @@ int runner_target_requirement(const struct target *t, char *why, size_t whylen)
         }
     }
     return 0;
+}
+
+/* ---- the scenario's database: set-up and mapping -------------------------- */
+
+/* The placeholders every process template of instance idx may name (idx -1:
+ * the set-up, which reaches the database directly).  Texts go into buf. */
+struct tvars {
+    struct tg_vars v;
+    char conninfo[1024], url[1200], host[PATH_MAX], port[16], user[64], db[64];
+    char amqp[PATH_MAX + 600], http_port[16], consumer[64];
+};
+
+static void fill_vars(struct sctx *s, int idx, struct tvars *tv)
+{
+    const struct target *t = s->run->target;
+    memset(tv, 0, sizeof(*tv));
+    const char *ci = s->db.conninfo;
+    if (idx >= 0) {
+        const char *env = runner_db_env(s, idx);
+        ci = strncmp(env, "CW_DB=", 6) == 0 ? env + 6 : env;
+    }
+    cw_fmt(tv->conninfo, sizeof(tv->conninfo), "%s", ci ? ci : "");
+    conninfo_get(tv->conninfo, "host", tv->host, sizeof(tv->host));
+    conninfo_get(tv->conninfo, "port", tv->port, sizeof(tv->port));
+    conninfo_get(tv->conninfo, "user", tv->user, sizeof(tv->user));
+    conninfo_get(tv->conninfo, "dbname", tv->db, sizeof(tv->db));
+    if (tv->host[0] == '/')
+        cw_fmt(tv->url, sizeof(tv->url), "postgresql://%s@/%s?host=%s&port=%s", tv->user,
+               tv->db, tv->host, tv->port);
+    else
+        cw_fmt(tv->url, sizeof(tv->url), "postgresql://%s@%s:%s/%s", tv->user, tv->host,
+               tv->port, tv->db);
+    /* The processes' broker URL without our programs' ?exchange=. */
+    cw_fmt(tv->amqp, sizeof(tv->amqp), "%s", idx >= 0 ? runner_broker_addr(s, idx)
+                                                       : s->run->rabbit_url);
+    tv->amqp[strcspn(tv->amqp, "?")] = '\0';
+    const char *names[] = { "pg_conninfo", "pg_url", "pg_host", "pg_port", "pg_user", "pg_db",
+                            "amqp_url", "target_dir", "run_dir" };
+    const char *values[] = { tv->conninfo, tv->url, tv->host, tv->port, tv->user, tv->db,
+                             tv->amqp, t->dir, s->dir };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        tg_vars_set(&tv->v, names[i], values[i]);
+    if (idx < 0)
+        return;
+    const struct sc_proc *sp = &s->sc->procs[idx];
+    snprintf(tv->http_port, sizeof(tv->http_port), "%d", s->port[idx]);
+    snprintf(tv->consumer, sizeof(tv->consumer), "%s",
+             sp->group ? sp->group : sp->consumer_name ? sp->consumer_name : "");
+    tg_vars_set(&tv->v, "http_port", tv->http_port);
+    tg_vars_set(&tv->v, "instance", s->procs[idx].name);
+    tg_vars_set(&tv->v, "role", tg_role_name(role_of(sp->kind)));
+    tg_vars_set(&tv->v, "consumer", tv->consumer);
+}
+
+/* argv templates expanded into words (each PATH_MAX bytes in buf), argv[0]
+ * resolved (on PATH, or against cwd when relative).  0 or -1 with err. */
+static int expand_argv(const char *const *tmpl, const struct tg_vars *v, const char *cwd,
+                       char (*buf)[PATH_MAX], char **argv, char *err, size_t errlen)
+{
+    int n = 0;
+    for (; tmpl[n] != NULL; n++) {
+        if (target_expand(tmpl[n], v, buf[n], PATH_MAX, err, errlen) < 0)
+            return -1;
+        argv[n] = buf[n];
+    }
+    argv[n] = NULL;
+    char exe[PATH_MAX], rel[PATH_MAX * 2];
+    const char *want = argv[0];
+    if (strchr(want, '/') != NULL && want[0] != '/') {
+        cw_fmt(rel, sizeof(rel), "%s/%s", cwd, want);
+        want = rel;
+    }
+    if (find_on_path(want, exe, sizeof(exe)) < 0) {
+        snprintf(err, errlen, "'%s' is not an executable (nor on PATH)", argv[0]);
+        return -1;
+    }
+    cw_fmt(buf[0], PATH_MAX, "%s", exe);
+    return 0;
+}
+
+/* A SQL file of the profile, run whole on the runner's connection. */
+static int run_sql_file(struct sctx *s, const char *name, char *err, size_t errlen)
+{
+    char path[PATH_MAX * 2];
+    cw_fmt(path, sizeof(path), "%s/%s", s->run->target->dir, name);
+    char *text = cw_slurp(path, 4 << 20, NULL, NULL);
+    if (text == NULL) {
+        snprintf(err, errlen, "cannot read %.900s", path);
+        return -1;
+    }
+    PGresult *r = PQexec(s->db.conn, text);
+    free(text);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    if (!ok)
+        snprintf(err, errlen, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    return ok ? 0 : -1;
+}
+
+/* Each mapping query as the view cw_target_<table> with the canonical
+ * columns and types: a query that fails, or lacks a column, is named. */
+static int make_views(struct sctx *s)
+{
+    const struct target *t = s->run->target;
+    static const char *const types[TG_MAP_COUNT][5] = {
+        { "text", "text" },
+        { "text", "text", "bigint", "text" },
+        { "text", "text" },
+        { "text", "text", "text", "bigint", "bigint" },
+    };
+    for (int m = 0; m < TG_MAP_COUNT; m++) {
+        if (t->mapping[m] == NULL)
+            continue;
+        char cols[512] = "";
+        const char *const *c = tg_map_columns((enum tg_map)m);
+        for (int k = 0; c[k] != NULL; k++)
+            snprintf(cols + strlen(cols), sizeof(cols) - strlen(cols), "%sm.%s::%s AS %s",
+                     k ? ", " : "", c[k], types[m][k], c[k]);
+        size_t len = strlen(t->mapping[m]) + strlen(cols) + 128;
+        char *sql = malloc(len);
+        if (sql == NULL)
+            return runner_fail(s, "mapping: out of memory");
+        snprintf(sql, len, "CREATE VIEW cw_target_%s AS SELECT %s FROM (%s) AS m",
+                 tg_map_name((enum tg_map)m), cols, t->mapping[m]);
+        PGresult *r = PQexec(s->db.conn, sql);
+        free(sql);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            char msg[512];
+            snprintf(msg, sizeof(msg), "%s", PQresultErrorMessage(r));
+            msg[strcspn(msg, "\n")] = '\0';
+            PQclear(r);
+            return runner_fail(s, "%s: mapping.%s (it must yield %s): %s", t->path,
+                               tg_map_name((enum tg_map)m), cols, msg);
+        }
+        PQclear(r);
+    }
+    return 0;
+}
+
+int runner_target_open_db(struct sctx *s)
+{
+    const struct target *t = s->run->target;
+    char err[1024];
+    s->db.conninfo = rdb_create_db_from(&s->run->db, s->label, "template0", s->db.name, err,
+                                        sizeof(err));
+    if (s->db.conninfo == NULL)
+        return runner_fail(s, "database: %s", err);
+    s->db.env = conninfo_env(s->db.conninfo);
+    if (s->db.env == NULL || runner_connect(s, err, sizeof(err)) < 0)
+        return runner_fail(s, "database: %s", s->db.env ? err : "out of memory");
+    struct tvars tv;
+    fill_vars(s, -1, &tv);
+    for (int i = 0; i < t->nsetup; i++) {
+        const struct tg_setup *st = &t->setup[i];
+        if (st->sql_file != NULL) {
+            if (run_sql_file(s, st->sql_file, err, sizeof(err)) < 0)
+                return runner_fail(s, "set-up %d (%s): %s", i + 1, st->sql_file, err);
+            continue;
+        }
+        char words[TG_MAX_ARGV + 1][PATH_MAX];
+        char *argv[TG_MAX_ARGV + 1];
+        if (expand_argv(st->argv, &tv.v, t->dir, words, argv, err, sizeof(err)) < 0)
+            return runner_fail(s, "set-up %d: %s", i + 1, err);
+        char out[2048];
+        int rc = proc_run_capture_in(t->dir, argv, NULL, st->timeout_ms, out, sizeof(out));
+        if (rc != 0)
+            return runner_fail(s, "set-up %d (%s) %s %d: %.600s", i + 1, st->argv[0],
+                               rc < 0 ? "failed" : "exited with", rc, out);
+    }
+    runner_rev_proc(s, "target_setup", "database", 0, "steps", NULL);
+    return make_views(s);
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+/* A free loopback TCP port (the instance's ${http_port}). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static int tcp_open(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* Does the log at path hold text after byte off? */
+static int log_has(const char *path, long off, const char *text)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    fseek(f, off, SEEK_SET);
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, text) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* One look at a process's readiness: 1 ready, 0 not yet. */
+static int ready_now(struct sctx *s, int idx, const struct tg_process *tp, const char *text,
+                     long off)
+{
+    switch (tp->ready) {
+    case TG_READY_LOG_LINE:
+        return log_has(s->procs[idx].log_path, off, text);
+    case TG_READY_TCP_PORT:
+        return tcp_open(atoi(text));
+    case TG_READY_HTTP_GET: {
+        struct http_resp r;
+        http_request(s->port[idx], "GET", text, NULL, NULL, 1000, &r);
+        int ok = r.status >= 200 && r.status < 300;
+        http_resp_free(&r);
+        return ok;
+    }
+    case TG_READY_SQL: {
+        char err[256], sql[4200];
+        snprintf(sql, sizeof(sql), "SELECT CASE WHEN (%s) THEN 1 ELSE 0 END", text);
+        return runner_sql_value(s, sql, 0, NULL, err, sizeof(err)) == 1;
+    }
+    }
+    return 0;
+}
+
+int runner_target_start_proc(struct sctx *s, int idx)
+{
+    const struct target *t = s->run->target;
+    const struct sc_proc *sp = &s->sc->procs[idx];
+    struct proc *p = &s->procs[idx];
+    const struct tg_process *tp = &t->proc[role_of(sp->kind)];
+    if (proc_poll(p))
+        return runner_fail(s, "%s is already running (pid %d)", p->name, (int)p->pid);
+    if (p->starts > 0 && !tp->restart)
+        return runner_fail(s, "%s may not be restarted (the profile's %s says \"restart\": "
+                           "false)", p->name, tg_role_name(role_of(sp->kind)));
+    if (s->port[idx] <= 0)
+        s->port[idx] = free_port();
+    struct tvars tv;
+    fill_vars(s, idx, &tv);
+    char err[512];
+    p->cwd[0] = '\0';
+    if (tp->cwd != NULL) {
+        char dir[PATH_MAX];
+        if (target_expand(tp->cwd, &tv.v, dir, sizeof(dir), err, sizeof(err)) < 0)
+            return runner_fail(s, "%s: cwd: %s", p->name, err);
+        cw_fmt(p->cwd, sizeof(p->cwd), "%s%s%s", dir[0] == '/' ? "" : t->dir,
+               dir[0] == '/' ? "" : "/", dir);
+    } else {
+        cw_fmt(p->cwd, sizeof(p->cwd), "%s", t->dir);
+    }
+    static char words[SC_MAX_PROCS][TG_MAX_ARGV + 1][PATH_MAX];
+    char *argv[TG_MAX_ARGV + 1];
+    if (expand_argv(tp->argv, &tv.v, p->cwd, words[idx], argv, err, sizeof(err)) < 0)
+        return runner_fail(s, "%s: argv: %s", p->name, err);
+    char envbuf[TG_MAX_ENV + 1][1400];
+    const char *env[TG_MAX_ENV + 2];
+    int ne = 0;
+    for (int i = 0; i < tp->nenv; i++) {
+        char value[1300];
+        if (target_expand(tp->env_value[i], &tv.v, value, sizeof(value), err, sizeof(err)) < 0)
+            return runner_fail(s, "%s: env.%s: %s", p->name, tp->env_name[i], err);
+        cw_fmt(envbuf[ne], sizeof(envbuf[ne]), "%s=%s", tp->env_name[i], value);
+        env[ne] = envbuf[ne];
+        ne++;
+    }
+    /* libpq and node-postgres read it: "db terminate" aims at the instance. */
+    cw_fmt(envbuf[ne], sizeof(envbuf[ne]), "PGAPPNAME=%s", p->name);
+    env[ne] = envbuf[ne];
+    ne++;
+    env[ne] = NULL;
+    int restart = p->starts > 0;
+    long off = runner_file_size(p->log_path);
+    if (proc_spawn(p, argv, NULL, env, err, sizeof(err)) < 0)
+        return runner_fail(s, "%s", err);
+    if (restart)
+        s->count.restarts++;
+    cJSON *ev = runner_rev_begin(s, restart ? "restart" : "start");
+    cJSON_AddStringToObject(ev, "target", p->name);
+    cJSON_AddNumberToObject(ev, "target_pid", p->pid);
+    cJSON_AddStringToObject(ev, "kind", sc_kind_name(sp->kind));
+    cJSON_AddStringToObject(ev, "role", tg_role_name(role_of(sp->kind)));
+    runner_rev_emit(s, ev);
+    char text[1024];
+    if (tp->ready == TG_READY_SQL)
+        cw_fmt(text, sizeof(text), "%s", tp->ready_text);
+    else if (target_expand(tp->ready_text, &tv.v, text, sizeof(text), err, sizeof(err)) < 0)
+        return runner_fail(s, "%s: ready: %s", p->name, err);
+    int64_t deadline = cw_mono_ms() + tp->ready_timeout_ms;
+    for (;;) {
+        if (ready_now(s, idx, tp, text, off))
+            return 0;
+        if (!proc_poll(p)) {
+            char how[64], tail[400];
+            proc_exit_text(p, how, sizeof(how));
+            runner_log_tail(p, tail, sizeof(tail));
+            return runner_fail(s, "%s exited while starting (%s): %s", p->name, how,
+                               tail[0] ? tail : "(no output)");
+        }
+        if (cw_mono_ms() >= deadline || runner_interrupted()) {
+            char tail[400];
+            runner_log_tail(p, tail, sizeof(tail));
+            return runner_fail(s, "%s was not ready within %d ms (ready when %s '%s'); its "
+                               "last log line: %s", p->name, tp->ready_timeout_ms,
+                               tp->ready == TG_READY_LOG_LINE ? "it prints"
+                               : tp->ready == TG_READY_TCP_PORT ? "it listens on"
+                               : tp->ready == TG_READY_HTTP_GET ? "it answers GET"
+                               : "this is true:", text, tail[0] ? tail : "(no output)");
+        }
+        nap(50);
+    }
+}
+
+/* ---- what the mapping shows ----------------------------------------------- */
+
+long long runner_target_count(struct sctx *s, enum sc_until until, const char *group,
+                              char *err, size_t errlen)
+{
+    const char *p[1] = { group };
+    switch (until) {
+    case U_PUBLISHED:
+        return runner_sql_value(s, "SELECT count(*) FROM cw_target_outbox"
+                                " WHERE state = 'published'", 0, NULL, err, errlen);
+    case U_CONSUMED:
+        return runner_sql_value(s, "SELECT count(DISTINCT message_id) FROM cw_target_effects"
+                                " WHERE consumer = $1", 1, p, err, errlen);
+    default:
+        snprintf(err, errlen, "not a wait a target can take");
+        return -1;
+    }
+}
+
+int runner_target_drained(struct sctx *s, char *why, size_t whylen)
+{
+    char err[256];
+    long long pending = runner_sql_value(s, "SELECT count(*) FROM cw_target_outbox"
+                                         " WHERE state = 'pending'", 0, NULL, err, sizeof(err));
+    if (pending == 0)
+        return 1;
+    if (pending < 0)
+        snprintf(why, whylen, "database: %s", err);
+    else
+        snprintf(why, whylen, "%lld outbox messages still pending", pending);
+    return 0;
+}
+
+long long runner_target_unconsumed(struct sctx *s, const char *group, char *err,
+                                   size_t errlen)
+{
+    const char *p[1] = { group };
+    return runner_sql_value(s,
+        "SELECT count(*) FROM cw_target_outbox o WHERE o.state = 'published'"
+        "   AND NOT EXISTS (SELECT 1 FROM cw_target_effects e"
+        "                   WHERE e.consumer = $1 AND e.message_id = o.id)",
+        1, p, err, errlen);
+}
+
+/* ---- the check -------------------------------------------------------------- */
+
+void runner_target_check(struct sctx *s, struct outcome *oc)
+{
+    const struct scenario *sc = s->sc;
+    const struct target *t = s->run->target;
+    char err[512];
+    cJSON *broker = evlog_read_strict(s->broker.events_path, NULL, NULL, err, sizeof(err));
+    if (broker == NULL) {
+        runner_fail(s, "check: the broker log: %s", err);
+        return;
+    }
+    struct chk_input in;
+    memset(&in, 0, sizeof(in));
+    in.sc = sc;
+    in.conn = s->db.conn;
+    in.broker_events = broker;
+    in.http = s->http.recs;
+    in.nhttp = s->http.n;
+    if (checker_run_target(&in, t->mapping[TG_MAP_ACKNOWLEDGED] != NULL, &oc->res) < 0 &&
+        s->error[0] == '\0')
+        runner_fail(s, "check: %s", oc->res.error[0] ? oc->res.error
+                                                     : "the mapping's views could not be read");
+    for (int i = 0; i < sc->nexpect; i++) {
+        char detail[512];
+        int ok = checker_expect(&in, &oc->res, &sc->expect[i], detail, sizeof(detail));
+        runner_add_expect(s, sc->expect[i].check, ok, detail);
+    }
+    oc->broker_events = broker;
+    oc->checked = 1;
 }

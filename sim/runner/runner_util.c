@@ -254,8 +254,7 @@ void runner_add_expect(struct sctx *s, const char *check, int ok, const char *de
         runner_progress(s, "  expectation failed: %s: %s", check, detail);
 }
 
-/* The last non-empty line of a process's log, for error messages. */
-static void log_tail(const struct proc *p, char *out, size_t outlen)
+void runner_log_tail(const struct proc *p, char *out, size_t outlen)
 {
     out[0] = '\0';
     FILE *f = fopen(p->log_path, "r");
@@ -358,7 +357,7 @@ static int api_port(struct sctx *s, int idx, long start_off)
     return port;
 }
 
-static long file_size(const char *path)
+long runner_file_size(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 ? (long)st.st_size : 0;
@@ -378,6 +377,8 @@ static int fifo_ready(const struct proc *p)
 int runner_start_proc(struct sctx *s, int idx, const char *faults)
 {
     struct runner *r = s->run;
+    if (r->target != NULL)
+        return runner_target_start_proc(s, idx);
     const struct sc_proc *sp = &s->sc->procs[idx];
     struct proc *p = &s->procs[idx];
     if (proc_poll(p))
@@ -424,7 +425,7 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     argv[n] = NULL;
 
     int restart = p->starts > 0;
-    long off = file_size(p->log_path);
+    long off = runner_file_size(p->log_path);
     char err[512];
     /* libpq takes application_name from PGAPPNAME: every session of the
      * process carries its scenario name, which "db terminate" aims at. */
@@ -476,7 +477,7 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
         if (!proc_poll(p)) {
             char how[64], tail[400];
             proc_exit_text(p, how, sizeof(how));
-            log_tail(p, tail, sizeof(tail));
+            runner_log_tail(p, tail, sizeof(tail));
             runner_reap_all(s);
             return runner_fail(s, "%s exited while starting (%s): %s", p->name, how,
                                tail[0] ? tail : "(no output)");
@@ -511,6 +512,8 @@ int runner_start_broker(struct sctx *s)
         char *rargv[8 + 2 * SC_MAX_PROCS + 1];
         runner_rabbit_bridge_argv(s, rargv, (int)(sizeof(rargv) / sizeof(rargv[0])));
         int first = s->broker.starts == 0;
+        if (first && r->target != NULL && runner_rabbit_reset(s) < 0)
+            return -1;
         if (start_broker_argv(s, rargv) < 0)
             return -1;
         return first ? runner_rabbit_settle(s) : 0;
@@ -559,7 +562,7 @@ static int start_broker_argv(struct sctx *s, char **argv)
         if (!proc_poll(b)) {
             char how[64], tail[400];
             proc_exit_text(b, how, sizeof(how));
-            log_tail(b, tail, sizeof(tail));
+            runner_log_tail(b, tail, sizeof(tail));
             return runner_fail(s, "the broker exited while starting (%s): %s", how, tail);
         }
         if (cw_mono_ms() >= deadline)

@@ -154,6 +154,10 @@ void tg_vars_set(struct tg_vars *v, const char *name, const char *value);
 int target_expand(const char *tmpl, const struct tg_vars *vars, char *out, size_t outlen,
                   char *err, size_t errlen);
 
+/* target_expand on every string of a JSON tree, in place (a workload
+ * operation's body).  0, or -1 with err. */
+int target_fill_json(cJSON *tree, const struct tg_vars *vars, char *err, size_t errlen);
+
 /* What the profile describes, in words, for --dry-run. */
 void target_describe(const struct target *t, FILE *out);
 

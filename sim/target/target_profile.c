@@ -124,6 +124,21 @@ int target_expand(const char *tmpl, const struct tg_vars *vars, char *out, size_
     return 0;
 }
 
+int target_fill_json(cJSON *tree, const struct tg_vars *vars, char *err, size_t errlen)
+{
+    if (cJSON_IsString(tree)) {
+        char out[2048];
+        if (target_expand(tree->valuestring, vars, out, sizeof(out), err, errlen) < 0)
+            return -1;
+        return cJSON_SetValuestring(tree, out) != NULL ? 0 : -1;
+    }
+    cJSON *it;
+    cJSON_ArrayForEach(it, tree)
+        if (target_fill_json(it, vars, err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
 /* ---- the parts ---------------------------------------------------------- */
 
 /* A non-empty array of non-empty strings (templates of scope) into argv. */
@@ -598,32 +613,16 @@ fail:
 
 struct target *target_load(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+    enum cw_slurp_error why;
+    char *text = cw_slurp(path, 1u << 20, NULL, &why);
+    if (text == NULL) {
+        if (why == CW_SLURP_OPEN)
+            snprintf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+        else
+            snprintf(err, errlen, "%s: %s", path, why == CW_SLURP_TOO_LARGE
+                     ? "too large for a profile (over 1 MiB)" : "cannot read it");
         return NULL;
     }
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 16384;
-            char *grown = cap <= (1u << 20) ? realloc(text, cap) : NULL;
-            if (grown == NULL) {
-                free(text);
-                fclose(f);
-                snprintf(err, errlen, "%s: too large for a profile (over 1 MiB)", path);
-                return NULL;
-            }
-            text = grown;
-        }
-        size_t n = fread(text + len, 1, 4096, f);
-        len += n;
-        if (n < 4096)
-            break;
-    }
-    fclose(f);
-    text[len] = '\0';
     struct target *t = target_parse(text, path, err, errlen);
     free(text);
     return t;
