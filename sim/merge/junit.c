@@ -184,6 +184,12 @@ static void put_properties(struct rbuf *b, const cJSON *result)
     if (cJSON_IsObject(sh))
         rbuf_printf(b, "      <property name=\"shard\" value=\"%.0f/%.0f\"/>\n",
                     rd_num(sh, "index"), rd_num(sh, "count"));
+    const char *target = rd_str(rd_get(result, "target"), "name");
+    if (target != NULL) {
+        rbuf_puts(b, "      <property name=\"target\" value=\"");
+        rbuf_esc(b, target, 100);
+        rbuf_puts(b, "\"/>\n");
+    }
     const cJSON *mg = rd_get(result, "merged");
     if (cJSON_IsObject(mg))
         rbuf_printf(b, "      <property name=\"merged_shards\" value=\"%.0f\"/>\n",

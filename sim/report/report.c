@@ -425,6 +425,14 @@ static void put_header(struct page *p)
     put_banner(p);
     put_mutant_note(p);
     rbuf_puts(b, "<dl class=\"meta\">");
+    const cJSON *target = jget(res, "target");
+    if (target != NULL) {
+        rbuf_puts(b, "<dt>target</dt><dd>");
+        rbuf_esc(b, jstr(target, "name") ? jstr(target, "name") : "?", 80);
+        rbuf_puts(b, ": ");
+        rbuf_esc(b, jstr(target, "title") ? jstr(target, "title") : "", 300);
+        rbuf_puts(b, "</dd>");
+    }
     put_meta_row(b, "commit", jstr(res, "commit"), 1);
     /* Which broker the pipeline ran against: a run from before the choice
      * existed used the fake broker. */

@@ -344,6 +344,14 @@ static void result_new(struct runner *r, const char *iso, const char *commit, co
     cJSON_AddStringToObject(machine, "postgres", r->db.server_version);
     cJSON_AddStringToObject(r->result, "bin", r->bin);
     cJSON_AddStringToObject(r->result, "broker", runner_rabbit(r) ? "rabbitmq" : "fake");
+    if (r->target != NULL) {
+        /* What was tested: someone else's pipeline, named everywhere the
+         * verdict is shown (console, report, JUnit). */
+        cJSON *t = cJSON_AddObjectToObject(r->result, "target");
+        cJSON_AddStringToObject(t, "name", r->target->name);
+        cJSON_AddStringToObject(t, "title", r->target->title);
+        cJSON_AddStringToObject(t, "profile", r->target->path);
+    }
     if (r->o->mutant != NULL)
         cJSON_AddStringToObject(r->result, "mutant", r->o->mutant);
     else
@@ -535,8 +543,9 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
     char share[64] = "";
     if (o->shard_count > 0)
         snprintf(share, sizeof(share), " (shard %d/%d)", o->shard_index, o->shard_count);
-    printf("crashwindow run: %d scenario%s%s%s, output in %s\n", l.nsc, l.nsc == 1 ? "" : "s",
-           o->repeat > 1 ? " (repeated)" : "", share, r->out);
+    printf("crashwindow run: %d scenario%s%s%s%s%s, output in %s\n", l.nsc,
+           l.nsc == 1 ? "" : "s", o->repeat > 1 ? " (repeated)" : "", share,
+           target ? " against target " : "", target ? target->name : "", r->out);
     fflush(stdout);
     if (runner_net_isolate(o, l.scs, l.nsc) < 0) {
         rc = 1;

@@ -198,9 +198,14 @@ int runner_target_resolve(const char *argv0, char *out, size_t outlen)
 int runner_target_requirement(const struct target *t, char *why, size_t whylen)
 {
     for (int i = 0; i < t->nrequires; i++) {
-        char exe[PATH_MAX], out[512];
+        char exe[PATH_MAX], out[512], rel[PATH_MAX * 2];
         const char *const *argv = t->require_argv[i];
-        if (find_on_path(argv[0], exe, sizeof(exe)) < 0) {
+        const char *want = argv[0];
+        if (strchr(want, '/') != NULL && want[0] != '/') {
+            cw_fmt(rel, sizeof(rel), "%s/%s", t->dir, want);
+            want = rel; /* relative to the profile's folder, like its processes */
+        }
+        if (find_on_path(want, exe, sizeof(exe)) < 0) {
             snprintf(why, whylen, "%s: '%s' not found", t->require_why[i], argv[0]);
             return 1;
         }
@@ -208,7 +213,7 @@ int runner_target_requirement(const struct target *t, char *why, size_t whylen)
         args[0] = exe;
         for (int k = 1; k <= t->require_argc[i]; k++)
             args[k] = (char *)argv[k];
-        int rc = proc_run_capture(args, NULL, 30000, out, sizeof(out));
+        int rc = proc_run_capture_in(t->dir, args, NULL, 30000, out, sizeof(out));
         if (rc != 0) {
             out[strcspn(out, "\n")] = '\0';
             snprintf(why, whylen, "%s: '%s' %s %d: %s", t->require_why[i], argv[0],
@@ -297,12 +302,34 @@ static int expand_argv(const char *const *tmpl, const struct tg_vars *v, const c
     return 0;
 }
 
+/* An environment of n templates ("NAME=value" texts into buf) into env,
+ * with room for one more variable and the NULL.  Returns the count, or -1
+ * with err naming the variable. */
+static int expand_env(const char *const *names, const char *const *values, int n,
+                      const struct tg_vars *v, char (*buf)[1400], const char **env,
+                      char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++) {
+        char value[1300], why[256];
+        if (target_expand(values[i], v, value, sizeof(value), why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "env.%s: %s", names[i], why);
+            return -1;
+        }
+        cw_fmt(buf[i], sizeof(buf[i]), "%s=%s", names[i], value);
+        env[i] = buf[i];
+    }
+    env[n] = NULL;
+    return n;
+}
+
 /* A SQL file of the profile, run whole on the runner's connection. */
 static int run_sql_file(struct sctx *s, const char *name, char *err, size_t errlen)
 {
     char path[PATH_MAX * 2];
     cw_fmt(path, sizeof(path), "%s/%s", s->run->target->dir, name);
-    char *text = cw_slurp(path, 4 << 20, NULL, NULL);
+    size_t len;
+    enum cw_slurp_error why;
+    char *text = cw_slurp(path, 4 << 20, &len, &why);
     if (text == NULL) {
         snprintf(err, errlen, "cannot read %.900s", path);
         return -1;
@@ -380,8 +407,13 @@ int runner_target_open_db(struct sctx *s)
         char *argv[TG_MAX_ARGV + 1];
         if (expand_argv(st->argv, &tv.v, t->dir, words, argv, err, sizeof(err)) < 0)
             return runner_fail(s, "set-up %d: %s", i + 1, err);
+        char envbuf[TG_MAX_ENV][1400];
+        const char *env[TG_MAX_ENV + 1];
+        if (expand_env(st->env_name, st->env_value, st->nenv, &tv.v, envbuf, env, err,
+                       sizeof(err)) < 0)
+            return runner_fail(s, "set-up %d: %s", i + 1, err);
         char out[2048];
-        int rc = proc_run_capture_in(t->dir, argv, NULL, st->timeout_ms, out, sizeof(out));
+        int rc = proc_run_capture_in(t->dir, argv, env, st->timeout_ms, out, sizeof(out));
         if (rc != 0)
             return runner_fail(s, "set-up %d (%s) %s %d: %.600s", i + 1, st->argv[0],
                                rc < 0 ? "failed" : "exited with", rc, out);
@@ -490,15 +522,10 @@ int runner_target_start_proc(struct sctx *s, int idx)
         return runner_fail(s, "%s: argv: %s", p->name, err);
     char envbuf[TG_MAX_ENV + 1][1400];
     const char *env[TG_MAX_ENV + 2];
-    int ne = 0;
-    for (int i = 0; i < tp->nenv; i++) {
-        char value[1300];
-        if (target_expand(tp->env_value[i], &tv.v, value, sizeof(value), err, sizeof(err)) < 0)
-            return runner_fail(s, "%s: env.%s: %s", p->name, tp->env_name[i], err);
-        cw_fmt(envbuf[ne], sizeof(envbuf[ne]), "%s=%s", tp->env_name[i], value);
-        env[ne] = envbuf[ne];
-        ne++;
-    }
+    int ne = expand_env(tp->env_name, tp->env_value, tp->nenv, &tv.v, envbuf, env, err,
+                        sizeof(err));
+    if (ne < 0)
+        return runner_fail(s, "%s: %s", p->name, err);
     /* libpq and node-postgres read it: "db terminate" aims at the instance. */
     cw_fmt(envbuf[ne], sizeof(envbuf[ne]), "PGAPPNAME=%s", p->name);
     env[ne] = envbuf[ne];

@@ -17,7 +17,8 @@
  *    "database": {"settings": {"wal_level": "logical"}},
  *    "broker": {"exchange": "payments", "queues": {"accounting": "accounting"},
  *               "message_id": "property" | "body:FIELD"},
- *    "setup": [{"command": [...], "timeout_ms": N} | {"sql_file": "setup.sql"}],
+ *    "setup": [{"command": [...], "env": {...}, "timeout_ms": N} |
+ *              {"sql_file": "setup.sql"}],
  *    "processes": {"producer": PROC, "relay": PROC, "consumer": PROC},
  *    "workload": {"create": OP, "follow_up": OP},
  *    "mapping": {"acknowledged": SQL, "outbox": SQL, "inbox": SQL, "effects": SQL}}
@@ -83,6 +84,9 @@ struct tg_process {
 struct tg_setup {
     int argc;
     const char *argv[TG_MAX_ARGV + 1];   /* a command (templates), or argc 0 */
+    int nenv;                            /* its environment, as a process's */
+    const char *env_name[TG_MAX_ENV];
+    const char *env_value[TG_MAX_ENV];
     const char *sql_file;                /* or a SQL file, relative to the profile */
     int timeout_ms;
 };

@@ -165,6 +165,30 @@ static int parse_argv(struct jv_ctx *v, const cJSON *arr, const char *field,
     return 0;
 }
 
+/* "env": {"NAME": "template"} of a process or a set-up command. */
+static int parse_env(struct jv_ctx *v, const cJSON *env, const char *field, int *n,
+                     const char **names, const char **values)
+{
+    char f[192];
+    if (env != NULL && !cJSON_IsObject(env))
+        return jv_err(v, field, "env: must be an object of NAME: template");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, env) {
+        snprintf(f, sizeof(f), "%s.env.%s", field, it->string);
+        if (*n == TG_MAX_ENV)
+            return jv_err(v, f, "more than %d variables", TG_MAX_ENV);
+        if (it->string[0] == '\0' || strchr(it->string, '=') != NULL)
+            return jv_err(v, f, "not a variable name");
+        if (!cJSON_IsString(it))
+            return jv_err(v, f, "must be a string");
+        if (check_template(v, f, it->valuestring, TG_SCOPE_PROCESS) < 0)
+            return -1;
+        names[*n] = it->string;
+        values[(*n)++] = it->valuestring;
+    }
+    return 0;
+}
+
 static int parse_requires(struct jv_ctx *v, struct target *t, const cJSON *arr)
 {
     if (arr == NULL)
@@ -275,7 +299,7 @@ static int parse_setup(struct jv_ctx *v, struct target *t, const cJSON *arr)
         return 0;
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > TG_MAX_SETUP)
         return jv_err(v, "setup", "must be an array of at most %d steps", TG_MAX_SETUP);
-    static const char *const fields[] = { "command", "sql_file", "timeout_ms", NULL };
+    static const char *const fields[] = { "command", "env", "sql_file", "timeout_ms", NULL };
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
         struct tg_setup *s = &t->setup[t->nsetup];
@@ -292,6 +316,11 @@ static int parse_setup(struct jv_ctx *v, struct target *t, const cJSON *arr)
             return jv_err(v, f, "needs exactly one of \"command\" and \"sql_file\"");
         snprintf(cf, sizeof(cf), "%s.command", f);
         if (cmd != NULL && parse_argv(v, cmd, cf, TG_SCOPE_PROCESS, s->argv, &s->argc) < 0)
+            return -1;
+        const cJSON *env = cJSON_GetObjectItemCaseSensitive(it, "env");
+        if (env != NULL && cmd == NULL)
+            return jv_err(v, f, "\"env\" is for a command");
+        if (parse_env(v, env, f, &s->nenv, s->env_name, s->env_value) < 0)
             return -1;
         if (s->sql_file != NULL) {
             char path[PATH_MAX];
@@ -365,23 +394,9 @@ static int parse_process(struct jv_ctx *v, struct tg_process *p, const cJSON *ob
     snprintf(f, sizeof(f), "%s.cwd", field);
     if (p->cwd != NULL && check_template(v, f, p->cwd, TG_SCOPE_PROCESS) < 0)
         return -1;
-    const cJSON *env = cJSON_GetObjectItemCaseSensitive(obj, "env");
-    if (env != NULL && !cJSON_IsObject(env))
-        return jv_err(v, field, "env: must be an object of NAME: template");
-    const cJSON *it;
-    cJSON_ArrayForEach(it, env) {
-        snprintf(f, sizeof(f), "%s.env.%s", field, it->string);
-        if (p->nenv == TG_MAX_ENV)
-            return jv_err(v, f, "more than %d variables", TG_MAX_ENV);
-        if (it->string[0] == '\0' || strchr(it->string, '=') != NULL)
-            return jv_err(v, f, "not a variable name");
-        if (!cJSON_IsString(it))
-            return jv_err(v, f, "must be a string");
-        if (check_template(v, f, it->valuestring, TG_SCOPE_PROCESS) < 0)
-            return -1;
-        p->env_name[p->nenv] = it->string;
-        p->env_value[p->nenv++] = it->valuestring;
-    }
+    if (parse_env(v, cJSON_GetObjectItemCaseSensitive(obj, "env"), field, &p->nenv,
+                  p->env_name, p->env_value) < 0)
+        return -1;
     snprintf(f, sizeof(f), "%s.ready", field);
     if (parse_ready(v, p, cJSON_GetObjectItemCaseSensitive(obj, "ready"), f) < 0)
         return -1;
@@ -614,7 +629,8 @@ fail:
 struct target *target_load(const char *path, char *err, size_t errlen)
 {
     enum cw_slurp_error why;
-    char *text = cw_slurp(path, 1u << 20, NULL, &why);
+    size_t len;
+    char *text = cw_slurp(path, 1u << 20, &len, &why);
     if (text == NULL) {
         if (why == CW_SLURP_OPEN)
             snprintf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
