@@ -1,0 +1,130 @@
+"""crashwindow run --target: a pipeline described only by a profile, run end
+to end on a throwaway RabbitMQ node.  This repository's own pipeline as a
+target (targets/crashwindow) passes a black-box scenario, judged from its
+mapping and the broker log alone, with every invariant that reads our
+insides shown as not examined; a mapping that lacks a column, a process
+that never gets ready and one that exits at start each fail with a message
+naming what is wrong, and leave nothing running."""
+# needs: pg rabbitmq
+import copy
+import json
+import os
+
+from cwtest import SOURCE_DIR, crashwindow, pg_args, read_events
+
+PROFILE = os.path.join(SOURCE_DIR, "targets", "crashwindow", "profile.json")
+SCENARIO = {
+    "name": "t-small-burst", "title": "a small burst", "crash_window": "blackbox/test",
+    "processes": {"api": {"kind": "api"}, "relay-1": {"kind": "relay"},
+                  "accounting": {"kind": "consumer"}},
+    "steps": [{"do": "payments", "count": 8, "concurrency": 2, "key_prefix": "t"},
+              {"do": "wait", "until": "consumed", "count": 8, "timeout_ms": 20000}],
+    "heal": {"timeout_ms": 15000},
+    "invariants": ["nothing_lost", "effect_once", "broker_log_matches_outbox"],
+    "expect": [{"check": "effects", "equals": 8}],
+}
+
+
+def write(tmp_path, name, obj):
+    path = tmp_path / name
+    path.write_text(json.dumps(obj))
+    return path
+
+
+def profile_copy(tmp_path, change):
+    """The crashwindow profile, changed, written next to the original's
+    folder layout (its relative paths point into the build tree)."""
+    with open(PROFILE, encoding="utf-8") as f:
+        p = json.load(f)
+    change(p)
+    for role in p["processes"].values():
+        role["argv"][0] = os.path.join(SOURCE_DIR, "targets", "crashwindow", role["argv"][0])
+    for step in p["setup"]:
+        step["command"][0] = os.path.join(SOURCE_DIR, "targets", "crashwindow",
+                                          step["command"][0])
+    p["requires"] = []
+    return write(tmp_path, "profile.json", p)
+
+
+def pids_started(run_dir):
+    events = read_events(str(run_dir / "runner.events.jsonl"))
+    return [e["target_pid"] for e in events if e["event"] in ("start", "restart")
+            and "target_pid" in e]
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_our_pipeline_as_a_target_passes_judged_from_outside(tmp_path, pg_cluster):
+    out = tmp_path / "run"
+    r = crashwindow("run", "--target", PROFILE, write(tmp_path, "s.json", SCENARIO), "--brief",
+                    "--out", out, "--junit", tmp_path / "j.xml", *pg_args(pg_cluster),
+                    timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "against target crashwindow" in r.stdout
+    res = json.loads((out / "result.json").read_text())
+    assert res["target"]["name"] == "crashwindow" and res["broker"] == "rabbitmq"
+    sc = res["scenarios"][0]
+    assert sc["verdict"] == "pass", sc
+    invs = {i["name"]: i for i in sc["invariants"]}
+    for name in ("nothing_lost", "effect_once", "broker_log_matches_outbox",
+                 "versions_in_order", "one_payment_per_key"):
+        assert invs[name]["verdict"] == "pass" and invs[name]["checked"] > 0, invs[name]
+    for name in ("no_two_live_leases", "publish_within_lease", "ack_after_commit"):
+        assert invs[name]["verdict"] == "not examined", invs[name]
+    assert sc["counts"]["outbox_rows"] == 8 and sc["counts"]["effects"] == 8
+    # The broker log is RabbitMQ's firehose: every message the outbox held
+    # was stored once by the broker and delivered to the target's queue.
+    events = read_events(str(out / "t-small-burst" / "broker.events.jsonl"))
+    stored = {e["message_id"] for e in events if e["event"] == "publish"
+              and e["status"] == "stored"}
+    delivered = {e["message_id"] for e in events if e["event"] == "deliver"
+                 and e["group"] == "accounting"}
+    assert len(stored) == 8 and stored == delivered
+    assert 'name="target" value="crashwindow"' in (tmp_path / "j.xml").read_text()
+
+
+def test_a_mapping_without_its_column_is_named(tmp_path, pg_cluster):
+    def change(p):
+        p["mapping"]["outbox"] = "SELECT id, aggregate_id, aggregate_version AS version" \
+                                 " FROM outbox_messages"
+    out = tmp_path / "run"
+    r = crashwindow("run", "--target", profile_copy(tmp_path, change),
+                    write(tmp_path, "s.json", SCENARIO), "--brief", "--out", out,
+                    *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 1
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    assert "mapping.outbox" in sc["error"] and "state" in sc["error"], sc["error"]
+    assert not pids_started(out / "t-small-burst")
+
+
+def test_readiness_that_never_comes_and_an_exit_at_start(tmp_path, pg_cluster):
+    def never_ready(p):
+        p["processes"]["consumer"]["ready"] = {"log_line": "a line it never prints",
+                                               "timeout_ms": 1500}
+    out = tmp_path / "never"
+    r = crashwindow("run", "--target", profile_copy(tmp_path, never_ready),
+                    write(tmp_path, "s.json", SCENARIO), "--brief", "--out", out,
+                    *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 1
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    assert ("accounting was not ready within 1500 ms (ready when it prints 'a line it never "
+            "prints'); its last log line:") in sc["error"], sc["error"]
+    pids = pids_started(out / "t-small-burst")
+    assert pids and not any(alive(p) for p in pids)
+
+    def exits(p):
+        p["processes"]["producer"]["argv"] = ["/bin/sh", "-c", "echo no config; exit 3"]
+    out = tmp_path / "exits"
+    r = crashwindow("run", "--target", profile_copy(tmp_path, exits),
+                    write(tmp_path, "s.json", SCENARIO), "--brief", "--out", out,
+                    *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 1
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    assert "api exited while starting (exit status 3): no config" in sc["error"], sc["error"]
