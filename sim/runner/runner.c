@@ -379,9 +379,11 @@ static void skip_scenario(struct runner *r, const struct scenario *sc, const cha
 static const char *broker_skip(const struct runner *r, const struct scenario *sc, char *why,
                                size_t whylen)
 {
-    if (r->target_skip[0] != '\0') {
+    if (r->target != NULL) {
+        /* runner_target_refuses turned away whatever RabbitMQ cannot do;
+         * what is left is whether this machine has the target's toolchain. */
         snprintf(why, whylen, "%.250s", r->target_skip);
-        return why;
+        return r->target_skip[0] != '\0' ? why : NULL;
     }
     return runner_rabbit(r) ? runner_rabbit_skip(sc, why, whylen)
                             : runner_fake_skip(sc, why, whylen);

@@ -107,10 +107,6 @@ static void scenario_files(struct sctx *s)
 static void open_database(struct sctx *s)
 {
     char err[1024];
-    if (s->run->target != NULL) {
-        runner_target_open_db(s);
-        return;
-    }
     if (s->sc->standby) {
         /* Always a pair of its own, even with --pg: a failover must not
          * leave a dead primary behind for the scenarios that follow. */
@@ -120,6 +116,10 @@ static void open_database(struct sctx *s)
     const char *dir = s->run->db.cluster_dir[0] != '\0' ? s->run->db.cluster_dir
                       : s->run->o->pg_dir != NULL ? s->run->o->pg_dir : "";
     cw_fmt(s->pg.dir, sizeof(s->pg.dir), "%s", dir);
+    if (s->run->target != NULL) {
+        runner_target_open_db(s);
+        return;
+    }
     s->db.conninfo = rdb_create_db(&s->run->db, s->label, s->db.name, err, sizeof(err));
     if (s->db.conninfo != NULL)
         s->db.env = conninfo_env(s->db.conninfo);
@@ -289,6 +289,10 @@ cJSON *runner_run_scenario(struct runner *r, const struct scenario *sc, int rep,
     open_database(s);
     if (s->error[0] == '\0' && runner_start_netproxy(s) == 0 && runner_start_broker(s) == 0) {
         start_processes(s);
+        /* A target's queues exist once its processes run: only then can
+         * the node's registry of them be flushed before a broker crash. */
+        if (s->run->target != NULL && s->error[0] == '\0')
+            runner_rabbit_settle(s);
         drive_steps(s);
         if (!runner_interrupted())
             runner_heal(s);

@@ -516,7 +516,9 @@ int runner_start_broker(struct sctx *s)
             return -1;
         if (start_broker_argv(s, rargv) < 0)
             return -1;
-        return first ? runner_rabbit_settle(s) : 0;
+        /* A target declares its own queues: settled once its processes
+         * run (runner_scenario.c), not here. */
+        return first && r->target == NULL ? runner_rabbit_settle(s) : 0;
     }
     if (s->sc->broker_durable) {
         /* A file, not :memory:: what the broker confirmed survives its
