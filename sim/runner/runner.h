@@ -107,6 +107,15 @@ const char *runner_rabbit_step_skip(const struct scenario *sc, const struct sc_s
                                     char *why, size_t whylen);
 const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whylen);
 
+/* A scenario the simulator generated, fitted to target t (sim/target):
+ * what cannot be done from outside is taken out of the JSON -- fault
+ * points, program flags, steps a target refuses, consumers beyond the one
+ * the profile's queue serves, invariants its mapping cannot judge.
+ * Returns how many parts went, or -1 with err when what is left still is
+ * not a scenario the target can run. */
+struct target;
+int runner_target_fit(const struct target *t, cJSON *scenario, char *err, size_t errlen);
+
 /* What only a real broker can take (`run` on the fake broker skips the
  * scenario): a kernel partition of a broker link, which is a Unix socket
  * with the fake broker and loopback TCP with RabbitMQ.  NULL, or why. */

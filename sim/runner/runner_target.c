@@ -111,13 +111,17 @@ static const char *step_refused(const struct target *t, const struct sc_step *st
     case V_BROKER:
         return runner_rabbit_can_control(st->control)
                    ? NULL : "a switch of the fake broker; a target runs on RabbitMQ";
+    case V_NET:
+        return st->net_peer == NP_BROKER && st->net.kind == NP_CUT
+                   ? "a protocol cut reads the fake broker's lines; a target's broker link "
+                     "carries AMQP frames"
+                   : NULL;
     case V_STOP:
     case V_KILL:
     case V_PAUSE:
     case V_RESUME:
     case V_BROKER_CRASH:
     case V_SLEEP:
-    case V_NET:
         return NULL;
     }
     return "unknown step";
@@ -647,4 +651,154 @@ void runner_target_check(struct sctx *s, struct outcome *oc)
     }
     oc->broker_events = broker;
     oc->checked = 1;
+}
+
+/* ---- fitting a generated scenario to a target ---------------------------- */
+
+/* Deletes the steps that name process name (as their process or as the
+ * client end of their link).  Returns how many went. */
+static int drop_steps_of(cJSON *steps, const char *name)
+{
+    int n = 0;
+    size_t len = strlen(name);
+    for (int i = cJSON_GetArraySize(steps) - 1; i >= 0; i--) {
+        const cJSON *st = cJSON_GetArrayItem(steps, i);
+        const char *proc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "proc"));
+        const char *link = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "link"));
+        if ((proc != NULL && strcmp(proc, name) == 0) ||
+            (link != NULL && strncmp(link, name, len) == 0 && strncmp(link + len, "->", 2) == 0)) {
+            cJSON_DeleteItemFromArray(steps, i);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Why a step of a generated scenario cannot be taken from outside (the
+ * same rules as step_refused, on the JSON), or NULL. */
+static const char *json_step_refused(const struct target *t, cJSON *st)
+{
+    const char *verb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "do"));
+    if (verb == NULL)
+        return "no verb";
+    static const char *const never[] = { "fault", "http", "sql", "outboxctl", NULL };
+    if (jv_in_list(verb, never))
+        return verb;
+    if (strcmp(verb, "wait") == 0) {
+        static const char *const waits[] = { "exited", "published", "consumed", "quiet", NULL };
+        const char *until = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "until"));
+        return until != NULL && jv_in_list(until, waits) ? NULL : "wait";
+    }
+    if (strcmp(verb, "db") == 0) {
+        const char *a = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "action"));
+        return a != NULL && (strcmp(a, "failover") == 0 || strcmp(a, "stall_replication") == 0)
+                   ? "db" : NULL;
+    }
+    if (strcmp(verb, "broker") == 0)
+        return runner_rabbit_can_control(cJSON_GetObjectItemCaseSensitive(st, "control"))
+                   ? NULL : "broker";
+    if (strcmp(verb, "net") == 0) {
+        const char *link = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "link"));
+        const char *fault = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "fault"));
+        size_t n = link ? strlen(link) : 0;
+        if (n > 8 && strcmp(link + n - 8, "->broker") == 0 && fault != NULL &&
+            strcmp(fault, "cut") == 0)
+            return "net";
+    }
+    if (strcmp(verb, "payments") == 0 && !t->follow_up.defined) {
+        cJSON_DeleteItemFromObjectCaseSensitive(st, "authorize");
+        cJSON_DeleteItemFromObjectCaseSensitive(st, "capture");
+    }
+    if (strcmp(verb, "start") == 0 || strcmp(verb, "restart") == 0)
+        cJSON_DeleteItemFromObjectCaseSensitive(st, "faults");
+    return NULL;
+}
+
+int runner_target_fit(const struct target *t, cJSON *sc, char *err, size_t errlen)
+{
+    int left = 0;
+    static const char *const whole[] = { "hazard", "hazard_why", "poison_events", "broker",
+                                         "database" };
+    for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++) {
+        if (cJSON_HasObjectItem(sc, whole[i])) {
+            cJSON_DeleteItemFromObjectCaseSensitive(sc, whole[i]);
+            left++;
+        }
+    }
+    cJSON *steps = cJSON_GetObjectItemCaseSensitive(sc, "steps");
+    cJSON *procs = cJSON_GetObjectItemCaseSensitive(sc, "processes");
+    int consumers = 0;
+    cJSON *p = procs != NULL ? procs->child : NULL;
+    while (p != NULL) {
+        cJSON *next = p->next;
+        static const char *const inside[] = { "args", "faults", "clock", "db_deadline_ms" };
+        for (size_t i = 0; i < sizeof(inside) / sizeof(inside[0]); i++)
+            if (cJSON_HasObjectItem(p, inside[i])) {
+                cJSON_DeleteItemFromObjectCaseSensitive(p, inside[i]);
+                left++;
+            }
+        const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "kind"));
+        int role = kind == NULL ? -1 : strcmp(kind, "api") == 0 ? TG_PRODUCER
+                 : strcmp(kind, "relay") == 0 ? TG_RELAY : TG_CONSUMER;
+        /* Without its flags a consumer is group "accounting": one of them,
+         * and only when the profile has that queue. */
+        int keep = role >= 0 && t->proc[role].defined;
+        if (keep && role == TG_CONSUMER) {
+            int queue = 0;
+            for (int q = 0; q < t->nqueues; q++)
+                queue |= strcmp(t->queue_group[q], "accounting") == 0;
+            keep = queue && consumers++ == 0;
+        }
+        if (!keep) {
+            left += 1 + drop_steps_of(steps, p->string);
+            cJSON_DeleteItemFromObjectCaseSensitive(procs, p->string);
+        }
+        p = next;
+    }
+    for (int i = cJSON_GetArraySize(steps) - 1; i >= 0; i--) {
+        if (json_step_refused(t, cJSON_GetArrayItem(steps, i)) != NULL) {
+            cJSON_DeleteItemFromArray(steps, i);
+            left++;
+        }
+    }
+    /* A wait on a consumer that went waits on the one that stayed. */
+    cJSON *st;
+    cJSON_ArrayForEach(st, steps) {
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(st, "consumer");
+        if (cJSON_IsString(c) && strcmp(c->valuestring, "accounting") != 0)
+            cJSON_SetValuestring(c, "accounting");
+    }
+    cJSON *inv = cJSON_GetObjectItemCaseSensitive(sc, "invariants");
+    for (int i = cJSON_GetArraySize(inv) - 1; i >= 0; i--) {
+        const char *name = cJSON_GetStringValue(cJSON_GetArrayItem(inv, i));
+        int k = name ? sc_invariant_from_name(name) : -1;
+        if (k < 0 || !checker_target_judges(k)) {
+            cJSON_DeleteItemFromArray(inv, i);
+            left++;
+        }
+    }
+    if (inv != NULL && cJSON_GetArraySize(inv) == 0) {
+        cJSON_AddItemToArray(inv, cJSON_CreateString("nothing_lost"));
+        cJSON_AddItemToArray(inv, cJSON_CreateString("effect_once"));
+    }
+    cJSON *ex = cJSON_GetObjectItemCaseSensitive(sc, "expect");
+    for (int i = cJSON_GetArraySize(ex) - 1; i >= 0; i--) {
+        const char *check = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ex, i), "check"));
+        if (check == NULL || !jv_in_list(check, target_expects)) {
+            cJSON_DeleteItemFromArray(ex, i);
+            left++;
+        }
+    }
+    /* What is left must be a scenario the target can run. */
+    char *text = cJSON_PrintUnformatted(sc);
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(sc, "name"));
+    struct scenario *parsed = text ? scenario_parse(text, name ? name : "generated", NULL, err,
+                                                    errlen) : NULL;
+    cJSON_free(text);
+    if (parsed == NULL)
+        return -1;
+    int rc = runner_target_refuses(t, parsed, err, errlen) < 0 ? -1 : left;
+    scenario_free(parsed);
+    return rc;
 }

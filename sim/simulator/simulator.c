@@ -39,6 +39,7 @@
  * own before its cluster starts (runner_net_unshare), so that a generated
  * kernel partition adds its nftables rules there and never on the host. */
 #include "simulator.h"
+#include "target.h"
 #include "cliutil.h"
 #include "common_fs.h"
 #include "fstree.h"
@@ -84,7 +85,8 @@ struct sim_opts {
     long max_failures;       /* stop after this many failing runs; 0: never */
     struct shard shard;      /* --shard, or 0/0 */
     const char *junit;       /* --junit, or NULL */
-    int rabbit;              /* --broker rabbitmq */
+    int rabbit;              /* --broker rabbitmq (and every --target run) */
+    const char *target;      /* --target PROFILE, or NULL: our pipeline */
     int fidelity;            /* --fidelity N: replays of the first failing run */
 };
 
@@ -102,6 +104,7 @@ struct outcome {
 
 struct sim {
     struct sim_opts o;
+    struct target *target;   /* --target's profile, loaded once */
     struct sim_catalogue cat;
     char out[PATH_MAX];
     char runs_dir[PATH_MAX];
@@ -166,7 +169,11 @@ static cJSON *u64_json(uint64_t v)
 static void replay_cmd(const struct sim *s, uint64_t seed, uint64_t run, char *out,
                        size_t outlen)
 {
-    const char *broker = s->o.rabbit ? " --broker rabbitmq" : "";
+    char broker[PATH_MAX + 32];
+    if (s->o.target != NULL)
+        cw_fmt(broker, sizeof(broker), " --target %s", s->o.target);
+    else
+        cw_fmt(broker, sizeof(broker), "%s", s->o.rabbit ? " --broker rabbitmq" : "");
     if (s->o.bin != NULL)
         cw_fmt(out, outlen, "crashwindow sim --replay %llu:%llu%s --bin %s",
             (unsigned long long)seed, (unsigned long long)run, broker, s->o.bin);
@@ -274,7 +281,10 @@ static cJSON *render_run(const struct sim *s, const struct sim_plan *plan, const
     if (sc == NULL || !s->o.rabbit)
         return sc;
     char err[512];
-    int n = fit_rabbit(sc, name, left_out != NULL, err, sizeof(err));
+    /* A target: what cannot be done from outside goes (the same plan, so
+     * the same fitted scenario: replay and shrinking hold). */
+    int n = s->target != NULL ? runner_target_fit(s->target, sc, err, sizeof(err))
+                              : fit_rabbit(sc, name, left_out != NULL, err, sizeof(err));
     if (n < 0) {
         fprintf(stderr, "crashwindow sim: %s\n", err);
         cJSON_Delete(sc);
@@ -400,6 +410,7 @@ static int run_batch(struct sim *s, const struct sim_plan *plans, const char *co
     ro.repeat = 1;
     ro.brief = 1;
     ro.broker = s->o.rabbit ? "rabbitmq" : NULL;
+    ro.target = s->o.target;
 
     /* The runner's progress lines go to a log: a long simulation would
      * otherwise bury its own verdicts. */
@@ -912,6 +923,9 @@ static void usage(FILE *f)
         "  --broker B          fake (default) or rabbitmq: a throwaway RabbitMQ node, and\n"
         "                      each schedule without what a real broker cannot take\n"
         "                      (crashwindow run --help: the same rule skips a scenario)\n"
+        "  --target P          every run against the target profile P describes (on\n"
+        "                      RabbitMQ), each schedule without what cannot be done from\n"
+        "                      outside (fault points, program flags, white-box steps)\n"
         "exit status: 0 every run passed, 1 a run failed, 2 bad usage\n",
         DEFAULT_RUNS, DEFAULT_BUDGET_S, DEFAULT_SHRINK_BUDGET_S);
 }
@@ -1036,6 +1050,7 @@ static int parse_args(struct sim_opts *o, int argc, char **argv)
         CW_OPT_STRING("--pg-dir", &o->pg_dir),
         CW_OPT_STRING("--junit", &o->junit),
         CW_OPT_CALL("--broker", opt_broker, o),
+        CW_OPT_STRING("--target", &o->target),
         CW_OPT_CALL("--shard", opt_shard, o),
     };
     /* every argument is an option: a stray word is an unknown one */
@@ -1055,6 +1070,8 @@ static int parse_args(struct sim_opts *o, int argc, char **argv)
         fprintf(stderr, "crashwindow sim: %s\n", err);
         return -1;
     }
+    if (o->target != NULL)
+        o->rabbit = 1; /* a target speaks AMQP */
     if (o->replay && (o->have_seed || o->have_runs)) {
         fprintf(stderr, "crashwindow sim: --replay S:I runs one run; it takes no --seed "
                 "or --runs\n");
@@ -1110,6 +1127,8 @@ static int dry_run(struct sim *s)
 
 static void sim_free(struct sim *s)
 {
+    target_free(s->target);
+    s->target = NULL;
     cJSON_Delete(s->faults_fired);
     cJSON_Delete(s->failing);
     cJSON_Delete(s->shrunk);
@@ -1360,8 +1379,19 @@ int simulator_main(int argc, char **argv)
             printf("crashwindow sim: no --seed given; using seed %llu\n",
                    (unsigned long long)s->o.seed);
     }
-    if (s->o.dry_run)
-        return dry_run(s);
+    if (s->o.target != NULL) {
+        s->target = target_load(s->o.target, err, sizeof(err));
+        if (s->target == NULL) {
+            fprintf(stderr, "crashwindow sim: %s\n", err);
+            return 2;
+        }
+        /* A target's database is its own: no failover pair, no standby. */
+    }
+    if (s->o.dry_run) {
+        int rc = dry_run(s);
+        target_free(s->target);
+        return rc;
+    }
 
     runner_install_signals();
     if (s->cat.partitions && runner_net_unshare() < 0) {

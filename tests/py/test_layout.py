@@ -32,7 +32,7 @@ ALLOWED = {
     "sim/pgfault": {"src/core"},
     "sim/runner": {"sim/scenario", "sim/target", "sim/checker", "sim/report", "sim/merge",
                    "sim/fakebroker", "sim/pgfault", "sim/netproxy", "src/core"},
-    "sim/simulator": {"sim/runner", "sim/scenario", "sim/merge", "src/core"},
+    "sim/simulator": {"sim/runner", "sim/target", "sim/scenario", "sim/merge", "src/core"},
     "sim/mutants": {"sim/runner", "sim/merge", "src/core"},
     "sim": {"sim/scenario", "sim/target", "sim/fakebroker", "sim/checker", "sim/report", "sim/pgfault",
             "sim/netproxy", "sim/merge", "sim/runner", "sim/simulator", "sim/mutants", "src/core"},

@@ -130,3 +130,36 @@ def test_a_target_runs_on_rabbitmq_only(tmp_path):
     r = crashwindow("run", "--dry-run", "--broker", "fake", "--target",
                     write_profile(tmp_path, PROFILE), black_box(tmp_path))
     assert r.returncode == 2 and "--target runs on RabbitMQ" in r.stderr
+
+
+def test_sim_fits_its_schedules_to_the_target(tmp_path):
+    """crashwindow sim --target: every generated schedule, without what cannot
+    be done from outside, and the same schedule on every replay."""
+    profile = write_profile(tmp_path, PROFILE)
+    r = crashwindow("sim", "--target", profile, "--seed", "7", "--runs", "4", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    again = crashwindow("sim", "--target", profile, "--seed", "7", "--runs", "4", "--dry-run")
+    assert again.stdout == r.stdout
+    dec = json.JSONDecoder()
+    text, scenarios, i = r.stdout, [], 0
+    while True:
+        j = text.find("{", i)
+        if j < 0:
+            break
+        obj, i = dec.raw_decode(text, j)
+        scenarios.append(obj)
+    assert len(scenarios) == 4
+    judged = {"nothing_lost", "effect_once", "broker_log_matches_outbox", "versions_in_order",
+              "one_payment_per_key"}
+    for sc in scenarios:
+        for proc in sc["processes"].values():
+            assert not {"args", "faults", "clock"} & set(proc), proc
+        kinds = [p["kind"] for p in sc["processes"].values()]
+        assert kinds.count("consumer") == 1
+        assert set(sc["invariants"]) <= judged
+        for st in sc["steps"]:
+            assert st["do"] not in ("fault", "http", "sql", "outboxctl"), st
+            assert "faults" not in st, st
+            if st["do"] == "payments":
+                assert "authorize" not in st and "capture" not in st  # no follow_up here
+        assert "hazard" not in sc and "broker" not in sc
