@@ -116,7 +116,12 @@ cJSON *checker_invariants_json(const struct chk_result *res, const struct scenar
          * report states what each invariant asserts */
         cJSON_AddStringToObject(o, "asserts", inv_table[i].asserts);
         cJSON_AddStringToObject(o, "verdict", x->not_examined ? "not examined"
+                                              : checker_inv_finding(res, i) ? "finding reproduced"
                                               : checker_inv_pass(res, sc, i) ? "pass" : "fail");
+        if (x->explains != NULL) {
+            cJSON_AddStringToObject(o, "known_finding", x->explains);
+            cJSON_AddNumberToObject(o, "explained", (double)x->explained);
+        }
         cJSON_AddNumberToObject(o, "checked", (double)x->checked);
         cJSON_AddNumberToObject(o, "violations", (double)x->violations);
         cJSON_AddBoolToObject(o, "listed", listed(sc, i));

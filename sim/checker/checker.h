@@ -60,6 +60,8 @@ struct http_rec {
 struct chk_inv {
     int ran;
     int not_examined;       /* a target's evidence cannot show it: neither pass nor fail */
+    const char *explains;   /* a target's known finding: the text its witnesses carry */
+    long explained;         /* violations whose witness carries it */
     int pass;
     long checked;
     long violations;
@@ -89,6 +91,9 @@ struct chk_input {
     const struct http_rec *http;
     int nhttp;
     const cJSON *samples;                    /* the runner's database samples, or NULL */
+    /* A target's known findings for this scenario: per invariant, the text
+     * a violation's witness carries when the finding explains it, or NULL. */
+    const char *explains[INV_COUNT];
 };
 
 /* Where an event log comes from, for the fields the checker reads in it. */
@@ -117,6 +122,9 @@ int checker_run_target(const struct chk_input *in, int acknowledged_mapped,
                        struct chk_result *res);
 /* 1 when invariant inv can be judged on a target. */
 int checker_target_judges(int inv);
+/* 1 when inv failed, and a known finding of the target explains every one
+ * of its violations: the finding reproduced, not a failure of the run. */
+int checker_inv_finding(const struct chk_result *res, int inv);
 
 /* The verdict of one invariant for the scenario: violations fail it, and so
  * does checking nothing when the scenario lists it. */

@@ -28,13 +28,16 @@ void chk_violation(struct chk_inv *inv, const char *fmt, ...)
     inv->violations++;
     if (inv->witnesses == NULL)
         inv->witnesses = cJSON_CreateArray();
-    if (cJSON_GetArraySize(inv->witnesses) >= CHK_MAX_WITNESSES)
-        return;
     char buf[768];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
+    /* Every violation is weighed against a known finding, kept or not. */
+    if (inv->explains != NULL && strstr(buf, inv->explains) != NULL)
+        inv->explained++;
+    if (cJSON_GetArraySize(inv->witnesses) >= CHK_MAX_WITNESSES)
+        return;
     cJSON_AddItemToArray(inv->witnesses, cJSON_CreateString(buf));
 }
 

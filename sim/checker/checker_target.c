@@ -298,6 +298,12 @@ static void target_counts(struct chk_ctx *c, const char *const *groups, int ngro
     }
 }
 
+int checker_inv_finding(const struct chk_result *res, int inv)
+{
+    const struct chk_inv *x = &res->inv[inv];
+    return x->explains != NULL && x->violations > 0 && x->explained == x->violations;
+}
+
 int checker_run_target(const struct chk_input *in, int acknowledged_mapped,
                        struct chk_result *res)
 {
@@ -309,6 +315,7 @@ int checker_run_target(const struct chk_input *in, int acknowledged_mapped,
     for (int i = 0; i < INV_COUNT; i++) {
         res->inv[i].witnesses = cJSON_CreateArray();
         res->inv[i].not_examined = !checker_target_judges(i);
+        res->inv[i].explains = in->explains[i];
     }
     const char *groups[SC_MAX_PROCS];
     int ngroups = groups_of(in->sc, groups);

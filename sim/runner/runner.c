@@ -351,6 +351,17 @@ static void result_new(struct runner *r, const char *iso, const char *commit, co
         cJSON_AddStringToObject(t, "name", r->target->name);
         cJSON_AddStringToObject(t, "title", r->target->title);
         cJSON_AddStringToObject(t, "profile", r->target->path);
+        cJSON *fs = cJSON_AddArrayToObject(t, "findings");
+        for (int i = 0; i < r->target->nfindings; i++) {
+            const struct tg_finding *f = &r->target->findings[i];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "scenario", f->scenario);
+            cJSON_AddStringToObject(o, "invariant", f->invariant);
+            cJSON_AddStringToObject(o, "witness", f->witness);
+            cJSON_AddStringToObject(o, "why", f->why);
+            cJSON_AddStringToObject(o, "source", f->source);
+            cJSON_AddItemToArray(fs, o);
+        }
     }
     if (r->o->mutant != NULL)
         cJSON_AddStringToObject(r->result, "mutant", r->o->mutant);

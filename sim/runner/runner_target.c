@@ -640,6 +640,11 @@ void runner_target_check(struct sctx *s, struct outcome *oc)
     in.broker_events = broker;
     in.http = s->http.recs;
     in.nhttp = s->http.n;
+    for (int i = 0; i < t->nfindings; i++) {
+        int inv = sc_invariant_from_name(t->findings[i].invariant);
+        if (inv >= 0 && strcmp(t->findings[i].scenario, sc->name) == 0)
+            in.explains[inv] = t->findings[i].witness;
+    }
     if (checker_run_target(&in, t->mapping[TG_MAP_ACKNOWLEDGED] != NULL, &oc->res) < 0 &&
         s->error[0] == '\0')
         runner_fail(s, "check: %s", oc->res.error[0] ? oc->res.error

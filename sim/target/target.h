@@ -21,7 +21,9 @@
  *              {"sql_file": "setup.sql"}],
  *    "processes": {"producer": PROC, "relay": PROC, "consumer": PROC},
  *    "workload": {"create": OP, "follow_up": OP},
- *    "mapping": {"acknowledged": SQL, "outbox": SQL, "inbox": SQL, "effects": SQL}}
+ *    "mapping": {"acknowledged": SQL, "outbox": SQL, "inbox": SQL, "effects": SQL},
+ *    "findings": [{"scenario": NAME, "invariant": NAME, "witness": "TEXT",
+ *                  "why": "...", "source": "FILE:LINE"}]}
  *   PROC = {"argv": [...], "cwd": "DIR", "env": {"NAME": "TEMPLATE"},
  *           "ready": {"log_line" | "tcp_port" | "http_get" | "sql": "...",
  *                     "timeout_ms": N},
@@ -50,6 +52,7 @@
 #define TG_MAX_HEADERS 8
 #define TG_MAX_ACK 8
 #define TG_READY_MAX_MS 120000
+#define TG_MAX_FINDINGS 16
 
 /* The roles of a target's processes.  A scenario's kind "api" is the
  * producer role. */
@@ -125,6 +128,14 @@ struct target {
     struct tg_process proc[TG_ROLE_COUNT];
     struct tg_operation create, follow_up;
     const char *mapping[TG_MAP_COUNT];   /* NULL: not mapped */
+    /* What the target is known to do wrong: in scenario, invariant fails,
+     * and every violation whose witness contains witness is that finding,
+     * reproduced (why says what, source where in the target's code).  A
+     * violation it does not explain still fails the scenario. */
+    int nfindings;
+    struct tg_finding {
+        const char *scenario, *invariant, *witness, *why, *source;
+    } findings[TG_MAX_FINDINGS];
 };
 
 /* Reads and validates the profile at path.  NULL with "PATH: FIELD: problem"

@@ -577,6 +577,46 @@ static int parse_mapping(struct jv_ctx *v, struct target *t, const cJSON *m)
     return 0;
 }
 
+static int parse_findings(struct jv_ctx *v, struct target *t, const cJSON *arr)
+{
+    static const char *const fields[] = { "scenario", "invariant", "witness", "why", "source",
+                                          NULL };
+    static const char *const judged[] = { "nothing_lost", "effect_once",
+                                          "broker_log_matches_outbox", "versions_in_order",
+                                          "one_payment_per_key", NULL };
+    if (arr == NULL)
+        return 0;
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > TG_MAX_FINDINGS)
+        return jv_err(v, "findings", "must be an array of at most %d findings",
+                      TG_MAX_FINDINGS);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        struct tg_finding *f = &t->findings[t->nfindings];
+        char fld[64];
+        snprintf(fld, sizeof(fld), "findings[%d]", t->nfindings);
+        if (!cJSON_IsObject(it))
+            return jv_err(v, fld, "must be an object");
+        if (jv_only_fields(v, it, fld, fields) < 0 ||
+            jv_str(v, it, "scenario", fld, 1, &f->scenario) < 0 ||
+            jv_str(v, it, "invariant", fld, 1, &f->invariant) < 0 ||
+            jv_str(v, it, "witness", fld, 1, &f->witness) < 0 ||
+            jv_str(v, it, "why", fld, 1, &f->why) < 0 ||
+            jv_str(v, it, "source", fld, 1, &f->source) < 0)
+            return -1;
+        if (!jv_in_list(f->invariant, judged))
+            return jv_err(v, fld, "invariant '%s' is not judged on a target (nothing_lost, "
+                          "effect_once, broker_log_matches_outbox, versions_in_order, "
+                          "one_payment_per_key)", f->invariant);
+        for (int k = 0; k < t->nfindings; k++)
+            if (strcmp(t->findings[k].scenario, f->scenario) == 0 &&
+                strcmp(t->findings[k].invariant, f->invariant) == 0)
+                return jv_err(v, fld, "a second finding for %s in %s: one pattern each",
+                              f->invariant, f->scenario);
+        t->nfindings++;
+    }
+    return 0;
+}
+
 /* ---- the profile -------------------------------------------------------- */
 
 struct target *target_parse(const char *text, const char *path, char *err, size_t errlen)
@@ -601,7 +641,8 @@ struct target *target_parse(const char *text, const char *path, char *err, size_
         goto fail;
     }
     static const char *const fields[] = { "target", "title", "requires", "database", "broker",
-                                          "setup", "processes", "workload", "mapping", NULL };
+                                          "setup", "processes", "workload", "mapping",
+                                          "findings", NULL };
     const cJSON *r = t->root;
     if (jv_only_fields(&v, r, "", fields) < 0 ||
         jv_str(&v, r, "target", "", 1, &t->name) < 0 ||
@@ -618,7 +659,8 @@ struct target *target_parse(const char *text, const char *path, char *err, size_
         parse_setup(&v, t, cJSON_GetObjectItemCaseSensitive(r, "setup")) < 0 ||
         parse_processes(&v, t, cJSON_GetObjectItemCaseSensitive(r, "processes")) < 0 ||
         parse_workload(&v, t, cJSON_GetObjectItemCaseSensitive(r, "workload")) < 0 ||
-        parse_mapping(&v, t, cJSON_GetObjectItemCaseSensitive(r, "mapping")) < 0)
+        parse_mapping(&v, t, cJSON_GetObjectItemCaseSensitive(r, "mapping")) < 0 ||
+        parse_findings(&v, t, cJSON_GetObjectItemCaseSensitive(r, "findings")) < 0)
         goto fail;
     return t;
 fail:
@@ -714,6 +756,10 @@ void target_describe(const struct target *t, FILE *out)
             fprintf(out, " %d", ops[i]->ack_status[k]);
         fprintf(out, "; the aggregate is the answer's '%s'\n", ops[i]->aggregate_field);
     }
+    for (int i = 0; i < t->nfindings; i++)
+        fprintf(out, "  known finding: %s fails %s where a witness says '%s': %s (%s)\n",
+                t->findings[i].scenario, t->findings[i].invariant, t->findings[i].witness,
+                t->findings[i].why, t->findings[i].source);
     for (int m = 0; m < TG_MAP_COUNT; m++) {
         if (t->mapping[m] == NULL) {
             fprintf(out, "  mapping %s: not mapped (what needs it is shown as not examined)\n",

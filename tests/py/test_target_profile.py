@@ -86,6 +86,12 @@ def test_bad_profiles_exit_2_naming_the_field(tmp_path):
         (lambda p: p["mapping"].pop("effects"), "needs \"outbox\" and \"effects\""),
         (lambda p: p["mapping"].update(outbox="SELECT 1; DROP TABLE x"),
          "mapping.outbox: one SELECT without ';'"),
+        (lambda p: p.update(findings=[{"scenario": "bb", "invariant": "no_two_live_leases",
+                                       "witness": "x", "why": "y", "source": "z"}]),
+         "findings[0]: invariant 'no_two_live_leases' is not judged on a target"),
+        (lambda p: p.update(findings=[{"scenario": "bb", "invariant": "nothing_lost",
+                                       "witness": "x", "why": "y"}]),
+         "findings[0].source: missing"),
     ]
     for change, want in cases:
         p = copy.deepcopy(PROFILE)

@@ -128,3 +128,40 @@ def test_readiness_that_never_comes_and_an_exit_at_start(tmp_path, pg_cluster):
     assert r.returncode == 1
     sc = json.loads((out / "result.json").read_text())["scenarios"][0]
     assert "api exited while starting (exit status 3): no config" in sc["error"], sc["error"]
+
+
+def test_a_known_finding_passes_only_when_it_explains_every_violation(tmp_path, pg_cluster):
+    """A profile whose effects mapping hides every other ledger row stands for a
+    target that loses half its events: nothing_lost fails with a witness per
+    hidden event.  Declared as a finding whose text every witness carries, the
+    loss is reported as the finding reproduced and the run passes; declared
+    with a text the witnesses do not carry, the same run fails."""
+    def lossy(p):
+        p["mapping"]["effects"] += " WHERE id % 2 = 1"
+        p["findings"] = [{"scenario": "t-small-burst", "invariant": "nothing_lost",
+                          "witness": "was never applied by accounting: the target left it "
+                                     "published",
+                          "why": "the mapping hides every other effect", "source": "test"}]
+    scenario = dict(SCENARIO, steps=SCENARIO["steps"][:1] + [
+        {"do": "wait", "until": "consumed", "count": 4, "timeout_ms": 20000}], expect=[])
+    s = write(tmp_path, "s.json", scenario)
+    out = tmp_path / "explained"
+    r = crashwindow("run", "--target", profile_copy(tmp_path, lossy), s, "--brief", "--out", out,
+                    *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((out / "result.json").read_text())
+    inv = {i["name"]: i for i in res["scenarios"][0]["invariants"]}["nothing_lost"]
+    assert inv["verdict"] == "finding reproduced", inv
+    assert inv["violations"] == 4 and inv["explained"] == 4
+    assert res["target"]["findings"][0]["why"] == "the mapping hides every other effect"
+
+    def unexplained(p):
+        lossy(p)
+        p["findings"][0]["witness"] = "the target left it given_up"
+    out = tmp_path / "unexplained"
+    r = crashwindow("run", "--target", profile_copy(tmp_path, unexplained), s, "--brief",
+                    "--out", out, *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 1
+    inv = {i["name"]: i for i in json.loads((out / "result.json").read_text())
+           ["scenarios"][0]["invariants"]}["nothing_lost"]
+    assert inv["verdict"] == "fail" and inv["explained"] == 0 and inv["violations"] == 4
