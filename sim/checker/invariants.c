@@ -105,11 +105,12 @@ const struct inv_info inv_table[INV_COUNT] = {
     },
     [INV_PUBLISH_WITHIN_LEASE] = {
         .name = "publish_within_lease",
-        .asserts = "Every stored publish that carries a claim token reached the broker under "
-                   "a committed claim of its row, after that claim committed and before its "
-                   "lease ended.",
-        .reads = "the broker log's stored publishes (claim_token, stored_us); the claim "
-                 "history's claims",
+        .asserts = "Every publish a relay stored carries its claim token, and reached the "
+                   "broker under a committed claim of its row, after that claim committed and "
+                   "before its lease ended (a line the RabbitMQ bridge wrote late, catching "
+                   "up, is held to its claim only).",
+        .reads = "the broker log's stored publishes (client, claim_token, stored_us, "
+                 "ts_late); the claim history's claims",
         JUDGE(inv_publish_within_lease, "checker_leases.c"),
     },
     [INV_IDLE_TRANSACTIONS_BOUNDED] = {

@@ -464,6 +464,19 @@ static void body_field(const amqp_envelope_t *env, const char *field, char *out,
     cJSON_Delete(j);
 }
 
+/* The claim token a relay's message carries (its header claim_token), and
+ * ts_late when this line's ts_us is no bound of when the broker stored it. */
+static void add_token(cJSON *ev, const amqp_table_t *mh, int late)
+{
+    char token[64];
+    tget_str(mh, "claim_token", token, sizeof(token));
+    if (token[0] == '\0')
+        return;
+    cJSON_AddStringToObject(ev, "claim_token", token);
+    if (late)
+        cJSON_AddBoolToObject(ev, "ts_late", 1);
+}
+
 /* One firehose message as one broker log line (or none, when it is not
  * about this bridge's exchange).
  *
@@ -511,12 +524,9 @@ static void log_trace(struct bridge *b, const amqp_envelope_t *env)
         /* The firehose carries no arrival time: this line's ts_us, when the
          * trace reached us, is an upper bound of it, and publish_within_lease
          * holds the token to it.  Within milliseconds while we keep up; a
-         * backlog read after a reconnect is seconds late, so its lines carry
-         * no token (publish_within_lease skips a publish without one). */
-        char token[64];
-        tget_str(mh, "claim_token", token, sizeof(token));
-        if (token[0] != '\0' && !b->catching_up)
-            cJSON_AddStringToObject(ev, "claim_token", token);
+         * backlog read after a reconnect is seconds late: its lines keep
+         * their token, marked ts_late, and are held to their claim only. */
+        add_token(ev, mh, b->catching_up);
         if (routed != 0)
             idset_add(&published_ids, id);
     } else if (strcmp(rk, "publish.") == 0) {
@@ -537,6 +547,7 @@ static void log_trace(struct bridge *b, const amqp_envelope_t *env)
             add_publish_fields(p, env, app, id, type, key, mh);
             cJSON_AddStringToObject(p, "status", "stored");
             cJSON_AddStringToObject(p, "inferred_from", "deliver");
+            add_token(p, mh, 1); /* its publish went unseen: when, nobody knows */
             cJSON_AddStringToObject(p, "topic", b->o.ngroups > 0 ? b->o.topic[0] : "");
             cwlog_emit(p);
             b->lines++;

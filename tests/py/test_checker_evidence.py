@@ -140,3 +140,54 @@ def test_an_effect_records_its_events_figures(tmp_path, pg_cluster, refused_run)
         assert got.returncode == 1, (field, got.stdout + got.stderr)
         assert "refused: invariant effect_once was pass, is fail" in got.stdout, got.stdout
         assert f"accounting applied event {first} {says}" in got.stdout, (field, got.stdout)
+
+
+def test_a_relay_publish_carries_its_claim_token(tmp_path, pg_cluster, refused_run):
+    out, sc = refused_run
+    log = "broker.events.jsonl"
+    with open(out / sc["dir"] / log, encoding="utf-8") as f:
+        recs = [json.loads(x) for x in f.read().splitlines() if x.strip()]
+    stored = [x for x in recs if x.get("event") == "publish" and x.get("status") == "stored"]
+    assert stored and all(x.get("claim_token") for x in stored), stored
+    victim = stored[0]["message_id"]
+
+    # A relay's publish without its token is no longer skipped: nobody could
+    # hold it to a lease.
+    tokenless = doctored(tmp_path, out, "tokenless")
+
+    def drop(recs):
+        for x in recs:
+            if x.get("event") == "publish" and x.get("message_id") == victim:
+                x.pop("claim_token", None)
+        return recs
+    rewrite_lines(tokenless / sc["dir"] / log, drop)
+    got = check(tokenless, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "invariant publish_within_lease was pass, is fail" in got.stdout, got.stdout
+    assert f"message {victim} was stored (from relay-1) without the claim token" in got.stdout
+
+    # A line the bridge wrote late keeps its token and is held to its claim
+    # only: an hour late, it still passes; under a token no claim holds, not.
+    late = doctored(tmp_path, out, "late")
+
+    def delay(recs):
+        for x in recs:
+            if x.get("event") == "publish" and x.get("message_id") == victim:
+                x.pop("stored_us", None)
+                x["ts_us"] += 3600 * 1000000
+                x["ts_late"] = True
+        return recs
+    rewrite_lines(late / sc["dir"] / log, delay)
+    got = check(late, pg_cluster)
+    assert got.returncode == 0, got.stdout + got.stderr
+
+    def forge(recs):
+        for x in delay(recs):
+            if x.get("event") == "publish" and x.get("message_id") == victim:
+                x["claim_token"] = "00000000-0000-4000-8000-00000000f00d"
+        return recs
+    forged = doctored(tmp_path, out, "forged")
+    rewrite_lines(forged / sc["dir"] / log, forge)
+    got = check(forged, pg_cluster)
+    assert got.returncode == 1 and "which no committed claim of that row holds" in got.stdout, \
+        got.stdout + got.stderr
