@@ -13,18 +13,9 @@
 
 /* ---- counts and classification ------------------------------------------ */
 
-void chk_counts(struct chk_ctx *c)
+void chk_count_broker_log(struct chk_ctx *c)
 {
     struct chk_result *res = c->res;
-    const struct scenario *sc = c->in->sc;
-    res->payments = chk_query_long(c, "SELECT count(*) FROM payments", 0, NULL);
-    res->outbox_rows = c->nrows;
-    for (int i = 0; i < c->nrows; i++) {
-        res->published += c->rows[i].published;
-        res->dead_lettered += c->rows[i].dead;
-        if (c->rows[i].attempts > res->max_attempts)
-            res->max_attempts = c->rows[i].attempts;
-    }
     const cJSON *ev;
     cJSON_ArrayForEach(ev, c->in->broker_events) {
         const char *n = ev_name(ev);
@@ -39,6 +30,22 @@ void chk_counts(struct chk_ctx *c)
                 res->redeliveries++;
         }
     }
+}
+
+void chk_counts(struct chk_ctx *c)
+{
+    struct chk_result *res = c->res;
+    const struct scenario *sc = c->in->sc;
+    res->payments = chk_query_long(c, "SELECT count(*) FROM payments", 0, NULL);
+    res->outbox_rows = c->nrows;
+    for (int i = 0; i < c->nrows; i++) {
+        res->published += c->rows[i].published;
+        res->dead_lettered += c->rows[i].dead;
+        if (c->rows[i].attempts > res->max_attempts)
+            res->max_attempts = c->rows[i].attempts;
+    }
+    chk_count_broker_log(c);
+    const cJSON *ev;
     long dup_events = 0, gap_events = 0;
     for (int p = 0; p < sc->nprocs; p++) {
         if (sc->procs[p].kind != SC_CONSUMER || c->in->proc_events[p] == NULL)

@@ -190,6 +190,9 @@ void inv_one_payment_per_key(struct chk_ctx *c);
 /* The counts of result.json into c->res, but republished_same_id, which
  * republish_same_payload counts. */
 void chk_counts(struct chk_ctx *c);
+/* The broker log's publishes (stored and refused), deliveries and
+ * redeliveries into c->res. */
+void chk_count_broker_log(struct chk_ctx *c);
 /* Every outbox event into exactly one class (checker.h) in c->res. */
 void chk_classify(struct chk_ctx *c);
 

@@ -247,20 +247,7 @@ static void target_counts(struct chk_ctx *c, const char *const *groups, int ngro
     res->effects = chk_query_long(c, "SELECT count(*) FROM cw_target_effects", 0, NULL);
     res->payments = chk_query_long(c, "SELECT count(DISTINCT aggregate_id)"
                                    " FROM cw_target_outbox", 0, NULL);
-    const cJSON *ev;
-    cJSON_ArrayForEach(ev, c->in->broker_events) {
-        const char *n = ev_name(ev);
-        if (strcmp(n, "publish") == 0) {
-            if (chk_publish_stored(ev))
-                res->publishes++;
-            else
-                res->publishes_refused++;
-        } else if (strcmp(n, "deliver") == 0) {
-            res->deliveries++;
-            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "redelivered")))
-                res->redeliveries++;
-        }
-    }
+    chk_count_broker_log(c);
     /* Each message: the fewest and the most effects any group has of it. */
     for (int g = 0; g < ngroups; g++) {
         const char *p[1] = { groups[g] };
