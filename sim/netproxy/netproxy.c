@@ -102,8 +102,8 @@ struct link {
     int nfaults;
     int kill_now;                /* reset or down: act on the open connections */
     struct np_stats stats;
-    struct np_firing fired[NP_MAX_FIRINGS];
-    int nfired;
+    struct np_firing fired[NP_MAX_FIRINGS];  /* the last ones, a ring */
+    long long nfired;                        /* every firing so far */
 };
 
 struct netproxy {
@@ -469,16 +469,14 @@ static void window_fire(struct conn *c, struct np_fault *f, int idx)
     l->cuts_left[idx]--;
     l->stats.windows++;
     int e = kill(f->pid, f->action == NP_ACTION_PAUSE ? SIGSTOP : SIGKILL) == 0 ? 0 : errno;
-    if (l->nfired < NP_MAX_FIRINGS) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        struct np_firing *fr = &l->fired[l->nfired++];
-        fr->ts_us = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-        fr->frame = f->frame;
-        fr->action = f->action;
-        fr->pid = f->pid;
-        fr->signal_errno = e;
-    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct np_firing *fr = &l->fired[l->nfired++ % NP_MAX_FIRINGS];
+    fr->ts_us = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    fr->frame = f->frame;
+    fr->action = f->action;
+    fr->pid = f->pid;
+    fr->signal_errno = e;
     if (f->action == NP_ACTION_PAUSE) {
         c->hold_pid = f->pid;
         c->hold_stopped = 0;
@@ -1029,9 +1027,11 @@ int netproxy_firings(netproxy *np, const char *name, struct np_firing *out, int 
 {
     pthread_mutex_lock(&np->lock);
     struct link *l = find_link(np, name);
-    int n = l == NULL ? -1 : l->nfired < max ? l->nfired : max;
+    long long kept = l == NULL ? 0 : l->nfired < NP_MAX_FIRINGS ? l->nfired : NP_MAX_FIRINGS;
+    int n = l == NULL ? -1 : kept < max ? (int)kept : max;
+    /* the most recent n, oldest first */
     for (int i = 0; i < n; i++)
-        out[i] = l->fired[i];
+        out[i] = l->fired[(l->nfired - n + i) % NP_MAX_FIRINGS];
     pthread_mutex_unlock(&np->lock);
     return n;
 }

@@ -183,8 +183,9 @@ struct np_firing {
     int signal_errno;        /* 0, or kill(2)'s errno */
 };
 
-/* The first max firings of link name's windows into out (a link keeps its
- * first NP_MAX_FIRINGS).  The count, or -1 when no such link. */
+/* The last max firings of link name's windows into out, oldest first (a
+ * link keeps its last NP_MAX_FIRINGS; np_stats.windows counts them all).
+ * The count, or -1 when no such link. */
 #define NP_MAX_FIRINGS 32
 int netproxy_firings(netproxy *np, const char *name, struct np_firing *out, int max);
 
