@@ -334,6 +334,37 @@ def test_window_kill_is_counted_where_a_fault_is(tmp_path, pg_cluster):
     assert stats["windows"] == 1
 
 
+def test_window_follows_its_process_across_a_restart(tmp_path, pg_cluster):
+    """times 2: the runner gives the proxy the restarted API's pid, so the
+    second firing kills the new incarnation, not a pid that is gone."""
+    lost = lambda key: {"do": "http", "name": key, "method": "POST", "path": "/payments",
+                        "key": key, "body": {"amount": "7.00", "currency": "EUR"}}
+    path = scenario(tmp_path, "twicewindow", [
+        {"do": "net", "link": "api->pg", "fault": "window", "frame": "commit_complete",
+         "action": "kill", "times": 2},
+        lost("t-tw-1"),
+        {"do": "wait", "until": "exited", "proc": "api", "timeout_ms": 5000},
+        {"do": "restart", "proc": "api"},
+        lost("t-tw-2"),
+        {"do": "wait", "until": "exited", "proc": "api", "timeout_ms": 5000},
+        {"do": "restart", "proc": "api"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000}],
+        expect=[{"check": "http_status", "request": "t-tw-1", "equals": 0},
+                {"check": "http_status", "request": "t-tw-2", "equals": 0},
+                {"check": "payments", "equals": 2}])
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out))
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout[-3000:] + r.stderr[-2000:]
+    runner = [json.loads(line) for line in
+              (out / sc["dir"] / "runner.events.jsonl").read_text().splitlines()]
+    starts = [e["target_pid"] for e in runner
+              if e["event"] in ("start", "restart") and e["target"] == "api"]
+    kills = [e["target_pid"] for e in runner if e["event"] == "kill" and e.get("why") == "window"]
+    assert kills == starts[:2], (starts, kills)
+    assert len(sc["faults_fired"]) == 2
+
+
 # A client of its own: BEGIN, INSERT, COMMIT through the link, then a line.
 CLIENT = """
 import sys, psycopg
@@ -379,6 +410,16 @@ def test_window_kills_the_client_after_the_server_committed(proxied):
     st = proxy.stats()
     assert st["windows"] == 1 and st["fired"][0]["frame"] == "commit_complete"
     assert st["fired"][0]["pid"] == child.pid and "signal_error" not in st["fired"][0]
+
+
+def test_window_kills_the_client_before_the_server_sees_its_commit(proxied):
+    proxy, direct_ci, table, _ = proxied
+    child = window_client(proxied, "commit", "kill")
+    out, err = child.communicate(timeout=20)
+    assert child.returncode == -signal.SIGKILL, (out, err)
+    # the server saw the client vanish inside its transaction: rolled back
+    assert rows(direct_ci, table) == 0
+    assert proxy.stats()["fired"][0]["frame"] == "commit"
 
 
 def test_window_pause_holds_the_commit_until_the_client_runs(proxied):
