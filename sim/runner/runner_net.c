@@ -581,7 +581,7 @@ void runner_net_print_keep(const struct sctx *s)
            "'{\"op\":\"set\",\"link\":\"%s->%s\",\"fault\":\"blackhole\",\"ms\":5000}'\n",
            (int)s->net.proxy.pid, s->run->exe_netproxy, s->net.proxy_sock, proc, peer);
     printf("        ({\"op\":\"links\"} lists them, {\"op\":\"clear\",\"link\":...} ends a "
-           "fault, {\"op\":\"stats\"} counts bytes and cuts)\n");
+           "fault, {\"op\":\"stats\"} counts bytes, cuts and windows)\n");
 }
 
 int runner_net_check(struct sctx *s)
