@@ -10,11 +10,24 @@
  *
  * The faults of a link sit behind the proxy's mutex: the daemon's control
  * thread writes them, the loop reads them once per pass and on every chunk.  A
- * pipe wakes the loop when they change. */
+ * pipe wakes the loop when they change.
+ *
+ * Windows: every PostgreSQL and AMQP connection is scanned both ways
+ * (np_wire, netproxy_frames.c), so that a window set on a live connection
+ * knows where frames begin.  While a window is armed in a direction, the
+ * bytes of a frame that may still turn out to be its frame wait in the
+ * direction's stash until the scanner decides; when a window fires, the
+ * stash keeps everything from the frame's first byte on ("held").  A kill
+ * drops it and closes the connection once what came before has gone out; a
+ * pause keeps it until the process is seen running again (the loop reads
+ * its state in /proc every few milliseconds), then passes it.  Releasing
+ * at the resume rather than right after SIGSTOP is what keeps a frame the
+ * client sent from reaching the server while the client is stopped. */
 #include "netproxy.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -32,6 +45,8 @@
 #define MAX_FAULTS 4
 #define QUEUE_CAP (256 * 1024)
 #define READ_MAX 65536
+#define HOLD_POLL_MS 5       /* how often a paused window looks at its process */
+#define HOLD_STOP_MS 1000    /* a process never seen stopped in this long is running */
 
 struct chunk {
     struct chunk *next;
@@ -53,6 +68,11 @@ struct dir {
     int cut;                 /* a cut fired: this direction swallows everything */
     struct np_pgscan pg;
     struct np_linescan lines;
+    unsigned char *stash;    /* read, not passed yet: an undecided frame, or held */
+    size_t stashlen, stashcap;
+    long long stash_at;      /* the stream offset of stash[0] */
+    long long stash_gap;     /* heartbeats taken out of the held stash after stash[0] */
+    int held;                /* a window fired: nothing passes but heartbeats */
 };
 
 struct conn {
@@ -63,6 +83,11 @@ struct conn {
     int reset_after[2];      /* a cut with reset: reset once direction i drained */
     int commit_seen;         /* cut commit: the answer to drop is the next one */
     int dead;
+    struct np_wire wire;     /* the frames both ways, for the windows */
+    int hold_pid;            /* a paused window holds this connection for it */
+    int hold_stopped;        /* it was seen stopped */
+    int64_t hold_since;      /* mono ms: when it fired */
+    int close_after[2];      /* a kill: close once direction i drained */
 };
 
 struct link {
@@ -72,10 +97,13 @@ struct link {
     char upstream[160];
     struct np_fault faults[MAX_FAULTS];
     int64_t until[MAX_FAULTS];   /* mono ms; 0: no end */
-    int cuts_left[MAX_FAULTS];
+    int cuts_left[MAX_FAULTS];   /* cut, window: firings left */
+    int skip_left[MAX_FAULTS];   /* window: matching frames still to let pass */
     int nfaults;
     int kill_now;                /* reset or down: act on the open connections */
     struct np_stats stats;
+    struct np_firing fired[NP_MAX_FIRINGS];  /* the last ones, a ring */
+    long long nfired;                        /* every firing so far */
 };
 
 struct netproxy {
@@ -161,11 +189,13 @@ static void expire_faults(struct link *l, int64_t now)
 {
     for (int i = 0; i < l->nfaults;) {
         if ((l->until[i] > 0 && now >= l->until[i]) ||
-            (l->faults[i].kind == NP_CUT && l->cuts_left[i] <= 0)) {
+            ((l->faults[i].kind == NP_CUT || l->faults[i].kind == NP_WINDOW) &&
+             l->cuts_left[i] <= 0)) {
             l->nfaults--;
             l->faults[i] = l->faults[l->nfaults];
             l->until[i] = l->until[l->nfaults];
             l->cuts_left[i] = l->cuts_left[l->nfaults];
+            l->skip_left[i] = l->skip_left[l->nfaults];
         } else {
             i++;
         }
@@ -194,6 +224,9 @@ static void conn_close(struct conn *c, int reset)
         }
         c->d[i].head = c->d[i].tail = NULL;
         c->d[i].queued = 0;
+        free(c->d[i].stash);
+        c->d[i].stash = NULL;
+        c->d[i].stashlen = c->d[i].stashcap = 0;
     }
     c->dead = 1;
 }
@@ -239,6 +272,7 @@ static void accept_one(struct netproxy *np, struct link *l)
     c->d[1].to = 0;
     c->d[0].sink = sfd;
     c->d[1].sink = cfd;
+    np_wire_init(&c->wire, l->proto);
     c->next = np->conns;
     np->conns = c;
 }
@@ -366,6 +400,201 @@ static size_t cut_scan(struct conn *c, int di, const unsigned char *buf, size_t 
     return n;
 }
 
+/* ---- windows ------------------------------------------------------------- */
+
+/* Whether a window of link l waits for a frame travelling in direction di.
+ * Lock held. */
+static int window_armed(const struct link *l, int di)
+{
+    for (int i = 0; i < l->nfaults; i++)
+        if (l->faults[i].kind == NP_WINDOW && l->cuts_left[i] > 0 &&
+            np_frame_dir(l->faults[i].frame) == di)
+            return 1;
+    return 0;
+}
+
+/* Appends n bytes that begin at stream offset at to d's stash.  0, or -1
+ * when out of memory. */
+static int stash_put(struct dir *d, long long at, const unsigned char *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (d->stashlen == 0) {
+        d->stash_at = at;
+        d->stash_gap = 0;
+    }
+    if (d->stashlen + n > d->stashcap) {
+        size_t cap = d->stashcap ? d->stashcap * 2 : 256;
+        while (cap < d->stashlen + n)
+            cap *= 2;
+        unsigned char *grown = realloc(d->stash, cap);
+        if (grown == NULL)
+            return -1;
+        d->stash = grown;
+        d->stashcap = cap;
+    }
+    memcpy(d->stash + d->stashlen, p, n);
+    d->stashlen += n;
+    return 0;
+}
+
+/* Moves the stash's bytes [from, to) (stream offsets, at or after every
+ * heartbeat taken out before) to out + *o. */
+static void stash_move(struct dir *d, long long from, long long to, unsigned char *out,
+                       size_t *o)
+{
+    long long a = from - d->stash_at - d->stash_gap, b = to - d->stash_at - d->stash_gap;
+    if (a < 0)
+        a = 0;
+    if (b > (long long)d->stashlen)
+        b = (long long)d->stashlen;
+    if (b <= a)
+        return;
+    size_t k = (size_t)(b - a);
+    memcpy(out + *o, d->stash + a, k);
+    *o += k;
+    memmove(d->stash + a, d->stash + a + k, d->stashlen - (size_t)a - k);
+    d->stashlen -= k;
+    if (a == 0)
+        d->stash_at += (long long)k; /* from the front: never while a heartbeat is out */
+    else
+        d->stash_gap += (long long)k;
+}
+
+/* Records a firing of window f of link l, sends its signal and, for a
+ * pause, makes c wait for the process.  Lock held. */
+static void window_fire(struct conn *c, struct np_fault *f, int idx)
+{
+    struct link *l = c->link;
+    l->cuts_left[idx]--;
+    l->stats.windows++;
+    int e = kill(f->pid, f->action == NP_ACTION_PAUSE ? SIGSTOP : SIGKILL) == 0 ? 0 : errno;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct np_firing *fr = &l->fired[l->nfired++ % NP_MAX_FIRINGS];
+    fr->ts_us = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    fr->frame = f->frame;
+    fr->action = f->action;
+    fr->pid = f->pid;
+    fr->signal_errno = e;
+    if (f->action == NP_ACTION_PAUSE) {
+        c->hold_pid = f->pid;
+        c->hold_stopped = 0;
+        c->hold_since = mono_ms();
+    }
+}
+
+/* The window of c's link that frame hit fires, if any: its action, or -1
+ * (none waits for it, or it let the frame pass as one to skip).  Lock held. */
+static int window_match(struct conn *c, int di, const struct np_hit *hit)
+{
+    struct link *l = c->link;
+    (void)di; /* a frame travels one way: its window's */
+    for (int i = 0; i < l->nfaults; i++) {
+        struct np_fault *f = &l->faults[i];
+        if (f->kind != NP_WINDOW || (int)f->frame != hit->frame || l->cuts_left[i] <= 0)
+            continue;
+        if (l->skip_left[i] > 0) {
+            l->skip_left[i]--;
+            return -1;
+        }
+        window_fire(c, f, i);
+        return f->action;
+    }
+    return -1;
+}
+
+/* The windows on n bytes just read in direction di: what may pass now into
+ * out (room for the stash and n), the rest kept in the stash.  Returns 1
+ * when a kill fired (what follows the frame is dropped), else 0.  Lock
+ * held. */
+static int window_filter(struct conn *c, int di, const unsigned char *buf, size_t n,
+                         unsigned char *out, size_t *outlen)
+{
+    struct dir *d = &c->d[di];
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        struct np_hit hit;
+        long long at = c->wire.s[di].pos;
+        size_t k = np_wire_feed(&c->wire, di, buf + i, n - i, &hit);
+        if (stash_put(d, at, buf + i, k) < 0) {
+            /* no memory to hold: the bytes pass, the window may miss */
+            stash_move(d, d->stash_at, at, out, &o);
+            memcpy(out + o, buf + i, k);
+            o += k;
+            i += k;
+            continue;
+        }
+        i += k;
+        /* a frame whose first bytes passed already cannot be held */
+        int whole = hit.at >= d->stash_at && d->stashlen > 0;
+        if (hit.frame == NP_FRAME_HEARTBEAT && d->held && whole) {
+            stash_move(d, hit.at, hit.end, out, &o);
+        } else if (hit.frame >= 0 && hit.frame != NP_FRAME_HEARTBEAT && !d->held && whole) {
+            int action = window_match(c, di, &hit);
+            if (action >= 0) {
+                stash_move(d, d->stash_at, hit.at, out, &o);
+                d->held = 1;
+                if (action == NP_ACTION_KILL) {
+                    d->stashlen = 0;
+                    *outlen = o;
+                    return 1;
+                }
+            }
+        }
+        if (!d->held)
+            stash_move(d, d->stash_at, np_wire_safe(&c->wire, di), out, &o);
+    }
+    *outlen = o;
+    return 0;
+}
+
+/* Keeps the scanner of direction di in step with bytes that pass
+ * unfiltered (no window waits on that direction). */
+static void window_follow(struct conn *c, int di, const unsigned char *buf, size_t n)
+{
+    struct np_hit hit;
+    for (size_t i = 0; i < n;)
+        i += np_wire_feed(&c->wire, di, buf + i, n - i, &hit);
+}
+
+/* A paused window's connection: dropped and closed when its process is
+ * gone, released when it runs again.  Lock held. */
+static void hold_check(struct netproxy *np, struct conn *c, int64_t now)
+{
+    char path[64], stat[256] = "";
+    snprintf(path, sizeof(path), "/proc/%d/stat", c->hold_pid);
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        if (fgets(stat, sizeof(stat), f) == NULL)
+            stat[0] = '\0';
+        fclose(f);
+    }
+    const char *paren = strrchr(stat, ')');
+    char state = paren != NULL && paren[1] == ' ' ? paren[2] : 0;
+    if (state == 0 || state == 'Z' || state == 'X') {
+        conn_close(c, 0); /* the process died holding: what it had not read is gone */
+        return;
+    }
+    if (state == 'T' || state == 't') {
+        c->hold_stopped = 1;
+        return;
+    }
+    if (!c->hold_stopped && now - c->hold_since < HOLD_STOP_MS)
+        return; /* SIGSTOP not delivered yet */
+    c->hold_pid = 0;
+    for (int di = 0; di < 2; di++) {
+        struct dir *d = &c->d[di];
+        if (!d->held)
+            continue;
+        d->held = 0;
+        shape(np, c, di, d->stash, d->stashlen, now);
+        d->sent += (long long)d->stashlen;
+        d->stash_at += (long long)d->stashlen;
+        d->stashlen = 0;
+    }
+}
+
 /* Reads what direction di's source has and queues it.  Returns -1 when the
  * connection must close (reset set when it must be reset). */
 static int pump_in(struct netproxy *np, struct conn *c, int di, int64_t now, int *reset)
@@ -377,6 +606,14 @@ static int pump_in(struct netproxy *np, struct conn *c, int di, int64_t now, int
         return errno == EAGAIN || errno == EINTR ? 0 : (*reset = 1, -1);
     if (got == 0) {
         d->eof = 1;
+        pthread_mutex_lock(&np->lock);
+        if (!d->held && d->stashlen > 0 && !d->cut) {
+            /* an undecided frame that will never end: it passes as it is */
+            shape(np, c, di, d->stash, d->stashlen, now);
+            d->stash_at += (long long)d->stashlen;
+            d->stashlen = 0;
+        }
+        pthread_mutex_unlock(&np->lock);
         return 0;
     }
     size_t n = (size_t)got;
@@ -387,9 +624,31 @@ static int pump_in(struct netproxy *np, struct conn *c, int di, int64_t now, int
     else
         l->stats.bytes_down += (long long)n;
     int rc = 0;
+    unsigned char *filtered = NULL;
+    const unsigned char *pass_buf = buf;
+    if (!d->cut && (d->held || d->stashlen > 0 || window_armed(l, di))) {
+        filtered = malloc(d->stashlen + n);
+        size_t len = 0;
+        if (filtered == NULL) {
+            window_follow(c, di, buf, n); /* no memory to hold: the window may miss */
+        } else if (window_filter(c, di, buf, n, filtered, &len)) {
+            /* a kill: what came before the frame goes out, then the
+             * connection closes; nothing else passes either way */
+            shape(np, c, di, filtered, len, now);
+            d->sent += (long long)len;
+            c->d[0].cut = c->d[1].cut = 1;
+            c->close_after[di] = 1;
+            c->d[1 - di].stashlen = 0;
+        } else {
+            pass_buf = filtered;
+            n = len;
+        }
+    } else {
+        window_follow(c, di, buf, n);
+    }
     if (!d->cut) {
         int cut_reset = 0;
-        size_t pass = cut_scan(c, di, buf, n, &cut_reset);
+        size_t pass = cut_scan(c, di, pass_buf, n, &cut_reset);
         struct np_fault *lim = fault_on(l, NP_LIMIT_DATA, di);
         if (lim != NULL && d->sent + (long long)pass >= lim->limit_bytes) {
             pass = (size_t)(lim->limit_bytes - d->sent > 0 ? lim->limit_bytes - d->sent : 0);
@@ -397,13 +656,14 @@ static int pump_in(struct netproxy *np, struct conn *c, int di, int64_t now, int
             c->d[1 - di].eof = 1;
         }
         if (fault_on(l, NP_BLACKHOLE, di) == NULL) {
-            shape(np, c, di, buf, pass, now);
+            shape(np, c, di, pass_buf, pass, now);
             d->sent += (long long)pass;
         }
         if (cut_reset)
             c->reset_after[di] = 1; /* what came before the cut still goes out */
     }
     pthread_mutex_unlock(&np->lock);
+    free(filtered);
     return rc;
 }
 
@@ -425,7 +685,7 @@ static int pump_out(struct conn *c, int di, int64_t now)
             d->tail = NULL;
         free(ch);
     }
-    if (d->eof && d->head == NULL && !d->shut) {
+    if (d->eof && d->head == NULL && !d->held && !d->shut) {
         shutdown(c->fd[d->to], SHUT_WR);
         d->shut = 1;
     }
@@ -487,9 +747,12 @@ static void serve_conn(struct netproxy *np, struct conn *c, const struct pollfd 
             pump_in(np, c, di, now, &reset) < 0)
             conn_close(c, reset);
     }
-    for (int di = 0; di < 2 && !c->dead; di++)
+    for (int di = 0; di < 2 && !c->dead; di++) {
         if (pump_out(c, di, now) < 0 || (c->reset_after[di] && c->d[di].head == NULL))
             conn_close(c, 1);
+        else if (c->close_after[di] && c->d[di].head == NULL)
+            conn_close(c, 0); /* a window's kill: the peer sees the client vanish */
+    }
 }
 
 /* Fills one connection's two pollfds; the earliest due chunk into *wake. */
@@ -502,7 +765,7 @@ static void conn_pollfds(struct conn *c, struct pollfd *pf, int64_t *wake)
     }
     for (int di = 0; di < 2; di++) {
         struct dir *d = &c->d[di];
-        if (!d->eof && d->queued < QUEUE_CAP)
+        if (!d->eof && d->queued + d->stashlen < QUEUE_CAP)
             pf[d->from].events |= POLLIN;
         if (d->head != NULL) {
             pf[d->to].events |= POLLOUT;
@@ -543,11 +806,19 @@ static void *loop(void *arg)
         for (int i = 0; i < nlinks; i++)
             pf[1 + i] = (struct pollfd){ .fd = np->links[i].lfd, .events = POLLIN };
         size_t at = 1 + (size_t)nlinks;
+        int holding = 0;
+        pthread_mutex_lock(&np->lock);
+        for (struct conn *c = np->conns; c != NULL; c = c->next)
+            if (c->hold_pid > 0 && !c->dead) {
+                hold_check(np, c, now);
+                holding |= c->hold_pid > 0;
+            }
+        pthread_mutex_unlock(&np->lock);
         for (struct conn *c = np->conns; c != NULL; c = c->next, at += 2)
             conn_pollfds(c, pf + at, &wake);
-        int timeout = 200;
+        int timeout = holding ? HOLD_POLL_MS : 200;
         if (wake > 0)
-            timeout = wake <= now ? 0 : (int)(wake - now < 200 ? wake - now : 200);
+            timeout = wake <= now ? 0 : (int)(wake - now < timeout ? wake - now : timeout);
         /* Links added after this pass began are polled from the next one. */
         if (poll(pf, at, timeout) < 0 && errno != EINTR)
             break;
@@ -709,10 +980,18 @@ int netproxy_set(netproxy *np, const char *name, const struct np_fault *f, char 
     } else if (f->kind == NP_RESET) {
         l->kill_now = 1; /* an instant, not a state */
         rc = 0;
+    } else if (f->kind == NP_WINDOW && (f->pid <= 1 || f->pid == (int)getpid())) {
+        /* kill(0) or kill(-1) would reach far more than the link's client */
+        snprintf(err, errlen, "link %s: a window needs the pid of the process at the client "
+                 "end of the link, not %d", name, f->pid);
+    } else if (f->kind == NP_WINDOW && np_frame_proto(f->frame) != l->proto) {
+        snprintf(err, errlen, "link %s: frame %s is not of its protocol (%s)", name,
+                 np_frame_name(f->frame), np_proto_name(l->proto));
     } else {
         int slot = l->nfaults;
         for (int i = 0; i < l->nfaults; i++)
-            if (l->faults[i].kind == f->kind && l->faults[i].dir == f->dir)
+            if (l->faults[i].kind == f->kind && l->faults[i].dir == f->dir &&
+                (f->kind != NP_WINDOW || l->faults[i].frame == f->frame))
                 slot = i;
         if (slot == MAX_FAULTS) {
             snprintf(err, errlen, "link %s: at most %d faults at once", name, MAX_FAULTS);
@@ -720,6 +999,7 @@ int netproxy_set(netproxy *np, const char *name, const struct np_fault *f, char 
             l->faults[slot] = *f;
             l->until[slot] = f->ms > 0 ? mono_ms() + f->ms : 0;
             l->cuts_left[slot] = f->times > 0 ? f->times : 1;
+            l->skip_left[slot] = f->skip;
             if (slot == l->nfaults)
                 l->nfaults++;
             if (f->kind == NP_DOWN)
@@ -740,6 +1020,30 @@ int netproxy_clear(netproxy *np, const char *name)
         l->nfaults = 0;
     pthread_mutex_unlock(&np->lock);
     wake(np);
+    return l == NULL ? -1 : 0;
+}
+
+int netproxy_firings(netproxy *np, const char *name, struct np_firing *out, int max)
+{
+    pthread_mutex_lock(&np->lock);
+    struct link *l = find_link(np, name);
+    long long kept = l == NULL ? 0 : l->nfired < NP_MAX_FIRINGS ? l->nfired : NP_MAX_FIRINGS;
+    int n = l == NULL ? -1 : kept < max ? (int)kept : max;
+    /* the most recent n, oldest first */
+    for (int i = 0; i < n; i++)
+        out[i] = l->fired[(l->nfired - n + i) % NP_MAX_FIRINGS];
+    pthread_mutex_unlock(&np->lock);
+    return n;
+}
+
+int netproxy_set_pid(netproxy *np, const char *name, int pid)
+{
+    pthread_mutex_lock(&np->lock);
+    struct link *l = find_link(np, name);
+    for (int i = 0; l != NULL && pid > 1 && i < l->nfaults; i++)
+        if (l->faults[i].kind == NP_WINDOW)
+            l->faults[i].pid = pid;
+    pthread_mutex_unlock(&np->lock);
     return l == NULL ? -1 : 0;
 }
 

@@ -35,6 +35,35 @@
  *               link's packets with an nftables chain on its port, and only
  *               in a network namespace of the run's own, which the runner
  *               (sim/runner) makes for a run that has a partition step.
+ *   window      a crash window hit from the wire, times times (default 1),
+ *               after letting skip matching frames pass (default 0): when
+ *               frame passes, the link holds it and everything after it in
+ *               its direction, and kills (SIGKILL) or pauses (SIGSTOP,
+ *               action) the process at the client end of the link, whose
+ *               pid the runner gives (a scenario may not).  After a kill the
+ *               held bytes are dropped and the connection is closed: the
+ *               server sees the client vanish.  After a pause they are held
+ *               until the process runs again (it is resumed), then passed:
+ *               what the process had not sent yet the server has not seen,
+ *               whichever way the frame went.  AMQP heartbeats (frame type
+ *               8) pass meanwhile, both ways.  Frames that arrive while a
+ *               connection is held are not matched again.
+ *                 commit_complete (pg, server -> client) the server's
+ *                          CommandComplete 'C' "COMMIT": it committed, the
+ *                          client never learns it;
+ *                 commit   (pg, client -> server) the client's COMMIT
+ *                          ('Q', or the Parse of COMMIT onwards): the
+ *                          server never sees it, and rolls back;
+ *                 publish, ack, nack, reject (amqp, client -> broker) a
+ *                          basic.publish (held whole, from its method frame
+ *                          on, with its header and body frames) or a
+ *                          consumer's settlement;
+ *                 confirm, deliver (amqp, broker -> client) a basic.ack
+ *                          from the broker (it sends one only as a
+ *                          publisher confirm) or a basic.deliver.
+ *               A frame that began before the window was set is not
+ *               matched; a stream the scanner cannot read (TLS, bad
+ *               lengths) is forwarded unparsed and never fires a window.
  *   A fault set with ms > 0 ends by itself after ms milliseconds. */
 #ifndef CW_NETPROXY_H
 #define CW_NETPROXY_H
@@ -44,18 +73,27 @@
 #include <stdint.h>
 
 /* NP_BROKER speaks the fake broker's protocol (its cuts read its lines);
- * NP_AMQP is a RabbitMQ link, forwarded but never parsed: every fault but
- * the protocol-aware cuts. */
+ * NP_AMQP is a RabbitMQ link (AMQP 0-9-1): every fault but the cuts, and
+ * the windows on AMQP frames. */
 enum np_proto { NP_PG = 0, NP_BROKER, NP_AMQP };
 
 enum np_kind {
     NP_LATENCY = 0, NP_BANDWIDTH, NP_BLACKHOLE, NP_SLICER, NP_LIMIT_DATA,
-    NP_RESET, NP_DOWN, NP_CUT, NP_PARTITION, NP_KIND_COUNT
+    NP_RESET, NP_DOWN, NP_CUT, NP_PARTITION, NP_WINDOW, NP_KIND_COUNT
 };
 
 enum np_dir { NP_BOTH = 0, NP_UP, NP_DOWNSTREAM };
 enum np_cut_at { NP_CUT_COMMIT = 0, NP_CUT_CONFIRM, NP_CUT_ACK };
 enum np_then { NP_THEN_BLACKHOLE = 0, NP_THEN_RESET };
+
+/* The frames a window names (see FAULTS above), and the scanner's one
+ * more: a heartbeat, which is never a window's but passes a held stream. */
+enum np_frame {
+    NP_FRAME_COMMIT_COMPLETE = 0, NP_FRAME_COMMIT, NP_FRAME_PUBLISH, NP_FRAME_ACK,
+    NP_FRAME_NACK, NP_FRAME_REJECT, NP_FRAME_CONFIRM, NP_FRAME_DELIVER, NP_FRAME_COUNT,
+    NP_FRAME_HEARTBEAT = NP_FRAME_COUNT
+};
+enum np_action { NP_ACTION_KILL = 0, NP_ACTION_PAUSE };
 
 /* One fault as a scenario states it. */
 struct np_fault {
@@ -68,19 +106,33 @@ struct np_fault {
     long long limit_bytes;
     enum np_cut_at cut_after;
     enum np_then then;
-    int times;               /* cut: how many cuts; default 1 */
+    int times;               /* cut, window: how many firings; default 1 */
+    enum np_frame frame;     /* window */
+    enum np_action action;
+    int skip;                /* window: matching frames let pass first */
+    int pid;                 /* window: the client's process (the runner's, never a
+                              * scenario's: np_fault_parse refuses it) */
 };
 
 /* Names, for messages and the report. */
 const char *np_kind_name(enum np_kind k);
 const char *np_proto_name(enum np_proto p);
+const char *np_frame_name(enum np_frame f);
+const char *np_action_name(enum np_action a);
+
+/* The protocol a frame belongs to (NP_PG or NP_AMQP) and the direction it
+ * travels: 0 client -> server, 1 server -> client. */
+enum np_proto np_frame_proto(enum np_frame f);
+int np_frame_dir(enum np_frame f);
 
 /* Reads a fault from a JSON object ("fault", "direction", "ms",
  * "latency_ms", "jitter_ms", "rate_kbps", "slice_bytes", "slice_delay_ms",
- * "limit_bytes", "cut_after", "then", "times"), for a link of protocol
- * proto.  Every field is checked: an unknown fault, a negative or absurd
- * value, a field the fault does not take, a cut on a link of the wrong
- * protocol.  0, or -1 with "FIELD: reason" in err. */
+ * "limit_bytes", "cut_after", "then", "times", "frame", "action", "skip"),
+ * for a link of protocol proto.  Every field is checked: an unknown fault,
+ * a negative or absurd value, a field the fault does not take, a cut or a
+ * window frame on a link of the wrong protocol, a "pid" (the daemon takes
+ * the runner's apart, see netproxy_main.c).  0, or -1 with "FIELD: reason"
+ * in err. */
 int np_fault_parse(const cJSON *obj, enum np_proto proto, struct np_fault *out,
                    char *err, size_t errlen);
 
@@ -114,11 +166,33 @@ int netproxy_set(netproxy *np, const char *name, const struct np_fault *f,
 int netproxy_clear(netproxy *np, const char *name);
 
 /* Counters of a link, for tests and the report: connections accepted,
- * bytes forwarded up and down, cuts fired.  -1 when no such link. */
+ * bytes forwarded up and down, cuts and windows fired.  -1 when no such
+ * link. */
 struct np_stats {
-    long long accepted, bytes_up, bytes_down, cuts, resets;
+    long long accepted, bytes_up, bytes_down, cuts, resets, windows;
 };
 int netproxy_stats(netproxy *np, const char *name, struct np_stats *out);
+
+/* One firing of a window: when (wall clock, microseconds), at which frame,
+ * what was done to which process, and whether the signal reached it. */
+struct np_firing {
+    long long ts_us;
+    enum np_frame frame;
+    enum np_action action;
+    int pid;
+    int signal_errno;        /* 0, or kill(2)'s errno */
+};
+
+/* The last max firings of link name's windows into out, oldest first (a
+ * link keeps its last NP_MAX_FIRINGS; np_stats.windows counts them all).
+ * The count, or -1 when no such link. */
+#define NP_MAX_FIRINGS 32
+int netproxy_firings(netproxy *np, const char *name, struct np_firing *out, int max);
+
+/* The process at the client end of link name is now pid (the runner
+ * restarted it): every window of the link signals that one from now on.
+ * 0, or -1 when no such link. */
+int netproxy_set_pid(netproxy *np, const char *name, int pid);
 
 /* ---- the wire parsers (pure; exported for the unit tests) --------------- */
 
@@ -158,5 +232,57 @@ struct np_linescan {
  * fragment already passed is harmless, its line never completes), or -1
  * when no line of op is decided in these bytes. */
 long np_linescan_feed(struct np_linescan *sc, const char *op, const char *buf, size_t n);
+
+/* The frames of both directions of one connection, for the windows
+ * (netproxy_frames.c).  PostgreSQL: the client's startup packets, then
+ * typed messages both ways; the server answers each SSLRequest or
+ * GSSENCRequest with one untyped byte, which the client's side announces
+ * (answers_due).  AMQP 0-9-1: the client's 8-byte protocol header, then
+ * frames both ways.  A stream that breaks the protocol (a bad length, an
+ * unknown frame type, a missing frame end, TLS) is marked broken: from
+ * there its bytes pass unread and none is a hit.  Offsets count the bytes
+ * of one direction from the connection's start, so a frame is found at
+ * the same offset however its bytes are split into reads. */
+struct np_stream {
+    long long pos;           /* bytes fed so far */
+    long long frame_at;      /* where the current frame began */
+    unsigned char hdr[8];
+    int hdrlen;              /* header bytes collected of the current frame */
+    int started;             /* past the startup packets / protocol header */
+    int type;                /* current frame or message type */
+    long long left;          /* its bytes still to come (AMQP: with the frame end) */
+    unsigned char body[80];  /* the first bytes of a frame that may be a hit */
+    int bodylen;
+    int pending;             /* the current frame may be a hit, undecided */
+    int broken;
+};
+
+struct np_wire {
+    enum np_proto proto;
+    struct np_stream s[2];   /* 0 client -> server, 1 server -> client */
+    int answers_due;         /* pg: SSL/GSS requests the server has not answered */
+};
+
+/* A decided frame: a window's frame or a heartbeat, at stream offsets
+ * [at, end) (end known for heartbeats only: their frame is complete). */
+struct np_hit {
+    int frame;               /* enum np_frame, NP_FRAME_HEARTBEAT, or -1: none */
+    long long at, end;
+};
+
+/* A fresh scanner for a connection of protocol proto (NP_BROKER: reads
+ * nothing, finds nothing). */
+void np_wire_init(struct np_wire *w, enum np_proto proto);
+
+/* Feeds up to n bytes of direction dir.  Stops right after the byte that
+ * decides a hit (hit->frame >= 0) and returns how many bytes it took; with
+ * no hit it takes them all (hit->frame -1). */
+size_t np_wire_feed(struct np_wire *w, int dir, const unsigned char *buf, size_t n,
+                    struct np_hit *hit);
+
+/* The offset before which every byte of direction dir is decided: the
+ * start of a frame that may still turn out to be a hit, else everything
+ * fed. */
+long long np_wire_safe(const struct np_wire *w, int dir);
 
 #endif

@@ -7,9 +7,14 @@
  *       serves the links (NETNS: the namespace the run left, as
  *       /proc/self/ns/net named it; without it no partition is allowed); control frames on SOCK, one JSON line each:
  *         {"op":"links"}                    -> {"op":"links","links":[{name,bound}]}
- *         {"op":"set","link":L,"fault":...} -> {"op":"ok"}  (fields: netproxy.h)
+ *         {"op":"set","link":L,"fault":...} -> {"op":"ok"}  (fields: netproxy.h;
+ *                                              a window also takes "pid", the
+ *                                              link's client process)
+ *         {"op":"pid","link":L,"pid":N}     -> {"op":"ok"}  (the client restarted)
  *         {"op":"clear","link":L}           -> {"op":"ok"}
  *         {"op":"stats"}                    -> {"op":"stats","links":{L:{...}}}
+ *                                              (counters, and "fired": each
+ *                                              window's firing)
  *       errors: {"op":"error","error":"..."}.
  *   netproxy --control SOCK --send 'FRAME'
  *       sends one frame and prints the reply (exit 1 on an error reply).
@@ -134,6 +139,42 @@ static cJSON *ok_frame(const char *op)
     cJSON *f = cJSON_CreateObject();
     cJSON_AddStringToObject(f, "op", op);
     return f;
+}
+
+/* The "pid" of a control frame, taken out of it: 0 when absent, -1 with
+ * err when it is no process id. */
+static int take_pid(cJSON *f, char *err, size_t errlen)
+{
+    cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(f, "pid");
+    if (v == NULL)
+        return 0;
+    int pid = cJSON_IsNumber(v) && v->valuedouble > 1 && v->valuedouble < 1 << 22 &&
+              v->valuedouble == (double)(int)v->valuedouble ? (int)v->valuedouble : -1;
+    cJSON_Delete(v);
+    if (pid < 0)
+        snprintf(err, errlen, "pid: must be a process id (an integer above 1)");
+    return pid;
+}
+
+/* Each firing of link's windows, for the stats frame. */
+static cJSON *firings_json(netproxy *np, const char *link)
+{
+    struct np_firing fr[NP_MAX_FIRINGS];
+    int n = netproxy_firings(np, link, fr, NP_MAX_FIRINGS);
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        char ts[24];
+        snprintf(ts, sizeof(ts), "%lld", fr[i].ts_us);
+        cJSON_AddItemToObject(o, "ts_us", cJSON_CreateRaw(ts)); /* all its digits */
+        cJSON_AddStringToObject(o, "frame", np_frame_name(fr[i].frame));
+        cJSON_AddStringToObject(o, "action", np_action_name(fr[i].action));
+        cJSON_AddNumberToObject(o, "pid", fr[i].pid);
+        if (fr[i].signal_errno != 0)
+            cJSON_AddStringToObject(o, "signal_error", strerror(fr[i].signal_errno));
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
 }
 
 static struct cli_link *find(const char *name)
@@ -300,6 +341,8 @@ static cJSON *handle(netproxy *np, const char *text)
                 cJSON_AddNumberToObject(l, "bytes_down", (double)st.bytes_down);
                 cJSON_AddNumberToObject(l, "cuts", (double)st.cuts);
                 cJSON_AddNumberToObject(l, "resets", (double)st.resets);
+                cJSON_AddNumberToObject(l, "windows", (double)st.windows);
+                cJSON_AddItemToObject(l, "fired", firings_json(np, links[i].name));
                 cJSON_AddItemToObject(arr, links[i].name, l);
             } else {
                 cJSON_AddStringToObject(l, "name", links[i].name);
@@ -316,18 +359,37 @@ static cJSON *handle(netproxy *np, const char *text)
         netproxy_clear(np, ln->valuestring);
         partition_clear(find(ln->valuestring));
         out = ok_frame("ok");
+    } else if (strcmp(op->valuestring, "pid") == 0) {
+        int pid = take_pid(f, err, sizeof(err));
+        if (pid == 0)
+            snprintf(err, sizeof(err), "pid: missing");
+        out = pid <= 0 ? error_frame(err)
+                       : (netproxy_set_pid(np, ln->valuestring, pid), ok_frame("ok"));
     } else if (strcmp(op->valuestring, "set") == 0) {
         struct np_fault flt;
         struct cli_link *l = find(ln->valuestring);
         cJSON_DeleteItemFromObjectCaseSensitive(f, "op");
-        int rc = np_fault_parse(f, l->proto, &flt, err, sizeof(err));
+        /* The pid is the runner's to give, never a scenario's: it is taken
+         * out before the fault is read, which refuses one. */
+        int pid = take_pid(f, err, sizeof(err));
+        int rc = pid < 0 ? -1 : np_fault_parse(f, l->proto, &flt, err, sizeof(err));
+        if (rc == 0 && flt.kind == NP_WINDOW && pid == 0) {
+            snprintf(err, sizeof(err), "pid: required by fault window (the process at the "
+                     "client end of the link)");
+            rc = -1;
+        } else if (rc == 0 && flt.kind != NP_WINDOW && pid > 0) {
+            snprintf(err, sizeof(err), "pid: fault %s takes no such field",
+                     np_kind_name(flt.kind));
+            rc = -1;
+        }
+        flt.pid = rc == 0 ? pid : 0;
         if (rc == 0 && flt.kind == NP_PARTITION)
             rc = partition_set(l, &flt, err, sizeof(err));
         else if (rc == 0)
             rc = netproxy_set(np, ln->valuestring, &flt, err, sizeof(err));
         out = rc < 0 ? error_frame(err) : ok_frame("ok");
     } else {
-        out = error_frame("unknown op (links, set, clear, stats)");
+        out = error_frame("unknown op (links, set, pid, clear, stats)");
     }
     cJSON_Delete(f);
     return out;

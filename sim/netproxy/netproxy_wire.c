@@ -167,7 +167,7 @@ long np_linescan_feed(struct np_linescan *sc, const char *op, const char *buf, s
 
 static const char *const kind_names[NP_KIND_COUNT] = {
     "latency", "bandwidth", "blackhole", "slicer", "limit_data", "reset", "down", "cut",
-    "partition"
+    "partition", "window"
 };
 
 const char *np_kind_name(enum np_kind k)
@@ -183,7 +183,7 @@ const char *np_proto_name(enum np_proto p)
 /* The fields each kind takes besides fault, direction and ms. */
 static const char *const kind_fields[NP_KIND_COUNT] = {
     "latency_ms jitter_ms", "rate_kbps", "", "slice_bytes slice_delay_ms", "limit_bytes",
-    "", "", "cut_after then times", ""
+    "", "", "cut_after then times", "", "frame action times skip"
 };
 
 /* Whether field is a fault field that kind takes. */
@@ -268,6 +268,10 @@ static int numbers(const cJSON *obj, struct np_fault *f, char *err, size_t errle
         int_field(obj, "limit_bytes", 0, 1LL << 40, &v[6], err, errlen) < 0 ||
         int_field(obj, "times", 1, 1000, &v[7], err, errlen) < 0)
         return -1;
+    long long skip = 0;
+    if (int_field(obj, "skip", 0, 100000, &skip, err, errlen) < 0)
+        return -1;
+    f->skip = (int)skip;
     f->ms = (int)v[0];
     f->latency_ms = (int)v[1];
     f->jitter_ms = (int)v[2];
@@ -290,11 +294,24 @@ static int required(const cJSON *obj, enum np_proto proto, const struct np_fault
 {
     static const char *const need[NP_KIND_COUNT] = {
         "latency_ms", "rate_kbps", NULL, "slice_bytes", "limit_bytes", NULL, NULL, "cut_after",
-        NULL
+        NULL, "frame"
     };
     const char *n = need[f->kind];
     if (n != NULL && cJSON_GetObjectItemCaseSensitive(obj, n) == NULL) {
         snprintf(err, errlen, "%s: required by fault %s", n, np_kind_name(f->kind));
+        return -1;
+    }
+    if (f->kind == NP_WINDOW && cJSON_GetObjectItemCaseSensitive(obj, "action") == NULL) {
+        snprintf(err, errlen, "action: required by fault window (kill or pause)");
+        return -1;
+    }
+    if (f->kind == NP_WINDOW && np_frame_proto(f->frame) != proto) {
+        int amqp = np_frame_proto(f->frame) == NP_AMQP;
+        snprintf(err, errlen, "frame: %s is %s frame, and this is %s link%s",
+                 np_frame_name(f->frame), amqp ? "an AMQP" : "a PostgreSQL",
+                 proto == NP_PG ? "a pg" : proto == NP_AMQP ? "an AMQP (RabbitMQ)"
+                 : "a fake-broker", proto == NP_BROKER ? " (its lines are not AMQP frames: "
+                 "run with --broker rabbitmq)" : "");
         return -1;
     }
     if (f->kind != NP_CUT)
@@ -330,12 +347,17 @@ int np_fault_parse(const cJSON *obj, enum np_proto proto, struct np_fault *out,
             k = i;
     if (k < 0) {
         snprintf(err, errlen, "fault: %s%.40s%s is not a network fault (latency, bandwidth, "
-                 "blackhole, slicer, limit_data, reset, down, cut, partition)",
+                 "blackhole, slicer, limit_data, reset, down, cut, partition, window)",
                  cJSON_IsString(kind) ? "'" : "", cJSON_IsString(kind) ? kind->valuestring :
                  "missing or not a string", cJSON_IsString(kind) ? "'" : "");
         return -1;
     }
     f.kind = (enum np_kind)k;
+    if (cJSON_GetObjectItemCaseSensitive(obj, "pid") != NULL) {
+        snprintf(err, errlen, "pid: a fault names no process id: a window signals the process "
+                 "at the client end of its link, which the runner knows");
+        return -1;
+    }
     for (const cJSON *it = obj->child; it != NULL; it = it->next)
         if (!step_field(it->string) && !takes(f.kind, it->string)) {
             snprintf(err, errlen, "%.40s: fault %s takes no such field", it->string,
@@ -345,12 +367,19 @@ int np_fault_parse(const cJSON *obj, enum np_proto proto, struct np_fault *out,
     static const char *const dirs[] = { "both", "up", "down", NULL };
     static const char *const cuts[] = { "commit", "confirm", "ack", NULL };
     static const char *const thens[] = { "blackhole", "reset", NULL };
-    int d, c, t;
+    static const char *const frames[] = { "commit_complete", "commit", "publish", "ack", "nack",
+                                          "reject", "confirm", "deliver", NULL };
+    static const char *const actions[] = { "kill", "pause", NULL };
+    int d, c, t, fr, ac;
     if (numbers(obj, &f, err, errlen) < 0 ||
         enum_field(obj, "direction", dirs, 0, &d, err, errlen) < 0 ||
         enum_field(obj, "cut_after", cuts, 0, &c, err, errlen) < 0 ||
-        enum_field(obj, "then", thens, 0, &t, err, errlen) < 0)
+        enum_field(obj, "then", thens, 0, &t, err, errlen) < 0 ||
+        enum_field(obj, "frame", frames, 0, &fr, err, errlen) < 0 ||
+        enum_field(obj, "action", actions, 0, &ac, err, errlen) < 0)
         return -1;
+    f.frame = (enum np_frame)fr;
+    f.action = (enum np_action)ac;
     f.dir = (enum np_dir)d;
     f.cut_after = (enum np_cut_at)c;
     f.then = (enum np_then)t;
@@ -382,6 +411,14 @@ void np_fault_describe(const struct np_fault *f, char *out, size_t outlen)
     case NP_CUT:
         snprintf(what, sizeof(what), " after %s, then %s (x%d)", cuts[f->cut_after],
                  f->then == NP_THEN_RESET ? "reset" : "blackhole", f->times);
+        break;
+    case NP_WINDOW:
+        snprintf(what, sizeof(what), " at %s: %s the client (x%d", np_frame_name(f->frame),
+                 np_action_name(f->action), f->times);
+        if (f->skip > 0)
+            snprintf(what + strlen(what), sizeof(what) - strlen(what), ", after %d passed",
+                     f->skip);
+        snprintf(what + strlen(what), sizeof(what) - strlen(what), ")");
         break;
     default:
         break;

@@ -127,6 +127,11 @@ struct sctx_net {
     char proxy_sock[PATH_MAX];
     char link_broker[SC_MAX_PROCS][PATH_MAX];   /* "" when the process goes direct */
     char *link_db_env[SC_MAX_PROCS];            /* CW_DB through its link, or NULL */
+    int windows_set[SC_MAX_PROCS];              /* a window was set on its links: the
+                                                 * proxy learns each new pid */
+    cJSON *windows_fired;                       /* faults_fired entries of the windows */
+    int steps_through;                          /* the steps before it ran, net steps
+                                                 * among them (s->step is -1 after) */
 };
 
 /* runner_dbfault.c's: the clusters a "db" step acts on.  runner_scenario.c
@@ -343,8 +348,17 @@ const char *runner_db_env(const struct sctx *s, int idx);
 int runner_clock_env(const struct sctx *s, int idx, char (*buf)[160], const char **env,
                      int max);
 
-/* Executes a net step: sets or clears a fault on a link.  0 or -1. */
+/* Executes a net step: sets or clears a fault on a link (a window gets
+ * the pid of the link's process, which must run).  0 or -1. */
 int runner_net_step(struct sctx *s, const struct sc_step *st);
+
+/* Process idx has just been (re)started: a window set on one of its links
+ * signals the new pid from now on.  0 or -1 (recorded). */
+int runner_net_proc_started(struct sctx *s, int idx);
+
+/* The windows' firings as faults_fired entries (point "LINK/FRAME"), added
+ * to fired. */
+void runner_net_windows_fired(struct sctx *s, cJSON *fired);
 
 /* The heal's part: every fault the scenario set on a link is cleared now,
  * partitions included, instead of running out its duration; each link is
@@ -352,8 +366,10 @@ int runner_net_step(struct sctx *s, const struct sc_step *st);
  * answer). */
 void runner_net_clear_all(struct sctx *s);
 
-/* Logs each link's counters (net_stats events) and fails the scenario
- * when a cut it set never fired.  0 or -1 (recorded). */
+/* Logs each link's counters (net_stats events), each window's firing as
+ * the kill or pause it was (at the time it fired, aimed at the link's
+ * process), and fails the scenario when a cut or a window it set never
+ * fired.  0 or -1 (recorded). */
 int runner_net_check(struct sctx *s);
 
 /* When a scenario of the run has a partition fault: the run moves into a

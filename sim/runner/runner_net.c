@@ -8,7 +8,13 @@
  * multi-host connection string names two servers, which one link cannot
  * stand for, so its processes reach the servers directly.  The runner
  * itself, its metrics sampler and its checks always go direct: a fault on a
- * link must never blind the witness. */
+ * link must never blind the witness.
+ *
+ * A window (netproxy.h) kills or pauses the process at the client end of
+ * its link: the runner gives the proxy that process's pid with the fault,
+ * and again at each restart, since a scenario cannot know it.  The proxy,
+ * not the runner, sees the frame pass, so its firings are read back at the
+ * end (runner_net_check) and logged at the time they happened. */
 #include "runner_internal.h"
 
 #include "brokerctl.h"
@@ -270,6 +276,7 @@ int runner_netproxy_pid(struct sctx *s)
 
 void runner_net_free(struct sctx *s)
 {
+    cJSON_Delete(s->net.windows_fired);
     for (int i = 0; i < s->sc->nprocs; i++)
         free(s->net.link_db_env[i]);
 }
@@ -343,6 +350,12 @@ static cJSON *net_frame(const struct sc_step *st)
         cJSON_AddStringToObject(f, "then", n->then == NP_THEN_RESET ? "reset" : "blackhole");
         cJSON_AddNumberToObject(f, "times", n->times);
         break;
+    case NP_WINDOW:
+        cJSON_AddStringToObject(f, "frame", np_frame_name(n->frame));
+        cJSON_AddStringToObject(f, "action", np_action_name(n->action));
+        cJSON_AddNumberToObject(f, "times", n->times);
+        cJSON_AddNumberToObject(f, "skip", n->skip);
+        break;
     default:
         break;
     }
@@ -398,9 +411,20 @@ int runner_net_step(struct sctx *s, const struct sc_step *st)
     if ((pg && s->net.link_db_env[st->proc] == NULL) ||
         (!pg && s->net.link_broker[st->proc][0] == '\0'))
         return runner_fail(s, "net: %s has no link of its own in this scenario", st->link);
+    struct proc *p = &s->procs[st->proc];
+    int window = !st->net_clear && st->net.kind == NP_WINDOW;
+    if (s->step + 1 > s->net.steps_through)
+        s->net.steps_through = s->step + 1;
+    if (window && !proc_poll(p))
+        return runner_fail(s, "net %s: a window signals %s, which is not running", st->link,
+                           p->name);
     long long before = st->reconnect_within_ms > 0 ? link_accepted(s, st->link) : 0;
     int64_t t0 = cw_mono_ms();
     cJSON *f = net_frame(st);
+    if (window) {
+        cJSON_AddNumberToObject(f, "pid", p->pid);
+        s->net.windows_set[st->proc] = 1;
+    }
     char err[512];
     cJSON *reply = brokerctl_call(s->net.proxy_sock, f, "ok", 3000, err, sizeof(err));
     cJSON *ev = runner_rev_begin(s, st->net_clear ? "net_clear" : "net_fault");
@@ -412,12 +436,103 @@ int runner_net_step(struct sctx *s, const struct sc_step *st)
         cJSON_AddStringToObject(ev, "detail", what);
         cJSON_AddNumberToObject(ev, "ms", st->net.ms);
     }
+    if (window)
+        cJSON_AddNumberToObject(ev, "target_pid", p->pid);
     runner_rev_emit(s, ev);
     cJSON_Delete(f);
     if (reply == NULL)
         return runner_fail(s, "net %s: %s", st->link, err);
     cJSON_Delete(reply);
     return st->reconnect_within_ms > 0 ? await_reconnect(s, st, before, t0) : 0;
+}
+
+int runner_net_proc_started(struct sctx *s, int idx)
+{
+    if (!s->net.windows_set[idx] || s->net.proxy_sock[0] == '\0')
+        return 0;
+    static const char *const peers[] = { "pg", "broker" };
+    for (int i = 0; i < 2; i++) {
+        if (i == 0 ? s->net.link_db_env[idx] == NULL : s->net.link_broker[idx][0] == '\0')
+            continue; /* no link there: it goes direct */
+        char link[SC_NAME_MAX + 16], err[256];
+        snprintf(link, sizeof(link), "%s->%s", s->procs[idx].name, peers[i]);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "op", "pid");
+        cJSON_AddStringToObject(f, "link", link);
+        cJSON_AddNumberToObject(f, "pid", s->procs[idx].pid);
+        cJSON *reply = brokerctl_call(s->net.proxy_sock, f, "ok", 3000, err, sizeof(err));
+        cJSON_Delete(f);
+        if (reply == NULL)
+            return runner_fail(s, "netproxy: %s's new pid for %s: %s", s->procs[idx].name,
+                               link, err);
+        cJSON_Delete(reply);
+    }
+    return 0;
+}
+
+void runner_net_windows_fired(struct sctx *s, cJSON *fired)
+{
+    const cJSON *w;
+    cJSON_ArrayForEach(w, s->net.windows_fired)
+        cJSON_AddItemToArray(fired, cJSON_Duplicate(w, 1));
+}
+
+/* How many firings in a link's stats were at frame. */
+static int count_firings(const cJSON *stats, enum np_frame frame)
+{
+    int n = 0;
+    const cJSON *fr;
+    cJSON_ArrayForEach(fr, cJSON_GetObjectItemCaseSensitive(stats, "fired")) {
+        const char *fname = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fr, "frame"));
+        if (fname == NULL || strcmp(fname, np_frame_name(frame)) != 0)
+            continue;
+        n++;
+    }
+    return n;
+}
+
+/* Logs every firing of link's windows once: a runner event at the time it
+ * happened, shaped as the kill or pause it was (the report draws it so),
+ * and a faults_fired entry. */
+static void record_firings(struct sctx *s, const char *link, const cJSON *stats, int proc)
+{
+    if (s->net.windows_fired == NULL)
+        s->net.windows_fired = cJSON_CreateArray();
+    const cJSON *fr;
+    cJSON_ArrayForEach(fr, cJSON_GetObjectItemCaseSensitive(stats, "fired")) {
+        const char *frame = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fr, "frame"));
+        const char *action = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fr, "action"));
+        const cJSON *pid = cJSON_GetObjectItemCaseSensitive(fr, "pid");
+        const cJSON *ts = cJSON_GetObjectItemCaseSensitive(fr, "ts_us");
+        const cJSON *serr = cJSON_GetObjectItemCaseSensitive(fr, "signal_error");
+        if (frame == NULL || action == NULL || !cJSON_IsNumber(pid) || !cJSON_IsNumber(ts))
+            continue;
+        int pause = strcmp(action, "pause") == 0;
+        cJSON *ev = runner_rev_begin(s, pause ? "pause" : "kill");
+        cJSON_DeleteItemFromObjectCaseSensitive(ev, "ts_us"); /* when it fired, not now */
+        cJSON_DeleteItemFromObjectCaseSensitive(ev, "step");
+        cwlog_add_int64(ev, "ts_us", (int64_t)ts->valuedouble);
+        cJSON_AddStringToObject(ev, "target", s->procs[proc].name);
+        cJSON_AddNumberToObject(ev, "target_pid", pid->valuedouble);
+        cJSON_AddStringToObject(ev, "signal", pause ? "SIGSTOP" : "SIGKILL");
+        cJSON_AddStringToObject(ev, "why", "window");
+        cJSON_AddStringToObject(ev, "link", link);
+        cJSON_AddStringToObject(ev, "frame", frame);
+        if (cJSON_IsString(serr))
+            cJSON_AddStringToObject(ev, "signal_error", serr->valuestring);
+        runner_rev_emit(s, ev);
+        if (pause)
+            s->count.pauses++; /* a kill is counted when its exit is reaped */
+        char point[SC_NAME_MAX + 48];
+        snprintf(point, sizeof(point), "%s/%s", link, frame);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "point", point);
+        cJSON_AddStringToObject(o, "proc", s->procs[proc].name);
+        cJSON_AddStringToObject(o, "action", action);
+        cwlog_add_int64(o, "ts_us", (int64_t)ts->valuedouble);
+        cJSON_AddStringToObject(o, "link", link);
+        cJSON_AddItemToArray(s->net.windows_fired, o);
+    }
 }
 
 void runner_net_clear_all(struct sctx *s)
@@ -466,7 +581,7 @@ void runner_net_print_keep(const struct sctx *s)
            "'{\"op\":\"set\",\"link\":\"%s->%s\",\"fault\":\"blackhole\",\"ms\":5000}'\n",
            (int)s->net.proxy.pid, s->run->exe_netproxy, s->net.proxy_sock, proc, peer);
     printf("        ({\"op\":\"links\"} lists them, {\"op\":\"clear\",\"link\":...} ends a "
-           "fault, {\"op\":\"stats\"} counts bytes and cuts)\n");
+           "fault, {\"op\":\"stats\"} counts bytes, cuts and windows)\n");
 }
 
 int runner_net_check(struct sctx *s)
@@ -487,18 +602,41 @@ int runner_net_check(struct sctx *s)
         cJSON_AddStringToObject(ev, "link", l->string);
         const cJSON *f;
         cJSON_ArrayForEach(f, l)
-            cJSON_AddNumberToObject(ev, f->string, f->valuedouble);
+            if (cJSON_IsNumber(f)) /* the counters; the firings are logged below */
+                cJSON_AddNumberToObject(ev, f->string, f->valuedouble);
         runner_rev_emit(s, ev);
     }
-    /* A cut that never fired means the run never reached the window the
-     * scenario is about: like an armed fault point that is never hit. */
-    int rc = 0;
-    for (int i = 0; i < s->sc->nsteps && i <= s->step; i++) {
+    /* Each link's firings once, though several steps set windows on it. */
+    for (int i = 0; i < s->net.steps_through; i++) {
         const struct sc_step *st = &s->sc->steps[i];
-        if (st->verb != V_NET || st->net_clear || st->net.kind != NP_CUT)
+        int first = 1;
+        for (int k = 0; k < i && first; k++)
+            first = !(s->sc->steps[k].verb == V_NET && !s->sc->steps[k].net_clear &&
+                      s->sc->steps[k].net.kind == NP_WINDOW &&
+                      strcmp(s->sc->steps[k].link, st->link) == 0);
+        if (st->verb == V_NET && !st->net_clear && st->net.kind == NP_WINDOW && first)
+            record_firings(s, st->link, cJSON_GetObjectItemCaseSensitive(links, st->link),
+                           st->proc);
+    }
+    /* A cut or a window that never fired means the run never reached the
+     * window the scenario is about: like an armed fault point that is
+     * never hit. */
+    int rc = 0;
+    for (int i = 0; i < s->net.steps_through; i++) {
+        const struct sc_step *st = &s->sc->steps[i];
+        if (st->verb != V_NET || st->net_clear ||
+            (st->net.kind != NP_CUT && st->net.kind != NP_WINDOW))
             continue;
-        const cJSON *cuts = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(links, st->link), "cuts");
+        const cJSON *stats = cJSON_GetObjectItemCaseSensitive(links, st->link);
+        if (st->net.kind == NP_WINDOW) {
+            if (count_firings(stats, st->net.frame) < 1 &&
+                !s->sc->faults_optional)
+                rc = runner_fail(s, "net window on %s at %s never fired: the run never "
+                                 "reached the window it is meant to test", st->link,
+                                 np_frame_name(st->net.frame));
+            continue;
+        }
+        const cJSON *cuts = cJSON_GetObjectItemCaseSensitive(stats, "cuts");
         if ((!cJSON_IsNumber(cuts) || cuts->valuedouble < 1) && !s->sc->faults_optional)
             rc = runner_fail(s, "net cut on %s never fired: the run never reached the "
                              "window it is meant to test", st->link);

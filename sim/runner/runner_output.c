@@ -282,6 +282,7 @@ void runner_collect_faults(struct sctx *s, struct outcome *oc)
         pe[i] = oc->proc_events[i] ? oc->proc_events[i] : empty;
     if (oc->checked)
         fault_report(s, pe, oc->fired, oc->not_hit);
+    runner_net_windows_fired(s, oc->fired); /* the proxy's windows fire outside the process */
     cJSON_Delete(empty);
     if (oc->checked && !sc->faults_optional && cJSON_GetArraySize(oc->not_hit) > 0)
         fail_not_hit(s, oc->not_hit);

@@ -107,6 +107,11 @@ const char *runner_fake_skip(const struct scenario *sc, char *why, size_t whylen
                      "link (--broker rabbitmq); the fake broker's links are Unix sockets");
             return why;
         }
+        if (st->verb == V_NET && st->net_peer == NP_BROKER && st->net.kind == NP_WINDOW) {
+            snprintf(why, whylen, "a window at an AMQP frame needs RabbitMQ (--broker "
+                     "rabbitmq); the fake broker's links carry its own lines");
+            return why;
+        }
     }
     return NULL;
 }

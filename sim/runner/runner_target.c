@@ -541,6 +541,9 @@ int runner_target_start_proc(struct sctx *s, int idx)
         return runner_fail(s, "%s", err);
     if (restart)
         s->count.restarts++;
+    /* A wire window on its links kills or pauses this incarnation. */
+    if (runner_net_proc_started(s, idx) < 0)
+        return -1;
     cJSON *ev = runner_rev_begin(s, restart ? "restart" : "start");
     cJSON_AddStringToObject(ev, "target", p->name);
     cJSON_AddNumberToObject(ev, "target_pid", p->pid);

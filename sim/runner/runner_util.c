@@ -450,6 +450,8 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     if (restart)
         s->count.restarts++;
     s->port[idx] = 0;
+    if (runner_net_proc_started(s, idx) < 0)
+        return -1;
     if (faults != NULL)
         arm_env_faults(s, idx, p->pid, faults);
     cJSON *ev = runner_rev_begin(s, restart ? "restart" : "start");

@@ -47,7 +47,10 @@
  * links of its own, "<proc>->pg" and "<proc>->broker" (sim/netproxy), and a
  * step {"do": "net", "link": "relay-1->pg", "fault": "blackhole", "ms": 3000}
  * sets a fault on one (netproxy.h lists the faults and their fields), or
- * {"do": "net", "link": ..., "clear": true} clears them.  A process may run
+ * {"do": "net", "link": ..., "clear": true} clears them.  A "window" fault
+ * is a crash window hit from the wire: at a named frame the proxy kills or
+ * pauses the link's process (the runner gives its pid; a scenario names
+ * none), and it must fire like an armed fault point.  A process may run
  * with a shifted or drifting clock: "clock": {"offset_s": -30, "rate": 1.5}
  * (libfaketime).  "db_deadline_ms" bounds each of its database calls
  * (CW_DB_DEADLINE_MS; src/core/pgx.h).

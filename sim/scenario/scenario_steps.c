@@ -484,7 +484,11 @@ static int parse_step_sleep(struct jv_ctx *v, const cJSON *s, const char *field,
 
 /* net: a fault on one process's link to PostgreSQL or the broker, or
  * "clear": true.  The link must name a declared process and a peer; the
- * fault is checked by netproxy's own parser (values, fields, protocol). */
+ * fault is checked by netproxy's own parser (values, fields, protocol).
+ * A window on a broker link names AMQP frames: it is read for an AMQP
+ * link, which the broker link is with RabbitMQ (runner_fake_skip skips it
+ * on the fake broker).  A window names no pid: the runner gives the
+ * process's. */
 static int parse_step_net(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                           const char *field, struct sc_step *st)
 {
@@ -519,7 +523,10 @@ static int parse_step_net(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
         return jv_only_fields(v, s, field, f);
     }
     char err[256];
-    if (np_fault_parse(s, st->net_peer, &st->net, err, sizeof(err)) < 0)
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(s, "fault");
+    int window = cJSON_IsString(kind) && strcmp(kind->valuestring, "window") == 0;
+    enum np_proto proto = window && st->net_peer == NP_BROKER ? NP_AMQP : st->net_peer;
+    if (np_fault_parse(s, proto, &st->net, err, sizeof(err)) < 0)
         return jv_err(v, field, "%s", err);
     if (jv_opt_int(v, s, "reconnect_within_ms", field, 1, 600000, &st->reconnect_within_ms) < 0)
         return -1;
@@ -532,6 +539,17 @@ static int parse_step_net(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
         if (st->net.cut_after == NP_CUT_CONFIRM && k == SC_CONSUMER)
             return jv_err(v, field, "cut_after: confirm is for a publisher's broker link, and "
                            "%s is a consumer", sc->procs[st->proc].name);
+    }
+    if (st->net.kind == NP_WINDOW) {
+        enum sc_kind k = sc->procs[st->proc].kind;
+        enum np_frame fr = st->net.frame;
+        int consumer_frame = fr == NP_FRAME_ACK || fr == NP_FRAME_NACK ||
+                             fr == NP_FRAME_REJECT || fr == NP_FRAME_DELIVER;
+        int publisher_frame = fr == NP_FRAME_PUBLISH || fr == NP_FRAME_CONFIRM;
+        if ((consumer_frame && k != SC_CONSUMER) || (publisher_frame && k != SC_RELAY))
+            return jv_err(v, field, "frame: %s passes on a %s's broker link, and %s is a%s %s",
+                           np_frame_name(fr), consumer_frame ? "consumer" : "relay",
+                           sc->procs[st->proc].name, k == SC_API ? "n" : "", sc_kind_name(k));
     }
     /* A partition of a broker link needs RabbitMQ's (TCP); the fake
      * broker's are Unix sockets: runner_fake_skip skips it there. */

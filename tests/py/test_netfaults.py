@@ -1,6 +1,7 @@
 """Network faults: the net step's validation, and the fault proxy on a live
 PostgreSQL link (pass-through, latency, a COMMIT cut after it reached the
-server, a blackhole that only a client-side deadline ends, --keep's hint).
+server, a blackhole that only a client-side deadline ends, --keep's hint,
+windows that kill or pause the link's client at a named frame).
 """
 # needs: pg
 import json
@@ -8,6 +9,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 import uuid
 
@@ -41,6 +43,21 @@ from cwtest import PIPELINE, binary, crashwindow, scenario, wait_for
      "steps[0]: cut_after: ack is for a consumer's broker link, and relay-1 is a relay"),
     ([{"do": "net", "link": "api->broker", "fault": "blackhole"}], None,
      "steps[0].link: the API does not talk to the broker: 'api->broker' carries nothing"),
+    ([{"do": "net", "link": "api->pg", "fault": "window", "frame": "commit_complete",
+       "action": "kill", "pid": 4242}], None,
+     "steps[0]: pid: a fault names no process id"),
+    ([{"do": "net", "link": "api->pg", "fault": "window", "frame": "publish", "action": "kill"}],
+     None, "steps[0]: frame: publish is an AMQP frame, and this is a pg link"),
+    ([{"do": "net", "link": "relay-1->broker", "fault": "window", "frame": "commit",
+       "action": "kill"}], None,
+     "steps[0]: frame: commit is a PostgreSQL frame, and this is an AMQP (RabbitMQ) link"),
+    ([{"do": "net", "link": "relay-1->broker", "fault": "window", "frame": "ack",
+       "action": "pause"}], None,
+     "steps[0]: frame: ack passes on a consumer's broker link, and relay-1 is a relay"),
+    ([{"do": "net", "link": "api->pg", "fault": "window", "frame": "commit"}], None,
+     "steps[0]: action: required by fault window (kill or pause)"),
+    ([{"do": "net", "link": "api->pg", "fault": "window", "frame": "commit", "action": "kill",
+       "times": 0}], None, "steps[0]: times: 0 is out of range 1..1000"),
     ([{"do": "net", "link": "api->pg", "clear": False}], None,
      "steps[0]: clear: must be true"),
     ([{"do": "net", "link": "api->pg", "fault": "latency", "latency_ms": 5,
@@ -83,9 +100,12 @@ def test_dry_run_describes_net_steps(tmp_path):
          "jitter_ms": 50, "direction": "up", "ms": 3000},
         {"do": "net", "link": "api->pg", "fault": "cut", "cut_after": "commit", "then": "reset"},
         {"do": "net", "link": "relay-1->pg", "fault": "blackhole", "reconnect_within_ms": 4000},
-        {"do": "net", "link": "relay-1->pg", "clear": True}])
+        {"do": "net", "link": "relay-1->pg", "clear": True},
+        {"do": "net", "link": "api->pg", "fault": "window", "frame": "commit", "action": "pause",
+         "times": 2, "skip": 1}])
     r = crashwindow("run", path, "--dry-run")
     assert r.returncode == 0, r.stderr
+    assert "net api->pg: window at commit: pause the client (x2, after 1 passed)" in r.stdout
     assert "net relay-1->pg: latency 200+-50 ms up for 3000 ms" in r.stdout
     assert "net api->pg: cut after commit, then reset (x1)" in r.stdout
     assert "relay-1 must reconnect within 4000 ms" in r.stdout
@@ -251,3 +271,187 @@ def test_slow_clocked_api_restarted_into_a_blackhole_gets_its_time(tmp_path, pg_
     restart = next(e for e in runner if e["event"] == "restart" and e["target"] == "api")
     after = next(e for e in runner if e["event"] == "step" and e["ts_us"] > restart["ts_us"])
     assert after["ts_us"] - restart["ts_us"] > 5_000_000, "the blackhole did hold the start up"
+
+
+def test_amqp_window_is_skipped_on_the_fake_broker(tmp_path):
+    path = scenario(tmp_path, "amqpwindow", [
+        {"do": "net", "link": "relay-1->broker", "fault": "window", "frame": "confirm",
+         "action": "kill"}])
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["scenarios"] == []
+    assert "a window at an AMQP frame needs RabbitMQ" in result["skipped"][0]["reason"]
+
+
+def test_window_that_never_fires_fails_the_scenario(tmp_path, pg_cluster):
+    """The relay commits in implicit transactions (a pipeline's Sync): no
+    CommandComplete COMMIT ever passes its link, so a window there never
+    fires, and the run never reached the window it is about."""
+    path = scenario(tmp_path, "deadwindow", [
+        {"do": "net", "link": "relay-1->pg", "fault": "window", "frame": "commit_complete",
+         "action": "kill"},
+        {"do": "payments", "count": 2, "key_prefix": "t-deadwin"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000}])
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out))
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    assert r.returncode == 1 and sc["verdict"] == "fail", r.stdout + r.stderr
+    assert "net window on relay-1->pg at commit_complete never fired" in sc["error"]
+    assert sc["faults_fired"] == []
+
+
+def test_window_kill_is_counted_where_a_fault_is(tmp_path, pg_cluster):
+    """A window's firing is a fault fired (result.json and the totals) and a
+    kill of the link's process on the runner's timeline, at the time the
+    proxy fired it, with the pid the runner gave."""
+    path = scenario(tmp_path, "killwindow", [
+        {"do": "net", "link": "api->pg", "fault": "window", "frame": "commit_complete",
+         "action": "kill"},
+        {"do": "http", "name": "lost", "method": "POST", "path": "/payments", "key": "t-kw",
+         "body": {"amount": "5.00", "currency": "EUR"}},
+        {"do": "wait", "until": "exited", "proc": "api", "timeout_ms": 5000},
+        {"do": "wait", "until": "consumed", "count": 1, "timeout_ms": 10000}])
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out))
+    result = json.loads((out / "result.json").read_text())
+    sc = result["scenarios"][0]
+    assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout[-3000:] + r.stderr[-2000:]
+    fired = sc["faults_fired"]
+    assert [(f["point"], f["proc"], f["action"]) for f in fired] == \
+        [("api->pg/commit_complete", "api", "kill")]
+    assert result["totals"]["faults_fired"] == 1
+    runner = [json.loads(line) for line in
+              (out / sc["dir"] / "runner.events.jsonl").read_text().splitlines()]
+    start = next(e for e in runner if e["event"] == "start" and e["target"] == "api")
+    kill = next(e for e in runner if e["event"] == "kill" and e.get("why") == "window")
+    assert kill["target"] == "api" and kill["target_pid"] == start["target_pid"]
+    assert kill["ts_us"] == fired[0]["ts_us"]
+    exits = [e for e in runner if e["event"] == "exit" and e["target"] == "api"]
+    assert exits and exits[0]["how"] == "killed by KILL" and exits[0]["ts_us"] > kill["ts_us"]
+    stats = next(e for e in runner if e["event"] == "net_stats" and e["link"] == "api->pg")
+    assert stats["windows"] == 1
+
+
+def test_window_follows_its_process_across_a_restart(tmp_path, pg_cluster):
+    """times 2: the runner gives the proxy the restarted API's pid, so the
+    second firing kills the new incarnation, not a pid that is gone."""
+    lost = lambda key: {"do": "http", "name": key, "method": "POST", "path": "/payments",
+                        "key": key, "body": {"amount": "7.00", "currency": "EUR"}}
+    path = scenario(tmp_path, "twicewindow", [
+        {"do": "net", "link": "api->pg", "fault": "window", "frame": "commit_complete",
+         "action": "kill", "times": 2},
+        lost("t-tw-1"),
+        {"do": "wait", "until": "exited", "proc": "api", "timeout_ms": 5000},
+        {"do": "restart", "proc": "api"},
+        lost("t-tw-2"),
+        {"do": "wait", "until": "exited", "proc": "api", "timeout_ms": 5000},
+        {"do": "restart", "proc": "api"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000}],
+        expect=[{"check": "http_status", "request": "t-tw-1", "equals": 0},
+                {"check": "http_status", "request": "t-tw-2", "equals": 0},
+                {"check": "payments", "equals": 2}])
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out))
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout[-3000:] + r.stderr[-2000:]
+    runner = [json.loads(line) for line in
+              (out / sc["dir"] / "runner.events.jsonl").read_text().splitlines()]
+    starts = [e["target_pid"] for e in runner
+              if e["event"] in ("start", "restart") and e["target"] == "api"]
+    kills = [e["target_pid"] for e in runner if e["event"] == "kill" and e.get("why") == "window"]
+    assert kills == starts[:2], (starts, kills)
+    assert len(sc["faults_fired"]) == 2
+
+
+# A client of its own: BEGIN, INSERT, COMMIT through the link, then a line.
+CLIENT = """
+import sys, psycopg
+with psycopg.connect(sys.argv[1]) as c:
+    c.execute("INSERT INTO %s VALUES ('w')" % sys.argv[2])
+    c.commit()
+    print("committed", flush=True)
+"""
+
+
+def proc_state(pid):
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+
+
+def window_client(proxied, frame, action):
+    """Starts the client through the link with sslmode=prefer (libpq's
+    default: an SSLRequest, answered 'N'), and sets a window for it."""
+    proxy, _, table, via = proxied
+    prefer = via.replace("sslmode=disable", "sslmode=prefer")
+    child = subprocess.Popen([sys.executable, "-c", CLIENT, prefer, table],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proxy.send({"op": "set", "link": "t->pg", "fault": "window", "frame": frame,
+                       "action": action, "pid": child.pid})["op"] == "ok"
+    return child
+
+
+def rows(direct_ci, table):
+    with psycopg.connect(direct_ci) as d:
+        return d.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def test_window_kills_the_client_after_the_server_committed(proxied):
+    proxy, direct_ci, table, _ = proxied
+    child = window_client(proxied, "commit_complete", "kill")
+    out, err = child.communicate(timeout=20)
+    assert child.returncode == -signal.SIGKILL, (out, err)
+    assert "committed" not in out, "the client must never learn of its commit"
+    assert rows(direct_ci, table) == 1
+    st = proxy.stats()
+    assert st["windows"] == 1 and st["fired"][0]["frame"] == "commit_complete"
+    assert st["fired"][0]["pid"] == child.pid and "signal_error" not in st["fired"][0]
+
+
+def test_window_kills_the_client_before_the_server_sees_its_commit(proxied):
+    proxy, direct_ci, table, _ = proxied
+    child = window_client(proxied, "commit", "kill")
+    out, err = child.communicate(timeout=20)
+    assert child.returncode == -signal.SIGKILL, (out, err)
+    # the server saw the client vanish inside its transaction: rolled back
+    assert rows(direct_ci, table) == 0
+    assert proxy.stats()["fired"][0]["frame"] == "commit"
+
+
+def test_window_pause_holds_the_commit_until_the_client_runs(proxied):
+    """A paused client's COMMIT is held: the server has not seen it while
+    the client is stopped, and gets it once it runs again."""
+    proxy, direct_ci, table, _ = proxied
+    child = window_client(proxied, "commit", "pause")
+    try:
+        wait_for(lambda: proc_state(child.pid) == "T", 20, "the client stopped at its COMMIT")
+        assert proxy.stats()["windows"] == 1
+        assert rows(direct_ci, table) == 0, "the held COMMIT reached the server"
+        os.kill(child.pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0 and "committed" in out, (out, err)
+    assert rows(direct_ci, table) == 1
+
+
+def test_window_refuses_a_frame_without_a_pid_or_of_another_protocol(proxied):
+    proxy = proxied[0]
+    bad = proxy.send({"op": "set", "link": "t->pg", "fault": "window", "frame": "commit",
+                      "action": "kill"})
+    assert bad["op"] == "error" and "pid: required by fault window" in bad["error"]
+    bad = proxy.send({"op": "set", "link": "t->pg", "fault": "window", "frame": "publish",
+                      "action": "kill", "pid": os.getpid()})
+    assert bad["op"] == "error" and "publish is an AMQP frame" in bad["error"]
+    bad = proxy.send({"op": "set", "link": "t->pg", "fault": "latency", "latency_ms": 5,
+                      "pid": os.getpid()})
+    assert bad["op"] == "error" and "pid: fault latency takes no such field" in bad["error"]
+    bad = proxy.send({"op": "set", "link": "t->pg", "fault": "window", "frame": "commit",
+                      "action": "kill", "pid": -1})
+    assert bad["op"] == "error" and "pid: must be a process id" in bad["error"]

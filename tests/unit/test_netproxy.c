@@ -1,6 +1,8 @@
 /* test_netproxy.c -- the fault proxy: its protocol scanners, its fault
  * specs, and a live link between a client and an echo server under
- * pass-through, latency, blackhole, reset, down, limit_data and the cuts. */
+ * pass-through, latency, blackhole, reset, down, limit_data, the cuts and
+ * the windows (on an AMQP link, against a child process standing for the
+ * link's client). */
 #include "netproxy.h"
 
 #include "check.h"
@@ -10,7 +12,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -408,6 +412,135 @@ static void test_live(void)
     echo_stop(&e);
 }
 
+/* A child that only waits: the process a window signals. */
+static pid_t sleeper(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (;;)
+            pause();
+    }
+    return pid;
+}
+
+/* The state letter of pid in /proc, or 0. */
+static char state_of(pid_t pid)
+{
+    char path[64], stat[256] = "";
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    char *ok = fgets(stat, sizeof(stat), f);
+    fclose(f);
+    const char *paren = ok ? strrchr(stat, ')') : NULL;
+    return paren != NULL ? paren[2] : 0;
+}
+
+/* Reads exactly n bytes within timeout_ms: 0, or -1. */
+static int read_exactly(int fd, unsigned char *buf, size_t n, int timeout_ms)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    size_t got = 0;
+    while (got < n) {
+        int left = (int)(deadline - now_ms());
+        ssize_t r = left > 0 ? read_within(fd, (char *)buf + got, n - got, left) : -2;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static void set_window(netproxy *np, const char *text, pid_t pid)
+{
+    struct np_fault f;
+    char err[256];
+    CHECK_EQ_INT(parse(text, NP_AMQP, &f, err), 0);
+    f.pid = (int)pid;
+    CHECK_EQ_INT(netproxy_set(np, "w->broker", &f, err, sizeof(err)), 0);
+}
+
+/* The windows on an AMQP link to the echo server: a pause holds the
+ * publish (heartbeats still pass) until the process runs again; a kill
+ * drops it and closes the connection. */
+static void test_live_window(void)
+{
+    struct echo e;
+    CHECK_EQ_INT(echo_start(&e), 0);
+    char err[256], up[64], bound[64];
+    snprintf(up, sizeof(up), "tcp:127.0.0.1:%d", e.port);
+    netproxy *np = netproxy_new(err, sizeof(err));
+    CHECK_EQ_INT(netproxy_add_link(np, "w->broker", NP_AMQP, "tcp:127.0.0.1:0", up, bound,
+                                   sizeof(bound), err, sizeof(err)), 0);
+    static const unsigned char header[8] = { 'A', 'M', 'Q', 'P', 0, 0, 9, 1 };
+    static const unsigned char heartbeat[8] = { 8, 0, 0, 0, 0, 0, 0, 0xCE };
+    static const unsigned char publish[18] = { 1, 0, 1, 0, 0, 0, 10, 0, 60, 0, 40,
+                                               0, 0, 0, 0, 0, 0, 0xCE };
+    unsigned char wire[64], back[64];
+    memcpy(wire, header, 8);
+    memcpy(wire + 8, publish, sizeof(publish));
+    memcpy(wire + 8 + sizeof(publish), heartbeat, 8);
+    size_t nwire = 16 + sizeof(publish);
+
+    /* a window needs a real pid: kill(0) would hit the proxy's own group */
+    struct np_fault f;
+    CHECK_EQ_INT(parse("{\"fault\":\"window\",\"frame\":\"publish\",\"action\":\"kill\"}",
+                       NP_AMQP, &f, err), 0);
+    CHECK(netproxy_set(np, "w->broker", &f, err, sizeof(err)) < 0);
+    CHECK(strstr(err, "needs the pid") != NULL);
+
+    /* pause: the header and the heartbeat come back, the publish waits */
+    pid_t child = sleeper();
+    set_window(np, "{\"fault\":\"window\",\"frame\":\"publish\",\"action\":\"pause\"}", child);
+    int fd = dial(bound);
+    CHECK_EQ_INT(write(fd, wire, nwire), (ssize_t)nwire);
+    CHECK_EQ_INT(read_exactly(fd, back, 16, 2000), 0);
+    CHECK(memcmp(back, header, 8) == 0 && memcmp(back + 8, heartbeat, 8) == 0);
+    int64_t deadline = now_ms() + 2000;
+    while (state_of(child) != 'T' && now_ms() < deadline) {
+    }
+    CHECK(state_of(child) == 'T');
+    CHECK_EQ_INT(read_within(fd, (char *)back, sizeof(back), 300), -2);
+    /* more heartbeats pass while it is held */
+    CHECK_EQ_INT(write(fd, heartbeat, 8), 8);
+    CHECK_EQ_INT(read_exactly(fd, back, 8, 2000), 0);
+    CHECK(memcmp(back, heartbeat, 8) == 0);
+    struct np_stats st;
+    CHECK(netproxy_stats(np, "w->broker", &st) == 0 && st.windows == 1);
+    struct np_firing fr[4];
+    CHECK_EQ_INT(netproxy_firings(np, "w->broker", fr, 4), 1);
+    CHECK(fr[0].frame == NP_FRAME_PUBLISH && fr[0].action == NP_ACTION_PAUSE &&
+          fr[0].pid == (int)child && fr[0].signal_errno == 0 && fr[0].ts_us > 0);
+    /* resumed: the publish follows, whole */
+    kill(child, SIGCONT);
+    CHECK_EQ_INT(read_exactly(fd, back, sizeof(publish), 2000), 0);
+    CHECK(memcmp(back, publish, sizeof(publish)) == 0);
+    /* the window is spent: the next publish passes */
+    CHECK_EQ_INT(write(fd, publish, sizeof(publish)), (ssize_t)sizeof(publish));
+    CHECK_EQ_INT(read_exactly(fd, back, sizeof(publish), 2000), 0);
+    close(fd);
+
+    /* skip 1, kill: the first publish passes, the second is never seen,
+     * the process dies and the connection closes */
+    set_window(np, "{\"fault\":\"window\",\"frame\":\"publish\",\"action\":\"kill\","
+               "\"skip\":1}", child);
+    fd = dial(bound);
+    nwire = 8 + sizeof(publish);
+    CHECK_EQ_INT(write(fd, wire, nwire), (ssize_t)nwire);
+    CHECK_EQ_INT(read_exactly(fd, back, nwire, 2000), 0);
+    CHECK(memcmp(back + 8, publish, sizeof(publish)) == 0);
+    CHECK_EQ_INT(write(fd, publish, sizeof(publish)), (ssize_t)sizeof(publish));
+    CHECK_EQ_INT(read_within(fd, (char *)back, sizeof(back), 2000), 0); /* closed */
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child && WIFSIGNALED(status) &&
+          WTERMSIG(status) == SIGKILL);
+    CHECK(netproxy_stats(np, "w->broker", &st) == 0 && st.windows == 2);
+    close(fd);
+    netproxy_free(np);
+    echo_stop(&e);
+}
+
 int main(void)
 {
     test_is_commit();
@@ -415,5 +548,6 @@ int main(void)
     test_linescan();
     test_fault_parse();
     test_live();
+    test_live_window();
     return check_report("test_netproxy");
 }
