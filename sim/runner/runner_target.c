@@ -213,10 +213,20 @@ int runner_target_requirement(const struct target *t, char *why, size_t whylen)
             snprintf(why, whylen, "%s: '%s' not found", t->require_why[i], argv[0]);
             return 1;
         }
+        /* Only the profile's own folder is known before anything starts. */
+        struct tg_vars v = { 0 };
+        tg_vars_set(&v, "target_dir", t->dir);
+        static char words[TG_MAX_ARGV][PATH_MAX];
         char *args[TG_MAX_ARGV + 1];
         args[0] = exe;
-        for (int k = 1; k <= t->require_argc[i]; k++)
-            args[k] = (char *)argv[k];
+        for (int k = 1; k < t->require_argc[i]; k++) {
+            if (target_expand(argv[k], &v, words[k], sizeof(words[k]), out, sizeof(out)) < 0) {
+                snprintf(why, whylen, "%s: %s", t->require_why[i], out);
+                return 1;
+            }
+            args[k] = words[k];
+        }
+        args[t->require_argc[i]] = NULL;
         int rc = proc_run_capture_in(t->dir, args, NULL, 30000, out, sizeof(out));
         if (rc != 0) {
             out[strcspn(out, "\n")] = '\0';
