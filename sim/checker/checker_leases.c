@@ -905,8 +905,9 @@ void inv_relay_recovers_after_heal(struct chk_ctx *c)
     PQclear(r);
     r = chk_query(c,
         "SELECT coalesce(proc, ''), coalesce(connected, false),"
-        "       (extract(epoch FROM claimed_at) * 1000000)::bigint"
-        "  FROM crashwindow_claims WHERE kind = 'session' ORDER BY seq", 0, NULL);
+        "       (extract(epoch FROM claimed_at) * 1000000)::bigint, kind"
+        "  FROM crashwindow_claims WHERE kind IN ('session', 'broker_session') ORDER BY seq",
+        0, NULL);
     if (r == NULL)
         return;
     for (int i = 0; i < PQntuples(r); i++) {
@@ -915,9 +916,16 @@ void inv_relay_recovers_after_heal(struct chk_ctx *c)
             continue;
         char at[32];
         chk_fmt_time(atoll(PQgetvalue(r, i, 2)), at, sizeof(at));
-        chk_violation(inv, "%s was still running when the heal ended (at %s) but the database "
-                      "listed no session of it: it kept a database connection it had lost instead "
-                      "of opening a new one, and will never claim again", PQgetvalue(r, i, 0), at);
+        if (strcmp(PQgetvalue(r, i, 3), "broker_session") == 0)
+            chk_violation(inv, "%s was still running when the heal ended (at %s) but held no "
+                          "connection to the broker (its link had none open): it kept a broker "
+                          "connection it had lost instead of opening a new one",
+                          PQgetvalue(r, i, 0), at);
+        else
+            chk_violation(inv, "%s was still running when the heal ended (at %s) but the "
+                          "database listed no session of it: it kept a database connection it "
+                          "had lost instead of opening a new one, and will never claim again",
+                          PQgetvalue(r, i, 0), at);
     }
     PQclear(r);
 }

@@ -23,7 +23,9 @@
  * 'faults_off', the instant the heal turned every fault off, and at the
  * end of the heal one 'session' per relay still running (proc: its
  * scenario name), connected saying whether the database then listed a
- * session of it.
+ * session of it, and one 'broker_session' per relay and consumer still
+ * running, connected saying whether its broker link (the fault proxy's)
+ * then held an open connection.
  * When the scenario ends, before the history is saved, each record gets
  * committed_at, the commit timestamp of the transaction that wrote it
  * (claim_history_stamp_sql): a claim's lease exists for others only from

@@ -124,9 +124,11 @@ const struct inv_info inv_table[INV_COUNT] = {
     [INV_RELAY_RECOVERS_AFTER_HEAL] = {
         .name = "relay_recovers_after_heal",
         .asserts = "Once every fault is off, no relay worker fails the publishes of two "
-                   "claims in a row, and every relay still running has a database session.",
-        .reads = "the claim history (claims, releases, faults_off and session records); the "
-                 "scenario's relay attempt limits",
+                   "claims in a row, every relay still running has a database session, and "
+                   "every relay and consumer still running holds a connection to the broker.",
+        .reads = "the claim history (claims, releases, faults_off, session and "
+                 "broker_session records: the database's session list, the fault proxy's "
+                 "open connections); the scenario's relay attempt limits",
         JUDGE(inv_relay_recovers_after_heal, "checker_leases.c"),
     },
     [INV_ACK_AFTER_COMMIT] = {

@@ -1051,8 +1051,12 @@ int netproxy_stats(netproxy *np, const char *name, struct np_stats *out)
 {
     pthread_mutex_lock(&np->lock);
     struct link *l = find_link(np, name);
-    if (l != NULL)
+    if (l != NULL) {
         *out = l->stats;
+        out->open = 0;
+        for (const struct conn *c = np->conns; c != NULL; c = c->next)
+            out->open += c->link == l && !c->dead;
+    }
     pthread_mutex_unlock(&np->lock);
     return l == NULL ? -1 : 0;
 }

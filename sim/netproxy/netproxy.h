@@ -170,6 +170,7 @@ int netproxy_clear(netproxy *np, const char *name);
  * link. */
 struct np_stats {
     long long accepted, bytes_up, bytes_down, cuts, resets, windows;
+    long long open;          /* connections open now: the client holds a session */
 };
 int netproxy_stats(netproxy *np, const char *name, struct np_stats *out);
 

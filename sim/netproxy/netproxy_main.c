@@ -337,6 +337,7 @@ static cJSON *handle(netproxy *np, const char *text)
             struct np_stats st;
             if (stats && netproxy_stats(np, links[i].name, &st) == 0) {
                 cJSON_AddNumberToObject(l, "accepted", (double)st.accepted);
+                cJSON_AddNumberToObject(l, "open", (double)st.open);
                 cJSON_AddNumberToObject(l, "bytes_up", (double)st.bytes_up);
                 cJSON_AddNumberToObject(l, "bytes_down", (double)st.bytes_down);
                 cJSON_AddNumberToObject(l, "cuts", (double)st.cuts);

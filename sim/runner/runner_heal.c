@@ -175,10 +175,20 @@ static int relays_connected(struct sctx *s, char *why, size_t whylen)
         snprintf(why, whylen, "database: %s", err);
         return -1;
     }
-    if (missing > 0)
+    if (missing > 0) {
         snprintf(why, whylen, "%lld running relay%s without a database session", missing,
                  missing == 1 ? "" : "s");
-    return missing == 0;
+        return 0;
+    }
+    for (int i = 0; i < s->sc->nprocs; i++) {
+        if (s->sc->procs[i].kind != SC_RELAY || !proc_poll(&s->procs[i]))
+            continue;
+        if (runner_net_link_open(s, i) == 0) {
+            snprintf(why, whylen, "%s holds no connection to the broker", s->procs[i].name);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* A relay that lost its connection must open a new one; one that keeps the
@@ -188,6 +198,31 @@ static int relays_connected(struct sctx *s, char *why, size_t whylen)
  * application_name is its scenario name, see runner_start_proc);
  * relay_recovers_after_heal judges the records.  The evidence is the
  * database's list of sessions, never the relay's word. */
+/* The same for the broker, witnessed by the fault proxy: one record per
+ * relay and consumer still running, connected when its broker link holds
+ * an open connection.  A relay that lost the broker and never reconnects
+ * stays unseen otherwise while another relay drains the outbox. */
+static void record_broker_sessions(struct sctx *s)
+{
+    for (int i = 0; i < s->sc->nprocs; i++) {
+        enum sc_kind k = s->sc->procs[i].kind;
+        if (k == SC_API || !proc_poll(&s->procs[i]))
+            continue;
+        int open = runner_net_link_open(s, i);
+        if (open < 0)
+            continue; /* no link of its own: nothing witnesses it */
+        const char *p[2] = { s->procs[i].name, open > 0 ? "t" : "f" };
+        char err[256];
+        if (runner_sql_value(s, "WITH r AS (INSERT INTO crashwindow_claims"
+                             " (kind, message_id, attempts, claimed_at, proc, connected)"
+                             " VALUES ('broker_session', '00000000-0000-0000-0000-000000000000',"
+                             "         0, now(), $1, $2::boolean) RETURNING 1)"
+                             " SELECT count(*) FROM r", 2, p, err, sizeof(err)) < 0)
+            runner_progress(s, "heal: %s's broker session could not be recorded: %s",
+                            s->procs[i].name, err);
+    }
+}
+
 static void record_relay_sessions(struct sctx *s)
 {
     char names[SC_MAX_PROCS * (SC_NAME_MAX + 3) + 3];
@@ -203,6 +238,7 @@ static void record_relay_sessions(struct sctx *s)
         " RETURNING 1) SELECT count(*) FROM r", 1, p, err, sizeof(err));
     if (n < 0)
         runner_progress(s, "heal: the relays' sessions could not be recorded: %s", err);
+    record_broker_sessions(s);
 }
 
 /* ---- heal --------------------------------------------------------------- */

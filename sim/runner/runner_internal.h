@@ -348,6 +348,11 @@ const char *runner_db_env(const struct sctx *s, int idx);
 int runner_clock_env(const struct sctx *s, int idx, char (*buf)[160], const char **env,
                      int max);
 
+/* Connections process idx holds open to the broker now, as its link's
+ * proxy counts them; -1 when it has no broker link or the proxy did not
+ * answer. */
+int runner_net_link_open(struct sctx *s, int idx);
+
 /* Executes a net step: sets or clears a fault on a link (a window gets
  * the pid of the link's process, which must run).  0 or -1. */
 int runner_net_step(struct sctx *s, const struct sc_step *st);

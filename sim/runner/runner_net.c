@@ -362,8 +362,8 @@ static cJSON *net_frame(const struct sc_step *st)
     return f;
 }
 
-/* Connections the proxy accepted on link so far, or -1. */
-static long long link_accepted(struct sctx *s, const char *link)
+/* A counter of link's proxy stats ("accepted", "open"), or -1. */
+static long long link_stat(struct sctx *s, const char *link, const char *counter)
 {
     cJSON *ask = cJSON_CreateObject();
     cJSON_AddStringToObject(ask, "op", "stats");
@@ -372,7 +372,7 @@ static long long link_accepted(struct sctx *s, const char *link)
     cJSON_Delete(ask);
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(reply, "links"),
-                                         link), "accepted");
+                                         link), counter);
     long long v = cJSON_IsNumber(n) ? (long long)n->valuedouble : -1;
     cJSON_Delete(reply);
     return v;
@@ -386,7 +386,7 @@ static int await_reconnect(struct sctx *s, const struct sc_step *st, long long b
 {
     int64_t deadline = t0 + st->reconnect_within_ms;
     for (;;) {
-        long long now = link_accepted(s, st->link);
+        long long now = link_stat(s, st->link, "accepted");
         if (now > before) {
             cJSON *ev = runner_rev_begin(s, "net_reconnect");
             cJSON_AddStringToObject(ev, "link", st->link);
@@ -418,7 +418,7 @@ int runner_net_step(struct sctx *s, const struct sc_step *st)
     if (window && !proc_poll(p))
         return runner_fail(s, "net %s: a window signals %s, which is not running", st->link,
                            p->name);
-    long long before = st->reconnect_within_ms > 0 ? link_accepted(s, st->link) : 0;
+    long long before = st->reconnect_within_ms > 0 ? link_stat(s, st->link, "accepted") : 0;
     int64_t t0 = cw_mono_ms();
     cJSON *f = net_frame(st);
     if (window) {
@@ -707,4 +707,13 @@ int runner_net_isolate(const struct run_opts *o, struct scenario *const *scs, in
     printf("network: the run has a namespace of its own (partition faults use nftables "
            "in it)\n");
     return 0;
+}
+
+int runner_net_link_open(struct sctx *s, int idx)
+{
+    if (s->net.link_broker[idx][0] == '\0')
+        return -1;
+    char link[SC_NAME_MAX + 16];
+    snprintf(link, sizeof(link), "%s->broker", s->procs[idx].name);
+    return (int)link_stat(s, link, "open");
 }

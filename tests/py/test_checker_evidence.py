@@ -191,3 +191,31 @@ def test_a_relay_publish_carries_its_claim_token(tmp_path, pg_cluster, refused_r
     got = check(forged, pg_cluster)
     assert got.returncode == 1 and "which no committed claim of that row holds" in got.stdout, \
         got.stdout + got.stderr
+
+
+def test_every_running_relay_and_consumer_holds_a_broker_connection(tmp_path, pg_cluster,
+                                                                    refused_run):
+    """The heal records, per relay and consumer still running, whether its
+    broker link held an open connection (the fault proxy's count, not the
+    process's word); one that held none fails relay_recovers_after_heal,
+    although another process may have drained everything."""
+    out, sc = refused_run
+    claims = out / sc["dir"] / "history" / "crashwindow_claims.jsonl"
+    with open(claims, encoding="utf-8") as f:
+        recs = [json.loads(x) for x in f.read().splitlines() if x.strip()]
+    seen = {(x["proc"], x["connected"]) for x in recs if x["kind"] == "broker_session"}
+    assert seen == {("relay-1", True), ("accounting", True)}, seen
+
+    lost = doctored(tmp_path, out, "lost-broker")
+
+    def drop(recs):
+        for x in recs:
+            if x["kind"] == "broker_session" and x["proc"] == "relay-1":
+                x["connected"] = False
+        return recs
+    rewrite_lines(lost / sc["dir"] / "history" / "crashwindow_claims.jsonl", drop)
+    got = check(lost, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "invariant relay_recovers_after_heal was pass, is fail" in got.stdout, got.stdout
+    assert "relay-1 was still running when the heal ended" in got.stdout
+    assert "held no connection to the broker" in got.stdout
