@@ -262,11 +262,16 @@ static int connect_node(struct bridge *b, char *err, size_t errlen)
         amqp_queue_declare(c, 1, amqp_cstring_bytes(q), 0, 1, 0, 0, qargs);
         ok = rpc_ok(c, "declaring the firehose queue", err, errlen) == 0;
     }
-    char keys[3][200];
+    /* Our queues are named after the exchange; a target's watched queues
+     * may be named anything, each bound by its own name. */
+    char keys[3 + MAX_GROUPS][200];
+    int nkeys = 3;
     snprintf(keys[0], sizeof(keys[0]), "publish.%s", b->o.exchange);
     snprintf(keys[1], sizeof(keys[1]), "deliver.%s.#", b->o.exchange);
     snprintf(keys[2], sizeof(keys[2]), "publish.");
-    for (int i = 0; i < 3 && ok; i++) {
+    for (int i = 0; i < b->o.nwatch; i++)
+        snprintf(keys[nkeys++], sizeof(keys[0]), "deliver.%s", b->o.watch_queue[i]);
+    for (int i = 0; i < nkeys && ok; i++) {
         amqp_queue_bind(c, 1, amqp_cstring_bytes(q), amqp_cstring_bytes("amq.rabbitmq.trace"),
                         amqp_cstring_bytes(keys[i]), amqp_empty_table);
         ok = rpc_ok(c, "binding the firehose queue", err, errlen) == 0;
