@@ -102,6 +102,7 @@ int http_parse_response(const char *raw, size_t len, struct http_resp *r)
     }
     long content_length = -1;
     int chunked = 0;
+    r->retry_after_s = -1;
     const char *line = strstr(raw, "\r\n") + 2;
     while (line < hdr_end) {
         const char *eol = strstr(line, "\r\n");
@@ -110,6 +111,11 @@ int http_parse_response(const char *raw, size_t len, struct http_resp *r)
         size_t ll = (size_t)(eol - line);
         if (ll > 15 && strncasecmp(line, "Content-Length:", 15) == 0)
             content_length = strtol(line + 15, NULL, 10);
+        /* Only the delay-seconds form: the API never sends an HTTP date. */
+        if (ll > 12 && strncasecmp(line, "Retry-After:", 12) == 0) {
+            long secs = strtol(line + 12, NULL, 10);
+            r->retry_after_s = secs < 0 ? 0 : secs > 3600 ? 3600 : (int)secs;
+        }
         if (ll > 18 && strncasecmp(line, "Transfer-Encoding:", 18) == 0) {
             const char *v = line + 18;
             while (v < eol && isspace((unsigned char)*v))
@@ -310,6 +316,7 @@ int http_request(int port, const char *method, const char *path,
                  struct http_resp *r)
 {
     memset(r, 0, sizeof(*r));
+    r->retry_after_s = -1;
     set_body(r, "", 0);
     int64_t deadline = cw_mono_ms() + timeout_ms;
     char *req = NULL, *resp = NULL;

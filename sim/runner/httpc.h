@@ -19,6 +19,7 @@ struct http_resp {
     char *body;          /* NUL-terminated, owned; "" when none */
     size_t body_len;
     char error[160];     /* why status is 0 ("timed out after 5000 ms", ...) */
+    int retry_after_s;   /* the Retry-After header's seconds, -1 when absent */
 };
 
 /* Sends one request to 127.0.0.1:port.  headers is a NULL-terminated list of

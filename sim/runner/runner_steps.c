@@ -55,8 +55,9 @@ static void http_log_add(struct sctx *s, const struct http_rec *h)
 
 /* One request, recorded in the HTTP log and the runner's events.  When out
  * is not NULL it receives a copy of the record whose body the caller frees
- * (the log keeps its own). */
-static void do_http(struct sctx *s, int port, int step, const char *name, const char *method,
+ * (the log keeps its own).  Returns the answer's Retry-After in seconds, -1
+ * when it had none. */
+static int do_http(struct sctx *s, int port, int step, const char *name, const char *method,
                     const char *path, const char *key, const cJSON *extra_headers,
                     const char *body, int timeout_ms, struct http_rec *out)
 {
@@ -145,6 +146,43 @@ static void do_http(struct sctx *s, int port, int step, const char *name, const 
         out->body = strdup(h.body);
     }
     http_log_add(s, &h);
+    return h.status != 0 ? resp.retry_after_s : -1;
+}
+
+/* do_http as the article's client sends it: an answer of 503 that says when
+ * to come back (Retry-After) is sent again with the same key and body after
+ * that delay (capped), up to busy_retries times, within the scenario's
+ * deadline.  Each answer is its own record, judged like any other; out gets
+ * the last. */
+static void do_http_client(struct sctx *s, int port, int step, const char *name,
+                           const char *method, const char *path, const char *key,
+                           const cJSON *extra_headers, const char *body, int timeout_ms,
+                           int busy_retries, struct http_rec *out)
+{
+    int ra = do_http(s, port, step, name, method, path, key, extra_headers, body, timeout_ms,
+                     out);
+    for (int k = 0; k < busy_retries && out->status == 503 && ra >= 0; k++) {
+        int64_t wait_ms = (int64_t)ra * 1000;
+        if (wait_ms > SC_BUSY_WAIT_MAX_MS)
+            wait_ms = SC_BUSY_WAIT_MAX_MS;
+        int64_t until = cw_mono_ms() + wait_ms;
+        if (until + timeout_ms > s->deadline)
+            return;
+        while (cw_mono_ms() < until && !runner_interrupted())
+            nap(20);
+        if (runner_interrupted())
+            return;
+        cJSON *ev = runner_rev_begin(s, "http_busy_retry");
+        cJSON_AddStringToObject(ev, "path", path);
+        if (key != NULL)
+            cJSON_AddStringToObject(ev, "key", key);
+        cJSON_AddNumberToObject(ev, "retry_after_s", ra);
+        cJSON_AddNumberToObject(ev, "retry", k + 1);
+        runner_rev_emit(s, ev);
+        free(out->body);
+        ra = do_http(s, port, step, name, method, path, key, extra_headers, body, timeout_ms,
+                     out);
+    }
 }
 
 static const struct http_rec *http_find(struct sctx *s, const char *name)
@@ -232,8 +270,8 @@ static void target_op(struct pay_job *j, const struct tg_operation *op, const ch
         memset(out, 0, sizeof(*out));
         out->body = strdup("");
     } else {
-        do_http(j->s, j->port, j->step, name, op->method, path, NULL, headers,
-                b != NULL ? body : NULL, j->st->timeout_ms, out);
+        do_http_client(j->s, j->port, j->step, name, op->method, path, NULL, headers,
+                       b != NULL ? body : NULL, j->st->timeout_ms, j->st->busy_retries, out);
     }
     cJSON_Delete(b);
     cJSON_Delete(headers);
@@ -301,8 +339,8 @@ static void *pay_worker(void *arg)
         snprintf(body, sizeof(body), "{\"amount\":\"%s\",\"currency\":\"%s\"}", amount,
                  st->currency);
         struct http_rec h;
-        do_http(j->s, j->port, j->step, NULL, "POST", "/payments", key, NULL, body,
-                st->timeout_ms, &h);
+        do_http_client(j->s, j->port, j->step, NULL, "POST", "/payments", key, NULL, body,
+                       st->timeout_ms, st->busy_retries, &h);
         for (int k = 0; k < st->retries; k++) {
             do_http(j->s, j->port, j->step, NULL, "POST", "/payments", key, NULL, body,
                     st->timeout_ms, NULL);
@@ -320,8 +358,8 @@ static void *pay_worker(void *arg)
             snprintf(path, sizeof(path), "/payments/%s/%s", h.payment_id, verbs[v]);
             snprintf(k2, sizeof(k2), "%s-%s", key, verbs[v]);
             struct http_rec h2;
-            do_http(j->s, j->port, j->step, NULL, "POST", path, k2, NULL, "{}",
-                    st->timeout_ms, &h2);
+            do_http_client(j->s, j->port, j->step, NULL, "POST", path, k2, NULL, "{}",
+                           st->timeout_ms, st->busy_retries, &h2);
             int ok = h2.status >= 200 && h2.status < 300;
             free(h2.body);
             if (!ok) {

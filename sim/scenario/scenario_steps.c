@@ -229,8 +229,9 @@ static int parse_step_payments(struct jv_ctx *v, struct scenario *sc, const cJSO
                                const char *field, struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "proc", "count", "key_prefix", "amount",
-                                     "currency", "concurrency", "retries", "authorize",
-                                     "capture", "timeout_ms", "background", NULL };
+                                     "currency", "concurrency", "retries", "busy_retries",
+                                     "authorize", "capture", "timeout_ms", "background",
+                                     NULL };
     long long x;
     if (jv_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0)
         return -1;
@@ -255,6 +256,9 @@ static int parse_step_payments(struct jv_ctx *v, struct scenario *sc, const cJSO
     if (jv_opt_int(v, s, "concurrency", field, 1, 64, &st->concurrency) < 0)
         return -1;
     if (jv_opt_int(v, s, "retries", field, 0, 100, &st->retries) < 0)
+        return -1;
+    st->busy_retries = SC_BUSY_RETRIES;
+    if (jv_opt_int(v, s, "busy_retries", field, 0, 20, &st->busy_retries) < 0)
         return -1;
     st->timeout_ms = 5000;
     if (jv_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms) < 0)

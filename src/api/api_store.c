@@ -304,8 +304,10 @@ static enum tx_outcome finish(api_store *s, PGconn *conn, const struct api_comma
             return TX_AMBIGUOUS;
         }
         /* The server answered the COMMIT with an error: it rolled back.
-         * 55P03 here is the commit-time NOTIFY lock timing out under load:
-         * as safe to retry as a serialization failure. */
+         * 55P03 here would be the commit-time notification lock timing out
+         * (the outbox trigger lifts lock_timeout before COMMIT, schema.sql,
+         * so it should not come): as safe to retry as a serialization
+         * failure. */
         if (pgx_is_retryable(sqlstate) || strcmp(sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0)
             return TX_RETRY;
         log_db_error("commit", sqlstate);

@@ -240,10 +240,18 @@ CREATE TABLE IF NOT EXISTS pipeline_counters (
 );
 
 -- Wake idle relays at once on new outbox rows; polling stays the fallback.
+-- A transaction that notified takes PostgreSQL's one notification-queue lock
+-- at COMMIT, so every payment's commit queues behind every other's for a
+-- moment.  Under a writer's lock_timeout that brief wait became 55P03 and, a
+-- few retries later, a 503 for a payment that collided with nothing: the
+-- trigger lifts lock_timeout for the rest of its own transaction (is_local),
+-- so row and key locks stay bounded while the commit-time queue wait does
+-- not fail the request.  The API's own deadline still bounds the whole call.
 CREATE OR REPLACE FUNCTION outbox_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('outbox_ready', '');
+    PERFORM set_config('lock_timeout', '0', true);
     RETURN NULL;
 END
 $$;

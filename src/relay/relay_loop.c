@@ -847,7 +847,24 @@ static void idle_wait(struct relay *r)
     }
     if (notified)
         return;
-    if (wait_ready(PQsocket(r->db), r->cfg->idle_ms) && PQconsumeInput(r->db) != 0) {
+    /* The broker's socket is watched too, for its end only (a close or a
+     * reset, never data: a heartbeat waiting there is the bus's to read).
+     * An idle relay whose broker connection died would otherwise hold it
+     * until its next publish failed on it, a lost attempt for that batch;
+     * it reconnects now instead, so every running relay holds a live link. */
+    struct pollfd p[2] = { { PQsocket(r->db), POLLIN, 0 }, { -1, POLLRDHUP, 0 } };
+    /* Known-wrong: the broker's socket is left unwatched while idle. */
+    if (r->bus != NULL && !CW_MUTANT(relay_ignores_closed_broker_link))
+        p[1].fd = bus_fd(r->bus);
+    struct timespec ts = { r->cfg->idle_ms / 1000, (long)(r->cfg->idle_ms % 1000) * 1000000L };
+    if (ppoll(p, 2, &ts, &wait_mask) <= 0)
+        return;
+    if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+        emit_reconnect("broker", 1, "the broker closed the connection while the relay was idle",
+                       0);
+        close_bus(r);
+    }
+    if ((p[0].revents & POLLIN) && PQconsumeInput(r->db) != 0) {
         while ((n = PQnotifies(r->db)) != NULL)
             PQfreemem(n);
     }

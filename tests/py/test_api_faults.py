@@ -6,8 +6,10 @@ import http.client
 import signal
 import threading
 
+import psycopg
+
 from apiclient import assert_problem, counts, killed_by_sigkill, start_api
-from cwtest import proc_state, query, wait_for
+from cwtest import proc_state, query, scalar, wait_for
 
 ZERO = {"payments": 0, "outbox_messages": 0, "idempotency_records": 0}
 ONE = {"payments": 1, "outbox_messages": 1, "idempotency_records": 1}
@@ -137,3 +139,48 @@ def test_dead_pooled_connections_are_replaced_with_the_same_event_id(procs, db):
     pid = r.json()["id"]
     assert query(db, "SELECT id::text FROM outbox_messages WHERE aggregate_id = %s", (pid,)) == \
         [(retries[0]["event_id"],)]
+
+
+def test_a_commit_queued_behind_anothers_notification_is_not_refused(procs, db, pg_cluster):
+    """Every transaction that writes an outbox row notifies the relays, and
+    PostgreSQL serialises notifying COMMITs on one lock.  A payment whose
+    COMMIT waits there collided with nothing: it must wait, not be refused
+    by the API's lock_timeout (50 ms) and answered 503.  Another session
+    that notified is held inside its COMMIT (a synchronous standby that does
+    not exist) while the API commits; the API's COMMIT must wait on the
+    lock well past lock_timeout, and answer 201 once the other is let go."""
+    api = start_api(procs, db)
+    query(db, "CREATE TABLE notify_blocker (x int)")
+    query(pg_cluster, "ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+    query(pg_cluster, "SELECT pg_reload_conf()")
+    blocker = None
+    try:
+        wait_for(lambda: scalar(db, "SHOW synchronous_standby_names") == "nobody", 10,
+                 "the server to read synchronous_standby_names")
+        blocker = psycopg.connect(db)
+        blocker.execute("INSERT INTO notify_blocker VALUES (1)")
+        blocker.execute("NOTIFY outbox_ready")
+        held = threading.Thread(target=blocker.commit, daemon=True)
+        held.start()
+        wait_for(lambda: scalar(db, "SELECT count(*) FROM pg_stat_activity"
+                                    " WHERE wait_event = 'SyncRep'") == 1, 10,
+                 "the other session to hold its COMMIT")
+        answer = {}
+        client = threading.Thread(
+            target=lambda: answer.update(r=api.post_payment("k-notify-queue")), daemon=True)
+        client.start()
+        # The API's COMMIT waits on the notification lock for 1 s, twenty
+        # times its lock_timeout, and the client has no answer yet.
+        wait_for(lambda: scalar(db, "SELECT count(*) FROM pg_stat_activity"
+                                    " WHERE query = 'COMMIT' AND wait_event_type = 'Lock'"
+                                    " AND now() - query_start > interval '1 second'") == 1
+                 or "r" in answer, 10, "the API's COMMIT to wait on the notification lock")
+        assert "r" not in answer, answer["r"]
+    finally:
+        query(pg_cluster, "ALTER SYSTEM RESET synchronous_standby_names")
+        query(pg_cluster, "SELECT pg_reload_conf()")
+    client.join(15)
+    held.join(15)
+    blocker.close()
+    assert answer["r"].status == 201, answer["r"]
+    assert counts(db) == {"payments": 1, "outbox_messages": 1, "idempotency_records": 1}

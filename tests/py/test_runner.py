@@ -606,3 +606,42 @@ def test_idle_transaction_past_its_bound_fails_on_the_runners_samples(tmp_path, 
     runner_own = [{"app": "crashwindow", "pid": 77, "idle_ms": 60000}]
     own = recheck(sample(t0 + 1_000_000, runner_own) + sample(t0 + 2_000_000, runner_own))
     assert own.returncode == 0, own.stdout + own.stderr
+
+
+def test_a_busy_answer_is_sent_again_as_a_client_would(tmp_path, pg_cluster):
+    """A payments step repeats a 503 that carries Retry-After with the same
+    key and body, as the article's client does, and each answer is judged;
+    with busy_retries 0 the 503 is final.  The API's first transaction fails
+    before COMMIT (503, Retry-After: 1, nothing stored)."""
+    procs = {**PIPELINE, "api": {"kind": "api", "faults": "api/before_commit=fail@1"}}
+    wait = {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 15000}
+    retried = scenario(tmp_path, "busy-retried",
+                       [{"do": "payments", "count": 2, "key_prefix": "t-busy"}, wait],
+                       invariants=("nothing_lost", "one_payment_per_key"), processes=procs)
+    final = scenario(tmp_path, "busy-final",
+                     [{"do": "payments", "count": 2, "key_prefix": "t-final",
+                       "busy_retries": 0},
+                      {**wait, "count": 1}],
+                     invariants=("nothing_lost", "one_payment_per_key"), processes=procs)
+    out = tmp_path / "out"
+    r = crashwindow("run", retried, final, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    scs = by_name(load_result(out))
+
+    def answers(name):
+        path = out / scs[name]["dir"] / "history" / "http.jsonl"
+        recs = [json.loads(x) for x in path.read_text().splitlines()]
+        return [(x["key"], x["status"]) for x in recs]
+
+    def stored_keys(name):
+        path = out / scs[name]["dir"] / "history" / "idempotency_records.jsonl"
+        return sorted(json.loads(x)["idempotency_key"] for x in path.read_text().splitlines())
+
+    assert answers("busy-retried") == [("t-busy-1", 503), ("t-busy-1", 201), ("t-busy-2", 201)]
+    assert answers("busy-final") == [("t-final-1", 503), ("t-final-2", 201)]
+    # The database, saved at the end of each run: one record per key answered 201.
+    assert stored_keys("busy-retried") == ["t-busy-1", "t-busy-2"]
+    assert stored_keys("busy-final") == ["t-final-2"]
+    for name in ("busy-retried", "busy-final"):
+        assert scs[name]["verdict"] == "pass"
+        assert inv(scs[name], "one_payment_per_key")["checked"] >= 2

@@ -1,5 +1,6 @@
 /* test_harness_httpc.c -- unit tests of the runner's HTTP client: the
- * response parser (Content-Length, chunked, short and wrapping chunk sizes)
+ * response parser (Content-Length, chunked, short and wrapping chunk sizes,
+ * Retry-After)
  * and a request to a port where nothing listens. */
 #include "httpc.h"
 #include "check.h"
@@ -13,6 +14,12 @@ static void test_http_parse(void)
     const char *a = "HTTP/1.1 201 Created\r\nContent-Length: 5\r\n\r\nhello";
     CHECK(http_parse_response(a, strlen(a), &r) == 0 && r.status == 201);
     CHECK(r.body_len == 5 && strcmp(r.body, "hello") == 0);
+    CHECK_EQ_INT(r.retry_after_s, -1);
+    http_resp_free(&r);
+    const char *ra = "HTTP/1.1 503 Service Unavailable\r\nretry-after: 2\r\n"
+                     "Content-Length: 0\r\n\r\n";
+    CHECK(http_parse_response(ra, strlen(ra), &r) == 0 && r.status == 503);
+    CHECK_EQ_INT(r.retry_after_s, 2);
     http_resp_free(&r);
     const char *b = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
     CHECK(http_parse_response(b, strlen(b), &r) == 0 && strcmp(r.body, "abcde") == 0);
