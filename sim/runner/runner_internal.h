@@ -231,6 +231,10 @@ void runner_reap_all(struct sctx *s);
 
 /* The last non-empty line of a process's log into out, for error messages. */
 void runner_log_tail(const struct proc *p, char *out, size_t outlen);
+/* The first non-empty line a process wrote to its log from byte off on (its
+ * log's size when it started) into out, "" when none: the error of a
+ * process that exits at start comes first, its usage text after it. */
+void runner_log_first(const struct proc *p, long off, char *out, size_t outlen);
 /* The size of the file at path, 0 when there is none. */
 long runner_file_size(const char *path);
 

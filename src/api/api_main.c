@@ -23,6 +23,7 @@
  * usage, bad CW_FAULTS, or a --metrics-listen address that cannot be bound. */
 #include "api_http.h"
 #include "api_metrics.h"
+#include "api_options.h"
 #include "api_pool.h"
 #include "api_store.h"
 #include "backoff.h"
@@ -38,23 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-struct options {
-    const char *db;
-    const char *listen;
-    const char *events;
-    const char *name;
-    const char *broker;
-    const char *metrics_listen;
-    int threads;
-    int lock_timeout_ms;
-    int statement_timeout_ms;
-    int drain_ms;
-    int db_wait_ms;
-    int request_timeout_ms;
-    int max_connections;
-    int max_per_client;
-};
 
 static void usage(FILE *f)
 {
@@ -101,35 +85,12 @@ static int parse_listen(const char *s, struct sockaddr_in *addr)
     return 0;
 }
 
-/* Every option takes a value; a value-less last argument is reported as
- * such whatever it is, and every argument is read as an option's name. */
-static const struct cw_opts_style api_style = {
-    .help = CW_HELP_LONG,
-    .value_first = 1,
-    .unknown = "unknown option '%s'",
-    .missing = "unknown option or missing value: '%s'",
-};
-
-static int parse_args(int argc, char **argv, struct options *o)
+static int parse_args(int argc, char **argv, struct api_options *o)
 {
-    const struct cw_opt opts[] = {
-        CW_OPT_STRING("--db", &o->db),
-        CW_OPT_STRING("--listen", &o->listen),
-        CW_OPT_STRING("--events", &o->events),
-        CW_OPT_STRING("--name", &o->name),
-        CW_OPT_STRING("--broker", &o->broker),
-        CW_OPT_STRING("--metrics-listen", &o->metrics_listen),
-        CW_OPT_INT("--threads", &o->threads, 1, 64),
-        CW_OPT_INT("--lock-timeout-ms", &o->lock_timeout_ms, 1, 60000),
-        CW_OPT_INT("--statement-timeout-ms", &o->statement_timeout_ms, 1, 3600000),
-        CW_OPT_INT("--drain-ms", &o->drain_ms, 0, 3600000),
-        CW_OPT_INT("--db-wait-ms", &o->db_wait_ms, 0, 3600000),
-        CW_OPT_INT("--request-timeout-ms", &o->request_timeout_ms, 100, 600000),
-        CW_OPT_INT("--max-connections", &o->max_connections, 1, 65536),
-        CW_OPT_INT("--max-conns-per-client", &o->max_per_client, 1, 65536),
-    };
+    struct cw_opt opts[API_NOPTS];
+    size_t nopts = api_options(o, opts);
     char err[4096];
-    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &api_style, argc, argv, NULL, err,
+    int rc = cw_opts_parse(opts, nopts, &api_opts_style, argc, argv, NULL, err,
                            sizeof(err));
     if (rc == CW_OPTS_HELP) {
         usage(stdout);
@@ -148,7 +109,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 /* The "start" event: the settings, where the fault controls are, which
  * build this is. */
-static void log_start(const struct options *o)
+static void log_start(const struct api_options *o)
 {
     cJSON *ev = cwlog_begin("start");
     cJSON_AddStringToObject(ev, "listen", o->listen);
@@ -176,7 +137,7 @@ static void log_start(const struct options *o)
 
 int main(int argc, char **argv)
 {
-    struct options o = {
+    struct api_options o = {
         .db = getenv("CW_DB"),
         .listen = "127.0.0.1:8080",
         .name = "api",
