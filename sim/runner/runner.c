@@ -61,7 +61,8 @@ static void write_result(struct runner *r, int64_t t0, int pass)
     cJSON *res = r->result;
     cJSON_ReplaceItemInObjectCaseSensitive(res, "duration_ms",
                                            cJSON_CreateNumber((double)(cw_mono_ms() - t0)));
-    cJSON_ReplaceItemInObjectCaseSensitive(res, "verdict", cJSON_CreateString(pass ? "pass" : "fail"));
+    const char *verdict = runner_interrupted() ? "interrupted" : pass ? "pass" : "fail";
+    cJSON_ReplaceItemInObjectCaseSensitive(res, "verdict", cJSON_CreateString(verdict));
     cJSON *tot = cJSON_CreateObject();
     cJSON_AddNumberToObject(tot, "scenarios", (double)r->t_scen);
     cJSON_AddNumberToObject(tot, "passed", (double)r->t_passed);
@@ -444,6 +445,17 @@ static int finish_run(struct runner *r, int64_t t0, int pass)
     }
     rdb_finish(&r->db, r->pg_script, o->keep);
     runner_rabbit_stop(r);
+    if (runner_interrupted()) {
+        /* Cleaned up as after any run, but an interrupt is not a verdict:
+         * no PASS or FAIL, no report, JUnit or failure bundle to read as
+         * one; the shell's convention for SIGINT, 128 + 2. */
+        printf("crashwindow run: interrupted after %.1f s: %ld scenarios finished before it "
+               "(%ld passed); nothing judged after it, no report or bundle written\n",
+               (double)(cw_mono_ms() - t0) / 1000.0, r->t_scen, r->t_passed);
+        printf("result: %s/result.json\n", r->out);
+        fflush(stdout);
+        return RUNNER_EXIT_INTERRUPTED;
+    }
     printf("crashwindow run: %s: %ld/%ld scenarios passed in %.1f s; %ld invariants checked, "
            "%ld faults fired, %ld kills, %ld pauses, %ld restarts, %ld events\n",
            pass ? "PASS" : "FAIL", r->t_passed, r->t_scen, (double)(cw_mono_ms() - t0) / 1000.0,

@@ -286,6 +286,8 @@ struct outcome {
     long nevents;                       /* lines of timeline.jsonl */
     cJSON *recovery;                    /* runner_recovery_json (result.json owns) */
     int hazard_caught;                  /* every hazard invariant failed */
+    int interrupted;                    /* SIGINT/SIGTERM before the check: nothing
+                                         * judged, verdict "interrupted" */
 };
 
 /* Stops the metrics sampler and every process, or with --keep leaves them
@@ -295,6 +297,9 @@ void runner_stop_scenario(struct sctx *s);
 /* faults_fired and faults_not_hit into oc (fired, not_hit); an armed fault
  * that never fired fails the scenario unless it says faults_optional. */
 void runner_collect_faults(struct sctx *s, struct outcome *oc);
+
+/* "pass", "fail", or "interrupted" (oc->interrupted: nothing was judged). */
+const char *runner_verdict_name(const struct outcome *oc);
 
 /* The verdict into oc (pass, ninv_checked, hazard_caught), logged as
  * scenario_end. */
