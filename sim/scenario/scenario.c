@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const char *const sc_kind_names[] = { "api", "relay", "consumer" };
 const char *const sc_verb_names[] = {
@@ -812,6 +813,13 @@ fail:
 struct scenario *scenario_load(const char *path, const char *const *known_points,
                                char *err, size_t errlen)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* fopen opens a directory and the read fails: say what it is. */
+        snprintf(err, errlen, "%s: is a directory, not a scenario file (give the files in it, "
+                 "or --all for every scenario)", path);
+        return NULL;
+    }
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));

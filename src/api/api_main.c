@@ -48,9 +48,12 @@ static void usage(FILE *f)
             "                    [--statement-timeout-ms MS] [--drain-ms MS]\n"
             "                    [--broker SOCKET] [--request-timeout-ms MS]\n"
             "                    [--max-connections N] [--max-conns-per-client N]\n"
-            "                    [--db-wait-ms MS]\n"
+            "                    [--db-wait-ms MS] [--metrics-listen HOST:PORT]\n"
+            "  --db CONNINFO             PostgreSQL connection string (or CW_DB)\n"
             "  --listen ADDR:PORT        IPv4 address and port (default 127.0.0.1:8080;\n"
             "                            port 0 picks a free one, printed on stdout)\n"
+            "  --events FILE             JSON-lines events (default stderr)\n"
+            "  --name NAME               process name in events (api)\n"
             "  --threads N               request workers = database connections (4)\n"
             "  --lock-timeout-ms MS      wait for a racing request's key at most MS (50)\n"
             "  --statement-timeout-ms MS bound on every statement (10000)\n"
@@ -62,8 +65,10 @@ static void usage(FILE *f)
             "  --max-conns-per-client N  connections at once from one address (64)\n"
             "  --db-wait-ms MS           at start, retry an unreachable database for up\n"
             "                            to MS before giving up with exit 1 (30000)\n"
-            "  --metrics-listen HOST:PORT serve Prometheus metrics at /metrics there\n"
-            "CW_DB may hold the connection string instead of --db.\n");
+            "  --metrics-listen HOST:PORT serve Prometheus metrics at /metrics there (IPv4,\n"
+            "                            [IPv6] or localhost; port 0 picks a free one, logged\n"
+            "                            as the metrics_listening event)\n"
+            "Exit: 0 after SIGTERM/SIGINT, 1 when it cannot start, 2 on bad usage.\n");
 }
 
 static int parse_listen(const char *s, struct sockaddr_in *addr)
@@ -175,6 +180,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "payments-api: cannot open events file '%s'\n", o.events);
         return 2;
     }
+    /* As the relay and the consumer do: port 0 picks one, and this says
+     * which. */
+    if (api_metrics_address() != NULL)
+        cwlog_simple("metrics_listening", "address", api_metrics_address());
     /* Block the stop signals before any thread exists -- fault_init starts
      * libfiu's control thread -- so every thread inherits the mask and only
      * sigwait() below ever sees them: a SIGTERM during startup must not land
