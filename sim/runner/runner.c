@@ -652,7 +652,8 @@ static void run_usage(FILE *f)
         "               repository's pipeline; with --dry-run it shows the profile and\n"
         "               checks every scenario against it\n"
         "failing scenarios leave a bundle each in DIR/bundles/ (summary, replay, logs)\n"
-        "exit status: 0 every invariant held, 1 one did not, 2 bad usage or scenario file\n");
+        "exit status: 0 every invariant held, 1 one did not, 2 bad usage or scenario file,\n"
+        "130 interrupted (SIGINT or SIGTERM: torn down, nothing judged, no bundle)\n");
 }
 
 /* --broker: fake or rabbitmq. */
