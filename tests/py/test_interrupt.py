@@ -60,3 +60,30 @@ def test_an_interrupt_judges_nothing_and_exits_130(tmp_path, pg_cluster, sig):
     left = scalar(conninfo_with_db(pg_cluster, "postgres"), "SELECT count(*) FROM pg_database WHERE datname LIKE %s",
                   ("%interrupted%",))
     assert left == 0
+
+
+def test_an_interrupted_sim_is_neither_a_pass_nor_a_failure(tmp_path, pg_cluster):
+    """The run cut off by the interrupt is not counted: not done, not failed."""
+    out = str(tmp_path / "sim")
+    log = open(tmp_path / "sim.log", "w", encoding="utf-8")
+    run = subprocess.Popen([binary("crashwindow"), "sim", "--seed", "7", "--runs", "5", "--pg",
+                            pg_cluster, "--out", out], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: any(e.get("event") == "step"
+                             for p in glob.glob(os.path.join(out, "runs", "*",
+                                                             "runner.events.jsonl"))
+                             for e in read_events(p)), 60, "the first run to reach a step")
+        run.send_signal(signal.SIGINT)
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        log.close()
+    text = (tmp_path / "sim.log").read_text(encoding="utf-8")
+    assert run.returncode == 130, text
+    res = load_result(out)
+    assert res["verdict"] == "interrupted"
+    assert res["simulator"]["stopped_by"] == "interrupt"
+    assert res["simulator"]["failures"] == 0 and res["simulator"]["runs_asked"] == 5
+    assert "INTERRUPTED: " in text and "FAIL" not in text, text
