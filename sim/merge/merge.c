@@ -124,9 +124,18 @@ static cJSON *merge_simulator(const struct merge *m)
     cJSON *sim = cJSON_Duplicate(rd_get(m->by_index[1]->res, "simulator"), 1);
     if (sim == NULL)
         sim = cJSON_CreateObject();
-    static const char *const sums[] = { "runs", "failures", "kills", "pauses", "redeliveries",
+    static const char *const sums[] = { "runs", "runs_asked", "failures", "kills", "pauses",
+                                        "redeliveries",
                                         "duplicates_absorbed", "invariant_checks",
                                         "run_seconds", "shrink_runs" };
+    /* What stopped a shard's runs short stopped the merged run's too. */
+    for (int k = 1; k <= m->count; k++) {
+        const char *why = rd_str(rd_get(m->by_index[k]->res, "simulator"), "stopped_by");
+        if (why != NULL) {
+            set_item(sim, "stopped_by", cJSON_CreateString(why));
+            break;
+        }
+    }
     cJSON *ff = cJSON_CreateObject(), *failing = cJSON_CreateArray(), *shrunk = cJSON_CreateArray();
     for (size_t i = 0; i < sizeof(sums) / sizeof(sums[0]); i++) {
         double t = 0;
@@ -218,6 +227,26 @@ static int merged_pass(const struct merge *m, const cJSON *res)
     return 1;
 }
 
+/* Not a pass only because a shard was stopped short (a simulator's time
+ * budget): every shard passed or said "incomplete", and nothing failed. */
+static int merged_incomplete(const struct merge *m, const cJSON *res)
+{
+    int short_shard = 0;
+    for (int k = 1; k <= m->count; k++) {
+        const char *v = rd_str(m->by_index[k]->res, "verdict");
+        if (v != NULL && strcmp(v, "incomplete") == 0)
+            short_shard = 1;
+        else if (v == NULL || strcmp(v, "pass") != 0)
+            return 0;
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, rd_get(res, "scenarios")) {
+        if (rundir_failed(it))
+            return 0;
+    }
+    return short_shard;
+}
+
 /* The kind's own parts: a mutant matrix's mutants and baseline verdict, a
  * simulation's statistics and completeness. */
 static void merge_kind_parts(const struct merge *m, cJSON *res)
@@ -269,7 +298,9 @@ static cJSON *build_result(const struct merge *m)
     if (skipped > 0)
         cJSON_AddItemToObject(res, "skipped", gather(m, "skipped", m->work));
     merge_kind_parts(m, res);
-    set_item(res, "verdict", cJSON_CreateString(merged_pass(m, res) ? "pass" : "fail"));
+    set_item(res, "verdict", cJSON_CreateString(merged_pass(m, res) ? "pass"
+                                                 : merged_incomplete(m, res) ? "incomplete"
+                                                 : "fail"));
     return res;
 }
 
@@ -398,8 +429,10 @@ static void usage(FILE *f)
 static void print_summary(const struct merge *m, const cJSON *res, int pass, double secs)
 {
     const cJSON *tot = rd_get(res, "totals");
+    const char *v = rd_str(res, "verdict");
     printf("crashwindow merge: %s: %d shard%s of a %s merged in %.2f s: %.0f/%.0f scenarios "
-           "passed, %.0f invariants checked, %.0f faults fired", pass ? "PASS" : "FAIL",
+           "passed, %.0f invariants checked, %.0f faults fired",
+           pass ? "PASS" : v != NULL && strcmp(v, "incomplete") == 0 ? "INCOMPLETE" : "FAIL",
            m->count, m->count == 1 ? "" : "s", m->kind, secs, rd_num(tot, "passed"),
            rd_num(tot, "scenarios"), rd_num(tot, "invariants_checked"), rd_num(tot, "faults_fired"));
     if (strcmp(m->kind, "mutants") == 0) {
@@ -412,8 +445,10 @@ static void print_summary(const struct merge *m, const cJSON *res, int pass, dou
         printf("; baseline %s, %d/%d mutants killed", rd_str(res, "baseline_verdict"), killed, n);
     }
     if (strcmp(m->kind, "sim") == 0)
-        printf("; %.0f runs, %.0f failed", rd_num(rd_get(res, "simulator"), "runs"),
-               rd_num(rd_get(res, "simulator"), "failures"));
+        printf("; %.0f runs, %.0f failed (%.0f runs asked)",
+               rd_num(rd_get(res, "simulator"), "runs"),
+               rd_num(rd_get(res, "simulator"), "failures"),
+               rd_num(rd_get(res, "simulator"), "runs_asked"));
     printf("\n");
 }
 

@@ -427,6 +427,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: crashwindow mutants [--only NAME...] [--full] [--out DIR] [--pg CONNINFO] [--list]\n"
         "                           [--shard K/N|env] [--junit FILE] [--broker fake|rabbitmq]\n"
+        "                           [--jobs N [--shares M]]\n"
         "  --only NAME  this mutant only (repeatable)\n"
         "  --full       every mutant against every scenario (default: in the fixed order,\n"
         "               aimed scenarios first, until its first kill)\n"
@@ -438,6 +439,8 @@ static void usage(FILE *f)
         "  --shard K/N  share K of N of the baseline scenarios and of the mutants (see\n"
         "               crashwindow run --help for 'env'); crashwindow merge joins them\n"
         "  --jobs N     the N shards side by side on this machine, merged into --out\n"
+        "  --shares M   with --jobs: split into M shards, N at a time (default: one per\n"
+        "               mutant)\n"
         "  --junit FILE write JUnit XML (one test case per mutant and baseline scenario)\n"
         "  --broker B   fake (default) or rabbitmq (crashwindow run --help); a mutant whose\n"
         "               scenarios all need a fake-broker control is not applicable there\n"

@@ -522,14 +522,33 @@ static int take_link(const char *v, void *ctx, char *err, size_t errlen)
     return 0;
 }
 
-/* No help; any mistake gets the one-line usage. */
+/* A mistake of form gets the one-line usage; --help the whole of it. */
 #define NETPROXY_USAGE \
     "usage: netproxy --control SOCK (--link NAME=pg|broker|amqp,LISTEN,UPSTREAM ... | " \
     "--send FRAME)"
 static const struct cw_opts_style netproxy_style = {
+    .help = CW_HELP_LONG | CW_HELP_SHORT,
     .unknown = NETPROXY_USAGE,
     .missing = NETPROXY_USAGE,
 };
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            NETPROXY_USAGE "\n"
+            "the TCP fault proxy every process's links go through (the runner starts it)\n"
+            "  --control SOCK        the Unix socket its control frames arrive on\n"
+            "  --link NAME=KIND,LISTEN,UPSTREAM\n"
+            "                        one link (repeatable): KIND pg, broker or amqp (the\n"
+            "                        protocol its frame faults read), LISTEN the address it\n"
+            "                        serves, UPSTREAM the one it forwards to\n"
+            "  --isolated-from NETNS the network namespace the run left (as\n"
+            "                        /proc/self/ns/net names it); without it no partition\n"
+            "                        (a kernel drop rule) is allowed\n"
+            "  --send FRAME          send one control frame to --control, print the reply\n"
+            "                        (exit 1 on an error reply)\n"
+            "SIGTERM ends the daemon.  Exit: 0, 1 could not serve, 2 bad usage or link.\n");
+}
 
 int main(int argc, char **argv)
 {
@@ -546,6 +565,11 @@ int main(int argc, char **argv)
     int pr = cw_opts_parse(opts, CW_NOPTS(opts), &netproxy_style, argc, argv, NULL, err,
                            sizeof(err));
     netproxy *np = la.np;
+    if (pr == CW_OPTS_HELP) {
+        usage(stdout);
+        netproxy_free(np);
+        return 0;
+    }
     if (pr == CW_OPTS_USAGE) {
         fprintf(stderr, "%s\n", err);
         netproxy_free(np);

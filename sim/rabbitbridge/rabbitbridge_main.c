@@ -110,11 +110,26 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
-static void usage(void)
+static void usage(FILE *f, int whole)
 {
-    fprintf(stderr, "usage: rabbit-bridge --url AMQP_URL --exchange NAME --socket PATH "
-                    "--events FILE [--group TOPIC:GROUP]... [--watch QUEUE:GROUP]...\n"
-                    "                     [--message-id-field FIELD]\n");
+    fprintf(f, "usage: rabbit-bridge --url AMQP_URL --exchange NAME --socket PATH "
+               "--events FILE [--group TOPIC:GROUP]... [--watch QUEUE:GROUP]...\n"
+               "                     [--message-id-field FIELD]\n");
+    if (!whole)
+        return;
+    fprintf(f,
+            "a RabbitMQ node made to look like the fake broker (the runner starts it)\n"
+            "  --url AMQP_URL           amqp://USER:PASS@HOST:PORT/VHOST of the node\n"
+            "  --exchange NAME          the exchange the relays publish to\n"
+            "  --socket PATH            the Unix socket it answers the fake broker's\n"
+            "                           control protocol on\n"
+            "  --events FILE            the broker log it writes (the fake broker's format)\n"
+            "  --group TOPIC:GROUP      declare GROUP's queue for TOPIC (repeatable)\n"
+            "  --watch QUEUE:GROUP      a target's own QUEUE, read by consumer group GROUP,\n"
+            "                           logged but never declared (repeatable)\n"
+            "  --message-id-field FIELD the top-level JSON field of a body holding the\n"
+            "                           message id when the message_id property is empty\n"
+            "Exit: 0 after SIGTERM, 1 could not start, 2 bad usage.\n");
 }
 
 /* --watch QUEUE:GROUP, at most MAX_GROUPS of them. */
@@ -149,6 +164,7 @@ static int take_group(const char *v, void *ctx, char *err, size_t errlen)
     return 0;
 }
 
+/* 0, 1 after --help (usage printed), -1 on bad usage (said). */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
     memset(o, 0, sizeof(*o));
@@ -161,22 +177,27 @@ static int parse_args(int argc, char **argv, struct opts *o)
         CW_OPT_CALL("--watch", take_watch, o),
         CW_OPT_STRING("--message-id-field", &o->id_field),
     };
-    /* Every argument is an option with a value; a last one alone is
+    /* Every argument is an option with a value (--help and -h aside); a last one alone is
      * refused for its missing value before its name is looked at. */
     const struct cw_opts_style style = {
+        .help = CW_HELP_LONG | CW_HELP_SHORT,
         .value_first = 1,
         .unknown = "unknown option %s",
         .missing = "%s needs a value",
     };
     char err[8192]; /* the offending argument in full, as it always was */
-    if (cw_opts_parse(opts, CW_NOPTS(opts), &style, argc, argv, NULL, err, sizeof(err)) !=
-        CW_OPTS_OK) {
+    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &style, argc, argv, NULL, err, sizeof(err));
+    if (rc == CW_OPTS_HELP) {
+        usage(stdout, 1);
+        return 1;
+    }
+    if (rc != CW_OPTS_OK) {
         fprintf(stderr, "rabbit-bridge: %s\n", err);
         return -1;
     }
     if (o->url == NULL || o->exchange == NULL || o->socket_path == NULL || o->events == NULL ||
         strncmp(o->url, "amqp://", 7) != 0 || strchr(o->url, '?') != NULL) {
-        usage();
+        usage(stderr, 0);
         return -1;
     }
     return 0;
@@ -870,8 +891,9 @@ int main(int argc, char **argv)
 {
     struct bridge b;
     memset(&b, 0, sizeof(b));
-    if (parse_args(argc, argv, &b.o) < 0)
-        return 2;
+    int pr = parse_args(argc, argv, &b.o);
+    if (pr != 0)
+        return pr < 0 ? 2 : 0;
     if (split_url(&b) < 0) {
         fprintf(stderr, "rabbit-bridge: malformed --url\n");
         return 2;

@@ -43,7 +43,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define REPORT_MAX_HTML (64u << 20)      /* the page, hard cap */
 #define REPORT_MAX_EVENTS 400000         /* per timeline.jsonl */
@@ -1291,9 +1293,11 @@ static void report_usage(FILE *f)
     fprintf(f, "usage: crashwindow report DIR -o FILE.html\n"
                "  writes the HTML reliability report of run directory DIR\n"
                "  (DIR/result.json, and each scenario's timeline.jsonl and metrics.jsonl)\n"
-               "  -o FILE   the report to write (default: DIR/report.html)\n"
+               "  -o FILE, --output FILE  the report to write (default: DIR/report.html)\n"
                "  --matrix MUTANTS_DIR  show the mutant matrix of that `crashwindow mutants`\n"
-               "            run when DIR has none\n");
+               "            run when DIR has none\n"
+               "exit status: 0 written, 1 could not write it, 2 bad usage or DIR not a run\n"
+               "directory\n");
 }
 
 /* The run directory: one only. */
@@ -1361,6 +1365,20 @@ int report_main(int argc, char **argv)
     }
     if (dir == NULL) {
         report_usage(stderr);
+        return 2;
+    }
+    /* A directory that is not a run's is bad input (exit 2), as for check
+     * and merge; a report that cannot be made of a run is a failure (1). */
+    struct stat st;
+    char resp[4096 + 16];
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "crashwindow report: %s: no such directory\n", dir);
+        return 2;
+    }
+    snprintf(resp, sizeof(resp), "%s/result.json", dir);
+    if (access(resp, F_OK) != 0) {
+        fprintf(stderr, "crashwindow report: %s: missing (%s is not a run directory)\n", resp,
+                dir);
         return 2;
     }
     char def[4096];

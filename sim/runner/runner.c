@@ -61,7 +61,8 @@ static void write_result(struct runner *r, int64_t t0, int pass)
     cJSON *res = r->result;
     cJSON_ReplaceItemInObjectCaseSensitive(res, "duration_ms",
                                            cJSON_CreateNumber((double)(cw_mono_ms() - t0)));
-    cJSON_ReplaceItemInObjectCaseSensitive(res, "verdict", cJSON_CreateString(pass ? "pass" : "fail"));
+    const char *verdict = runner_interrupted() ? "interrupted" : pass ? "pass" : "fail";
+    cJSON_ReplaceItemInObjectCaseSensitive(res, "verdict", cJSON_CreateString(verdict));
     cJSON *tot = cJSON_CreateObject();
     cJSON_AddNumberToObject(tot, "scenarios", (double)r->t_scen);
     cJSON_AddNumberToObject(tot, "passed", (double)r->t_passed);
@@ -444,6 +445,17 @@ static int finish_run(struct runner *r, int64_t t0, int pass)
     }
     rdb_finish(&r->db, r->pg_script, o->keep);
     runner_rabbit_stop(r);
+    if (runner_interrupted()) {
+        /* Cleaned up as after any run, but an interrupt is not a verdict:
+         * no PASS or FAIL, no report, JUnit or failure bundle to read as
+         * one; the shell's convention for SIGINT, 128 + 2. */
+        printf("crashwindow run: interrupted after %.1f s: %ld scenarios finished before it "
+               "(%ld passed); nothing judged after it, no report or bundle written\n",
+               (double)(cw_mono_ms() - t0) / 1000.0, r->t_scen, r->t_passed);
+        printf("result: %s/result.json\n", r->out);
+        fflush(stdout);
+        return RUNNER_EXIT_INTERRUPTED;
+    }
     printf("crashwindow run: %s: %ld/%ld scenarios passed in %.1f s; %ld invariants checked, "
            "%ld faults fired, %ld kills, %ld pauses, %ld restarts, %ld events\n",
            pass ? "PASS" : "FAIL", r->t_passed, r->t_scen, (double)(cw_mono_ms() - t0) / 1000.0,
@@ -610,7 +622,7 @@ static void run_usage(FILE *f)
         "                       [--out DIR] [--keep] [--dry-run] [--repeat N] [--bin DIR]\n"
         "                       [--report FILE.html] [--shard K/N|env] [--junit FILE]\n"
         "                       [--shard-weights DIR] [--broker fake|rabbitmq]\n"
-        "                       [--target PROFILE.json]\n"
+        "                       [--target PROFILE.json] [--jobs N [--shares M]]\n"
         "  --all        every scenario in scenarios/\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
         "  --pg-dir     with --pg: the directory scripts/pg-cluster started it in; \"db\"\n"
@@ -627,6 +639,7 @@ static void run_usage(FILE *f)
         "               CI_NODE_TOTAL; crashwindow merge joins the shards' directories\n"
         "  --jobs N     the N shards side by side on this machine, each with its own\n"
         "               cluster, merged into --out (refused with --pg, --keep, --shard)\n"
+        "  --shares M   with --jobs: split into M shards, N at a time (default N)\n"
         "  --shard-weights DIR  split by the scenario durations of an earlier run directory\n"
         "               (longest first, each to the least loaded shard) instead of round\n"
         "               robin; every shard must be given the same DIR\n"
@@ -639,7 +652,8 @@ static void run_usage(FILE *f)
         "               repository's pipeline; with --dry-run it shows the profile and\n"
         "               checks every scenario against it\n"
         "failing scenarios leave a bundle each in DIR/bundles/ (summary, replay, logs)\n"
-        "exit status: 0 every invariant held, 1 one did not, 2 bad usage or scenario file\n");
+        "exit status: 0 every invariant held, 1 one did not, 2 bad usage or scenario file,\n"
+        "130 interrupted (SIGINT or SIGTERM: torn down, nothing judged, no bundle)\n");
 }
 
 /* --broker: fake or rabbitmq. */

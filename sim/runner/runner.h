@@ -128,8 +128,12 @@ const char *runner_fake_skip(const struct scenario *sc, char *why, size_t whylen
  * with the reason printed. */
 int runner_net_unshare(void);
 
-/* Set by SIGINT/SIGTERM: every wait gives up, the scenario is torn down. */
+/* Set by SIGINT/SIGTERM: every wait gives up, the scenario is torn down,
+ * nothing is judged, and the run ends with RUNNER_EXIT_INTERRUPTED. */
 int runner_interrupted(void);
+
+/* The exit status of an interrupted run: 128 + SIGINT, as a shell reports it. */
+#define RUNNER_EXIT_INTERRUPTED 130
 void runner_install_signals(void);
 
 #endif

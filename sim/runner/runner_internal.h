@@ -231,6 +231,10 @@ void runner_reap_all(struct sctx *s);
 
 /* The last non-empty line of a process's log into out, for error messages. */
 void runner_log_tail(const struct proc *p, char *out, size_t outlen);
+/* The first non-empty line a process wrote to its log from byte off on (its
+ * log's size when it started) into out, "" when none: the error of a
+ * process that exits at start comes first, its usage text after it. */
+void runner_log_first(const struct proc *p, long off, char *out, size_t outlen);
 /* The size of the file at path, 0 when there is none. */
 long runner_file_size(const char *path);
 
@@ -282,6 +286,8 @@ struct outcome {
     long nevents;                       /* lines of timeline.jsonl */
     cJSON *recovery;                    /* runner_recovery_json (result.json owns) */
     int hazard_caught;                  /* every hazard invariant failed */
+    int interrupted;                    /* SIGINT/SIGTERM before the check: nothing
+                                         * judged, verdict "interrupted" */
 };
 
 /* Stops the metrics sampler and every process, or with --keep leaves them
@@ -291,6 +297,9 @@ void runner_stop_scenario(struct sctx *s);
 /* faults_fired and faults_not_hit into oc (fired, not_hit); an armed fault
  * that never fired fails the scenario unless it says faults_optional. */
 void runner_collect_faults(struct sctx *s, struct outcome *oc);
+
+/* "pass", "fail", or "interrupted" (oc->interrupted: nothing was judged). */
+const char *runner_verdict_name(const struct outcome *oc);
 
 /* The verdict into oc (pass, ninv_checked, hazard_caught), logged as
  * scenario_end. */

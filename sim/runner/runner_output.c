@@ -321,10 +321,15 @@ static cJSON *hazard_json(const struct sctx *s, const struct outcome *oc)
 /* The verdict: checked, no error, every invariant and every expectation
  * held; in a hazard scenario, every hazard invariant caught its loss and
  * every other one held.  Logged as scenario_end. */
+const char *runner_verdict_name(const struct outcome *oc)
+{
+    return oc->interrupted ? "interrupted" : oc->pass ? "pass" : "fail";
+}
+
 void runner_decide_verdict(struct sctx *s, struct outcome *oc)
 {
     const struct scenario *sc = s->sc;
-    oc->pass = s->error[0] == '\0' && oc->checked;
+    oc->pass = s->error[0] == '\0' && oc->checked && !oc->interrupted;
     oc->ninv_checked = 0;
     oc->hazard_caught = sc->nhazard > 0 && oc->checked;
     for (int i = 0; i < INV_COUNT && oc->checked; i++) {
@@ -355,7 +360,7 @@ void runner_decide_verdict(struct sctx *s, struct outcome *oc)
     }
     if (s->ev != NULL) {
         cJSON *ev = runner_rev_begin(s, "scenario_end");
-        cJSON_AddStringToObject(ev, "verdict", oc->pass ? "pass" : "fail");
+        cJSON_AddStringToObject(ev, "verdict", runner_verdict_name(oc));
         runner_rev_emit(s, ev);
     }
 }
@@ -376,7 +381,7 @@ cJSON *runner_scenario_json(struct sctx *s, struct outcome *oc)
     cJSON_AddStringToObject(o, "file", sc->path);
     if (s->run->o->repeat > 1)
         cJSON_AddNumberToObject(o, "repeat", s->rep);
-    cJSON_AddStringToObject(o, "verdict", oc->pass ? "pass" : "fail");
+    cJSON_AddStringToObject(o, "verdict", runner_verdict_name(oc));
     cJSON_AddNumberToObject(o, "duration_ms", (double)(cw_mono_ms() - s->t0));
     char iso[40];
     us_to_iso(s->started_us, iso, sizeof(iso));
@@ -457,6 +462,14 @@ static void print_vacuous(const struct sctx *s, const struct outcome *oc)
 void runner_print_summary(const struct sctx *s, const struct outcome *oc, const cJSON *o)
 {
     const struct scenario *sc = s->sc;
+    if (oc->interrupted) {
+        printf("    %s: interrupted after %.1f s: nothing judged (%d faults fired, %d kills, "
+               "%d pauses, %d restarts)\n", s->label, (double)(cw_mono_ms() - s->t0) / 1000.0,
+               cJSON_GetArraySize(oc->fired), s->count.kills, s->count.pauses,
+               s->count.restarts);
+        fflush(stdout);
+        return;
+    }
     printf("    %s: %s in %.1f s (%d invariants, %d faults fired, %d kills, %d pauses, "
            "%d restarts)\n", s->label, oc->pass ? "PASS" : "FAIL",
            (double)(cw_mono_ms() - s->t0) / 1000.0, oc->ninv_checked,
@@ -498,6 +511,8 @@ void runner_print_summary(const struct sctx *s, const struct outcome *oc, const 
 
 void runner_add_totals(struct runner *r, const struct sctx *s, const struct outcome *oc)
 {
+    if (oc->interrupted)
+        return; /* neither run to its end nor judged: not counted */
     r->t_scen++;
     r->t_passed += oc->pass;
     r->t_inv += oc->ninv_checked;

@@ -301,10 +301,16 @@ cJSON *runner_run_scenario(struct runner *r, const struct scenario *sc, int rep,
 
     /* The checker runs whatever happened above: a failed scenario still
      * gets its witnesses. */
+    /* An interrupt is not a verdict: whatever state the steps were cut
+     * off in, nothing is judged (the processes are still stopped and the
+     * files written, as after any scenario). */
     struct outcome oc;
     memset(&oc, 0, sizeof(oc));
-    check_scenario(s, &oc);
-    runner_net_check(s);
+    oc.interrupted = runner_interrupted();
+    if (!oc.interrupted) {
+        check_scenario(s, &oc);
+        runner_net_check(s);
+    }
     runner_stop_scenario(s);
     runner_collect_faults(s, &oc);
     runner_decide_verdict(s, &oc);

@@ -572,7 +572,7 @@ int runner_target_start_proc(struct sctx *s, int idx)
         if (!proc_poll(p)) {
             char how[64], tail[400];
             proc_exit_text(p, how, sizeof(how));
-            runner_log_tail(p, tail, sizeof(tail));
+            runner_log_first(p, off, tail, sizeof(tail));
             return runner_fail(s, "%s exited while starting (%s): %s", p->name, how,
                                tail[0] ? tail : "(no output)");
         }

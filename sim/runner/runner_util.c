@@ -271,6 +271,29 @@ void runner_log_tail(const struct proc *p, char *out, size_t outlen)
     fclose(f);
 }
 
+void runner_log_first(const struct proc *p, long off, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    FILE *f = fopen(p->log_path, "r");
+    if (f == NULL)
+        return;
+    if (off > 0 && fseek(f, off, SEEK_SET) != 0) {
+        fclose(f);
+        return;
+    }
+    char line[512];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        size_t n = strlen(line);
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n > 0) {
+            snprintf(out, outlen, "%s", line);
+            break;
+        }
+    }
+    fclose(f);
+}
+
 /* ---- process bookkeeping ------------------------------------------------ */
 
 /* Reports every exit not reported yet, whoever reaped it (a wait, a stop,
@@ -479,7 +502,7 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
         if (!proc_poll(p)) {
             char how[64], tail[400];
             proc_exit_text(p, how, sizeof(how));
-            runner_log_tail(p, tail, sizeof(tail));
+            runner_log_first(p, off, tail, sizeof(tail));
             runner_reap_all(s);
             return runner_fail(s, "%s exited while starting (%s): %s", p->name, how,
                                tail[0] ? tail : "(no output)");
@@ -547,6 +570,7 @@ static int start_broker_argv(struct sctx *s, char **argv)
     unlink(s->broker_sock);
     char err[512];
     int restart = b->starts > 0;
+    long off = runner_file_size(b->log_path);
     if (proc_spawn(b, argv, NULL, NULL, err, sizeof(err)) < 0)
         return runner_fail(s, "%s", err);
     if (restart)
@@ -566,8 +590,9 @@ static int start_broker_argv(struct sctx *s, char **argv)
         if (!proc_poll(b)) {
             char how[64], tail[400];
             proc_exit_text(b, how, sizeof(how));
-            runner_log_tail(b, tail, sizeof(tail));
-            return runner_fail(s, "the broker exited while starting (%s): %s", how, tail);
+            runner_log_first(b, off, tail, sizeof(tail));
+            return runner_fail(s, "the broker exited while starting (%s): %s", how,
+                               tail[0] ? tail : "(no output)");
         }
         if (cw_mono_ms() >= deadline)
             return runner_fail(s, "the broker did not answer on %s within 10 s (%s)",

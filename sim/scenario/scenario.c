@@ -15,6 +15,9 @@
 #include "scenario.h"
 #include "scenario_internal.h"
 #include "fault.h"
+#include "api_options.h"
+#include "consumer_options.h"
+#include "relay_options.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const char *const sc_kind_names[] = { "api", "relay", "consumer" };
 const char *const sc_verb_names[] = {
@@ -225,6 +229,54 @@ static int parse_clock(struct jv_ctx *v, const cJSON *proc, const char *pfield, 
     return 0;
 }
 
+static const char *const program_names[] = { "payments-api", "outbox-relay",
+                                             "accounting-consumer" };
+
+/* "--FLAG [VALUE]" read over the option table of kind's program. */
+static int check_options(enum sc_kind kind, const char *flag, const char *val, char *err,
+                         size_t errlen)
+{
+    char *argv[4] = { (char *)program_names[kind], (char *)flag, (char *)val, NULL };
+    int argc = val != NULL ? 3 : 2;
+    switch (kind) {
+    case SC_API:
+        return api_options_check(argc, argv, err, errlen);
+    case SC_RELAY:
+        return relay_options_check(argc, argv, err, errlen);
+    case SC_CONSUMER:
+        break;
+    }
+    return consumer_options_check(argc, argv, err, errlen);
+}
+
+/* Checks one of a process's "args" against its program's own option table
+ * (the one the program parses its command line over), so that a misspelt
+ * option or a value the program would refuse stops the scenario at load,
+ * as a bad file, instead of a process that exits at start.  0, or -1 with
+ * the error naming the field (which names the process and the option). */
+static int check_arg(struct jv_ctx *v, const char *field, enum sc_kind kind, const char *key,
+                     const char *val)
+{
+    const char *program = program_names[kind];
+    char flag[48];
+    snprintf(flag, sizeof(flag), "--%s", key);
+    char err[384] = "";
+    int rc = check_options(kind, flag, val, err, sizeof(err));
+    if (rc == CW_OPTS_OK)
+        return 0;
+    if (rc == CW_OPTS_HELP)
+        return jv_err(v, field, "%s is not a setting of %s", flag, program);
+    if (rc == CW_OPTS_USAGE && val == NULL) {
+        /* true: is the option unknown, or does it want a value? */
+        if (check_options(kind, flag, "", err, sizeof(err)) != CW_OPTS_USAGE)
+            return jv_err(v, field, "%s of %s takes a value (true is for options without one)",
+                          flag, program);
+    }
+    if (rc == CW_OPTS_USAGE)
+        return jv_err(v, field, "%s has no option %s", program, flag);
+    return jv_err(v, field, "%s (%s)", err, program);
+}
+
 static int parse_proc(struct jv_ctx *v, struct scenario *sc, const cJSON *it)
 {
     static const char *const fields[] = { "kind", "args", "faults", "autostart", "heal",
@@ -305,6 +357,8 @@ static int parse_proc(struct jv_ctx *v, struct scenario *sc, const cJSON *it)
             p->arg_key[p->nargs] = a->string;
             p->arg_val[p->nargs] = val;
             p->nargs++;
+            if (check_arg(v, f2, p->kind, a->string, val) < 0)
+                return -1;
             if (strcmp(a->string, "name") == 0 && val != NULL)
                 p->consumer_name = val;
             if (strcmp(a->string, "group") == 0 && val != NULL)
@@ -759,6 +813,13 @@ fail:
 struct scenario *scenario_load(const char *path, const char *const *known_points,
                                char *err, size_t errlen)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* fopen opens a directory and the read fails: say what it is. */
+        snprintf(err, errlen, "%s: is a directory, not a scenario file (give the files in it, "
+                 "or --all for every scenario)", path);
+        return NULL;
+    }
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));

@@ -50,11 +50,13 @@
 #include "scenario.h"
 #include "shard.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +73,8 @@ struct sim_opts {
     int have_seed;
     long runs;
     int have_runs;
-    long budget_s;
+    long budget_s;           /* 0: none (--runs without --time-budget) */
+    int have_budget;
     long shrink_budget_s;
     const char *out;
     int replay;
@@ -127,6 +130,8 @@ struct sim {
     cJSON *scenarios;        /* array */
     cJSON *base;             /* header fields of the first runner result */
     long first, last;        /* the run indexes of this invocation's loop */
+    const char *stopped_by;  /* what ended the runs before s->last: "time_budget",
+                              * "max_failures", "interrupt"; NULL when none did */
 };
 
 /* A seed or run index: a whole number in [0, 2^64). */
@@ -508,6 +513,26 @@ static double runs_per_minute(const struct sim *s)
     return s->run_ms > 0 ? (double)s->runs * 60000.0 / (double)s->run_ms : 0;
 }
 
+/* How many runs this invocation was asked for (its shard's share). */
+static long runs_asked(const struct sim *s)
+{
+    return s->last - s->first + 1;
+}
+
+/* The verdict: "fail" when a run failed (or none could run), "interrupted",
+ * "incomplete" when fewer runs were done than asked and none failed (a time
+ * budget stopped them: that is not a pass of the runs asked), else "pass". */
+static const char *sim_verdict(const struct sim *s, int broken)
+{
+    if (s->failures > 0 || broken || s->runs == 0)
+        return runner_interrupted() && s->failures == 0 && !broken ? "interrupted" : "fail";
+    if (runner_interrupted())
+        return "interrupted";
+    if (s->runs < runs_asked(s) && !s->o.replay)
+        return "incomplete";
+    return "pass";
+}
+
 static void write_result(struct sim *s, int done)
 {
     cJSON *r = s->base ? cJSON_Duplicate(s->base, 1) : cJSON_CreateObject();
@@ -522,7 +547,7 @@ static void write_result(struct sim *s, int done)
     cJSON_DeleteItemFromObjectCaseSensitive(r, "duration_ms");
     cJSON_AddNumberToObject(r, "duration_ms", (double)(cw_mono_ms() - s->t0));
     cJSON_DeleteItemFromObjectCaseSensitive(r, "verdict");
-    cJSON_AddStringToObject(r, "verdict", s->failures == 0 && s->runs > 0 ? "pass" : "fail");
+    cJSON_AddStringToObject(r, "verdict", sim_verdict(s, 0));
     cJSON_AddBoolToObject(r, "complete", done);
     cJSON_DeleteItemFromObjectCaseSensitive(r, "totals");
     cJSON *tot = cJSON_AddObjectToObject(r, "totals");
@@ -538,6 +563,11 @@ static void write_result(struct sim *s, int done)
     uint64_t seed = s->o.replay ? s->o.replay_seed : s->o.seed;
     cJSON_AddItemToObject(sim, "seed", u64_json(seed));
     cJSON_AddNumberToObject(sim, "runs", (double)s->runs);
+    cJSON_AddNumberToObject(sim, "runs_asked", (double)runs_asked(s));
+    if (s->stopped_by != NULL)
+        cJSON_AddStringToObject(sim, "stopped_by", s->stopped_by);
+    else
+        cJSON_AddNullToObject(sim, "stopped_by");
     cJSON_AddNumberToObject(sim, "failures", (double)s->failures);
     cJSON_AddNumberToObject(sim, "runs_per_minute", (double)(long)(runs_per_minute(s) * 10) / 10);
     cJSON_AddItemReferenceToObject(sim, "faults_fired", s->faults_fired);
@@ -550,7 +580,10 @@ static void write_result(struct sim *s, int done)
     cJSON_AddItemReferenceToObject(sim, "shrunk", s->shrunk);
     if (s->fidelity != NULL)
         cJSON_AddItemReferenceToObject(sim, "fidelity", s->fidelity);
-    cJSON_AddNumberToObject(sim, "time_budget_s", (double)s->o.budget_s);
+    if (s->o.budget_s > 0)
+        cJSON_AddNumberToObject(sim, "time_budget_s", (double)s->o.budget_s);
+    else
+        cJSON_AddNullToObject(sim, "time_budget_s");
     cJSON_AddNumberToObject(sim, "run_seconds", (double)s->run_ms / 1000.0);
     cJSON_AddNumberToObject(sim, "shrink_runs", (double)s->shrink_runs);
     if (s->o.replay)
@@ -646,6 +679,14 @@ static int finish_run(struct sim *s, const struct sim_plan *p, struct outcome *o
 {
     char name[64], dir[PATH_MAX + 80], rel[96];
     sim_scenario_name(p->seed, p->run, name, sizeof(name));
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(oc->scenario, "verdict");
+    if (cJSON_IsString(v) && strcmp(v->valuestring, "interrupted") == 0) {
+        /* Cut off by the interrupt: neither done nor failed, not counted. */
+        printf("    %llu:%llu interrupted\n", (unsigned long long)p->seed,
+               (unsigned long long)p->run);
+        outcome_free(oc);
+        return 0;
+    }
     log_run("run_end", p, oc);
     count_run(s, oc);
     cw_fmt(dir, sizeof(dir), "%s/%s", s->runs_dir, name);
@@ -895,10 +936,13 @@ static void usage(FILE *f)
         "                       [--replay S:I] [--shrink] [--shrink-budget SECONDS]\n"
         "                       [--bin DIR] [--pg CONNINFO] [--max-failures N] [--dry-run]\n"
         "                       [--keep-passing] [--shard K/N|env] [--junit FILE]\n"
-        "                       [--broker fake|rabbitmq] [--fidelity N]\n"
+        "                       [--broker fake|rabbitmq] [--fidelity N] [--pg-dir DIR]\n"
+        "                       [--target PROFILE.json] [--jobs N [--shares M]]\n"
         "  --seed S            runs S:1, S:2, ... (default: a seed from the clock, printed)\n"
-        "  --runs N            how many runs (default %d)\n"
-        "  --time-budget SEC   start no run after this many seconds (default %d)\n"
+        "  --runs N            how many runs (default %d); all of them unless a\n"
+        "                      --time-budget is given too\n"
+        "  --time-budget SEC   start no run after this many seconds (default %d without\n"
+        "                      --runs); runs it stops make the verdict INCOMPLETE, not PASS\n"
         "  --out DIR           failing runs, failing.jsonl, result.json, shrunk scenarios\n"
         "                      (default reports/sim-<timestamp>)\n"
         "  --replay S:I        run I of seed S again: the same schedule\n"
@@ -919,6 +963,7 @@ static void usage(FILE *f)
         "  --shard K/N         runs (K-1)*R/N+1 .. K*R/N of the seed's R runs (needs --seed;\n"
         "                      'env' as in crashwindow run --help); crashwindow merge joins them\n"
         "  --jobs N            the N shards side by side on this machine, merged into --out\n"
+        "  --shares M          with --jobs: split into M shards, N at a time (default N)\n"
         "  --junit FILE        write JUnit XML (one test case per run) to FILE\n"
         "  --broker B          fake (default) or rabbitmq: a throwaway RabbitMQ node, and\n"
         "                      each schedule without what a real broker cannot take\n"
@@ -926,7 +971,8 @@ static void usage(FILE *f)
         "  --target P          every run against the target profile P describes (on\n"
         "                      RabbitMQ), each schedule without what cannot be done from\n"
         "                      outside (fault points, program flags, white-box steps)\n"
-        "exit status: 0 every run passed, 1 a run failed, 2 bad usage\n",
+        "exit status: 0 every run asked for ran and passed, 1 a run failed or fewer ran\n"
+        "(INCOMPLETE), 2 bad usage, 130 interrupted\n",
         DEFAULT_RUNS, DEFAULT_BUDGET_S, DEFAULT_SHRINK_BUDGET_S);
 }
 
@@ -985,6 +1031,7 @@ static int opt_seconds(const char *flag, const char *v, long *dst, char *err, si
 
 static int opt_time_budget(const char *v, void *ctx, char *err, size_t errlen)
 {
+    ((struct sim_opts *)ctx)->have_budget = 1;
     return opt_seconds("--time-budget", v, &((struct sim_opts *)ctx)->budget_s, err, errlen);
 }
 
@@ -1026,7 +1073,9 @@ static int opt_shard(const char *v, void *ctx, char *err, size_t errlen)
     return shard_arg(v, &((struct sim_opts *)ctx)->shard, err, errlen);
 }
 
-/* Returns 0, 1 after --help (usage printed), or -1 after a message. */
+/* Returns 0, 1 after --help (usage printed), -1 after a message about the
+ * command line's form (the caller adds the usage), or -2 after a message
+ * that says all (a refused value, options that do not go together). */
 static int parse_args(struct sim_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
@@ -1068,33 +1117,37 @@ static int parse_args(struct sim_opts *o, int argc, char **argv)
     }
     if (rc != CW_OPTS_OK) {
         fprintf(stderr, "crashwindow sim: %s\n", err);
-        return -1;
+        return rc == CW_OPTS_USAGE ? -1 : -2;
     }
     if (o->target != NULL)
         o->rabbit = 1; /* a target speaks AMQP */
+    /* Runs asked for are run: a budget stops them only when one is given
+     * (the default budget bounds the default runs alone). */
+    if (o->have_runs && !o->have_budget)
+        o->budget_s = 0;
     if (o->replay && (o->have_seed || o->have_runs)) {
         fprintf(stderr, "crashwindow sim: --replay S:I runs one run; it takes no --seed "
                 "or --runs\n");
-        return -1;
+        return -2;
     }
     if (o->fidelity > 0 && o->shard.count > 0) {
         fprintf(stderr, "crashwindow sim: --fidelity replays one run in one process; it takes "
                 "no --shard\n");
-        return -1;
+        return -2;
     }
     if (o->shard.count > 0 && (o->replay || !o->have_seed)) {
         fprintf(stderr, "crashwindow sim: --shard needs --seed (every shard must run the same "
                 "seed) and takes no --replay\n");
-        return -1;
+        return -2;
     }
     if (o->shard.count > o->runs) {
         fprintf(stderr, "crashwindow sim: --shard %d/%d: only %ld runs to share, so at most %ld "
                 "shards\n", o->shard.index, o->shard.count, o->runs, o->runs);
-        return -1;
+        return -2;
     }
     if (o->bin != NULL && access(o->bin, F_OK) != 0) {
         fprintf(stderr, "crashwindow sim: --bin %s: no such directory\n", o->bin);
-        return -1;
+        return -2;
     }
     return 0;
 }
@@ -1203,14 +1256,16 @@ static int run_all(struct sim *s, uint64_t seed, long total, uint64_t *failed, i
     int64_t budget_end = s->t0 + s->o.budget_s * 1000;
     for (long i = s->first; i <= s->last && !runner_interrupted();) {
         if (s->o.max_failures > 0 && s->failures >= s->o.max_failures) {
+            s->stopped_by = "max_failures";
             printf("crashwindow sim: stopping after %ld failing run%s (--max-failures)\n",
                    s->failures, s->failures == 1 ? "" : "s");
             break;
         }
-        int64_t left = budget_end - cw_mono_ms();
+        int64_t left = s->o.budget_s > 0 ? budget_end - cw_mono_ms() : INT64_MAX;
         if (left <= 0) {
-            printf("crashwindow sim: time budget of %ld s used up after %ld runs\n",
-                   s->o.budget_s, i - s->first);
+            s->stopped_by = "time_budget";
+            printf("crashwindow sim: time budget of %ld s used up after %ld of %ld runs\n",
+                   s->o.budget_s, i - s->first, s->last - s->first + 1);
             break;
         }
         /* Batches of up to MAX_BATCH runs, fewer when the budget is nearly
@@ -1220,7 +1275,8 @@ static int run_all(struct sim *s, uint64_t seed, long total, uint64_t *failed, i
             n = MAX_BATCH;
         if (s->runs == 0)
             n = 1;
-        else if (s->run_ms / s->runs > 0 && left / (s->run_ms / s->runs) < n)
+        else if (s->o.budget_s > 0 && s->run_ms / s->runs > 0 &&
+                 left / (s->run_ms / s->runs) < n)
             n = left / (s->run_ms / s->runs) > 0 ? left / (s->run_ms / s->runs) : 1;
         uint64_t first = s->o.replay ? s->o.replay_run : (uint64_t)i;
         if (run_runs(s, seed, first, (int)n, i, s->o.replay ? 0 : total, failed, nfailed,
@@ -1228,6 +1284,8 @@ static int run_all(struct sim *s, uint64_t seed, long total, uint64_t *failed, i
             return -1;
         i += n;
     }
+    if (runner_interrupted())
+        s->stopped_by = "interrupt";
     return 0;
 }
 
@@ -1333,11 +1391,18 @@ static void finish(struct sim *s, double rpm, int broken)
     if (s->own_cluster)
         rdb_finish(&s->db, s->script, 0);
 
-    printf("crashwindow sim: %s: %ld run%s, %ld failed, %.1f runs/minute; %ld faults fired, "
-           "%ld kills, %ld pauses, %ld redeliveries, %ld duplicates absorbed, %ld invariant "
-           "checks\n", s->failures == 0 && !broken && s->runs > 0 ? "PASS" : "FAIL", s->runs,
-           s->runs == 1 ? "" : "s", s->failures, rpm, s->faults_total, s->kills, s->pauses,
-           s->redeliveries, s->dups, s->inv_checks);
+    char verdict[16];
+    snprintf(verdict, sizeof(verdict), "%s", sim_verdict(s, broken));
+    for (char *c = verdict; *c != '\0'; c++)
+        *c = (char)toupper((unsigned char)*c);
+    printf("crashwindow sim: %s: %ld of %ld run%s done, %ld failed, %.1f runs/minute; %ld faults "
+           "fired, %ld kills, %ld pauses, %ld redeliveries, %ld duplicates absorbed, %ld "
+           "invariant checks\n", verdict, s->runs, runs_asked(s), runs_asked(s) == 1 ? "" : "s",
+           s->failures, rpm, s->faults_total, s->kills, s->pauses, s->redeliveries, s->dups,
+           s->inv_checks);
+    if (s->stopped_by != NULL && strcmp(s->stopped_by, "time_budget") == 0)
+        printf("  the time budget of %ld s stopped the other %ld runs (--runs without "
+               "--time-budget runs them all)\n", s->o.budget_s, runs_asked(s) - s->runs);
     const cJSON *f;
     cJSON_ArrayForEach(f, s->failing) {
         printf("  failed %s on %s: replay with: %s\n",
@@ -1355,7 +1420,7 @@ int simulator_main(int argc, char **argv)
     memset(s, 0, sizeof(*s));
     int pr = parse_args(&s->o, argc, argv);
     if (pr != 0) {
-        if (pr < 0)
+        if (pr == -1)
             usage(stderr);
         return pr < 0 ? 2 : 0;
     }
@@ -1417,13 +1482,17 @@ int simulator_main(int argc, char **argv)
         snprintf(share, sizeof(share), " (shard %d/%d: runs %ld to %ld)", s->o.shard.index,
                  s->o.shard.count, s->first, s->last);
     }
-    printf("crashwindow sim: seed %llu, %ld run%s%s, time budget %ld s, output in %s\n",
-           (unsigned long long)seed, total, total == 1 ? "" : "s", share, s->o.budget_s, s->out);
+    char budget[48] = "no time budget";
+    if (s->o.budget_s > 0)
+        snprintf(budget, sizeof(budget), "time budget %ld s", s->o.budget_s);
+    printf("crashwindow sim: seed %llu, %ld run%s%s, %s, output in %s\n",
+           (unsigned long long)seed, total, total == 1 ? "" : "s", share, budget, s->out);
     fflush(stdout);
     cJSON *ev = cwlog_begin("sim_start");
     cJSON_AddItemToObject(ev, "seed", u64_json(seed));
     cJSON_AddNumberToObject(ev, "runs", (double)total);
-    cJSON_AddNumberToObject(ev, "time_budget_s", (double)s->o.budget_s);
+    if (s->o.budget_s > 0)
+        cJSON_AddNumberToObject(ev, "time_budget_s", (double)s->o.budget_s);
     if (s->o.bin != NULL)
         cJSON_AddStringToObject(ev, "bin", s->o.bin);
     cwlog_emit(ev);
@@ -1439,7 +1508,9 @@ int simulator_main(int argc, char **argv)
 
     write_result(s, !broken && !runner_interrupted());
     finish(s, rpm, broken);
-    int rc = s->failures == 0 && !broken && s->runs > 0 && !runner_interrupted() ? 0 : 1;
+    const char *verdict = sim_verdict(s, broken);
+    int rc = strcmp(verdict, "pass") == 0 ? 0
+             : strcmp(verdict, "interrupted") == 0 ? RUNNER_EXIT_INTERRUPTED : 1;
     if (rundir_outputs(s->out, s->o.junit, 1, "crashwindow sim") < 0)
         rc = 1;
     sim_free(s);

@@ -23,6 +23,7 @@
  * usage, bad CW_FAULTS, or a --metrics-listen address that cannot be bound. */
 #include "api_http.h"
 #include "api_metrics.h"
+#include "api_options.h"
 #include "api_pool.h"
 #include "api_store.h"
 #include "backoff.h"
@@ -39,23 +40,6 @@
 #include <string.h>
 #include <time.h>
 
-struct options {
-    const char *db;
-    const char *listen;
-    const char *events;
-    const char *name;
-    const char *broker;
-    const char *metrics_listen;
-    int threads;
-    int lock_timeout_ms;
-    int statement_timeout_ms;
-    int drain_ms;
-    int db_wait_ms;
-    int request_timeout_ms;
-    int max_connections;
-    int max_per_client;
-};
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -64,9 +48,12 @@ static void usage(FILE *f)
             "                    [--statement-timeout-ms MS] [--drain-ms MS]\n"
             "                    [--broker SOCKET] [--request-timeout-ms MS]\n"
             "                    [--max-connections N] [--max-conns-per-client N]\n"
-            "                    [--db-wait-ms MS]\n"
+            "                    [--db-wait-ms MS] [--metrics-listen HOST:PORT]\n"
+            "  --db CONNINFO             PostgreSQL connection string (or CW_DB)\n"
             "  --listen ADDR:PORT        IPv4 address and port (default 127.0.0.1:8080;\n"
             "                            port 0 picks a free one, printed on stdout)\n"
+            "  --events FILE             JSON-lines events (default stderr)\n"
+            "  --name NAME               process name in events (api)\n"
             "  --threads N               request workers = database connections (4)\n"
             "  --lock-timeout-ms MS      wait for a racing request's key at most MS (50)\n"
             "  --statement-timeout-ms MS bound on every statement (10000)\n"
@@ -78,8 +65,10 @@ static void usage(FILE *f)
             "  --max-conns-per-client N  connections at once from one address (64)\n"
             "  --db-wait-ms MS           at start, retry an unreachable database for up\n"
             "                            to MS before giving up with exit 1 (30000)\n"
-            "  --metrics-listen HOST:PORT serve Prometheus metrics at /metrics there\n"
-            "CW_DB may hold the connection string instead of --db.\n");
+            "  --metrics-listen HOST:PORT serve Prometheus metrics at /metrics there (IPv4,\n"
+            "                            [IPv6] or localhost; port 0 picks a free one, logged\n"
+            "                            as the metrics_listening event)\n"
+            "Exit: 0 after SIGTERM/SIGINT, 1 when it cannot start, 2 on bad usage.\n");
 }
 
 static int parse_listen(const char *s, struct sockaddr_in *addr)
@@ -101,35 +90,12 @@ static int parse_listen(const char *s, struct sockaddr_in *addr)
     return 0;
 }
 
-/* Every option takes a value; a value-less last argument is reported as
- * such whatever it is, and every argument is read as an option's name. */
-static const struct cw_opts_style api_style = {
-    .help = CW_HELP_LONG,
-    .value_first = 1,
-    .unknown = "unknown option '%s'",
-    .missing = "unknown option or missing value: '%s'",
-};
-
-static int parse_args(int argc, char **argv, struct options *o)
+static int parse_args(int argc, char **argv, struct api_options *o)
 {
-    const struct cw_opt opts[] = {
-        CW_OPT_STRING("--db", &o->db),
-        CW_OPT_STRING("--listen", &o->listen),
-        CW_OPT_STRING("--events", &o->events),
-        CW_OPT_STRING("--name", &o->name),
-        CW_OPT_STRING("--broker", &o->broker),
-        CW_OPT_STRING("--metrics-listen", &o->metrics_listen),
-        CW_OPT_INT("--threads", &o->threads, 1, 64),
-        CW_OPT_INT("--lock-timeout-ms", &o->lock_timeout_ms, 1, 60000),
-        CW_OPT_INT("--statement-timeout-ms", &o->statement_timeout_ms, 1, 3600000),
-        CW_OPT_INT("--drain-ms", &o->drain_ms, 0, 3600000),
-        CW_OPT_INT("--db-wait-ms", &o->db_wait_ms, 0, 3600000),
-        CW_OPT_INT("--request-timeout-ms", &o->request_timeout_ms, 100, 600000),
-        CW_OPT_INT("--max-connections", &o->max_connections, 1, 65536),
-        CW_OPT_INT("--max-conns-per-client", &o->max_per_client, 1, 65536),
-    };
+    struct cw_opt opts[API_NOPTS];
+    size_t nopts = api_options(o, opts);
     char err[4096];
-    int rc = cw_opts_parse(opts, CW_NOPTS(opts), &api_style, argc, argv, NULL, err,
+    int rc = cw_opts_parse(opts, nopts, &api_opts_style, argc, argv, NULL, err,
                            sizeof(err));
     if (rc == CW_OPTS_HELP) {
         usage(stdout);
@@ -148,7 +114,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 /* The "start" event: the settings, where the fault controls are, which
  * build this is. */
-static void log_start(const struct options *o)
+static void log_start(const struct api_options *o)
 {
     cJSON *ev = cwlog_begin("start");
     cJSON_AddStringToObject(ev, "listen", o->listen);
@@ -176,7 +142,7 @@ static void log_start(const struct options *o)
 
 int main(int argc, char **argv)
 {
-    struct options o = {
+    struct api_options o = {
         .db = getenv("CW_DB"),
         .listen = "127.0.0.1:8080",
         .name = "api",
@@ -214,6 +180,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "payments-api: cannot open events file '%s'\n", o.events);
         return 2;
     }
+    /* As the relay and the consumer do: port 0 picks one, and this says
+     * which. */
+    if (api_metrics_address() != NULL)
+        cwlog_simple("metrics_listening", "address", api_metrics_address());
     /* Block the stop signals before any thread exists -- fault_init starts
      * libfiu's control thread -- so every thread inherits the mask and only
      * sigwait() below ever sees them: a SIGTERM during startup must not land

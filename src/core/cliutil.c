@@ -98,11 +98,25 @@ static int take_value(const struct cw_opt *o, const char *v, char *err, size_t e
     return -1;
 }
 
+/* CW_LIST_OPTIONS: the table itself, for a test that holds --help to it. */
+static void list_options(const struct cw_opt *opts, size_t nopts)
+{
+    static const char *const kinds[] = { "flag", "string", "int", "call" };
+    for (size_t k = 0; k < nopts; k++)
+        printf("%s %s\n", opts[k].name, kinds[opts[k].kind]);
+    fflush(stdout);
+}
+
 int cw_opts_parse(const struct cw_opt *opts, size_t nopts, const struct cw_opts_style *style,
                   int argc, char **argv, int *next, char *err, size_t errlen)
 {
     int rc = CW_OPTS_OK;
     int i;
+    const char *list = getenv("CW_LIST_OPTIONS");
+    if (list != NULL && list[0] != '\0') {
+        list_options(opts, nopts);
+        exit(0);
+    }
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (is_help(style->help, a)) {

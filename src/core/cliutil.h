@@ -120,4 +120,9 @@ enum {
 int cw_opts_parse(const struct cw_opt *opts, size_t nopts, const struct cw_opts_style *style,
                   int argc, char **argv, int *next, char *err, size_t errlen);
 
+/* With CW_LIST_OPTIONS set (non-empty) in the environment, cw_opts_parse
+ * prints its table instead -- "NAME KIND" a line, KIND flag, string, int or
+ * call -- and exits 0: the test that holds every program's --help to the
+ * options it accepts reads the very table the program parses with. */
+
 #endif

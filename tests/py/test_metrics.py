@@ -237,3 +237,13 @@ def test_the_strict_reader_refuses_a_malformed_page(page, says):
     assert promparse.parse(GOOD)["h"]["type"] == "histogram"
     with pytest.raises(promparse.PageError, match=says):
         promparse.parse(page)
+
+
+def test_the_api_says_where_its_metrics_listen(db, procs):
+    """Port 0 picks a free port: the API logs which, as the relay and the
+    consumer do, and the page is served there."""
+    api = start_api(procs, db, extra=("--metrics-listen", "127.0.0.1:0"))
+    at = listening_at(api.proc)
+    host, port = at.rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0, at
+    assert v(scrape(at), "outbox_pending_messages") == 0

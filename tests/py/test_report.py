@@ -472,7 +472,13 @@ def test_hover_highlights_message_across_lanes(tmp_path):
 def test_bad_input_is_refused(tmp_path):
     out = tmp_path / "out.html"
     r = render(tmp_path / "missing", out, check=False)
-    assert r.returncode == 1 and "cannot open" in r.stderr and "result.json" in r.stderr
+    # bad input, as for check and merge
+    assert r.returncode == 2 and "no such directory" in r.stderr, r.stderr
+    assert not out.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = render(empty, out, check=False)
+    assert r.returncode == 2 and "result.json: missing" in r.stderr, r.stderr
     assert not out.exists()
 
     bad = tmp_path / "bad"

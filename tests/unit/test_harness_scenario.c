@@ -182,6 +182,76 @@ static void test_scenario_errors(void)
     CHECK(scenario_load("/nonexistent/x.json", NULL, err, sizeof(err)) == NULL);
     CHECK(strstr(err, "/nonexistent/x.json: cannot open") != NULL);
 }
+/* A process's "args" are read over its program's own option table at load:
+ * an option the program does not have, or a value it would refuse, is an
+ * error naming the file, the process and the option. */
+static struct scenario *parse_args(const char *proc, const char *kind, const char *args,
+                                   char *err, size_t n)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"name\": \"x\", \"title\": \"t\", \"crash_window\": \"a/b\","
+             " \"processes\": {\"%s\": {\"kind\": \"%s\", \"args\": %s}}, \"steps\": [],"
+             " \"invariants\": [\"nothing_lost\"]}", proc, kind, args);
+    return scenario_parse(text, "scenarios/a.json", NULL, err, n);
+}
+
+static int args_err_is(const char *proc, const char *kind, const char *args, const char *want)
+{
+    char err[512] = "";
+    struct scenario *sc = parse_args(proc, kind, args, err, sizeof(err));
+    scenario_free(sc);
+    if (sc != NULL || strstr(err, want) == NULL) {
+        fprintf(stderr, "  args %s: want error containing \"%s\", got \"%s\"\n", args, want, err);
+        return 0;
+    }
+    return 1;
+}
+
+static void test_scenario_args(void)
+{
+    char err[512] = "";
+    struct scenario *sc = parse_args("r1", "relay", "{\"lease-ms\": 800, \"order\": "
+                                     "\"per-aggregate\", \"batch\": \"7\", \"name\": \"r\"}",
+                                     err, sizeof(err));
+    CHECK(sc != NULL);
+    if (sc == NULL)
+        fprintf(stderr, "  %s\n", err);
+    scenario_free(sc);
+    sc = parse_args("c", "consumer", "{\"prefetch\": 50, \"gap-park-after-ms\": 0}", err,
+                    sizeof(err));
+    CHECK(sc != NULL);
+    scenario_free(sc);
+    sc = parse_args("a", "api", "{\"threads\": 2, \"drain-ms\": 0}", err, sizeof(err));
+    CHECK(sc != NULL);
+    scenario_free(sc);
+
+    CHECK(args_err_is("relay-1", "relay", "{\"lease-msec\": 1000}",
+                      "scenarios/a.json: processes.relay-1.args.lease-msec: "
+                      "outbox-relay has no option --lease-msec"));
+    CHECK(args_err_is("relay-1", "relay", "{\"lease-ms\": \"abc\"}",
+                      "processes.relay-1.args.lease-ms: --lease-ms: 'abc' is not an integer"));
+    CHECK(args_err_is("relay-1", "relay", "{\"batch\": 0}",
+                      "processes.relay-1.args.batch: --batch: '0' is not an integer in 1..10000"));
+    CHECK(args_err_is("relay-1", "relay", "{\"order\": \"lifo\"}",
+                      "processes.relay-1.args.order: --order: 'lifo' is not fifo or per-aggregate"));
+    CHECK(args_err_is("relay-1", "relay", "{\"batch\": true}",
+                      "processes.relay-1.args.batch: --batch of outbox-relay takes a value"));
+    CHECK(args_err_is("relay-1", "relay", "{\"fast\": true}",
+                      "processes.relay-1.args.fast: outbox-relay has no option --fast"));
+    CHECK(args_err_is("relay-1", "relay", "{\"help\": true}",
+                      "processes.relay-1.args.help: --help is not a setting of outbox-relay"));
+    /* Each kind is read over its own program's table. */
+    CHECK(args_err_is("acc", "consumer", "{\"lease-ms\": 800}",
+                      "processes.acc.args.lease-ms: accounting-consumer has no option --lease-ms"));
+    CHECK(args_err_is("acc", "consumer", "{\"prefetch\": 0}",
+                      "processes.acc.args.prefetch: --prefetch: '0' is not an integer"));
+    CHECK(args_err_is("api", "api", "{\"prefetch\": 5}",
+                      "processes.api.args.prefetch: payments-api has no option --prefetch"));
+    CHECK(args_err_is("api", "api", "{\"threads\": 65}",
+                      "processes.api.args.threads: --threads: '65' is not an integer in 1..64"));
+}
+
 static void test_fault_specs(void)
 {
     char err[256];
@@ -202,6 +272,7 @@ int main(void)
 {
     test_scenario_valid();
     test_scenario_errors();
+    test_scenario_args();
     test_fault_specs();
     return check_report("test_harness_scenario");
 }
