@@ -645,3 +645,33 @@ def test_a_busy_answer_is_sent_again_as_a_client_would(tmp_path, pg_cluster):
     for name in ("busy-retried", "busy-final"):
         assert scs[name]["verdict"] == "pass"
         assert inv(scs[name], "one_payment_per_key")["checked"] >= 2
+
+
+def test_faults_made_from_outside_are_counted_and_listed(tmp_path, pg_cluster):
+    """A link broken by the proxy, a database crash and a process started
+    with a shifted clock are faults: each is in faults_fired (with its kind),
+    in the totals and in the report's Faults table, though no process was
+    compiled to know it."""
+    procs = {**PIPELINE, "api": {"kind": "api", "clock": {"offset_s": -30}}}
+    path = scenario(tmp_path, "outside", [
+        {"do": "payments", "count": 2, "key_prefix": "t-out"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+        {"do": "net", "link": "relay-1->broker", "fault": "reset"},
+        {"do": "db", "action": "crash"},
+        {"do": "payments", "count": 2, "key_prefix": "t-out2", "retries": 2},
+        {"do": "wait", "until": "consumed", "count": 4, "timeout_ms": 20000}],
+        processes=procs)
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--out", str(out), "--brief")
+    result = load_result(out)
+    sc = result["scenarios"][0]
+    assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout[-3000:] + r.stderr[-2000:]
+    fired = {(f["point"], f["proc"], f["kind"]) for f in sc["faults_fired"]}
+    assert {("net/relay-1->broker/reset", "relay-1", "net"),
+            ("postgres/crash", "postgres", "database"),
+            ("clock/offset", "api", "clock")} <= fired, fired
+    assert result["totals"]["faults_fired"] == len(sc["faults_fired"]) >= 3
+    rep = crashwindow("report", out, "-o", tmp_path / "report.html", timeout=120)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    page = (tmp_path / "report.html").read_text()
+    assert "net/relay-1-&gt;broker/reset" in page and "postgres/crash" in page
