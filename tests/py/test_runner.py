@@ -675,3 +675,22 @@ def test_faults_made_from_outside_are_counted_and_listed(tmp_path, pg_cluster):
     assert rep.returncode == 0, rep.stdout + rep.stderr
     page = (tmp_path / "report.html").read_text()
     assert "net/relay-1-&gt;broker/reset" in page and "postgres/crash" in page
+
+
+def test_processing_latency_is_never_negative(tmp_path, pg_cluster):
+    """The relay marks a row published after the broker's confirm, and a fast
+    consumer may commit before that mark lands: processed_at - published_at
+    is then negative.  The runner's samples (the report's chart) clamp it at
+    0 as /metrics does.  The rows' marks are moved after their consumption
+    here, and the last sample is read."""
+    path = scenario(tmp_path, "latency", [
+        {"do": "payments", "count": 3, "key_prefix": "t-lat"},
+        {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 10000},
+        {"do": "sql", "sql": "UPDATE outbox_messages SET published_at = published_at"
+                             " + interval '10 seconds'", "expect_rows": 3}])
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out), "--brief")
+    sc = load_result(out)["scenarios"][0]
+    assert sc["error"] is None, r.stdout[-3000:] + r.stderr[-2000:]
+    last = read_events(str(out / sc["dir"] / "metrics.jsonl"))[-1]
+    assert last["processing_latency_p50_ms"] == 0 and last["processing_latency_p99_ms"] == 0, last
