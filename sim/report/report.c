@@ -784,10 +784,12 @@ static void put_faults(struct rbuf *b, const cJSON *sc, int64_t origin)
     const cJSON *nothit = jget(sc, "faults_not_hit");
     rbuf_puts(b, "<h3>Faults</h3>");
     if (count_array(fired) == 0 && count_array(nothit) == 0) {
-        rbuf_puts(b, "<p class=\"note\">no fault point was armed in this scenario</p>");
+        rbuf_puts(b, "<p class=\"note\">no fault point was armed and the runner broke no link, "
+                     "database, broker or clock in this scenario</p>");
         return;
     }
-    rbuf_puts(b, "<table class=\"faults\"><thead><tr><th>fault point</th><th>process</th>"
+    rbuf_puts(b, "<table class=\"faults\"><thead><tr><th>fault (a point, or what the runner "
+                 "broke from outside)</th><th>process</th>"
                  "<th>action</th><th>when (since the start)</th></tr></thead><tbody>");
     const cJSON *f;
     double t0 = (double)origin;

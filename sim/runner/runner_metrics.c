@@ -7,6 +7,7 @@
 #include "runner_metrics.h"
 #include "cwlog.h"
 #include "pgx.h"
+#include "pipeline_stats.h"
 #include "runner_db.h"
 
 #include <cjson/cJSON.h>
@@ -40,8 +41,10 @@ static const char *const SAMPLE_SQL =
     "                  percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM published_at - occurred_at))"
     "                     FILTER (WHERE published_at IS NOT NULL) * 1000 AS pub_p99"
     "             FROM outbox_messages),"
-    "     p AS (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM i.processed_at - m.published_at)) * 1000 AS p50,"
-    "                  percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM i.processed_at - m.published_at)) * 1000 AS p99"
+    "     p AS (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY "
+    CW_SQL_PROCESSING_LATENCY_S("i", "m") ") * 1000 AS p50,"
+    "                  percentile_cont(0.99) WITHIN GROUP (ORDER BY "
+    CW_SQL_PROCESSING_LATENCY_S("i", "m") ") * 1000 AS p99"
     "             FROM inbox_messages i JOIN outbox_messages m ON m.id = i.message_id"
     "            WHERE m.published_at IS NOT NULL),"
     "     c AS (SELECT coalesce(json_object_agg(consumer_name, n), '{}'::json) AS consumed"

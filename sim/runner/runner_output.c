@@ -196,6 +196,67 @@ static void fault_report(struct sctx *s, const cJSON *const *proc_events, cJSON 
     }
 }
 
+/* The faults the runner made from outside the processes, as faults_fired
+ * entries beside the fault points: a link's fault ("net/LINK/FAULT", its
+ * client's name), a database or broker outage ("postgres/crash",
+ * "broker/crash", ...) and a process started with a shifted clock
+ * ("clock/offset"), each with "kind" so the report can tell them from
+ * points.  A scenario that breaks the network has faults, whether or not
+ * any process was compiled to know it. */
+static void outside_faults(struct sctx *s, cJSON *fired)
+{
+    cJSON *evs = evlog_read(s->run_events_path, NULL);
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, evs) {
+        const char *name = ev_name(ev);
+        char point[SC_NAME_MAX * 2 + 64], proc[SC_NAME_MAX + 16];
+        const char *action, *kind;
+        double ts = ev_ts(ev);
+        if (strcmp(name, "net_fault") == 0) {
+            const char *link = ev_str(ev, "link");
+            action = ev_str(ev, "fault");
+            /* A window is counted when it fires (runner_net_windows_fired). */
+            if (link == NULL || action == NULL || strcmp(action, "window") == 0)
+                continue;
+            snprintf(point, sizeof(point), "net/%s/%s", link, action);
+            const char *arrow = strstr(link, "->");
+            snprintf(proc, sizeof(proc), "%.*s", arrow ? (int)(arrow - link) : (int)strlen(link),
+                     link);
+            kind = "net";
+        } else if (strcmp(name, "db_fault") == 0) {
+            const char *target = ev_str(ev, "target");
+            action = ev_str(ev, "action");
+            if (target == NULL || action == NULL)
+                continue;
+            snprintf(point, sizeof(point), "%s/%s", target, action);
+            snprintf(proc, sizeof(proc), "%s", target);
+            ev_num(ev, "started_us", &ts); /* when the outage began */
+            kind = strcmp(target, "broker") == 0 ? "broker" : "database";
+        } else {
+            continue;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "point", point);
+        cJSON_AddStringToObject(o, "proc", proc);
+        cJSON_AddStringToObject(o, "action", action);
+        cwlog_add_int64(o, "ts_us", (int64_t)ts);
+        cJSON_AddStringToObject(o, "kind", kind);
+        cJSON_AddItemToArray(fired, o);
+    }
+    cJSON_Delete(evs);
+    for (int i = 0; i < s->sc->nprocs; i++) {
+        if (s->sc->procs[i].faketime[0] == '\0')
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "point", "clock/offset");
+        cJSON_AddStringToObject(o, "proc", s->procs[i].name);
+        cJSON_AddStringToObject(o, "action", s->sc->procs[i].faketime);
+        cwlog_add_int64(o, "ts_us", s->started_us); /* from its first start */
+        cJSON_AddStringToObject(o, "kind", "clock");
+        cJSON_AddItemToArray(fired, o);
+    }
+}
+
 /* Fails the scenario naming every armed fault that never fired. */
 static void fail_not_hit(struct sctx *s, const cJSON *not_hit)
 {
@@ -283,6 +344,7 @@ void runner_collect_faults(struct sctx *s, struct outcome *oc)
     if (oc->checked)
         fault_report(s, pe, oc->fired, oc->not_hit);
     runner_net_windows_fired(s, oc->fired); /* the proxy's windows fire outside the process */
+    outside_faults(s, oc->fired);
     cJSON_Delete(empty);
     if (oc->checked && !sc->faults_optional && cJSON_GetArraySize(oc->not_hit) > 0)
         fail_not_hit(s, oc->not_hit);

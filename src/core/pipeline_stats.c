@@ -52,7 +52,7 @@ static const char sql_consumers[] =
     "    UNION SELECT consumer_name FROM consumer_dead_letters),\n"
     "lat AS (\n"
     "    SELECT i.consumer_name,\n"
-    "           greatest(0, extract(epoch FROM i.processed_at - o.published_at)) AS s\n"
+    "           " CW_SQL_PROCESSING_LATENCY_S("i", "o") " AS s\n"
     "    FROM inbox_messages AS i JOIN outbox_messages AS o ON o.id = i.message_id\n"
     "    WHERE o.published_at IS NOT NULL)\n"
     "SELECT n.consumer_name,\n"

@@ -23,6 +23,15 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
+/* The processing latency of one message, in seconds, as SQL over an inbox
+ * row INBOX and its outbox row OUTBOX: from its mark as published to the
+ * consumer's commit, clamped at 0 because the relay marks a row after the
+ * broker's confirm and a fast consumer can commit before that mark lands.
+ * /metrics and the harness's sampler (the report's latency chart) both use
+ * it, so the two never disagree. */
+#define CW_SQL_PROCESSING_LATENCY_S(inbox, outbox)                                  \
+    "greatest(0, extract(epoch FROM " inbox ".processed_at - " outbox ".published_at))"
+
 struct pipeline_outbox {
     long long pending, ready, backoff, leased, expired, published, dead;
     double oldest_age_s;       /* 0 when nothing is pending */

@@ -645,3 +645,52 @@ def test_a_busy_answer_is_sent_again_as_a_client_would(tmp_path, pg_cluster):
     for name in ("busy-retried", "busy-final"):
         assert scs[name]["verdict"] == "pass"
         assert inv(scs[name], "one_payment_per_key")["checked"] >= 2
+
+
+def test_faults_made_from_outside_are_counted_and_listed(tmp_path, pg_cluster):
+    """A link broken by the proxy, a database crash and a process started
+    with a shifted clock are faults: each is in faults_fired (with its kind),
+    in the totals and in the report's Faults table, though no process was
+    compiled to know it."""
+    procs = {**PIPELINE, "api": {"kind": "api", "clock": {"offset_s": -30}}}
+    path = scenario(tmp_path, "outside", [
+        {"do": "payments", "count": 2, "key_prefix": "t-out"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 10000},
+        {"do": "net", "link": "relay-1->broker", "fault": "reset"},
+        {"do": "db", "action": "crash"},
+        {"do": "payments", "count": 2, "key_prefix": "t-out2", "retries": 2},
+        {"do": "wait", "until": "consumed", "count": 4, "timeout_ms": 20000}],
+        processes=procs)
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--out", str(out), "--brief")
+    result = load_result(out)
+    sc = result["scenarios"][0]
+    assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout[-3000:] + r.stderr[-2000:]
+    fired = {(f["point"], f["proc"], f["kind"]) for f in sc["faults_fired"]}
+    assert {("net/relay-1->broker/reset", "relay-1", "net"),
+            ("postgres/crash", "postgres", "database"),
+            ("clock/offset", "api", "clock")} <= fired, fired
+    assert result["totals"]["faults_fired"] == len(sc["faults_fired"]) >= 3
+    rep = crashwindow("report", out, "-o", tmp_path / "report.html", timeout=120)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    page = (tmp_path / "report.html").read_text()
+    assert "net/relay-1-&gt;broker/reset" in page and "postgres/crash" in page
+
+
+def test_processing_latency_is_never_negative(tmp_path, pg_cluster):
+    """The relay marks a row published after the broker's confirm, and a fast
+    consumer may commit before that mark lands: processed_at - published_at
+    is then negative.  The runner's samples (the report's chart) clamp it at
+    0 as /metrics does.  The rows' marks are moved after their consumption
+    here, and the last sample is read."""
+    path = scenario(tmp_path, "latency", [
+        {"do": "payments", "count": 3, "key_prefix": "t-lat"},
+        {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 10000},
+        {"do": "sql", "sql": "UPDATE outbox_messages SET published_at = published_at"
+                             " + interval '10 seconds'", "expect_rows": 3}])
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--pg", pg_cluster, "--out", str(out), "--brief")
+    sc = load_result(out)["scenarios"][0]
+    assert sc["error"] is None, r.stdout[-3000:] + r.stderr[-2000:]
+    last = read_events(str(out / sc["dir"] / "metrics.jsonl"))[-1]
+    assert last["processing_latency_p50_ms"] == 0 and last["processing_latency_p99_ms"] == 0, last
