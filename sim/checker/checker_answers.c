@@ -144,8 +144,14 @@ void inv_one_payment_per_key(struct chk_ctx *c)
                 "SELECT count(*) FROM idempotency_records"
                 " WHERE client_id = $1 AND idempotency_key = $2 AND payment_id::text = $3",
                 3, p);
+            const struct http_rec *told = NULL;
+            for (int j = i; j < in->nhttp && told == NULL; j++)
+                if (same_owner(a, &in->http[j]) && in->http[j].status >= 200 &&
+                    in->http[j].status <= 299 && strcmp(in->http[j].payment_id, ids[k]) == 0)
+                    told = &in->http[j];
             if (n != 1)
-                chk_violation(inv, "key %s of client %s: its idempotency record does not name "
+                chk_violation_hazard(inv, told != NULL && chk_hazard_payment(c, told),
+                              "key %s of client %s: its idempotency record does not name "
                               "payment %s, which the client was given", a->key, a->client, ids[k]);
         }
     }

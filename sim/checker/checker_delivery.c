@@ -113,7 +113,8 @@ void inv_nothing_lost(struct chk_ctx *c)
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++)
-            chk_violation(inv, "event %s (%s v%s of %s) was published but never applied by %s "
+            chk_violation_hazard(inv, chk_hazard_event(c, PQgetvalue(r, i, 0), c->consumers[k]),
+                          "event %s (%s v%s of %s) was published but never applied by %s "
                           "and is not parked",
                           PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
                           PQgetvalue(r, i, 3), c->consumers[k]);
@@ -177,7 +178,7 @@ void inv_nothing_lost(struct chk_ctx *c)
         const char *p[1] = { h->payment_id };
         inv->checked++;
         if (chk_query_long(c, "SELECT count(*) FROM payments WHERE id::text = $1", 1, p) != 1)
-            chk_violation(inv, "payment %s was confirmed to the client (HTTP %d for key %s) "
+            chk_violation_hazard(inv, chk_hazard_payment(c, h), "payment %s was confirmed to the client (HTTP %d for key %s) "
                           "but is not in the database", h->payment_id, h->status, h->key);
     }
 }
@@ -210,7 +211,8 @@ void inv_effect_once(struct chk_ctx *c)
                               PQgetvalue(r, i, 0), n, c->consumers[k], PQgetvalue(r, i, 2),
                               PQgetvalue(r, i, 3));
             if (chk_find_row(c, PQgetvalue(r, i, 0)) == NULL)
-                chk_violation(inv, "%s applied event %s (%s), which is not in the outbox "
+                chk_violation_hazard(inv, chk_hazard_event(c, PQgetvalue(r, i, 0), c->consumers[k]),
+                              "%s applied event %s (%s), which is not in the outbox "
                               "(an effect without a committed event)",
                               c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
         }
@@ -327,7 +329,8 @@ void inv_broker_log_matches_outbox(struct chk_ctx *c)
         struct orow *o = chk_find_row(c, id);
         if (o == NULL) {
             const char *client = ev_str(ev, "client");
-            chk_violation(inv, "the broker stored message %s (from %s), which is not an outbox row "
+            chk_violation_hazard(inv, chk_hazard_event(c, id, NULL),
+                          "the broker stored message %s (from %s), which is not an outbox row "
                           "(a ghost, or a fresh id per attempt)", id ? id : "(no id)",
                           client ? client : "an unnamed client");
             continue;
