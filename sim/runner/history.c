@@ -520,8 +520,15 @@ static int compare_verdicts(const char *label, const cJSON *live, const cJSON *i
         if (was == NULL || strcmp(was, now) != 0) {
             printf("    %s: invariant %s was %s, is %s\n", label, name, was ? was : "absent",
                    now);
-            /* Why it fails now, in the checker's own words. */
-            const cJSON *w = cJSON_GetArrayItem(rd_get(it, "witnesses"), 0);
+            /* Why it fails now, in the checker's own words: the first
+             * witness no hazard explains, when there is one. */
+            const cJSON *w = cJSON_GetArrayItem(rd_get(it, "witnesses"), 0), *x;
+            cJSON_ArrayForEach(x, rd_get(it, "witnesses")) {
+                if (cJSON_IsString(x) && strstr(x->valuestring, "[explained by the hazard]") == NULL) {
+                    w = x;
+                    break;
+                }
+            }
             if (strcmp(now, "fail") == 0 && cJSON_IsString(w))
                 printf("      e.g. %s\n", w->valuestring);
             diffs++;
