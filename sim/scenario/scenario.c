@@ -758,8 +758,7 @@ static int parse_hazard(struct jv_ctx *v, struct scenario *sc)
     static const char *const f[] = { "caught_by", "why", "explains", "at_most", NULL };
     if (!cJSON_IsObject(h))
         return jv_err(v, "hazard", "must be an object");
-    if (jv_only_fields(v, h, "hazard", f) < 0 || jv_str(v, h, "why", "hazard", 1, &sc->hazard_why) < 0 ||
-        parse_hazard_bound(v, h, sc) < 0)
+    if (jv_only_fields(v, h, "hazard", f) < 0 || jv_str(v, h, "why", "hazard", 1, &sc->hazard_why) < 0)
         return -1;
     const cJSON *by = cJSON_GetObjectItemCaseSensitive(h, "caught_by");
     if (!cJSON_IsArray(by) || cJSON_GetArraySize(by) == 0)
@@ -782,7 +781,7 @@ static int parse_hazard(struct jv_ctx *v, struct scenario *sc)
                 return jv_err(v, ff, "'%s' is listed twice", it->valuestring);
         sc->hazard[sc->nhazard++] = (enum sc_invariant)inv;
     }
-    return 0;
+    return parse_hazard_bound(v, h, sc);
 }
 
 /* "expect" is optional; it comes last because http_status checks name
