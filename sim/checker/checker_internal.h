@@ -173,6 +173,21 @@ int chk_publish_stored(const cJSON *ev);
  * naming the process, the event's position and the field. */
 int chk_input_lacks(const struct chk_input *in, struct chk_result *res);
 
+/* ---- checker_answers.c --------------------------------------------------- */
+
+/* A request that changes a payment: POST /payments/{id}/authorize|capture. */
+struct chk_transition {
+    char payment_id[40];      /* lowercased, from the path */
+    const char *verb;         /* "authorize", "capture" */
+    const char *event_type;   /* the event it commits: "PaymentAuthorized", ... */
+    const char *status;       /* the status it moves the payment to */
+};
+/* 1 and t filled when h is a transition, else 0. */
+int chk_transition(const struct http_rec *h, struct chk_transition *t);
+/* A payment status's place in its life (created 1, authorized 2,
+ * captured 3), 0 when unknown. */
+int chk_status_rank(const char *status);
+
 /* ---- checker_delivery.c -------------------------------------------------- */
 
 /* Does the scenario plant event id as poison input ("poison_events")? */
