@@ -23,8 +23,9 @@
  * The checker's files: checker_load.c loads that evidence once
  * (checker_internal.h holds what the others share of it);
  * checker_delivery.c, checker_leases.c and checker_answers.c judge the
- * invariants, by family; checker_classify.c counts, classifies and
- * evaluates the expectations. */
+ * invariants, by family; checker_hazard.c decides which violations a
+ * hazard scenario's hazard explains; checker_classify.c counts, classifies
+ * and evaluates the expectations. */
 #include "checker.h"
 #include "checker_internal.h"
 #include "invariants.h"

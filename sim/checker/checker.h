@@ -22,7 +22,12 @@
  * consumer group parked it and nothing will apply it).  Parking excuses
  * nothing: nothing_lost fails on a parked-and-unresolved event unless the
  * scenario plants it as poison and names it ("poison_events"), and no
- * expectation switches that off. */
+ * expectation switches that off.
+ *
+ * In a hazard scenario (a setting known to lose data), a violation is
+ * excused only when its witness is an event the hazard explains, within
+ * the hazard's bound (checker_hazard.c); every other one counts as in any
+ * scenario. */
 #ifndef CW_CHECKER_H
 #define CW_CHECKER_H
 
