@@ -165,6 +165,30 @@ def test_a_hazard_that_loses_nothing_fails(tmp_path):
     assert inv(sc, "nothing_lost")["verdict"] == "hazard not caught"
 
 
+def test_a_hazard_heal_accepts_no_unconsumed_event_it_cannot_explain(tmp_path):
+    """The heal of a hazard scenario may end with published events a group
+    never applied only when the hazard explains each: here the consumer
+    never runs, so the events published after the crash -- which no dead
+    broker's memory held -- are left too, and the heal fails naming one."""
+    procs = dict(PIPELINE)
+    procs["accounting"] = {"kind": "consumer", "args": {"name": "accounting"},
+                           "autostart": False, "heal": False}
+    path = scenario(tmp_path, "leftover", [
+        {"do": "payments", "count": 2, "key_prefix": "k-before"},
+        {"do": "wait", "until": "published", "count": 2, "timeout_ms": 10000},
+        {"do": "broker_crash", "down_ms": 100},
+        {"do": "payments", "count": 2, "key_prefix": "k-after"},
+        {"do": "wait", "until": "published", "count": 4, "timeout_ms": 10000},
+    ], processes=procs, heal={"timeout_ms": 1500},
+        hazard={"caught_by": ["nothing_lost"], "why": "a broker in memory", "explains":
+                "broker_memory", "at_most": 2})
+    r, sc = run_one(tmp_path, path)
+    assert r.returncode == 1, r.stdout
+    assert "heal: the pipeline did not converge" in (sc["error"] or ""), sc["error"]
+    assert "accounting never applied it, and the hazard (broker_memory) does not explain it" \
+        in sc["error"], sc["error"]
+
+
 def test_terminate_aims_at_one_process_by_application_name(tmp_path):
     """Only the relay's sessions go: the consumer's transaction survives
     while it is parked before COMMIT, so its commit succeeds."""
