@@ -23,8 +23,9 @@
  * The checker's files: checker_load.c loads that evidence once
  * (checker_internal.h holds what the others share of it);
  * checker_delivery.c, checker_leases.c and checker_answers.c judge the
- * invariants, by family; checker_classify.c counts, classifies and
- * evaluates the expectations. */
+ * invariants, by family; checker_hazard.c decides which violations a
+ * hazard scenario's hazard explains; checker_classify.c counts, classifies
+ * and evaluates the expectations. */
 #include "checker.h"
 #include "checker_internal.h"
 #include "invariants.h"
@@ -59,6 +60,7 @@ int checker_run(const struct chk_input *in, struct chk_result *res)
     }
     if (chk_load_outbox(&c) == 0 && chk_load_requeues(&c) == 0 && chk_load_claim_history(&c) == 0 &&
         chk_load_consumer_records(&c) == 0) {
+        chk_load_hazard(&c);
         for (int i = 0; i < INV_COUNT; i++)
             inv_table[i].judge(&c);
         chk_counts(&c);
@@ -115,9 +117,18 @@ cJSON *checker_invariants_json(const struct chk_result *res, const struct scenar
         /* the table's sentence travels with the verdict, so a stored run's
          * report states what each invariant asserts */
         cJSON_AddStringToObject(o, "asserts", inv_table[i].asserts);
+        /* A hazard's invariant: "hazard caught" when the hazard explains
+         * every violation, "hazard not caught" when it found none, and
+         * "fail" on a violation the hazard does not explain. */
+        int hz = checker_inv_hazard(res, sc, i);
         cJSON_AddStringToObject(o, "verdict", x->not_examined ? "not examined"
+                                              : hz == CHK_HAZARD_CAUGHT ? "hazard caught"
+                                              : hz == CHK_HAZARD_NOT_CAUGHT ? "hazard not caught"
+                                              : hz == CHK_HAZARD_UNEXPLAINED ? "fail"
                                               : checker_inv_finding(res, i) ? "finding reproduced"
                                               : checker_inv_pass(res, sc, i) ? "pass" : "fail");
+        if (sc->nhazard > 0)
+            cJSON_AddNumberToObject(o, "hazard_explained", (double)x->hazard_explained);
         if (x->explains != NULL) {
             cJSON_AddStringToObject(o, "known_finding", x->explains);
             cJSON_AddNumberToObject(o, "explained", (double)x->explained);

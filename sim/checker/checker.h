@@ -22,7 +22,12 @@
  * consumer group parked it and nothing will apply it).  Parking excuses
  * nothing: nothing_lost fails on a parked-and-unresolved event unless the
  * scenario plants it as poison and names it ("poison_events"), and no
- * expectation switches that off. */
+ * expectation switches that off.
+ *
+ * In a hazard scenario (a setting known to lose data), a violation is
+ * excused only when its witness is an event the hazard explains, within
+ * the hazard's bound (checker_hazard.c); every other one counts as in any
+ * scenario. */
 #ifndef CW_CHECKER_H
 #define CW_CHECKER_H
 
@@ -62,6 +67,7 @@ struct chk_inv {
     int not_examined;       /* a target's evidence cannot show it: neither pass nor fail */
     const char *explains;   /* a target's known finding: the text its witnesses carry */
     long explained;         /* violations whose witness carries it */
+    long hazard_explained;  /* violations whose witness the scenario's hazard explains */
     int pass;
     long checked;
     long violations;
@@ -80,6 +86,9 @@ struct chk_result {
     long republished_same_id, publishes_refused, requeues, gaps_detected, max_attempts;
     long removed;           /* outbox rows the runbook removed (outboxctl cleanup) */
     long inbox_removed;     /* inbox markers it removed (outboxctl cleanup-inbox) */
+    /* a hazard scenario's: the distinct events, and acknowledged payments,
+     * whose violations its hazard explains (checker_hazard.c) */
+    long hazard_events, hazard_payments;
     char error[512];        /* the checker itself could not run (SQL failed) */
 };
 
@@ -91,6 +100,7 @@ struct chk_input {
     const struct http_rec *http;
     int nhttp;
     const cJSON *samples;                    /* the runner's database samples, or NULL */
+    const cJSON *runner_events;              /* the runner's own log (its faults), or NULL */
     /* A target's known findings for this scenario: per invariant, the text
      * a violation's witness carries when the finding explains it, or NULL. */
     const char *explains[INV_COUNT];
@@ -125,6 +135,23 @@ int checker_target_judges(int inv);
 /* 1 when inv failed, and a known finding of the target explains every one
  * of its violations: the finding reproduced, not a failure of the run. */
 int checker_inv_finding(const struct chk_result *res, int inv);
+
+/* A hazard scenario's invariant (one its "hazard" names as catching the
+ * loss): 0 when inv is not one; else whether it caught the loss, each of
+ * its violations one the hazard explains (checker_hazard.c), reported
+ * nothing, or reported a violation the hazard does not explain -- which
+ * fails it as in any scenario. */
+enum { CHK_HAZARD_CAUGHT = 1, CHK_HAZARD_NOT_CAUGHT, CHK_HAZARD_UNEXPLAINED };
+int checker_inv_hazard(const struct chk_result *res, const struct scenario *sc, int inv);
+
+/* 1 when sc's hazard explains that consumer group never applied event id,
+ * which the database holds published: broker_memory's loss (the broker
+ * stored it before the crash the runner's log records, no later broker
+ * instance stored it, the group never acknowledged it).  The heal accepts
+ * such an event, and no other, as never consumed. */
+int checker_hazard_explains_unconsumed(const struct scenario *sc, const cJSON *broker_events,
+                                       const cJSON *runner_events, const char *id,
+                                       const char *group);
 
 /* The verdict of one invariant for the scenario: violations fail it, and so
  * does checking nothing when the scenario lists it. */

@@ -29,18 +29,67 @@ static int same_owner(const struct http_rec *a, const struct http_rec *b)
            strcmp(a->key, b->key) == 0;
 }
 
+static const struct {
+    const char *verb, *event_type, *status;
+} TRANSITIONS[] = {
+    { "authorize", "PaymentAuthorized", "authorized" },
+    { "capture", "PaymentCaptured", "captured" },
+};
+
+int chk_transition(const struct http_rec *h, struct chk_transition *t)
+{
+    static const char prefix[] = "/payments/";
+    if (strcmp(h->method, "POST") != 0 || strncmp(h->path, prefix, sizeof(prefix) - 1) != 0)
+        return 0;
+    const char *id = h->path + sizeof(prefix) - 1;
+    const char *slash = strchr(id, '/');
+    if (slash == NULL || slash == id || (size_t)(slash - id) >= sizeof(t->payment_id))
+        return 0;
+    for (size_t i = 0; i < sizeof(TRANSITIONS) / sizeof(TRANSITIONS[0]); i++) {
+        if (strcmp(slash + 1, TRANSITIONS[i].verb) != 0)
+            continue;
+        char raw[40];
+        snprintf(raw, sizeof(raw), "%.*s", (int)(slash - id), id);
+        chk_copy_lower(t->payment_id, sizeof(t->payment_id), raw);
+        t->verb = TRANSITIONS[i].verb;
+        t->event_type = TRANSITIONS[i].event_type;
+        t->status = TRANSITIONS[i].status;
+        return 1;
+    }
+    return 0;
+}
+
+int chk_status_rank(const char *status)
+{
+    static const char *const order[] = { "created", "authorized", "captured" };
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+        if (strcmp(status, order[i]) == 0)
+            return (int)i + 1;
+    return 0;
+}
+
+/* Two requests under one (client, key) for one command: both creations, or
+ * the same transition of the same payment. */
+static int same_command(const struct http_rec *a, const struct http_rec *b)
+{
+    if (a->creation || b->creation)
+        return same_owner(a, b);
+    return strcmp(a->client, b->client) == 0 && strcmp(a->key, b->key) == 0 &&
+           strcmp(a->method, b->method) == 0 && strcmp(a->path, b->path) == 0;
+}
+
 /* An earlier request for h's (client, key) that got no answer: the server
  * may still have been working on it while h was sent. */
 static int earlier_unanswered(const struct chk_input *in, int idx)
 {
     for (int j = 0; j < idx; j++)
-        if (same_owner(&in->http[j], &in->http[idx]) && in->http[j].status == 0)
+        if (same_command(&in->http[j], &in->http[idx]) && in->http[j].status == 0)
             return 1;
     return 0;
 }
 
-/* A 5xx answer to a creation says "nothing was stored" -- except the one
- * answer that says the outcome is unknown.  A record of its (client, key)
+/* A 5xx answer to a creation or a transition says "nothing was stored" --
+ * except the one answer that says the outcome is unknown.  A record of its (client, key)
  * whose transaction began while that request was in flight (created_at is
  * the transaction's start), with no earlier request of the key left
  * unanswered, was stored by that very request: a payment the client was
@@ -51,7 +100,9 @@ static void failed_answers_stored_nothing(struct chk_ctx *c, struct chk_inv *inv
     const struct chk_input *in = c->in;
     for (int i = 0; i < in->nhttp; i++) {
         const struct http_rec *h = &in->http[i];
-        if (!h->creation || h->key[0] == '\0' || h->status < 500 ||
+        struct chk_transition t;
+        int change = !h->creation && chk_transition(h, &t);
+        if ((!h->creation && !change) || h->key[0] == '\0' || h->status < 500 ||
             strcmp(h->problem, "commit-outcome-unknown") == 0)
             continue;
         inv->checked++;
@@ -66,9 +117,10 @@ static void failed_answers_stored_nothing(struct chk_ctx *c, struct chk_inv *inv
             char t1[32], t2[32];
             chk_fmt_time(atoll(PQgetvalue(r, 0, 0)), t1, sizeof(t1));
             chk_fmt_time(h->t1_us, t2, sizeof(t2));
-            chk_violation(inv, "key %s of client %s was answered HTTP %d (nothing stored) at %s, "
-                          "yet its record, naming payment %s, was created at %s by that request",
-                          h->key, h->client, h->status, t2, PQgetvalue(r, 0, 1), t1);
+            chk_violation(inv, "key %s of client %s was answered HTTP %d (nothing stored) on %s "
+                          "at %s, yet its record, naming payment %s, was created at %s by that "
+                          "request", h->key, h->client, h->status,
+                          change ? t.verb : "a creation", t2, PQgetvalue(r, 0, 1), t1);
         }
         PQclear(r);
     }
@@ -144,8 +196,14 @@ void inv_one_payment_per_key(struct chk_ctx *c)
                 "SELECT count(*) FROM idempotency_records"
                 " WHERE client_id = $1 AND idempotency_key = $2 AND payment_id::text = $3",
                 3, p);
+            const struct http_rec *told = NULL;
+            for (int j = i; j < in->nhttp && told == NULL; j++)
+                if (same_owner(a, &in->http[j]) && in->http[j].status >= 200 &&
+                    in->http[j].status <= 299 && strcmp(in->http[j].payment_id, ids[k]) == 0)
+                    told = &in->http[j];
             if (n != 1)
-                chk_violation(inv, "key %s of client %s: its idempotency record does not name "
+                chk_violation_hazard(inv, told != NULL && chk_hazard_payment(c, told),
+                              "key %s of client %s: its idempotency record does not name "
                               "payment %s, which the client was given", a->key, a->client, ids[k]);
         }
     }

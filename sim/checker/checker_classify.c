@@ -243,6 +243,69 @@ static long count_events(const cJSON *arr, const char *name, const char *wk, con
     return n;
 }
 
+/* applied_payments: how many payments created or changed under an
+ * Idempotency-Key starting with prefix (any client) exist with at least one
+ * event, every event of theirs published and applied by every consumer
+ * group of the scenario.  A promise such as "payments made after the
+ * failover are published and applied" is this count.  -1 when the database
+ * could not be read (err says why). */
+static long applied_payments(const struct chk_input *in, const char *prefix, char *err,
+                             size_t errlen)
+{
+    const char *p[1] = { prefix };
+    char e[256];
+    PGresult *r = pgx_exec(in->conn,
+        "SELECT DISTINCT p.id::text FROM payments p"
+        "  JOIN idempotency_records k ON k.payment_id = p.id"
+        " WHERE left(k.idempotency_key, length($1)) = $1"
+        "   AND EXISTS (SELECT 1 FROM " OUTBOX_ALL " o WHERE o.aggregate_id = p.id)"
+        "   AND NOT EXISTS (SELECT 1 FROM " OUTBOX_ALL " o"
+        "                    WHERE o.aggregate_id = p.id AND o.published_at IS NULL)"
+        " ORDER BY 1", 1, p, NULL, e, sizeof(e));
+    if (r == NULL) {
+        snprintf(err, errlen, "sql failed: %s", e);
+        return -1;
+    }
+    int n = PQntuples(r);
+    char *ok = malloc((size_t)n + 1);
+    if (ok == NULL) {
+        PQclear(r);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memset(ok, 1, (size_t)n + 1);
+    const struct scenario *sc = in->sc;
+    for (int k = 0; k < sc->nprocs; k++) {
+        if (sc->procs[k].kind != SC_CONSUMER)
+            continue;
+        /* The payments with an event this group has not applied. */
+        char sql[4096];
+        snprintf(sql, sizeof(sql),
+                 "SELECT DISTINCT o.aggregate_id::text FROM " OUTBOX_ALL " o"
+                 " WHERE NOT EXISTS (SELECT 1 FROM %s e WHERE e.message_id = o.id)",
+                 chk_effects_sql());
+        const char *g[1] = { sc->procs[k].consumer_name };
+        PGresult *m = pgx_exec(in->conn, sql, 1, g, NULL, e, sizeof(e));
+        if (m == NULL) {
+            snprintf(err, errlen, "sql failed: %s", e);
+            free(ok);
+            PQclear(r);
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < PQntuples(m) && ok[i]; j++)
+                if (strcmp(PQgetvalue(r, i, 0), PQgetvalue(m, j, 0)) == 0)
+                    ok[i] = 0;
+        PQclear(m);
+    }
+    long count = 0;
+    for (int i = 0; i < n; i++)
+        count += ok[i];
+    free(ok);
+    PQclear(r);
+    return count;
+}
+
 int checker_expect(const struct chk_input *in, const struct chk_result *res,
                    const struct sc_expect *x, char *detail, size_t detaillen)
 {
@@ -283,6 +346,15 @@ int checker_expect(const struct chk_input *in, const struct chk_result *res,
         v = atol(PQgetvalue(r, 0, 0));
         PQclear(r);
         snprintf(what, sizeof(what), "sql %.120s", x->sql);
+    } else if (strcmp(x->check, "applied_payments") == 0) {
+        char err[320];
+        v = applied_payments(in, x->key_prefix, err, sizeof(err));
+        if (v < 0) {
+            snprintf(detail, detaillen, "%s", err);
+            return 0;
+        }
+        snprintf(what, sizeof(what), "payments of keys %.60s... published and applied by every "
+                 "consumer group", x->key_prefix);
     } else if (strcmp(x->check, "http_status") == 0) {
         int found = 0;
         for (int i = 0; i < in->nhttp; i++)

@@ -47,6 +47,37 @@ void inv_payment_one_creation_event(struct chk_ctx *c)
                       PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
     }
     PQclear(r);
+    /* Every later version too: each change of a payment commits with its
+     * event, so the payment's version is its highest event's, and versions
+     * 1..N each exist once, in the outbox or in its removal record.  A
+     * change committed without its event (a capture the consumers never
+     * hear of) leaves the payment a version ahead, or a hole. */
+    r = chk_query(c,
+        "SELECT p.id::text, p.version, coalesce(max(o.aggregate_version), 0),"
+        "       count(o.id), count(DISTINCT o.aggregate_version),"
+        "       coalesce(min(o.aggregate_version), 0),"
+        "       coalesce(string_agg(o.event_type || ' v' || o.aggregate_version, ', '"
+        "                           ORDER BY o.aggregate_version, o.event_type), 'none')"
+        "  FROM payments p"
+        "  LEFT JOIN " OUTBOX_ALL " o ON o.aggregate_id = p.id"
+        " GROUP BY p.id, p.version ORDER BY p.id", 0, NULL);
+    if (r == NULL)
+        return;
+    for (int i = 0; i < PQntuples(r); i++) {
+        inv->checked++;
+        long long version = atoll(PQgetvalue(r, i, 1)), top = atoll(PQgetvalue(r, i, 2));
+        long long n = atoll(PQgetvalue(r, i, 3)), distinct = atoll(PQgetvalue(r, i, 4));
+        long long low = atoll(PQgetvalue(r, i, 5));
+        if (top != version)
+            chk_violation(inv, "payment %s is at version %lld but its highest event is version "
+                          "%lld (events: %.300s): a change committed without its event",
+                          PQgetvalue(r, i, 0), version, top, PQgetvalue(r, i, 6));
+        else if (n != version || distinct != n || (n > 0 && low != 1))
+            chk_violation(inv, "payment %s is at version %lld but its events are %.300s "
+                          "(want versions 1 to %lld, each once)", PQgetvalue(r, i, 0), version,
+                          PQgetvalue(r, i, 6), version);
+    }
+    PQclear(r);
 }
 
 /* ---- 2. nothing_lost ---------------------------------------------------- */
@@ -113,7 +144,8 @@ void inv_nothing_lost(struct chk_ctx *c)
         if (r == NULL)
             return;
         for (int i = 0; i < PQntuples(r); i++)
-            chk_violation(inv, "event %s (%s v%s of %s) was published but never applied by %s "
+            chk_violation_hazard(inv, chk_hazard_event(c, PQgetvalue(r, i, 0), c->consumers[k]),
+                          "event %s (%s v%s of %s) was published but never applied by %s "
                           "and is not parked",
                           PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
                           PQgetvalue(r, i, 3), c->consumers[k]);
@@ -172,12 +204,41 @@ void inv_nothing_lost(struct chk_ctx *c)
     /* What the client was told exists must exist. */
     for (int i = 0; i < c->in->nhttp; i++) {
         const struct http_rec *h = &c->in->http[i];
+        struct chk_transition t;
+        if (chk_transition(h, &t) && h->status >= 200 && h->status <= 299) {
+            /* A change the client was told of is in the payment, with its
+             * event: the payment reached (or passed) the status, and the
+             * outbox (or its removal record) holds the event. */
+            const char *p[2] = { t.payment_id, t.event_type };
+            inv->checked++;
+            PGresult *q = chk_query(c,
+                "SELECT p.status, EXISTS (SELECT 1 FROM " OUTBOX_ALL " o"
+                "                          WHERE o.aggregate_id = p.id AND o.event_type = $2)"
+                "  FROM payments p WHERE p.id::text = $1", 2, p);
+            if (q == NULL)
+                return;
+            if (PQntuples(q) == 0)
+                chk_violation(inv, "the client was answered HTTP %d on %s of payment %s (key %s), "
+                              "which is not in the database", h->status, t.verb, t.payment_id,
+                              h->key);
+            else if (chk_status_rank(PQgetvalue(q, 0, 0)) < chk_status_rank(t.status))
+                chk_violation(inv, "the client was answered HTTP %d on %s of payment %s (key %s), "
+                              "but the payment is %s", h->status, t.verb, t.payment_id, h->key,
+                              PQgetvalue(q, 0, 0));
+            else if (PQgetvalue(q, 0, 1)[0] != 't')
+                chk_violation(inv, "the client was answered HTTP %d on %s of payment %s (key %s), "
+                              "but no %s event of it was ever in the outbox: a change the "
+                              "consumers never hear of", h->status, t.verb, t.payment_id, h->key,
+                              t.event_type);
+            PQclear(q);
+            continue;
+        }
         if (!h->creation || h->status < 200 || h->status > 299 || h->payment_id[0] == '\0')
             continue;
         const char *p[1] = { h->payment_id };
         inv->checked++;
         if (chk_query_long(c, "SELECT count(*) FROM payments WHERE id::text = $1", 1, p) != 1)
-            chk_violation(inv, "payment %s was confirmed to the client (HTTP %d for key %s) "
+            chk_violation_hazard(inv, chk_hazard_payment(c, h), "payment %s was confirmed to the client (HTTP %d for key %s) "
                           "but is not in the database", h->payment_id, h->status, h->key);
     }
 }
@@ -210,7 +271,8 @@ void inv_effect_once(struct chk_ctx *c)
                               PQgetvalue(r, i, 0), n, c->consumers[k], PQgetvalue(r, i, 2),
                               PQgetvalue(r, i, 3));
             if (chk_find_row(c, PQgetvalue(r, i, 0)) == NULL)
-                chk_violation(inv, "%s applied event %s (%s), which is not in the outbox "
+                chk_violation_hazard(inv, chk_hazard_event(c, PQgetvalue(r, i, 0), c->consumers[k]),
+                              "%s applied event %s (%s), which is not in the outbox "
                               "(an effect without a committed event)",
                               c->consumers[k], PQgetvalue(r, i, 0), PQgetvalue(r, i, 2));
         }
@@ -327,7 +389,8 @@ void inv_broker_log_matches_outbox(struct chk_ctx *c)
         struct orow *o = chk_find_row(c, id);
         if (o == NULL) {
             const char *client = ev_str(ev, "client");
-            chk_violation(inv, "the broker stored message %s (from %s), which is not an outbox row "
+            chk_violation_hazard(inv, chk_hazard_event(c, id, NULL),
+                          "the broker stored message %s (from %s), which is not an outbox row "
                           "(a ghost, or a fresh id per attempt)", id ? id : "(no id)",
                           client ? client : "an unnamed client");
             continue;

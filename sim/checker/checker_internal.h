@@ -59,6 +59,13 @@ struct retry_rec {
     int attempts;         /* the attempt the retried claim had counted */
 };
 
+/* The ids a hazard explained, up to its bound. */
+#define CHK_MAX_HAZARD_IDS 256
+struct chk_idset {
+    char ids[CHK_MAX_HAZARD_IDS][40];
+    int n;
+};
+
 struct chk_ctx {
     const struct chk_input *in;
     struct chk_result *res;
@@ -77,6 +84,8 @@ struct chk_ctx {
     struct consumer_rec *crecs; /* each group's first committed record of a message */
     int ncrecs;
     int db_failed;
+    int64_t hazard_began_us;    /* when the scenario's hazard began, or INT64_MAX */
+    struct chk_idset hazard_events, hazard_payments;  /* what it explained */
 };
 
 /* Every event the outbox ever held: its rows, and the rows the runbook
@@ -115,6 +124,11 @@ struct chk_ctx {
  * CHK_MAX_WITNESSES of them. */
 __attribute__((format(printf, 2, 3)))
 void chk_violation(struct chk_inv *inv, const char *fmt, ...);
+/* The same for a violation whose witness the scenario's hazard may
+ * explain (explained: chk_hazard_event's or chk_hazard_payment's answer):
+ * counted in inv->hazard_explained, and the witness says so. */
+__attribute__((format(printf, 3, 4)))
+void chk_violation_hazard(struct chk_inv *inv, int explained, const char *fmt, ...);
 /* The time of day of us (or "never" for INT64_MAX) into out, for witnesses. */
 void chk_fmt_time(int64_t us, char *out, size_t n);
 /* src into dst (n bytes, truncated), lowercased, as the loaders store ids. */
@@ -159,6 +173,21 @@ int chk_publish_stored(const cJSON *ev);
  * naming the process, the event's position and the field. */
 int chk_input_lacks(const struct chk_input *in, struct chk_result *res);
 
+/* ---- checker_answers.c --------------------------------------------------- */
+
+/* A request that changes a payment: POST /payments/{id}/authorize|capture. */
+struct chk_transition {
+    char payment_id[40];      /* lowercased, from the path */
+    const char *verb;         /* "authorize", "capture" */
+    const char *event_type;   /* the event it commits: "PaymentAuthorized", ... */
+    const char *status;       /* the status it moves the payment to */
+};
+/* 1 and t filled when h is a transition, else 0. */
+int chk_transition(const struct http_rec *h, struct chk_transition *t);
+/* A payment status's place in its life (created 1, authorized 2,
+ * captured 3), 0 when unknown. */
+int chk_status_rank(const char *status);
+
 /* ---- checker_delivery.c -------------------------------------------------- */
 
 /* Does the scenario plant event id as poison input ("poison_events")? */
@@ -184,6 +213,17 @@ void inv_publish_within_lease(struct chk_ctx *c);
 void inv_idle_transactions_bounded(struct chk_ctx *c);
 void inv_relay_recovers_after_heal(struct chk_ctx *c);
 void inv_one_payment_per_key(struct chk_ctx *c);
+
+/* ---- checker_hazard.c ---------------------------------------------------- */
+
+/* Finds when the scenario's hazard began (the runner's log). */
+void chk_load_hazard(struct chk_ctx *c);
+/* 1 when the scenario's hazard explains a violation witnessed by event id
+ * (for consumer group group, or NULL for any), within its bound. */
+int chk_hazard_event(struct chk_ctx *c, const char *id, const char *group);
+/* 1 when it explains that the payment of h, a 2xx creation answer, is not
+ * in the database, within its bound. */
+int chk_hazard_payment(struct chk_ctx *c, const struct http_rec *h);
 
 /* ---- checker_classify.c -------------------------------------------------- */
 

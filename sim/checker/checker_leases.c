@@ -698,7 +698,7 @@ void inv_publish_within_lease(struct chk_ctx *c)
         inv->checked++;
         const struct claim_rec *hit = chk_find_claim(c, id, token);
         if (hit == NULL)
-            chk_violation(inv, "message %s was stored (from %s) under claim token %s, which no "
+            chk_violation_hazard(inv, chk_hazard_event(c, id, NULL), "message %s was stored (from %s) under claim token %s, which no "
                           "committed claim of that row holds: a publish under no lease", id,
                           client ? client : "an unnamed client", token);
         else if (late)

@@ -22,23 +22,43 @@
 
 /* ---- witnesses ---------------------------------------------------------- */
 
-__attribute__((format(printf, 2, 3)))
-void chk_violation(struct chk_inv *inv, const char *fmt, ...)
+__attribute__((format(printf, 3, 0)))
+static void violation_v(struct chk_inv *inv, int explained, const char *fmt, va_list ap)
 {
     inv->violations++;
     if (inv->witnesses == NULL)
         inv->witnesses = cJSON_CreateArray();
     char buf[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    if (explained) {
+        inv->hazard_explained++;
+        if (n >= 0 && (size_t)n < sizeof(buf))
+            snprintf(buf + n, sizeof(buf) - (size_t)n, " [explained by the hazard]");
+    }
     /* Every violation is weighed against a known finding, kept or not. */
     if (inv->explains != NULL && strstr(buf, inv->explains) != NULL)
         inv->explained++;
     if (cJSON_GetArraySize(inv->witnesses) >= CHK_MAX_WITNESSES)
         return;
     cJSON_AddItemToArray(inv->witnesses, cJSON_CreateString(buf));
+}
+
+__attribute__((format(printf, 2, 3)))
+void chk_violation(struct chk_inv *inv, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    violation_v(inv, 0, fmt, ap);
+    va_end(ap);
+}
+
+__attribute__((format(printf, 3, 4)))
+void chk_violation_hazard(struct chk_inv *inv, int explained, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    violation_v(inv, explained, fmt, ap);
+    va_end(ap);
 }
 
 void chk_fmt_time(int64_t us, char *out, size_t n)

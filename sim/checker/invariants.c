@@ -14,20 +14,24 @@
 const struct inv_info inv_table[INV_COUNT] = {
     [INV_PAYMENT_ONE_CREATION_EVENT] = {
         .name = "payment_one_creation_event",
-        .asserts = "Every payment has exactly one PaymentCreated event in the outbox, and "
-                   "every PaymentCreated event announces a payment that exists.",
-        .reads = "payments; outbox_messages and outbox_removed",
+        .asserts = "Every payment has exactly one PaymentCreated event in the outbox, every "
+                   "PaymentCreated event announces a payment that exists, and a payment's "
+                   "version is its highest event's, with versions 1 to it each in the outbox "
+                   "(or its removal record) exactly once.",
+        .reads = "payments (their versions); outbox_messages and outbox_removed",
         JUDGE(inv_payment_one_creation_event, "checker_delivery.c"),
     },
     [INV_NOTHING_LOST] = {
         .name = "nothing_lost",
         .asserts = "After the heal no event is still pending (unless held behind its "
                    "aggregate's dead letter), every consumer group applied every published "
-                   "event or parked it as named poison or behind a dead letter, and every "
-                   "payment the client was told of exists.",
+                   "event or parked it as named poison or behind a dead letter, every "
+                   "payment the client was told of exists, and every transition it was "
+                   "answered 2xx on (authorize, capture) is in the payment, its event in the "
+                   "outbox.",
         .reads = "outbox_messages and outbox_removed; the effect tables (ledger_entries, "
-                 "notifications); consumer_dead_letters, consumer_anomalies; payments; the "
-                 "runner's HTTP log; the scenario's poison_events",
+                 "notifications); consumer_dead_letters, consumer_anomalies; payments (their "
+                 "status); the runner's HTTP log; the scenario's poison_events",
         JUDGE(inv_nothing_lost, "checker_delivery.c"),
     },
     [INV_EFFECT_ONCE] = {
@@ -99,7 +103,7 @@ const struct inv_info inv_table[INV_COUNT] = {
         .name = "one_payment_per_key",
         .asserts = "A client's Idempotency-Key created at most one payment, every settled "
                    "answer to it was the same, its record names the payment the client was "
-                   "given, and a 5xx answer stored nothing.",
+                   "given, and a 5xx answer to a creation or a transition stored nothing.",
         .reads = "the runner's HTTP log; idempotency_records; payments",
         JUDGE(inv_one_payment_per_key, "checker_answers.c"),
     },

@@ -204,6 +204,14 @@ static int jpass(const cJSON *o)
     return v != NULL && strcmp(v, "pass") == 0;
 }
 
+/* An invariant that held, or a hazard's that caught the hazard's loss and
+ * nothing else: neither is a break of the pipeline. */
+static int jinv_ok(const cJSON *inv)
+{
+    const char *v = jstr(inv, "verdict");
+    return jpass(inv) || (v != NULL && strcmp(v, "hazard caught") == 0);
+}
+
 /* ---- formatting ------------------------------------------------------------ */
 
 /* Appends a number from o[key], or an en dash when absent. */
@@ -305,7 +313,7 @@ static void put_banner(struct page *p)
             int broken = 0;
             const cJSON *inv;
             cJSON_ArrayForEach(inv, jget(sc, "invariants")) {
-                if (jpass(inv))
+                if (jinv_ok(inv))
                     continue;
                 rbuf_puts(b, broken ? ", " : "broken ");
                 rbuf_esc(b, jstr(inv, "name") ? jstr(inv, "name") : "?", 80);
@@ -331,7 +339,7 @@ static void put_banner(struct page *p)
             /* the first witness, so the cause is readable in the banner */
             cJSON_ArrayForEach(inv, jget(sc, "invariants")) {
                 const cJSON *w = cJSON_GetArrayItem(jget(inv, "witnesses"), 0);
-                if (!jpass(inv) && cJSON_IsString(w)) {
+                if (!jinv_ok(inv) && cJSON_IsString(w)) {
                     rbuf_puts(b, " \xE2\x80\x94 <span class=\"mono\">");
                     rbuf_esc(b, w->valuestring, 300);
                     rbuf_puts(b, "</span>");
@@ -563,14 +571,27 @@ static void put_hazard(struct rbuf *b, const cJSON *sc)
                 caught ? ", caught by the checker" : " NOT caught by the checker");
     rbuf_esc(b, jstr(h, "why") ? jstr(h, "why") : "", 1000);
     rbuf_puts(b, ". This scenario shows a loss that its setting allows; it passes when the "
-                 "checker reports the loss, and is not a failure of the pipeline.<ul>");
+                 "checker reports the loss, each violation one the hazard explains, and is not "
+                 "a failure of the pipeline.");
+    /* What the hazard explained, against its bound (older runs: none). */
+    double events = 0, payments = 0, at_most = 0;
+    if (jstr(h, "explains") != NULL && jnum(h, "explained_events", &events) &&
+        jnum(h, "explained_payments", &payments) && jnum(h, "at_most", &at_most)) {
+        rbuf_puts(b, " It explains <code>");
+        rbuf_esc(b, jstr(h, "explains"), 40);
+        rbuf_printf(b, "</code>: %.0f events and %.0f acknowledged payments (at most %.0f "
+                    "each).", events, payments, at_most);
+    }
+    rbuf_puts(b, "<ul>");
     const cJSON *x;
     cJSON_ArrayForEach(x, jget(h, "caught_by")) {
-        double v = 0;
+        double v = 0, explained = -1;
         jnum(x, "violations", &v);
         rbuf_puts(b, "<li><code>");
         rbuf_esc(b, jstr(x, "invariant"), 80);
         rbuf_printf(b, "</code>: %.0f violations", v);
+        if (jnum(x, "explained", &explained))
+            rbuf_printf(b, ", %.0f explained by the hazard", explained);
         if (jstr(x, "witness") != NULL) {
             rbuf_puts(b, ", first: ");
             rbuf_esc(b, jstr(x, "witness"), 600);
@@ -701,7 +722,7 @@ static void put_invariants(struct rbuf *b, const cJSON *sc)
     const cJSON *inv;
     int n = 0, nets = 0;
     cJSON_ArrayForEach(inv, invs) {
-        int ok = jpass(inv);
+        int ok = jinv_ok(inv);
         /* invariants the scenario does not list are checked too, as a net:
          * shown lighter, with a hover text saying so */
         int net = cJSON_IsFalse(jget(inv, "listed"));

@@ -343,6 +343,7 @@ void history_free(struct history *h)
         cJSON_Delete(h->proc_events[i]);
     cJSON_Delete(h->broker_events);
     cJSON_Delete(h->samples);
+    cJSON_Delete(h->runner_events);
     free(h->http);
     memset(h, 0, sizeof(*h));
 }
@@ -441,6 +442,11 @@ int history_read(const struct scenario *sc, const char *dir, struct history *h,
     cw_fmt(path, sizeof(path), "%s/metrics.jsonl", dir);
     if (access(path, R_OK) == 0 && (h->samples = read_events(path, lacks_sample, err, errlen)) == NULL)
         goto fail;
+    /* The runner's own log: when it stalled replication or killed the
+     * broker, which a hazard's explanations are timed against. */
+    cw_fmt(path, sizeof(path), "%s/runner.events.jsonl", dir);
+    if (access(path, R_OK) == 0 && (h->runner_events = read_events(path, NULL, err, errlen)) == NULL)
+        goto fail;
     return 0;
 fail:
     history_free(h);
@@ -460,6 +466,7 @@ int history_check(const struct scenario *sc, const struct history *h, PGconn *co
     in.http = h->http;
     in.nhttp = h->nhttp;
     in.samples = h->samples;
+    in.runner_events = h->runner_events;
     int rc = checker_run(&in, res);
     for (int i = 0; i < sc->nexpect; i++) {
         char detail[600];
@@ -513,8 +520,15 @@ static int compare_verdicts(const char *label, const cJSON *live, const cJSON *i
         if (was == NULL || strcmp(was, now) != 0) {
             printf("    %s: invariant %s was %s, is %s\n", label, name, was ? was : "absent",
                    now);
-            /* Why it fails now, in the checker's own words. */
-            const cJSON *w = cJSON_GetArrayItem(rd_get(it, "witnesses"), 0);
+            /* Why it fails now, in the checker's own words: the first
+             * witness no hazard explains, when there is one. */
+            const cJSON *w = cJSON_GetArrayItem(rd_get(it, "witnesses"), 0), *x;
+            cJSON_ArrayForEach(x, rd_get(it, "witnesses")) {
+                if (cJSON_IsString(x) && strstr(x->valuestring, "[explained by the hazard]") == NULL) {
+                    w = x;
+                    break;
+                }
+            }
             if (strcmp(now, "fail") == 0 && cJSON_IsString(w))
                 printf("      e.g. %s\n", w->valuestring);
             diffs++;

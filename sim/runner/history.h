@@ -11,6 +11,8 @@
  *   <proc>.events.jsonl     the processes' and the broker's own logs
  *   metrics.jsonl           the runner's samples of the database, with the
  *                           sessions idle inside a transaction
+ *   runner.events.jsonl     the runner's own log: when it stalled replication
+ *                           or killed the broker (a hazard's explanations)
  *
  * and then checks that history -- the live run reads its HTTP log back
  * from the file like everyone else.  `crashwindow check RUNDIR` loads the
@@ -34,6 +36,7 @@ struct history {
     struct http_rec *http;
     int nhttp;
     cJSON *samples;                     /* metrics.jsonl; NULL when the run kept none */
+    cJSON *runner_events;               /* runner.events.jsonl: the runner's faults, or NULL */
 };
 
 /* Fills the digest fields of an HTTP record from its body (body_sha256,

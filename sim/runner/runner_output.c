@@ -365,13 +365,21 @@ static cJSON *hazard_json(const struct sctx *s, const struct outcome *oc)
     const struct scenario *sc = s->sc;
     cJSON *h = cJSON_CreateObject();
     cJSON_AddStringToObject(h, "why", sc->hazard_why);
+    cJSON_AddStringToObject(h, "explains", sc_hazard_kind_name(sc->hazard_explains));
+    cJSON_AddNumberToObject(h, "at_most", sc->hazard_at_most);
     cJSON_AddBoolToObject(h, "caught", oc->hazard_caught);
+    /* how many events, and acknowledged payments, the hazard explained:
+     * each is a witness of at least one caught violation */
+    cJSON_AddNumberToObject(h, "explained_events", oc->checked ? (double)oc->res.hazard_events : 0);
+    cJSON_AddNumberToObject(h, "explained_payments",
+                            oc->checked ? (double)oc->res.hazard_payments : 0);
     cJSON *by = cJSON_AddArrayToObject(h, "caught_by");
     for (int i = 0; i < sc->nhazard; i++) {
         const struct chk_inv *inv = &oc->res.inv[sc->hazard[i]];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "invariant", sc_invariant_name(sc->hazard[i]));
         cJSON_AddNumberToObject(o, "violations", oc->checked ? (double)inv->violations : 0);
+        cJSON_AddNumberToObject(o, "explained", oc->checked ? (double)inv->hazard_explained : 0);
         const cJSON *w = oc->checked ? inv->witnesses : NULL;
         if (cJSON_GetArraySize(w) > 0)
             cJSON_AddStringToObject(o, "witness", cJSON_GetArrayItem(w, 0)->valuestring);
@@ -380,14 +388,17 @@ static cJSON *hazard_json(const struct sctx *s, const struct outcome *oc)
     return h;
 }
 
-/* The verdict: checked, no error, every invariant and every expectation
- * held; in a hazard scenario, every hazard invariant caught its loss and
- * every other one held.  Logged as scenario_end. */
+/* The name of a verdict: interrupted, pass or fail. */
 const char *runner_verdict_name(const struct outcome *oc)
 {
     return oc->interrupted ? "interrupted" : oc->pass ? "pass" : "fail";
 }
 
+/* The verdict: checked, no error, every invariant and every expectation
+ * held; in a hazard scenario, every hazard invariant caught its loss, on
+ * violations the hazard explains alone (a violation it does not explain
+ * fails the scenario as anywhere), and every other one held.  Logged as
+ * scenario_end. */
 void runner_decide_verdict(struct sctx *s, struct outcome *oc)
 {
     const struct scenario *sc = s->sc;
@@ -399,11 +410,14 @@ void runner_decide_verdict(struct sctx *s, struct outcome *oc)
             continue; /* a target's: neither passed nor failed, and not counted */
         oc->ninv_checked++;
         if (is_hazard(sc, i)) {
-            /* The loss this setting is known for must be caught: the
-             * invariant fails on violations, never on having checked
-             * nothing. */
-            if (oc->res.inv[i].violations == 0)
+            /* The loss this setting is known for must be caught, and only
+             * it excused: every violation's witness an event the hazard
+             * explains (checker_hazard.c). */
+            int hz = checker_inv_hazard(&oc->res, sc, i);
+            if (hz != CHK_HAZARD_CAUGHT)
                 oc->hazard_caught = 0;
+            if (hz == CHK_HAZARD_UNEXPLAINED)
+                oc->pass = 0;
         } else if (checker_inv_finding(&oc->res, i)) {
             /* A target's known finding, reproduced: every violation is one
              * it explains.  A violation it does not explain fails below. */
@@ -482,11 +496,18 @@ static void print_hazard_and_recovery(const struct sctx *s, const struct outcome
     for (int i = 0; i < sc->nhazard && oc->checked; i++) {
         const struct chk_inv *inv = &oc->res.inv[sc->hazard[i]];
         const cJSON *w = inv->witnesses;
-        printf("      hazard %s by %s (%ld violations)%s%s\n",
-               inv->violations > 0 ? "caught" : "NOT caught", sc_invariant_name(sc->hazard[i]),
-               inv->violations, cJSON_GetArraySize(w) > 0 ? ": " : "",
+        int hz = checker_inv_hazard(&oc->res, sc, sc->hazard[i]);
+        printf("      hazard %s by %s (%ld violations, %ld explained by the hazard)%s%s\n",
+               hz == CHK_HAZARD_CAUGHT ? "caught" : hz == CHK_HAZARD_UNEXPLAINED
+                                                     ? "NOT excused" : "NOT caught",
+               sc_invariant_name(sc->hazard[i]), inv->violations, inv->hazard_explained,
+               cJSON_GetArraySize(w) > 0 ? ": " : "",
                cJSON_GetArraySize(w) > 0 ? cJSON_GetArrayItem(w, 0)->valuestring : "");
     }
+    if (sc->nhazard > 0 && oc->checked)
+        printf("      hazard %s explains %ld events and %ld acknowledged payments (at most %d "
+               "each)\n", sc_hazard_kind_name(sc->hazard_explains), oc->res.hazard_events,
+               oc->res.hazard_payments, sc->hazard_at_most);
     const cJSON *r;
     cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(o, "recovery")) {
         const cJSON *ms = cJSON_GetObjectItemCaseSensitive(r, "recovery_ms");
@@ -542,12 +563,21 @@ void runner_print_summary(const struct sctx *s, const struct outcome *oc, const 
         if (s->error[0])
             printf("      error: %s\n", s->error);
         for (int i = 0; i < INV_COUNT && oc->checked; i++) {
-            if (is_hazard(sc, i) || checker_inv_pass(&oc->res, sc, i))
+            int unexplained = checker_inv_hazard(&oc->res, sc, i) == CHK_HAZARD_UNEXPLAINED;
+            if (is_hazard(sc, i) ? !unexplained : checker_inv_pass(&oc->res, sc, i))
                 continue;
             const struct chk_inv *inv = &oc->res.inv[i];
-            const cJSON *w = inv->witnesses;
+            const cJSON *w = inv->witnesses, *it;
             const char *first = cJSON_GetArraySize(w) > 0 ? cJSON_GetArrayItem(w, 0)->valuestring
                                 : inv->checked == 0 ? "vacuous: nothing checked" : "";
+            /* A hazard's invariant fails on what the hazard does not
+             * explain: show that witness. */
+            cJSON_ArrayForEach(it, w) {
+                if (unexplained && strstr(it->valuestring, "[explained by the hazard]") == NULL) {
+                    first = it->valuestring;
+                    break;
+                }
+            }
             printf("      invariant %s failed (%ld violations)%s%s\n",
                    sc_invariant_name((enum sc_invariant)i), inv->violations,
                    first[0] ? ": " : "", first);

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 const char *const sc_kind_names[] = { "api", "relay", "consumer" };
@@ -56,7 +57,7 @@ static const char *const expect_checks[] = {
     "ok", "lost", "duplicated", "unexpected", "recovered", "parked",
     "republished_same_id", "publishes_refused", "requeues", "removed", "inbox_removed",
     "gaps_detected",
-    "max_attempts", "events", "faults_fired", "sql", "http_status", NULL
+    "max_attempts", "events", "faults_fired", "sql", "http_status", "applied_payments", NULL
 };
 
 /* Broker switches a scenario may set (sim/fakebroker/fakebroker.h). */
@@ -87,6 +88,10 @@ const char *sc_verb_name(enum sc_verb v) { return sc_verb_names[v]; }
 const char *sc_until_name(enum sc_until u) { return sc_until_names[u]; }
 const char *sc_db_action_name(enum sc_db_action a) { return sc_db_action_names[a]; }
 const char *sc_invariant_name(enum sc_invariant i) { return sc_invariant_names[i]; }
+
+static const char *const sc_hazard_kind_names[] = { "none", "replication_stall",
+                                                    "broker_memory" };
+const char *sc_hazard_kind_name(enum sc_hazard_kind k) { return sc_hazard_kind_names[k]; }
 
 int sc_invariant_from_name(const char *name)
 {
@@ -498,6 +503,7 @@ static int expect_unused_fields(struct jv_ctx *v, const cJSON *e, const char *fi
         { "point", fired },
         { "sql", strcmp(x->check, "sql") == 0 },
         { "request", strcmp(x->check, "http_status") == 0 },
+        { "key_prefix", strcmp(x->check, "applied_payments") == 0 },
     };
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
         if (f[i].used || cJSON_GetObjectItemCaseSensitive(e, f[i].key) == NULL)
@@ -512,7 +518,8 @@ static int expect_unused_fields(struct jv_ctx *v, const cJSON *e, const char *fi
 static int parse_expect(struct jv_ctx *v, struct scenario *sc, const cJSON *e, int idx)
 {
     static const char *const fields[] = { "check", "min", "max", "equals", "proc", "event",
-                                          "where", "point", "sql", "request", "why", NULL };
+                                          "where", "point", "sql", "request", "key_prefix",
+                                          "why", NULL };
     char field[48];
     snprintf(field, sizeof(field), "expect[%d]", idx);
     struct sc_expect *x = &sc->expect[idx];
@@ -548,6 +555,7 @@ static int parse_expect(struct jv_ctx *v, struct scenario *sc, const cJSON *e, i
         jv_str(v, e, "point", field, 0, &x->point) < 0 ||
         jv_str(v, e, "sql", field, 0, &x->sql) < 0 ||
         jv_str(v, e, "request", field, 0, &x->request) < 0 ||
+        jv_str(v, e, "key_prefix", field, 0, &x->key_prefix) < 0 ||
         jv_str(v, e, "why", field, 0, &x->why) < 0)
         return -1;
     if (sc_get_where(v, e, field, &x->where_key, &x->where_value, x->where_buf,
@@ -567,6 +575,8 @@ static int parse_expect(struct jv_ctx *v, struct scenario *sc, const cJSON *e, i
         return jv_err(v, field, "check events needs \"event\"");
     if (strcmp(x->check, "sql") == 0 && x->sql == NULL)
         return jv_err(v, field, "check sql needs \"sql\"");
+    if (strcmp(x->check, "applied_payments") == 0 && x->key_prefix == NULL)
+        return jv_err(v, field, "check applied_payments needs \"key_prefix\"");
     if (strcmp(x->check, "http_status") == 0) {
         int found = 0;
         if (x->request == NULL)
@@ -667,6 +677,29 @@ static int parse_settings(struct jv_ctx *v, struct scenario *sc)
     return jv_opt_int(v, root, "timeout_ms", "", 1000, 3600000, &sc->timeout_ms);
 }
 
+/* Whether a step writes id: an sql step's statement or an http step's
+ * body names it (any case).  A poison entry that no step plants names no
+ * event of the run: it could excuse nothing, or excuse by chance. */
+static int contains_nocase(const char *text, const char *s)
+{
+    size_t n = strlen(s);
+    for (; *text; text++)
+        if (strncasecmp(text, s, n) == 0)
+            return 1;
+    return 0;
+}
+
+static int step_plants(const struct scenario *sc, const char *id)
+{
+    for (int i = 0; i < sc->nsteps; i++) {
+        const struct sc_step *st = &sc->steps[i];
+        const char *text = st->verb == V_SQL ? st->sql : st->verb == V_HTTP ? st->body : NULL;
+        if (text != NULL && contains_nocase(text, id))
+            return 1;
+    }
+    return 0;
+}
+
 /* "poison_events": ids (uuids) of the events the scenario plants as poison. */
 static int parse_poison(struct jv_ctx *v, struct scenario *sc)
 {
@@ -688,6 +721,9 @@ static int parse_poison(struct jv_ctx *v, struct scenario *sc)
                                                          : isxdigit((unsigned char)s[i]) != 0;
         if (!ok)
             return jv_err(v, f, "must be an event id (a uuid)");
+        if (!step_plants(sc, s))
+            return jv_err(v, f, "names no event: no sql or http step of the scenario "
+                          "writes %s (planted poison is written under a fixed id)", s);
         sc->poison[sc->npoison++] = s;
     }
     return 0;
@@ -716,14 +752,64 @@ static int parse_invariants(struct jv_ctx *v, struct scenario *sc)
     return 0;
 }
 
-/* "hazard": {"caught_by": [invariants...], "why": "..."}: each named
- * invariant must also be listed, and must fail for the scenario to pass. */
+/* Whether the scenario has a step of verb (and, for db, of action). */
+static int has_step(const struct scenario *sc, enum sc_verb verb, int db_action)
+{
+    for (int i = 0; i < sc->nsteps; i++)
+        if (sc->steps[i].verb == verb &&
+            (verb != V_DB || (int)sc->steps[i].db_action == db_action))
+            return 1;
+    return 0;
+}
+
+/* "explains" and "at_most": the hazard's bound -- which events it can
+ * explain, and how many at most.  A hazard without one would excuse any
+ * violation of its invariants, which is what a broken pipeline shows too. */
+static int parse_hazard_bound(struct jv_ctx *v, const cJSON *h, struct scenario *sc)
+{
+    const char *kind = NULL;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(h, "explains");
+    if (k == NULL || cJSON_IsNull(k))
+        return jv_err(v, "hazard.explains", "missing: a hazard names the events it can explain, "
+                      "replication_stall (commits on the primary after replication to its "
+                      "asynchronous standby stalled) or broker_memory (messages held only in "
+                      "the memory of a broker that was killed)");
+    if (jv_str(v, h, "explains", "hazard", 1, &kind) < 0)
+        return -1;
+    if (strcmp(kind, "replication_stall") == 0) {
+        sc->hazard_explains = SC_HAZARD_REPLICATION_STALL;
+        if (!sc->standby || sc->synchronous || !has_step(sc, V_DB, DB_STALL_REPLICATION))
+            return jv_err(v, "hazard.explains", "replication_stall needs an asynchronous "
+                          "standby (\"database\") and a db stall_replication step");
+    } else if (strcmp(kind, "broker_memory") == 0) {
+        sc->hazard_explains = SC_HAZARD_BROKER_MEMORY;
+        if (sc->broker_durable || !has_step(sc, V_BROKER_CRASH, 0))
+            return jv_err(v, "hazard.explains", "broker_memory needs a broker without a "
+                          "durable store and a broker_crash step");
+    } else {
+        return jv_err(v, "hazard.explains", "'%s' is not replication_stall or broker_memory",
+                      kind);
+    }
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(h, "at_most");
+    if (m == NULL || cJSON_IsNull(m))
+        return jv_err(v, "hazard.at_most", "missing: the most events the hazard may explain "
+                      "(1-256)");
+    long long n = 0;
+    if (jv_int(v, h, "at_most", "hazard", 1, 1, 256, &n) < 0)
+        return -1;
+    sc->hazard_at_most = (int)n;
+    return 0;
+}
+
+/* "hazard": {"caught_by": [invariants...], "why": "...", "explains": KIND,
+ * "at_most": N}: each named invariant must also be listed, and must fail
+ * for the scenario to pass, on violations the hazard explains alone. */
 static int parse_hazard(struct jv_ctx *v, struct scenario *sc)
 {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(sc->root, "hazard");
     if (h == NULL)
         return 0;
-    static const char *const f[] = { "caught_by", "why", NULL };
+    static const char *const f[] = { "caught_by", "why", "explains", "at_most", NULL };
     if (!cJSON_IsObject(h))
         return jv_err(v, "hazard", "must be an object");
     if (jv_only_fields(v, h, "hazard", f) < 0 || jv_str(v, h, "why", "hazard", 1, &sc->hazard_why) < 0)
@@ -749,7 +835,7 @@ static int parse_hazard(struct jv_ctx *v, struct scenario *sc)
                 return jv_err(v, ff, "'%s' is listed twice", it->valuestring);
         sc->hazard[sc->nhazard++] = (enum sc_invariant)inv;
     }
-    return 0;
+    return parse_hazard_bound(v, h, sc);
 }
 
 /* "expect" is optional; it comes last because http_status checks name

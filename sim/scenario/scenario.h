@@ -210,6 +210,19 @@ enum sc_invariant {
 };
 
 /* One expectation specific to the scenario's case. */
+/* The events a hazard can explain ("hazard": {"explains": ...}): its bound. */
+enum sc_hazard_kind {
+    SC_HAZARD_NONE,
+    /* committed on the primary after replication to its asynchronous
+     * standby stalled, then lost with the failover: absent from the
+     * database, first stored by the broker (or acknowledged to the client)
+     * after the stall began */
+    SC_HAZARD_REPLICATION_STALL,
+    /* held only in the memory of a broker that was killed: stored by it
+     * before the crash, never acknowledged by the group, never stored again */
+    SC_HAZARD_BROKER_MEMORY,
+};
+
 struct sc_expect {
     const char *check;
     int has_min, has_max, has_equals;
@@ -222,6 +235,7 @@ struct sc_expect {
     const char *point;       /* faults_fired */
     const char *sql;         /* sql: first column of the first row */
     const char *request;     /* http_status: name of an http step */
+    const char *key_prefix;  /* applied_payments: the payments' idempotency keys' prefix */
     const char *why;
 };
 
@@ -248,10 +262,14 @@ struct scenario {
     int synchronous;         /* synchronous_standby_names = '*' */
     int broker_durable;      /* "broker": {"durable": true}: the store is a file */
     /* "hazard": a setting known to lose data; the scenario proves the
-     * checker catches the loss: each invariant here must fail. */
+     * checker catches the loss: each invariant here must fail, on
+     * violations the hazard explains alone (checker.h), and the hazard
+     * explains no more than hazard_at_most events. */
     int nhazard;
     enum sc_invariant hazard[INV_COUNT];
     const char *hazard_why;
+    enum sc_hazard_kind hazard_explains;
+    int hazard_at_most;
     /* "poison_events": event ids the scenario plants as poison input; a
      * consumer parking one of these is its correct outcome, and only
      * these may end parked (checker.h). */
@@ -280,6 +298,8 @@ const char *sc_verb_name(enum sc_verb v);
 const char *sc_until_name(enum sc_until u);
 const char *sc_db_action_name(enum sc_db_action a);
 const char *sc_invariant_name(enum sc_invariant i);
+/* "replication_stall", "broker_memory" (or "none"). */
+const char *sc_hazard_kind_name(enum sc_hazard_kind k);
 /* -1 when name is not an invariant. */
 int sc_invariant_from_name(const char *name);
 

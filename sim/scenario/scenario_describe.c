@@ -209,6 +209,8 @@ void scenario_print(const struct scenario *sc, FILE *f)
         for (int i = 0; i < sc->nhazard; i++)
             fprintf(f, " %s", sc_invariant_names[sc->hazard[i]]);
         fprintf(f, " (each must fail)\n");
+        fprintf(f, "  hazard explains: %s, at most %d events; every other violation fails\n",
+                sc_hazard_kind_name(sc->hazard_explains), sc->hazard_at_most);
     }
     if (sc->faults_optional)
         fprintf(f, "  faults: optional (an armed fault that never fires is noted, not failed)\n");

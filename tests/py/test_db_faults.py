@@ -54,6 +54,34 @@ def run_one(tmp_path, path, *extra):
      "hazard.caught_by[0]: 'effect_once' must also be listed in \"invariants\""),
     ([], {"hazard": {"caught_by": [], "why": "x"}}, "hazard.caught_by: must be a non-empty array"),
     ([], {"hazard": {"caught_by": ["nothing_lost"]}}, "hazard.why: missing"),
+    # A hazard names its bound: which events it can explain, and how many.
+    ([{"do": "broker_crash"}], {"hazard": {"caught_by": ["nothing_lost"], "why": "x"}},
+     "hazard.explains: missing: a hazard names the events it can explain"),
+    ([{"do": "broker_crash"}],
+     {"hazard": {"caught_by": ["nothing_lost"], "why": "x", "explains": "broker_memory"}},
+     "hazard.at_most: missing: the most events the hazard may explain"),
+    ([{"do": "broker_crash"}],
+     {"hazard": {"caught_by": ["nothing_lost"], "why": "x", "explains": "anything",
+                 "at_most": 5}},
+     "hazard.explains: 'anything' is not replication_stall or broker_memory"),
+    ([{"do": "broker_crash"}],
+     {"hazard": {"caught_by": ["nothing_lost"], "why": "x", "explains": "replication_stall",
+                 "at_most": 5}},
+     "hazard.explains: replication_stall needs an asynchronous standby"),
+    ([], {"hazard": {"caught_by": ["nothing_lost"], "why": "x", "explains": "broker_memory",
+                     "at_most": 5}},
+     "hazard.explains: broker_memory needs a broker without a durable store and a "
+     "broker_crash step"),
+    ([{"do": "broker_crash"}],
+     {"hazard": {"caught_by": ["nothing_lost"], "why": "x", "explains": "broker_memory",
+                 "at_most": 0}},
+     "hazard.at_most: 0 is out of range [1, 256]"),
+    # A poison entry names an event a step of the scenario plants.
+    ([{"do": "payments", "count": 1}],
+     {"poison_events": ["00000000-0000-4000-8000-00000000dead"]},
+     "poison_events[0]: names no event: no sql or http step of the scenario writes "
+     "00000000-0000-4000-8000-00000000dead"),
+    ([], {"poison_events": [""]}, "poison_events[0]: must be an event id (a uuid)"),
 ])
 def test_bad_fault_steps_are_refused_before_anything_starts(tmp_path, steps, extra, message):
     path = scenario(tmp_path, "bad", steps, **extra)
@@ -70,7 +98,8 @@ def test_dry_run_describes_database_faults(tmp_path):
         {"do": "db", "action": "failover"},
         {"do": "db", "action": "freeze", "ms": 1500},
         {"do": "broker_crash", "down_ms": 100},
-    ], hazard={"caught_by": ["nothing_lost"], "why": "loses data"},
+    ], hazard={"caught_by": ["nothing_lost"], "why": "loses data", "explains": "broker_memory",
+               "at_most": 3},
         heal={"restart": False}, **STANDBY)
     r = crashwindow("run", path, "--dry-run")
     assert r.returncode == 0, r.stderr
@@ -79,7 +108,8 @@ def test_dry_run_describes_database_faults(tmp_path):
                  "db freeze (SIGSTOP the server) for 1500 ms",
                  "broker crash (SIGKILL), down 100 ms",
                  "no restarts (every process must have recovered by itself)",
-                 "hazard: loses data", "caught by: nothing_lost (each must fail)"):
+                 "hazard: loses data", "caught by: nothing_lost (each must fail)",
+                 "hazard explains: broker_memory, at most 3 events"):
         assert text in r.stdout, r.stdout
 
 
@@ -118,21 +148,45 @@ def test_a_process_that_dies_fails_a_no_restart_heal(tmp_path):
 
 
 def test_a_hazard_that_loses_nothing_fails(tmp_path):
-    """A hazard scenario passes only when the loss is caught: with a durable
-    broker the crash loses nothing, so the hazard goes uncaught.  (A durable
-    store next to a switch: the setting is the broker's command line, the
-    switch its control.)"""
+    """A hazard scenario passes only when the loss is caught: a broker that
+    dies in memory after every event was consumed loses nothing, so the
+    hazard goes uncaught, and its invariant says so."""
     path = scenario(tmp_path, "nohazard", [
         {"do": "payments", "count": 3},
-        {"do": "wait", "until": "published", "count": 3, "timeout_ms": 10000},
-        {"do": "broker_crash"},
         {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 10000},
-    ], broker={"durable": True, "duplicate": True},
-        hazard={"caught_by": ["nothing_lost"], "why": "a broker crash"})
+        {"do": "broker_crash"},
+    ], broker={"duplicate": True},
+        hazard={"caught_by": ["nothing_lost"], "why": "a broker crash", "explains": "broker_memory",
+                "at_most": 3})
     r, sc = run_one(tmp_path, path)
     assert r.returncode == 1, r.stdout
-    assert sc["hazard"]["caught"] is False
+    assert sc["hazard"]["caught"] is False and sc["hazard"]["explained_events"] == 0
     assert inv(sc, "nothing_lost")["violations"] == 0
+    assert inv(sc, "nothing_lost")["verdict"] == "hazard not caught"
+
+
+def test_a_hazard_heal_accepts_no_unconsumed_event_it_cannot_explain(tmp_path):
+    """The heal of a hazard scenario may end with published events a group
+    never applied only when the hazard explains each: here the consumer
+    never runs, so the events published after the crash -- which no dead
+    broker's memory held -- are left too, and the heal fails naming one."""
+    procs = dict(PIPELINE)
+    procs["accounting"] = {"kind": "consumer", "args": {"name": "accounting"},
+                           "autostart": False, "heal": False}
+    path = scenario(tmp_path, "leftover", [
+        {"do": "payments", "count": 2, "key_prefix": "k-before"},
+        {"do": "wait", "until": "published", "count": 2, "timeout_ms": 10000},
+        {"do": "broker_crash", "down_ms": 100},
+        {"do": "payments", "count": 2, "key_prefix": "k-after"},
+        {"do": "wait", "until": "published", "count": 4, "timeout_ms": 10000},
+    ], processes=procs, heal={"timeout_ms": 1500},
+        hazard={"caught_by": ["nothing_lost"], "why": "a broker in memory", "explains":
+                "broker_memory", "at_most": 2})
+    r, sc = run_one(tmp_path, path)
+    assert r.returncode == 1, r.stdout
+    assert "heal: the pipeline did not converge" in (sc["error"] or ""), sc["error"]
+    assert "accounting never applied it, and the hazard (broker_memory) does not explain it" \
+        in sc["error"], sc["error"]
 
 
 def test_terminate_aims_at_one_process_by_application_name(tmp_path):

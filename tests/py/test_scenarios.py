@@ -77,10 +77,13 @@ def test_scenario(path, pg_cluster, tmp_path):
     cls = sc["classification"]
     if "hazard" in spec:
         # A hazard scenario loses data on purpose: it passes only because
-        # each invariant it names reported the loss.
+        # each invariant it names reported the loss, every violation one
+        # the hazard explains, within its bound.
         assert sc["hazard"]["caught"] is True, sc["hazard"]
         for x in sc["hazard"]["caught_by"]:
             assert x["violations"] > 0 and x["witness"], x
+            assert x["explained"] == x["violations"], x
+        assert 0 < sc["hazard"]["explained_events"] <= spec["hazard"]["at_most"], sc["hazard"]
         assert sc["faults_not_hit"] == [], sc["faults_not_hit"]
         return
     # Jepsen-style: nothing lost, nothing twice, nothing out of thin air.
