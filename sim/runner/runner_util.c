@@ -254,24 +254,9 @@ void runner_add_expect(struct sctx *s, const char *check, int ok, const char *de
         runner_progress(s, "  expectation failed: %s: %s", check, detail);
 }
 
-void runner_log_tail(const struct proc *p, char *out, size_t outlen)
-{
-    out[0] = '\0';
-    FILE *f = fopen(p->log_path, "r");
-    if (f == NULL)
-        return;
-    char line[512];
-    while (fgets(line, sizeof(line), f) != NULL) {
-        size_t n = strlen(line);
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = '\0';
-        if (n > 0)
-            snprintf(out, outlen, "%s", line);
-    }
-    fclose(f);
-}
-
-void runner_log_first(const struct proc *p, long off, char *out, size_t outlen)
+/* The first (first = 1) or the last non-empty line of p's log from offset
+ * off on, into out ("" when none). */
+static void log_line(const struct proc *p, long off, int first, char *out, size_t outlen)
 {
     out[0] = '\0';
     FILE *f = fopen(p->log_path, "r");
@@ -286,12 +271,23 @@ void runner_log_first(const struct proc *p, long off, char *out, size_t outlen)
         size_t n = strlen(line);
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = '\0';
-        if (n > 0) {
-            snprintf(out, outlen, "%s", line);
+        if (n == 0)
+            continue;
+        snprintf(out, outlen, "%s", line);
+        if (first)
             break;
-        }
     }
     fclose(f);
+}
+
+void runner_log_tail(const struct proc *p, char *out, size_t outlen)
+{
+    log_line(p, 0, 0, out, outlen);
+}
+
+void runner_log_first(const struct proc *p, long off, char *out, size_t outlen)
+{
+    log_line(p, off, 1, out, outlen);
 }
 
 /* ---- process bookkeeping ------------------------------------------------ */
