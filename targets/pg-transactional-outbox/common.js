@@ -3,6 +3,7 @@
 // the database objects and broker topology.
 'use strict';
 
+const { Client } = require('pg');
 const { getDefaultLogger } = require('pg-transactional-outbox');
 
 function required(name) {
@@ -28,7 +29,7 @@ const amqpUrl = () => required('AMQP_URL');
 // Replication slot names are unique per server, not per database: each
 // database gets its own, named after it.
 function slotName(kind) {
-  const db = new URL(databaseUrl()).pathname.replace(/^\//, '');
+  const db = new Client({ connectionString: databaseUrl() }).database;
   const safe = db.toLowerCase().replace(/[^a-z0-9_]/g, '_');
   return `${kind}_slot_${safe}`.slice(0, 63);
 }
