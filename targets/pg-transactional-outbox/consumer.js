@@ -20,6 +20,10 @@ const group = process.env.CONSUMER_GROUP || 'accounting';
 const config = common.listenerConfig('inbox');
 const pool = new Pool({ connectionString: common.databaseUrl(), max: 4 });
 pool.on('error', (err) => logger.error(err, 'PostgreSQL pool error'));
+// A connection lost while a client is checked out is reported on the
+// client: logged there (the query in progress fails on its own), so that it
+// does not end the process.
+pool.on('connect', (client) => client.on('error', (err) => logger.warn(err, 'PostgreSQL client error')));
 const storeInboxMessage = initializeMessageStorage(config, logger);
 
 const paymentCreated = {

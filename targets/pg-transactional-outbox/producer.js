@@ -12,6 +12,10 @@ const { databaseUrl, listenerConfig, logger: makeLogger } = require('./common');
 const logger = makeLogger('producer');
 const pool = new Pool({ connectionString: databaseUrl(), max: 8 });
 pool.on('error', (err) => logger.error(err, 'PostgreSQL pool error'));
+// A connection lost while a client is checked out is reported on the
+// client: logged there (the query in progress fails on its own), so that it
+// does not end the process.
+pool.on('connect', (client) => client.on('error', (err) => logger.warn(err, 'PostgreSQL client error')));
 const storeOutboxMessage = initializeMessageStorage(listenerConfig('outbox'), logger);
 
 function reply(res, status, body) {
