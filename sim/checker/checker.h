@@ -102,7 +102,8 @@ struct chk_input {
     const cJSON *samples;                    /* the runner's database samples, or NULL */
     const cJSON *runner_events;              /* the runner's own log (its faults), or NULL */
     /* A target's known findings for this scenario: per invariant, the text
-     * a violation's witness carries when the finding explains it, or NULL. */
+     * a violation's witness carries when the finding explains it (one line
+     * per finding when several name the invariant), or NULL. */
     const char *explains[INV_COUNT];
 };
 

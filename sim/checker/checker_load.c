@@ -22,6 +22,20 @@
 
 /* ---- witnesses ---------------------------------------------------------- */
 
+/* Does witness carry one of the texts of explains (one per line: several
+ * findings of one invariant in one scenario)? */
+static int carries(const char *witness, const char *explains)
+{
+    while (*explains != '\0') {
+        size_t n = strcspn(explains, "\n");
+        for (const char *w = witness; n > 0 && strlen(w) >= n; w++)
+            if (strncmp(w, explains, n) == 0)
+                return 1;
+        explains += n + (explains[n] == '\n');
+    }
+    return 0;
+}
+
 __attribute__((format(printf, 3, 0)))
 static void violation_v(struct chk_inv *inv, int explained, const char *fmt, va_list ap)
 {
@@ -36,7 +50,7 @@ static void violation_v(struct chk_inv *inv, int explained, const char *fmt, va_
             snprintf(buf + n, sizeof(buf) - (size_t)n, " [explained by the hazard]");
     }
     /* Every violation is weighed against a known finding, kept or not. */
-    if (inv->explains != NULL && strstr(buf, inv->explains) != NULL)
+    if (inv->explains != NULL && carries(buf, inv->explains))
         inv->explained++;
     if (cJSON_GetArraySize(inv->witnesses) >= CHK_MAX_WITNESSES)
         return;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void rdb_quiet_notices(void *arg, const char *message)
 {
@@ -23,6 +24,37 @@ void rdb_quiet_notices(void *arg, const char *message)
 }
 
 enum admin_op { OP_CREATE, OP_CREATE_FROM, OP_DROP };
+
+/* A logical replication slot belongs to its database, and DROP DATABASE
+ * refuses while one exists (a target's logical-replication listener makes
+ * them; each holds WAL, and the server has only max_replication_slots).
+ * So the database's slots go first: a walsender still holding one is
+ * terminated, and a slot its dying walsender has not let go of yet is
+ * tried again, for two seconds at most.  0, or -1 with err. */
+static int drop_slots_of(PGconn *c, const char *dbname, char *err, size_t errlen)
+{
+    const char *p[1] = { dbname };
+    char msg[256] = "";
+    for (int tries = 0; tries < 40; tries++) {
+        pgx_cmd(c, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots"
+                   " WHERE database = $1 AND active_pid IS NOT NULL", 1, p, NULL, NULL, 0);
+        pgx_cmd(c, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                   " WHERE database = $1 AND NOT active", 1, p, NULL, msg, sizeof(msg));
+        PGresult *r = pgx_exec(c, "SELECT count(*) FROM pg_replication_slots WHERE database = $1",
+                               1, p, NULL, msg, sizeof(msg));
+        if (r == NULL)
+            break;
+        int left = atoi(PQgetvalue(r, 0, 0));
+        PQclear(r);
+        if (left == 0)
+            return 0;
+        struct timespec nap = { 0, 50 * 1000000L };
+        nanosleep(&nap, NULL);
+    }
+    snprintf(err, errlen, "the replication slots of database %s cannot be dropped: %s", dbname,
+             msg[0] ? msg : "a walsender still holds one");
+    return -1;
+}
 
 /* CREATE DATABASE a [TEMPLATE b] or DROP DATABASE IF EXISTS a WITH (FORCE). */
 static int admin_cmd(struct rdb *db, enum admin_op op, const char *ident1, const char *ident2,
@@ -54,6 +86,8 @@ static int admin_cmd(struct rdb *db, enum admin_op op, const char *ident1, const
         snprintf(sql, sizeof(sql), "CREATE DATABASE %s TEMPLATE %s", q1, q2 ? q2 : "template1");
         break;
     case OP_DROP:
+        if (drop_slots_of(c, ident1, err, errlen) < 0)
+            goto out;
         snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", q1);
         break;
     }

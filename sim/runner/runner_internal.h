@@ -222,6 +222,11 @@ int runner_fail(struct sctx *s, const char *format, ...);
 
 /* An expectation result ("expect" array of result.json). */
 void runner_add_expect(struct sctx *s, const char *check, int ok, const char *detail);
+/* An expectation with its verdict: "pass", "fail" or, on a target,
+ * "finding reproduced" (what failed is exactly what a known finding
+ * explains); only "fail" fails the scenario. */
+void runner_add_expect_verdict(struct sctx *s, const char *check, const char *verdict,
+                               const char *detail);
 
 /* ---- runner_util.c: processes, fault control, database, files ----------- */
 

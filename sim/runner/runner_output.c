@@ -431,7 +431,7 @@ void runner_decide_verdict(struct sctx *s, struct outcome *oc)
     const cJSON *x;
     cJSON_ArrayForEach(x, s->expects) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, "verdict");
-        if (cJSON_IsString(v) && strcmp(v->valuestring, "pass") != 0)
+        if (cJSON_IsString(v) && strcmp(v->valuestring, "fail") == 0)
             oc->pass = 0;
     }
     if (s->ev != NULL) {
@@ -564,7 +564,10 @@ void runner_print_summary(const struct sctx *s, const struct outcome *oc, const 
             printf("      error: %s\n", s->error);
         for (int i = 0; i < INV_COUNT && oc->checked; i++) {
             int unexplained = checker_inv_hazard(&oc->res, sc, i) == CHK_HAZARD_UNEXPLAINED;
-            if (is_hazard(sc, i) ? !unexplained : checker_inv_pass(&oc->res, sc, i))
+            if (is_hazard(sc, i) ? !unexplained
+                                 : checker_inv_pass(&oc->res, sc, i) ||
+                                       oc->res.inv[i].not_examined ||
+                                       checker_inv_finding(&oc->res, i))
                 continue;
             const struct chk_inv *inv = &oc->res.inv[i];
             const cJSON *w = inv->witnesses, *it;
@@ -586,7 +589,7 @@ void runner_print_summary(const struct sctx *s, const struct outcome *oc, const 
         const cJSON *x;
         cJSON_ArrayForEach(x, exps) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, "verdict");
-            if (strcmp(v->valuestring, "pass") != 0)
+            if (strcmp(v->valuestring, "fail") == 0)
                 printf("      expectation %s failed: %s\n",
                        cJSON_GetObjectItemCaseSensitive(x, "check")->valuestring,
                        cJSON_GetObjectItemCaseSensitive(x, "detail")->valuestring);

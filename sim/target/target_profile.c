@@ -607,11 +607,15 @@ static int parse_findings(struct jv_ctx *v, struct target *t, const cJSON *arr)
             return jv_err(v, fld, "invariant '%s' is not judged on a target (nothing_lost, "
                           "effect_once, broker_log_matches_outbox, versions_in_order, "
                           "one_payment_per_key)", f->invariant);
+        /* Several findings may explain one invariant's violations in one
+         * scenario (a loss of two kinds), each by its own text. */
+        if (strchr(f->witness, '\n') != NULL || strlen(f->witness) > 150)
+            return jv_err(v, fld, "witness: one line of at most 150 characters");
         for (int k = 0; k < t->nfindings; k++)
             if (strcmp(t->findings[k].scenario, f->scenario) == 0 &&
-                strcmp(t->findings[k].invariant, f->invariant) == 0)
-                return jv_err(v, fld, "a second finding for %s in %s: one pattern each",
-                              f->invariant, f->scenario);
+                strcmp(t->findings[k].invariant, f->invariant) == 0 &&
+                strcmp(t->findings[k].witness, f->witness) == 0)
+                return jv_err(v, fld, "the same witness text as findings[%d]", k);
         t->nfindings++;
     }
     return 0;

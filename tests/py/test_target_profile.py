@@ -92,6 +92,12 @@ def test_bad_profiles_exit_2_naming_the_field(tmp_path):
         (lambda p: p.update(findings=[{"scenario": "bb", "invariant": "nothing_lost",
                                        "witness": "x", "why": "y"}]),
          "findings[0].source: missing"),
+        (lambda p: p.update(findings=[{"scenario": "bb", "invariant": "nothing_lost",
+                                       "witness": "left it\npending", "why": "y", "source": "z"}]),
+         "findings[0]: witness: one line of at most 150 characters"),
+        (lambda p: p.update(findings=2 * [{"scenario": "bb", "invariant": "nothing_lost",
+                                           "witness": "x", "why": "y", "source": "z"}]),
+         "findings[1]: the same witness text as findings[0]"),
     ]
     for change, want in cases:
         p = copy.deepcopy(PROFILE)

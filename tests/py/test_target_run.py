@@ -4,11 +4,15 @@ target (targets/crashwindow) passes a black-box scenario, judged from its
 mapping and the broker log alone, with every invariant that reads our
 insides shown as not examined; a mapping that lacks a column, a process
 that never gets ready and one that exits at start each fail with a message
-naming what is wrong, and leave nothing running."""
+naming what is wrong, and leave nothing running; a scenario database that
+a logical replication slot holds is dropped all the same."""
 # needs: pg rabbitmq
 import copy
 import json
 import os
+import subprocess
+
+import psycopg
 
 from cwtest import SOURCE_DIR, crashwindow, pg_args, read_events
 
@@ -39,7 +43,7 @@ def profile_copy(tmp_path, change):
     change(p)
     for role in p["processes"].values():
         role["argv"][0] = os.path.join(SOURCE_DIR, "targets", "crashwindow", role["argv"][0])
-    for step in p["setup"]:
+    for step in (s for s in p["setup"] if "command" in s):
         step["command"][0] = os.path.join(SOURCE_DIR, "targets", "crashwindow",
                                           step["command"][0])
     p["requires"] = []
@@ -165,3 +169,70 @@ def test_a_known_finding_passes_only_when_it_explains_every_violation(tmp_path, 
     inv = {i["name"]: i for i in json.loads((out / "result.json").read_text())
            ["scenarios"][0]["invariants"]}["nothing_lost"]
     assert inv["verdict"] == "fail" and inv["explained"] == 0 and inv["violations"] == 4
+
+
+def test_a_finding_also_explains_the_waits_and_counts_its_losses_cut_short(tmp_path, pg_cluster):
+    """A target that loses events never reaches the counts a scenario waits
+    for or expects.  On a target, a wait for consumed events that times out
+    lets the run go on to the checker, and an expectation of the effects
+    that falls short by exactly the messages a reproduced finding names is
+    that finding, not a failure; short by one more, it fails."""
+    def lossy(p):
+        p["mapping"]["effects"] += " WHERE id % 2 = 1"
+        p["findings"] = [{"scenario": "t-small-burst", "invariant": "nothing_lost",
+                          "witness": "the target left it published",
+                          "why": "the mapping hides every other effect", "source": "test"}]
+    scenario = dict(SCENARIO, steps=SCENARIO["steps"][:1] + [
+        {"do": "wait", "until": "consumed", "count": 8, "timeout_ms": 3000}])
+    out = tmp_path / "explained"
+    r = crashwindow("run", "--target", profile_copy(tmp_path, lossy),
+                    write(tmp_path, "s.json", scenario), "--brief", "--out", out,
+                    *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    assert sc["verdict"] == "pass" and sc["error"] is None, sc
+    assert sc["expect"][0]["verdict"] == "finding reproduced", sc["expect"]
+    assert "the 4 messages of nothing_lost's known finding" in sc["expect"][0]["detail"]
+    events = read_events(str(out / "t-small-burst" / "runner.events.jsonl"))
+    assert [e["until"] for e in events if e["event"] == "wait_timeout"] == ["consumed"]
+
+    scenario["expect"] = [{"check": "effects", "equals": 9}]
+    out = tmp_path / "short"
+    r = crashwindow("run", "--target", profile_copy(tmp_path, lossy),
+                    write(tmp_path, "s.json", scenario), "--brief", "--out", out,
+                    *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 1
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    assert sc["expect"][0]["verdict"] == "fail", sc["expect"]
+
+def test_a_database_held_by_a_replication_slot_is_dropped_after_its_scenario(tmp_path):
+    """A logical-replication listener's slot belongs to the scenario's
+    database, and DROP DATABASE refuses while it exists: the runner drops
+    the database's slots first, so neither the database nor its slot (and
+    the WAL it holds) outlives the scenario.  On a cluster of the test's own
+    with wal_level = logical, as a profile's database.settings asks."""
+    script = os.path.join(SOURCE_DIR, "scripts", "pg-cluster")
+    conninfo = subprocess.run([script, "start"], check=True, capture_output=True, text=True,
+                              env=dict(os.environ, CW_PG_SETTINGS="wal_level=logical")
+                              ).stdout.strip()
+    cluster_dir = dict(kv.split("=", 1) for kv in conninfo.split())["host"]
+    try:
+        (tmp_path / "slot.sql").write_text(
+            "SELECT pg_create_logical_replication_slot('t_slot_' || current_database(),"
+            " 'pgoutput')")
+
+        def held(p):
+            p["setup"].append({"sql_file": "slot.sql"})
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            before = {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
+        out = tmp_path / "run"
+        r = crashwindow("run", "--target", profile_copy(tmp_path, held),
+                        write(tmp_path, "s.json", SCENARIO), "--brief", "--out", out,
+                        *pg_args(conninfo), timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            after = {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
+            slots = conn.execute("SELECT slot_name FROM pg_replication_slots").fetchall()
+        assert slots == [] and after == before, (slots, after - before)
+    finally:
+        subprocess.run([script, "stop", cluster_dir], check=False)

@@ -1,7 +1,10 @@
 /* test_harness_checker.c -- unit tests of the checker's test that a stored
  * error was sanitized: what the sanitizer wrote passes, a secret, a quoted
- * payload or an error past the size cap fails with the reason. */
+ * payload or an error past the size cap fails with the reason; and of a
+ * target's known findings: a violation is explained when its witness
+ * carries the text of one of them. */
 #include "checker.h"
+#include "checker_internal.h"
 #include "check.h"
 #include "sanitize.h"
 
@@ -33,8 +36,28 @@ static void test_sanitized(void)
     CHECK(checker_error_sanitized(NULL, payload, why, sizeof(why)));
 }
 
+static void test_findings_explain_their_violations(void)
+{
+    struct chk_inv inv;
+    memset(&inv, 0, sizeof(inv));
+    inv.explains = "the target left it given_up\nthe target left it pending";
+    chk_violation(&inv, "message %s was never applied: the target left it %s", "a", "given_up");
+    chk_violation(&inv, "message %s was never applied: the target left it %s", "b", "pending");
+    CHECK(inv.explained == 2);
+    chk_violation(&inv, "message %s was never applied: the target left it %s", "c", "published");
+    CHECK(inv.violations == 3 && inv.explained == 2);
+    cJSON_Delete(inv.witnesses);
+    /* A text that only begins a line of explains explains nothing. */
+    memset(&inv, 0, sizeof(inv));
+    inv.explains = "the target left it pending";
+    chk_violation(&inv, "the target left it");
+    CHECK(inv.violations == 1 && inv.explained == 0);
+    cJSON_Delete(inv.witnesses);
+}
+
 int main(void)
 {
     test_sanitized();
+    test_findings_explain_their_violations();
     return check_report("test_harness_checker");
 }
