@@ -661,7 +661,11 @@ static int locate(struct mrun *r, const char *out_arg)
  * runner's status, with *result its result (NULL when it could not start). */
 static int run_baseline(const struct mrun *r, cJSON **result)
 {
-    printf("crashwindow mutants: baseline: every scenario against %s\n", r->build);
+    if (r->target != NULL)
+        printf("crashwindow mutants: baseline: %d black-box scenario%s against %s through "
+               "target profile %s\n", r->nall, r->nall == 1 ? "" : "s", r->build, r->target);
+    else
+        printf("crashwindow mutants: baseline: every scenario against %s\n", r->build);
     fflush(stdout);
     struct run_opts base;
     memset(&base, 0, sizeof(base));
