@@ -32,6 +32,14 @@
  * The baseline of the whole is then spread over the shards too; the merged
  * verdict (`crashwindow merge`) still says what an unsharded run says: the
  * whole baseline passed and every mutant was killed.
+ * --target PROFILE runs black-box scenarios (scenarios/blackbox/ unless
+ * files are named) against each build through a target profile instead:
+ * the profile names the build's programs as ${bin:PROGRAM}, which the runner
+ * fills from the mutant's tree, else from the unmutated build, exactly as it
+ * picks our programs for a white-box run (sim/target/target.h).  What the
+ * mutant breaks must then show from outside -- in the mapping's tables, the
+ * broker log and what the workload's clients were told -- or it survives.
+ * One throwaway RabbitMQ node serves every run, reset between scenarios.
  * Exit status: 0 when the baseline passes and every mutant is killed, 1
  * otherwise, 2 on bad usage. */
 #include "mutants.h"
@@ -39,6 +47,7 @@
 #include "runner.h"
 #include "cliutil.h"
 #include "cwlog.h"
+#include "fstree.h"
 #include "procs.h"
 #include "rundir.h"
 #include "runner_db.h"
@@ -299,13 +308,23 @@ static void print_by_scenario(const cJSON *mutants, const char *const *cols, int
     printf("\n");
 }
 
+/* A scenario's column: its number ("01" of 01-command-rollback, of
+ * bb01-baseline-under-load too), or its name's start when it has none. */
+static const char *column_label(const char *name)
+{
+    const char *p = name;
+    while (*p != '\0' && (*p < '0' || *p > '9'))
+        p++;
+    return *p != '\0' ? p : name;
+}
+
 static void print_matrix(cJSON *mutants, const char *const *cols, int ncols)
 {
     printf("\nmutant x scenario (K killed, E errored: failed by a timeout or a harness error "
            "alone, . survived, blank not run)\n");
     printf("%-26s", "");
     for (int c = 0; c < ncols; c++)
-        printf(" %.2s", cols[c]);
+        printf(" %.2s", column_label(cols[c]));
     printf("   verdict\n");
     const cJSON *m;
     cJSON_ArrayForEach(m, mutants) {
@@ -384,9 +403,12 @@ static cJSON *scenario_cell(const cJSON *sc)
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sc, "invariants")) {
         /* A hazard's invariant proves a mistake only where it failed on a
          * violation the hazard does not explain ("fail"), never by catching
-         * the hazard's own loss. */
+         * the hazard's own loss.  On a target, an invariant its mapping
+         * cannot show is "not examined" and a known finding of it "finding
+         * reproduced": neither failed, so neither kills. */
         const char *v = cJSON_GetObjectItemCaseSensitive(it, "verdict")->valuestring;
-        if (strcmp(v, "pass") == 0 ||
+        if (strcmp(v, "pass") == 0 || strcmp(v, "not examined") == 0 ||
+            strcmp(v, "finding reproduced") == 0 ||
             (hazard_invariant(sc, cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring) &&
              strcmp(v, "fail") != 0))
             continue;
@@ -434,7 +456,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: crashwindow mutants [--only NAME...] [--full] [--out DIR] [--pg CONNINFO] [--list]\n"
         "                           [--shard K/N|env] [--junit FILE] [--broker fake|rabbitmq]\n"
-        "                           [--jobs N [--shares M]]\n"
+        "                           [--jobs N [--shares M]] [--target PROFILE [SCENARIO.json...]]\n"
         "  --only NAME  this mutant only (repeatable)\n"
         "  --full       every mutant against every scenario (default: in the fixed order,\n"
         "               aimed scenarios first, until its first kill)\n"
@@ -451,6 +473,9 @@ static void usage(FILE *f)
         "  --junit FILE write JUnit XML (one test case per mutant and baseline scenario)\n"
         "  --broker B   fake (default) or rabbitmq (crashwindow run --help); a mutant whose\n"
         "               scenarios all need a fake-broker control is not applicable there\n"
+        "  --target P   black-box: run the scenarios named (default: scenarios/blackbox/*.json)\n"
+        "               against each build through target profile P, which names the build's\n"
+        "               programs as ${bin:PROGRAM} (docs/targets.md); on RabbitMQ\n"
         "exit status: 0 the unmutated build passes and every mutant is killed, 1 not, 2 bad usage\n");
 }
 
@@ -466,6 +491,9 @@ struct mutants_opts {
     const char *junit;       /* --junit, or NULL */
     int full;                /* --full: every mutant against every scenario */
     const char *broker;      /* --broker fake|rabbitmq, or NULL (the fake broker) */
+    const char *target;      /* --target PROFILE, or NULL: the white-box scenarios */
+    const char **files;      /* with --target: the scenario files named (argv's) */
+    int nfiles;
 };
 
 static int take_only(const char *n, void *ctx, char *err, size_t errlen)
@@ -499,17 +527,34 @@ static int take_shard(const char *v, void *ctx, char *err, size_t errlen)
     return shard_arg(v, &o->shard, err, errlen);
 }
 
-static const struct cw_opts_style mutants_style = {
-    .help = CW_HELP_LONG | CW_HELP_SHORT,
-    .unknown = "unknown option or missing value: '%s'",
-    .missing = "unknown option or missing value: '%s'",
-};
+/* A scenario file named on the command line (taken with --target only). */
+static int take_file(const char *v, void *ctx, char *err, size_t errlen)
+{
+    struct mutants_opts *o = ctx;
+    if (o->nfiles == 64) {
+        snprintf(err, errlen, "more than 64 scenario files");
+        return -1;
+    }
+    o->files[o->nfiles++] = v;
+    return 0;
+}
 
 /* 0 to go on, 1 after --help (usage printed), -1 on bad usage (message
  * printed). */
 static int parse_args(struct mutants_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
+    static const char *files[64];
+    o->files = files;
+    /* Anything starting with '-' is an option; the rest are scenario files. */
+    const struct cw_opts_style mutants_style = {
+        .prefix = "-",
+        .help = CW_HELP_LONG | CW_HELP_SHORT,
+        .unknown = "unknown option or missing value: '%s'",
+        .missing = "unknown option or missing value: '%s'",
+        .positional = take_file,
+        .positional_ctx = o,
+    };
     const struct cw_opt opts[] = {
         CW_OPT_CALL("--only", take_only, o),
         CW_OPT_STRING("--out", &o->out),
@@ -518,6 +563,7 @@ static int parse_args(struct mutants_opts *o, int argc, char **argv)
         CW_OPT_STRING("--junit", &o->junit),
         CW_OPT_CALL("--broker", take_broker, o),
         CW_OPT_CALL("--shard", take_shard, o),
+        CW_OPT_STRING("--target", &o->target),
         CW_OPT_FLAG("--list", &o->list),
         CW_OPT_FLAG("--full", &o->full),
     };
@@ -534,6 +580,24 @@ static int parse_args(struct mutants_opts *o, int argc, char **argv)
         if (rc == CW_OPTS_USAGE)
             usage(stderr);
         return -1;
+    }
+    if (o->nfiles > 0 && o->target == NULL) {
+        fprintf(stderr, "crashwindow mutants: scenario files are taken with --target only "
+                "(the white-box matrix runs every scenario of scenarios/): '%s'\n", o->files[0]);
+        return -1;
+    }
+    if (o->target != NULL) {
+        if (o->broker != NULL && strcmp(o->broker, "rabbitmq") != 0) {
+            fprintf(stderr, "crashwindow mutants: a target speaks AMQP: --target runs on "
+                    "RabbitMQ, not --broker %s\n", o->broker);
+            return -1;
+        }
+        o->broker = "rabbitmq";
+        if (access(o->target, R_OK) != 0) {
+            fprintf(stderr, "crashwindow mutants: --target %s: %s\n", o->target,
+                    strerror(errno));
+            return -1;
+        }
     }
     return 0;
 }
@@ -571,8 +635,12 @@ struct mrun {
     const char *cols[64];    /* the matrix's scenario columns */
     int ncols;
     int full;                /* --full */
-    char **all;              /* every scenario file, sorted (runner_all_scenarios) */
+    char **all;              /* every scenario file, sorted (runner_all_scenarios), or
+                              * with --target the black-box ones */
     int nall;
+    const char *target;      /* --target PROFILE, or NULL */
+    char rabbit_tmp[PATH_MAX]; /* with --target: the shared RabbitMQ node's folder */
+    char rabbit_dir[PATH_MAX + 16]; /* the node's directory in it, or "" */
     char names[64][64];      /* their names, the matrix's columns */
 };
 
@@ -603,11 +671,19 @@ static int locate(struct mrun *r, const char *out_arg)
  * runner's status, with *result its result (NULL when it could not start). */
 static int run_baseline(const struct mrun *r, cJSON **result)
 {
-    printf("crashwindow mutants: baseline: every scenario against %s\n", r->build);
+    if (r->target != NULL)
+        printf("crashwindow mutants: baseline: %d black-box scenario%s against %s through "
+               "target profile %s\n", r->nall, r->nall == 1 ? "" : "s", r->build, r->target);
+    else
+        printf("crashwindow mutants: baseline: every scenario against %s\n", r->build);
     fflush(stdout);
     struct run_opts base;
     memset(&base, 0, sizeof(base));
-    base.all = 1;
+    base.all = r->target == NULL;
+    base.files = (const char *const *)r->all;
+    base.nfiles = r->target != NULL ? r->nall : 0;
+    base.target = r->target;
+    base.rabbit_dir = r->rabbit_dir[0] != '\0' ? r->rabbit_dir : NULL;
     base.pg = r->pg;
     base.pg_dir = r->pg_dir;
     base.out = r->out;
@@ -735,6 +811,8 @@ static cJSON *run_scenarios(const struct mrun *r, const struct mutant *m, const 
     o.bin_fallback = r->build;
     o.mutant = m->name;
     o.broker = r->broker;
+    o.target = r->target;
+    o.rabbit_dir = r->rabbit_dir[0] != '\0' ? r->rabbit_dir : NULL;
     o.repeat = 1;
     o.brief = 1;
     cJSON *mres = NULL;
@@ -865,6 +943,90 @@ static void write_result(struct mrun *r, cJSON *result, int base_rc, int64_t t0,
     cJSON_free(text);
 }
 
+/* The scenario files every build meets, into r->all with their names as
+ * the matrix's columns: every scenario of scenarios/, or with --target
+ * those named (else scenarios/blackbox/'s), copied so that all are freed
+ * alike.  0, or -1 with the reason printed. */
+static int list_scenarios(struct mrun *r, const struct mutants_opts *o)
+{
+    if (o->target != NULL && o->nfiles > 0) {
+        r->all = calloc((size_t)o->nfiles, sizeof(char *));
+        for (int k = 0; r->all != NULL && k < o->nfiles; k++)
+            if ((r->all[r->nall++] = strdup(o->files[k])) == NULL)
+                return -1;
+    } else {
+        r->nall = o->target != NULL ? runner_scenarios_in("scenarios/blackbox", &r->all)
+                                    : runner_all_scenarios(&r->all);
+    }
+    if (r->nall <= 0) {
+        fprintf(stderr, "crashwindow mutants: no scenario files in %s/%s\n",
+                runner_source_dir(), o->target != NULL ? "scenarios/blackbox" : "scenarios");
+        return -1;
+    }
+    if (r->nall > 64)
+        r->nall = 64;
+    for (int k = 0; k < r->nall; k++) {
+        const char *base = strrchr(r->all[k], '/');
+        snprintf(r->names[k], sizeof(r->names[k]), "%s", base ? base + 1 : r->all[k]);
+        char *dot = strrchr(r->names[k], '.');
+        if (dot != NULL)
+            *dot = '\0';
+        r->cols[r->ncols++] = r->names[k];
+    }
+    return 0;
+}
+
+static void free_scenarios(struct mrun *r)
+{
+    for (int k = 0; k < r->nall; k++)
+        free(r->all[k]);
+    free(r->all);
+    r->all = NULL;
+    r->nall = 0;
+}
+
+/* The RabbitMQ node every run of a target shares (scripts/rabbit-node in
+ * a folder of its own).  0, or -1 with err. */
+static int rabbit_start(struct mrun *r, char *err, size_t errlen)
+{
+    cw_fmt(r->rabbit_tmp, sizeof(r->rabbit_tmp), "/tmp/cwmutXXXXXX");
+    if (mkdtemp(r->rabbit_tmp) == NULL) {
+        cw_fmt(err, errlen, "mkdtemp: %s", strerror(errno));
+        r->rabbit_tmp[0] = '\0';
+        return -1;
+    }
+    cw_fmt(r->rabbit_dir, sizeof(r->rabbit_dir), "%s/rabbit", r->rabbit_tmp);
+    char script[PATH_MAX];
+    cw_fmt(script, sizeof(script), "%s/scripts/rabbit-node", runner_source_dir());
+    char *argv[] = { script, (char *)"start", r->rabbit_dir, NULL };
+    char out[4096];
+    int64_t t0 = cw_mono_ms();
+    if (proc_run_capture(argv, NULL, 120000, out, sizeof(out)) != 0) {
+        cw_fmt(err, errlen, "could not start a RabbitMQ node: %.600s", out);
+        r->rabbit_dir[0] = '\0';
+        fstree_remove(r->rabbit_tmp);
+        return -1;
+    }
+    printf("crashwindow mutants: one RabbitMQ node for every run, ready in %.1f s\n",
+           (double)(cw_mono_ms() - t0) / 1000.0);
+    fflush(stdout);
+    return 0;
+}
+
+static void rabbit_stop(struct mrun *r)
+{
+    if (r->rabbit_dir[0] == '\0')
+        return;
+    char script[PATH_MAX];
+    cw_fmt(script, sizeof(script), "%s/scripts/rabbit-node", runner_source_dir());
+    char *argv[] = { script, (char *)"stop", r->rabbit_dir, NULL };
+    char out[1024];
+    if (proc_run_capture(argv, NULL, 120000, out, sizeof(out)) != 0)
+        fprintf(stderr, "crashwindow mutants: stopping the RabbitMQ node: %.300s\n", out);
+    r->rabbit_dir[0] = '\0';
+    fstree_remove(r->rabbit_tmp);
+}
+
 int mutants_chosen_count(int argc, char **argv)
 {
     int n = 0;
@@ -899,6 +1061,25 @@ int mutants_main(int argc, char **argv)
         return 2;
     }
 
+    r->target = opts.target;
+    if (list_scenarios(r, &opts) < 0)
+        return 2;
+    if (r->target != NULL) {
+        /* A bad profile, or a scenario no target can run, is refused
+         * before anything starts. */
+        struct run_opts pre;
+        memset(&pre, 0, sizeof(pre));
+        pre.files = (const char *const *)r->all;
+        pre.nfiles = r->nall;
+        pre.target = r->target;
+        pre.pg = opts.pg;
+        int rc = runner_target_preflight(&pre);
+        if (rc != 0) {
+            free_scenarios(r);
+            return rc;
+        }
+    }
+
     /* One cluster for every run. */
     struct rdb db;
     memset(&db, 0, sizeof(db));
@@ -906,19 +1087,31 @@ int mutants_main(int argc, char **argv)
     cw_fmt(script, sizeof(script), "%s/scripts/pg-cluster", runner_source_dir());
     if (opts.pg == NULL && rdb_start_cluster(&db, script, err, sizeof(err)) < 0) {
         fprintf(stderr, "crashwindow mutants: %s\n", err);
+        free_scenarios(r);
         return 1;
     }
     r->pg = opts.pg != NULL ? opts.pg : db.admin;
     r->pg_dir = opts.pg != NULL ? opts.pg_dir : db.cluster_dir;
     r->broker = opts.broker;
+    /* And one RabbitMQ node for a target's: a node takes longer to start
+     * than most black-box scenarios take to run. */
+    if (r->target != NULL && rabbit_start(r, err, sizeof(err)) < 0) {
+        fprintf(stderr, "crashwindow mutants: %s\n", err);
+        if (opts.pg == NULL)
+            rdb_finish(&db, script, 0);
+        free_scenarios(r);
+        return 1;
+    }
 
     /* The unmutated build must pass everything first. */
     cJSON *result;
     int base_rc = run_baseline(r, &result);
     if (result == NULL) {
         fprintf(stderr, "crashwindow mutants: the baseline run could not start\n");
+        rabbit_stop(r);
         if (opts.pg == NULL)
             rdb_finish(&db, script, 0);
+        free_scenarios(r);
         return base_rc == 2 ? 2 : 1;
     }
     r->ok = base_rc == 0;
@@ -926,19 +1119,6 @@ int mutants_main(int argc, char **argv)
         printf("crashwindow mutants: the UNMUTATED build fails; kills below prove nothing\n");
 
     r->full = opts.full;
-    r->nall = runner_all_scenarios(&r->all);
-    if (r->nall < 0)
-        r->nall = 0;
-    if (r->nall > 64)
-        r->nall = 64;
-    for (int k = 0; k < r->nall; k++) {
-        const char *base = strrchr(r->all[k], '/');
-        snprintf(r->names[k], sizeof(r->names[k]), "%s", base ? base + 1 : r->all[k]);
-        char *dot = strrchr(r->names[k], '.');
-        if (dot != NULL)
-            *dot = '\0';
-        r->cols[r->ncols++] = r->names[k];
-    }
     choose_mutants(r, &opts);
     r->mutants = cJSON_CreateArray();
     r->not_applicable = cJSON_CreateArray();
@@ -962,11 +1142,10 @@ int mutants_main(int argc, char **argv)
     write_result(r, result, base_rc, t0, path, sizeof(path));
     cJSON_Delete(result);
     cJSON_Delete(r->all_chosen);
-    for (int k = 0; k < r->nall; k++)
-        free(r->all[k]);
-    free(r->all);
+    free_scenarios(r);
     if (rundir_outputs(r->out, opts.junit, 1, "crashwindow mutants") < 0)
         r->ok = 0;
+    rabbit_stop(r);
     if (opts.pg == NULL)
         rdb_finish(&db, script, 0);
     printf("crashwindow mutants: %s: baseline %s, %d/%d mutants killed in %.1f s\nresult: %s\n",

@@ -515,6 +515,21 @@ static int load_target(const struct run_opts *o, const struct run_list *l,
     return 0;
 }
 
+int runner_target_preflight(const struct run_opts *o)
+{
+    struct run_list l;
+    memset(&l, 0, sizeof(l));
+    struct target *target = NULL;
+    char **points = runner_load_points();
+    int rc = 2;
+    if (load_scenarios(o, points, &l) == 0 && load_target(o, &l, &target) == 0)
+        rc = runner_net_isolate(o, l.scs, l.nsc) < 0 ? 1 : 0;
+    target_free(target);
+    run_list_free(&l);
+    runner_free_points(points);
+    return rc;
+}
+
 int runner_run(const struct run_opts *o, cJSON **result_out)
 {
     int rc = 2;
@@ -540,8 +555,17 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
     if (o->dry_run) {
         if (target != NULL) {
             target_describe(target, stdout);
+            /* Its ${bin:PROGRAM} as a run would fill them (a missing one is
+             * named, and its requirement then fails below). */
+            r->target = target;
+            (void)find_binaries(r, &l);
+            const char *const paths[] = { r->exe_api, r->exe_relay, r->exe_consumer,
+                                          r->exe_outboxctl };
+            const char *const *prog = target_build_programs();
+            for (int i = 0; prog[i] != NULL; i++)
+                printf("  ${%s%s} = %s\n", TG_BIN_PREFIX, prog[i], paths[i]);
             char why[512];
-            if (runner_target_requirement(target, why, sizeof(why)))
+            if (runner_target_requirement(r, why, sizeof(why)))
                 printf("  (this machine lacks it: every scenario would be skipped: %s)\n", why);
             printf("\n");
         }
@@ -555,10 +579,10 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
     r->target = target;
     if (target != NULL && target_env(target) < 0)
         goto out;
-    if (target != NULL)
-        runner_target_requirement(target, r->target_skip, sizeof(r->target_skip));
     if (find_binaries(r, &l) < 0 || make_dirs(r) < 0)
         goto out;
+    if (target != NULL)
+        runner_target_requirement(r, r->target_skip, sizeof(r->target_skip));
 
     int64_t t0 = cw_mono_ms();
     char iso[40], commit[64], host[128] = "unknown";

@@ -59,6 +59,10 @@ struct run_opts {
     int bundles;               /* write DIR/bundles/ for what failed */
     const char *broker;        /* "fake" (NULL: the default) or "rabbitmq" */
     const char *target;        /* a target profile (sim/target/target.h), or NULL: our pipeline */
+    const char *rabbit_dir;    /* with target: a node scripts/rabbit-node started in this
+                                * directory, which the caller owns and runs share (a
+                                * target's scenarios each reset it); NULL: the run starts
+                                * and stops a throwaway node of its own */
 };
 
 /* `crashwindow run [SCENARIO.json...|--all] [--pg CONNINFO] [--out DIR]
@@ -86,6 +90,16 @@ int runner_build_dir(char *out, size_t outlen);
 /* The scenario files of the source tree, sorted (caller frees the array and
  * each string).  Returns the count, or -1. */
 int runner_all_scenarios(char ***files);
+/* The same for another folder of the source tree ("scenarios/blackbox"). */
+int runner_scenarios_in(const char *folder, char ***files);
+
+/* Before a caller starts what several runs against target o->target share
+ * (`crashwindow mutants --target`): the profile and every scenario of
+ * o->files checked as `run --target` checks them, and the process moved
+ * into a network namespace of its own when a scenario partitions a link
+ * (runner_net_isolate).  0; 2 with the reason printed (a bad file); 1 when
+ * the namespace could not be made. */
+int runner_target_preflight(const struct run_opts *o);
 
 /* The catalogued fault point names, NULL-terminated (caller frees with
  * runner_free_points), or NULL when the catalogue cannot be read. */

@@ -72,6 +72,7 @@ struct runner {
     char rabbit_script[PATH_MAX];
     char rabbit_dir[PATH_MAX];  /* the run's RabbitMQ node, or "" */
     char rabbit_url[512];
+    int rabbit_shared;          /* the node is run_opts.rabbit_dir's: never stopped here */
     struct rdb db;
     cJSON *result;
     cJSON *scenarios;
@@ -481,10 +482,11 @@ struct target;
 int runner_target_refuses(const struct target *t, const struct scenario *sc, char *err,
                           size_t errlen);
 
-/* 0 when every "requires" command of t runs and exits 0; 1 with why (the
- * profile's reason and what happened): the run's scenarios are then
- * skipped with it, never counted as passed. */
-int runner_target_requirement(const struct target *t, char *why, size_t whylen);
+/* 0 when every "requires" command of r's target runs and exits 0; 1 with
+ * why (the profile's reason and what happened): the run's scenarios are
+ * then skipped with it, never counted as passed.  After find_binaries: a
+ * command may name ${bin:PROGRAM}. */
+int runner_target_requirement(const struct runner *r, char *why, size_t whylen);
 
 /* argv0 as an executable path (itself, or found on PATH).  0 or -1. */
 int runner_target_resolve(const char *argv0, char *out, size_t outlen);

@@ -118,28 +118,39 @@ const char *runner_fake_skip(const struct scenario *sc, char *why, size_t whylen
 
 int runner_rabbit_start(struct runner *r)
 {
-    cw_fmt(r->rabbit_dir, sizeof(r->rabbit_dir), "%s/rabbit", r->tmp);
-    char *argv[] = { r->rabbit_script, (char *)"start", r->rabbit_dir, NULL };
+    /* A node the caller started and keeps (`crashwindow mutants --target`
+     * runs many short runs on one): its URL only. */
+    r->rabbit_shared = r->o->rabbit_dir != NULL;
+    if (r->rabbit_shared)
+        cw_fmt(r->rabbit_dir, sizeof(r->rabbit_dir), "%s", r->o->rabbit_dir);
+    else
+        cw_fmt(r->rabbit_dir, sizeof(r->rabbit_dir), "%s/rabbit", r->tmp);
+    char *argv[] = { r->rabbit_script, (char *)(r->rabbit_shared ? "url" : "start"),
+                     r->rabbit_dir, NULL };
     char out[4096];
     int64_t t0 = cw_mono_ms();
     int rc = proc_run_capture(argv, NULL, 120000, out, sizeof(out));
     char *url = strstr(out, "amqp://");
     if (rc != 0 || url == NULL) {
-        fprintf(stderr, "crashwindow: could not start a RabbitMQ node: %.600s\n", out);
+        fprintf(stderr, "crashwindow: could not %s a RabbitMQ node: %.600s\n",
+                r->rabbit_shared ? "reach" : "start", out);
         r->rabbit_dir[0] = '\0';
         return -1;
     }
     url[strcspn(url, "\r\n")] = '\0';
     cw_fmt(r->rabbit_url, sizeof(r->rabbit_url), "%s", url);
-    printf("rabbitmq node ready in %.1f s\n", (double)(cw_mono_ms() - t0) / 1000.0);
+    if (!r->rabbit_shared)
+        printf("rabbitmq node ready in %.1f s\n", (double)(cw_mono_ms() - t0) / 1000.0);
     fflush(stdout);
     return 0;
 }
 
 void runner_rabbit_stop(struct runner *r)
 {
-    if (r->rabbit_dir[0] == '\0')
+    if (r->rabbit_dir[0] == '\0' || r->rabbit_shared) {
+        r->rabbit_dir[0] = '\0';
         return;
+    }
     if (r->o->keep) {
         printf("--keep: the RabbitMQ node stays up (%s); stop it with: %s stop %s\n",
                r->rabbit_url, r->rabbit_script, r->rabbit_dir);

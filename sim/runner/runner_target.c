@@ -199,33 +199,51 @@ int runner_target_resolve(const char *argv0, char *out, size_t outlen)
     return find_on_path(argv0, out, outlen);
 }
 
-int runner_target_requirement(const struct target *t, char *why, size_t whylen)
+/* ${bin:PROGRAM} for each program of the build under test: the path
+ * find_binaries picked for it (from --bin, else the fallback tree), as a
+ * white-box run of the same build would start it. */
+static void bin_vars(const struct runner *r, struct tg_vars *v)
 {
+    static const char *const names[] = { TG_BIN_PREFIX "payments-api",
+                                          TG_BIN_PREFIX "outbox-relay",
+                                          TG_BIN_PREFIX "accounting-consumer",
+                                          TG_BIN_PREFIX "outboxctl" };
+    const char *const paths[] = { r->exe_api, r->exe_relay, r->exe_consumer,
+                                  r->exe_outboxctl };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        tg_vars_set(v, names[i], paths[i]);
+}
+
+int runner_target_requirement(const struct runner *r, char *why, size_t whylen)
+{
+    const struct target *t = r->target;
     for (int i = 0; i < t->nrequires; i++) {
         char exe[PATH_MAX], out[512], rel[PATH_MAX * 2];
         const char *const *argv = t->require_argv[i];
-        const char *want = argv[0];
-        if (strchr(want, '/') != NULL && want[0] != '/') {
-            cw_fmt(rel, sizeof(rel), "%s/%s", t->dir, want);
-            want = rel; /* relative to the profile's folder, like its processes */
-        }
-        if (find_on_path(want, exe, sizeof(exe)) < 0) {
-            snprintf(why, whylen, "%s: '%s' not found", t->require_why[i], argv[0]);
-            return 1;
-        }
-        /* Only the profile's own folder is known before anything starts. */
+        /* Only the profile's own folder and the build's programs are known
+         * before anything starts. */
         struct tg_vars v = { 0 };
         tg_vars_set(&v, "target_dir", t->dir);
+        bin_vars(r, &v);
         static char words[TG_MAX_ARGV][PATH_MAX];
         char *args[TG_MAX_ARGV + 1];
-        args[0] = exe;
-        for (int k = 1; k < t->require_argc[i]; k++) {
+        for (int k = 0; k < t->require_argc[i]; k++) {
             if (target_expand(argv[k], &v, words[k], sizeof(words[k]), out, sizeof(out)) < 0) {
                 snprintf(why, whylen, "%s: %s", t->require_why[i], out);
                 return 1;
             }
             args[k] = words[k];
         }
+        const char *want = words[0];
+        if (strchr(want, '/') != NULL && want[0] != '/') {
+            cw_fmt(rel, sizeof(rel), "%s/%s", t->dir, want);
+            want = rel; /* relative to the profile's folder, like its processes */
+        }
+        if (find_on_path(want, exe, sizeof(exe)) < 0) {
+            snprintf(why, whylen, "%s: '%s' not found", t->require_why[i], words[0]);
+            return 1;
+        }
+        args[0] = exe;
         args[t->require_argc[i]] = NULL;
         int rc = proc_run_capture_in(t->dir, args, NULL, 30000, out, sizeof(out));
         if (rc != 0) {
@@ -278,6 +296,7 @@ static void fill_vars(struct sctx *s, int idx, struct tvars *tv)
                              tv->amqp, t->dir, s->dir };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         tg_vars_set(&tv->v, names[i], values[i]);
+    bin_vars(s->run, &tv->v);
     if (idx < 0)
         return;
     const struct sc_proc *sp = &s->sc->procs[idx];

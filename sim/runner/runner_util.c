@@ -92,8 +92,13 @@ static int cmp_str(const void *a, const void *b)
 
 int runner_all_scenarios(char ***files)
 {
+    return runner_scenarios_in("scenarios", files);
+}
+
+int runner_scenarios_in(const char *folder, char ***files)
+{
     char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s/scenarios", runner_source_dir());
+    snprintf(dir, sizeof(dir), "%s/%s", runner_source_dir(), folder);
     DIR *d = opendir(dir);
     if (d == NULL)
         return -1;

@@ -34,7 +34,14 @@
  *
  * Templates (argv, cwd, env values, the workload's path, headers and body
  * strings) may name placeholders ${NAME}, filled per process instance or per
- * operation by the runner; target_placeholders() lists them. */
+ * operation by the runner; target_placeholders() lists them.  A process's
+ * templates (and requires' and setup's commands) may also name
+ * ${bin:PROGRAM}, a program of the build under test (target_build_programs):
+ * the path the runner picks for it as it picks our programs for a white-box
+ * run -- from --bin DIR (or the harness's own build tree), else from the
+ * fallback tree (`crashwindow mutants`: a mutant's tree holds only what it
+ * rebuilt, the rest comes from the unmutated build).  So a profile of this
+ * repository's pipeline runs whichever build the harness points it at. */
 #ifndef CW_TARGET_H
 #define CW_TARGET_H
 
@@ -154,6 +161,9 @@ const char *tg_map_name(enum tg_map m);
 const char *const *tg_map_columns(enum tg_map m);
 /* The placeholders of a scope, NULL-terminated. */
 const char *const *target_placeholders(enum tg_scope scope);
+/* ${bin:PROGRAM}: the prefix, and the programs it may name (NULL-terminated). */
+#define TG_BIN_PREFIX "bin:"
+const char *const *target_build_programs(void);
 
 /* Values of placeholders: parallel arrays of n names and values. */
 struct tg_vars {

@@ -34,6 +34,11 @@ static const char *const process_placeholders[] = {
 static const char *const operation_placeholders[] = {
     "key", "amount", "aggregate", "seq", NULL
 };
+/* The programs of the build under test a process template may name as
+ * ${bin:NAME} (target.h). */
+static const char *const build_programs[] = {
+    "payments-api", "outbox-relay", "accounting-consumer", "outboxctl", NULL
+};
 
 const char *tg_role_name(enum tg_role r) { return role_names[r]; }
 const char *tg_map_name(enum tg_map m) { return map_names[m]; }
@@ -47,6 +52,11 @@ int tg_role_from_name(const char *name)
 const char *const *target_placeholders(enum tg_scope scope)
 {
     return scope == TG_SCOPE_PROCESS ? process_placeholders : operation_placeholders;
+}
+
+const char *const *target_build_programs(void)
+{
+    return build_programs;
 }
 
 /* ---- placeholders ------------------------------------------------------- */
@@ -65,6 +75,19 @@ static int check_template(struct jv_ctx *v, const char *field, const char *tmpl,
             return jv_err(v, field, "an empty or overlong placeholder name");
         memcpy(name, p + 2, n);
         name[n] = '\0';
+        if (strncmp(name, TG_BIN_PREFIX, strlen(TG_BIN_PREFIX)) == 0 &&
+            scope == TG_SCOPE_PROCESS) {
+            if (!jv_in_list(name + strlen(TG_BIN_PREFIX), build_programs)) {
+                char known[256] = "";
+                for (const char *const *k = build_programs; *k != NULL; k++)
+                    snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s",
+                             known[0] ? ", " : "", *k);
+                return jv_err(v, field, "'${%s}' names no program of the build (its "
+                              "programs: %s)", name, known);
+            }
+            p = end + 1;
+            continue;
+        }
         if (!jv_in_list(name, target_placeholders(scope))) {
             char known[512] = "";
             for (const char *const *k = target_placeholders(scope); *k != NULL; k++)

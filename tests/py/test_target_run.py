@@ -36,16 +36,11 @@ def write(tmp_path, name, obj):
 
 
 def profile_copy(tmp_path, change):
-    """The crashwindow profile, changed, written next to the original's
-    folder layout (its relative paths point into the build tree)."""
+    """The crashwindow profile, changed, written elsewhere (its programs are
+    ${bin:PROGRAM}, the harness's build, wherever the profile lies)."""
     with open(PROFILE, encoding="utf-8") as f:
         p = json.load(f)
     change(p)
-    for role in p["processes"].values():
-        role["argv"][0] = os.path.join(SOURCE_DIR, "targets", "crashwindow", role["argv"][0])
-    for step in (s for s in p["setup"] if "command" in s):
-        step["command"][0] = os.path.join(SOURCE_DIR, "targets", "crashwindow",
-                                          step["command"][0])
     p["requires"] = []
     return write(tmp_path, "profile.json", p)
 
