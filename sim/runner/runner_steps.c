@@ -149,11 +149,13 @@ static int do_http(struct sctx *s, int port, int step, const char *name, const c
     return h.status != 0 ? resp.retry_after_s : -1;
 }
 
-/* do_http as the article's client sends it: an answer of 503 that says when
- * to come back (Retry-After) is sent again with the same key and body after
- * that delay (capped), up to busy_retries times, within the scenario's
- * deadline.  Each answer is its own record, judged like any other; out gets
- * the last. */
+/* do_http as the article's client sends it: an answer that says when to
+ * come back (Retry-After) -- a 503, or a 409 while another request with the
+ * same key or on the same payment is in flight -- is sent again with the
+ * same key and body after that delay (capped), up to busy_retries times,
+ * within the scenario's deadline.  A 409 without Retry-After (an illegal
+ * transition, a key reused with another body) is final.  Each answer is its
+ * own record, judged like any other; out gets the last. */
 static void do_http_client(struct sctx *s, int port, int step, const char *name,
                            const char *method, const char *path, const char *key,
                            const cJSON *extra_headers, const char *body, int timeout_ms,
@@ -161,7 +163,8 @@ static void do_http_client(struct sctx *s, int port, int step, const char *name,
 {
     int ra = do_http(s, port, step, name, method, path, key, extra_headers, body, timeout_ms,
                      out);
-    for (int k = 0; k < busy_retries && out->status == 503 && ra >= 0; k++) {
+    for (int k = 0; k < busy_retries && (out->status == 503 || out->status == 409) && ra >= 0;
+         k++) {
         int64_t wait_ms = (int64_t)ra * 1000;
         if (wait_ms > SC_BUSY_WAIT_MAX_MS)
             wait_ms = SC_BUSY_WAIT_MAX_MS;

@@ -71,10 +71,10 @@
 #define SC_MAX_ARGS 24
 #define SC_NAME_MAX 32
 #define SC_MAX_POISON 16
-/* A payments step's client repeats an answer of 503 with Retry-After this
- * many times by default, with the same key and body, as the article's client
- * does: a busy machine must not fail a scenario whose pipeline did nothing
- * wrong.  Every answer stays in the HTTP log and is judged. */
+/* A payments step's client repeats an answer of 503 or 409 with Retry-After
+ * this many times by default, with the same key and body, as the article's
+ * client does: a busy machine must not fail a scenario whose pipeline did
+ * nothing wrong.  Every answer stays in the HTTP log and is judged. */
 #define SC_BUSY_RETRIES 3
 /* The longest Retry-After the runner waits out, in ms. */
 #define SC_BUSY_WAIT_MAX_MS 2000
@@ -154,7 +154,7 @@ struct sc_step {
     const char *currency;
     int concurrency;
     int retries;
-    int busy_retries;         /* 503s with Retry-After repeated, as a client would */
+    int busy_retries;         /* 503s and 409s with Retry-After repeated, as a client would */
     int authorize, capture;
     int background;           /* the steps go on; the heal phase waits for it */
     /* broker */
