@@ -140,17 +140,9 @@ int chk_hazard_payment(struct chk_ctx *c, const struct http_rec *h)
     return 1;
 }
 
-static int is_hazard_inv(const struct scenario *sc, int inv)
-{
-    for (int i = 0; i < sc->nhazard; i++)
-        if ((int)sc->hazard[i] == inv)
-            return 1;
-    return 0;
-}
-
 int checker_inv_hazard(const struct chk_result *res, const struct scenario *sc, int inv)
 {
-    if (!is_hazard_inv(sc, inv))
+    if (!sc_is_hazard_invariant(sc, inv))
         return 0;
     const struct chk_inv *x = &res->inv[inv];
     if (!x->ran || x->violations == 0)

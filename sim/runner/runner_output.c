@@ -350,14 +350,6 @@ void runner_collect_faults(struct sctx *s, struct outcome *oc)
         fail_not_hit(s, oc->not_hit);
 }
 
-static int is_hazard(const struct scenario *sc, int inv)
-{
-    for (int i = 0; i < sc->nhazard; i++)
-        if ((int)sc->hazard[i] == inv)
-            return 1;
-    return 0;
-}
-
 /* The scenario's "hazard" object: what the setting risks, whether the
  * checker caught it, and by which invariants with their first witness. */
 static cJSON *hazard_json(const struct sctx *s, const struct outcome *oc)
@@ -409,7 +401,7 @@ void runner_decide_verdict(struct sctx *s, struct outcome *oc)
         if (oc->res.inv[i].not_examined)
             continue; /* a target's: neither passed nor failed, and not counted */
         oc->ninv_checked++;
-        if (is_hazard(sc, i)) {
+        if (sc_is_hazard_invariant(sc, i)) {
             /* The loss this setting is known for must be caught, and only
              * it excused: every violation's witness an event the hazard
              * explains (checker_hazard.c). */
@@ -529,7 +521,7 @@ static void print_vacuous(const struct sctx *s, const struct outcome *oc)
     char names[512] = "";
     size_t n = 0;
     for (int i = 0; i < INV_COUNT && oc->checked; i++) {
-        if (!checker_inv_vacuous(&oc->res, i) || is_hazard(s->sc, i))
+        if (!checker_inv_vacuous(&oc->res, i) || sc_is_hazard_invariant(s->sc, i))
             continue;
         int w = snprintf(names + n, sizeof(names) - n, "%s%s", n ? ", " : "",
                          sc_invariant_name((enum sc_invariant)i));
@@ -568,7 +560,7 @@ void runner_print_summary(const struct sctx *s, const struct outcome *oc, const 
             if (oc->res.inv[i].not_examined || checker_inv_finding(&oc->res, i))
                 continue;
             int unexplained = checker_inv_hazard(&oc->res, sc, i) == CHK_HAZARD_UNEXPLAINED;
-            if (is_hazard(sc, i) ? !unexplained : checker_inv_pass(&oc->res, sc, i))
+            if (sc_is_hazard_invariant(sc, i) ? !unexplained : checker_inv_pass(&oc->res, sc, i))
                 continue;
             const struct chk_inv *inv = &oc->res.inv[i];
             const cJSON *w = inv->witnesses, *it;

@@ -93,6 +93,14 @@ static const char *const sc_hazard_kind_names[] = { "none", "replication_stall",
                                                     "broker_memory" };
 const char *sc_hazard_kind_name(enum sc_hazard_kind k) { return sc_hazard_kind_names[k]; }
 
+int sc_is_hazard_invariant(const struct scenario *sc, int inv)
+{
+    for (int i = 0; i < sc->nhazard; i++)
+        if ((int)sc->hazard[i] == inv)
+            return 1;
+    return 0;
+}
+
 int sc_invariant_from_name(const char *name)
 {
     for (int i = 0; i < INV_COUNT; i++)
@@ -680,21 +688,12 @@ static int parse_settings(struct jv_ctx *v, struct scenario *sc)
 /* Whether a step writes id: an sql step's statement or an http step's
  * body names it (any case).  A poison entry that no step plants names no
  * event of the run: it could excuse nothing, or excuse by chance. */
-static int contains_nocase(const char *text, const char *s)
-{
-    size_t n = strlen(s);
-    for (; *text; text++)
-        if (strncasecmp(text, s, n) == 0)
-            return 1;
-    return 0;
-}
-
 static int step_plants(const struct scenario *sc, const char *id)
 {
     for (int i = 0; i < sc->nsteps; i++) {
         const struct sc_step *st = &sc->steps[i];
         const char *text = st->verb == V_SQL ? st->sql : st->verb == V_HTTP ? st->body : NULL;
-        if (text != NULL && contains_nocase(text, id))
+        if (text != NULL && strcasestr(text, id) != NULL)
             return 1;
     }
     return 0;

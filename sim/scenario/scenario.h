@@ -300,6 +300,8 @@ const char *sc_db_action_name(enum sc_db_action a);
 const char *sc_invariant_name(enum sc_invariant i);
 /* "replication_stall", "broker_memory" (or "none"). */
 const char *sc_hazard_kind_name(enum sc_hazard_kind k);
+/* Whether invariant inv is one the scenario's hazard must catch. */
+int sc_is_hazard_invariant(const struct scenario *sc, int inv);
 /* -1 when name is not an invariant. */
 int sc_invariant_from_name(const char *name);
 
