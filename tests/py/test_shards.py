@@ -1,9 +1,12 @@
 """Sharded runs and `crashwindow merge`, end to end on the real scenarios.
 
-The flow CI runs: `crashwindow run --all --shard K/3` three times, each an
+The flow CI runs: `crashwindow run FILES --shard K/3` three times, each an
 ordinary run with its own throwaway cluster, then `crashwindow merge` of the
 three run directories.  The merged verdict, counts and scenarios must equal
-those of one unsharded `crashwindow run --all`.  Then every kind of bad
+those of one unsharded run of the same files.  The files are a fixed share
+of the suite (the whole of it runs in test_scenarios and again in CI): what
+a shard does with a scenario does not depend on which one it is, and two
+that the fake broker skips are among them.  Then every kind of bad
 input, each on copies of those real shard directories: a clear error naming
 the shard and the problem, exit status 2, and nothing merged (the output
 directory does not exist afterwards, and no half-built one is left beside
@@ -37,30 +40,42 @@ def scenario_names():
 FAKE_SKIPPED = {"37-relay-broker-partition", "43-wire-relay-killed-before-confirm"}
 
 
+# The scenarios the sharded runs share out: quick ones of every kind of
+# fault, and the two the fake broker skips.
+SHARED = ["01-command-rollback", "02-crash-after-commit", "03-two-relays",
+          "05-concurrent-duplicate", "12-ambiguous-commit", "23-parked-gap-applied",
+          "29-ack-lost", "37-relay-broker-partition", "38-idle-relay-session-terminated",
+          "42-wire-crash-after-commit", "43-wire-relay-killed-before-confirm"]
+
+
+def shared_files():
+    return [os.path.join(SOURCE_DIR, "scenarios", n + ".json") for n in SHARED]
+
+
 def skipped_of(res):
     return {s["name"] for s in res.get("skipped", [])}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The three real shards and one unsharded run of every scenario."""
+    """The three real shards and one unsharded run of the shared scenarios."""
     root = tmp_path_factory.mktemp("shards")
     shards = []
     for k in range(1, N + 1):
         out = root / f"shard-{k}"
-        r = crashwindow("run", "--all", "--brief", "--shard", f"{k}/{N}", "--out", out,
+        r = crashwindow("run", *shared_files(), "--brief", "--shard", f"{k}/{N}", "--out", out,
                         "--junit", root / f"shard-{k}.xml", timeout=600)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr
         assert f"(shard {k}/{N})" in r.stdout
         shards.append(out)
     single = root / "single"
-    r = crashwindow("run", "--all", "--brief", "--out", single, timeout=600)
+    r = crashwindow("run", *shared_files(), "--brief", "--out", single, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     return {"root": root, "shards": shards, "single": single}
 
 
 def test_each_shard_runs_its_share_and_no_more(runs):
-    names = scenario_names()
+    names = SHARED
     seen = []
     for k, d in enumerate(runs["shards"], start=1):
         res = load_result(d)
@@ -107,7 +122,7 @@ def test_merge_of_three_shards_equals_one_run(runs, tmp_path):
         assert os.path.getsize(out / sc["dir"] / "timeline.jsonl") > 0
     # One report (every scenario with its timeline), one JUnit file, no bundles.
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert html.count('<section class="scenario pass"') == len(scenario_names()) - len(FAKE_SKIPPED)
+    assert html.count('<section class="scenario pass"') == len(SHARED) - len(FAKE_SKIPPED)
     assert "timeline unavailable" not in html and "no usable scenario directory" not in html
     assert "<dt>shards</dt><dd>3 merged: 1 on " in html
     cases = ET.parse(out / "junit.xml").findall(".//testcase")
@@ -181,11 +196,12 @@ def test_weighted_split_follows_an_earlier_runs_durations(runs, copies, tmp_path
     # mean of the others.
     dur = {s["name"]: s["duration_ms"] for s in single["scenarios"]}
     mean = sum(dur.values()) / len(dur)
-    names = scenario_names()
+    names = SHARED
     plan = lpt([dur.get(n, mean) for n in names], 2)
     got = {}
     for k in (1, 2):
-        r = crashwindow("run", "--all", "--shard", f"{k}/2", "--shard-weights", runs["single"],
+        r = crashwindow("run", *shared_files(), "--shard", f"{k}/2",
+                        "--shard-weights", runs["single"],
                         "--dry-run")
         assert r.returncode == 0, r.stderr
         got[k] = [line.split()[1].rstrip(":") for line in r.stdout.splitlines()
@@ -338,7 +354,7 @@ def refused(tmp_path, dirs, *needles):
 
 def test_missing_shard_is_named_with_its_work(copies, tmp_path):
     s1, s2, s3 = copies
-    work = [n for i, n in enumerate(scenario_names()) if i % N == 1]
+    work = [n for i, n in enumerate(SHARED) if i % N == 1]
     err = refused(tmp_path, [s1, s3], "shard 2/3 is missing: its scenarios")
     # the first eight by name, then how many more
     assert all(n in err for n in work[:8])
