@@ -441,7 +441,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: crashwindow mutants [--only NAME...] [--full] [--out DIR] [--pg CONNINFO] [--list]\n"
         "                           [--shard K/N|env] [--junit FILE] [--broker fake|rabbitmq]\n"
-        "                           [--jobs N [--shares M]] [--target PROFILE [SCENARIO.json...]]\n"
+        "                           [--jobs N [--shares M]] [--target PROFILE] [SCENARIO.json...]\n"
         "  --only NAME  this mutant only (repeatable)\n"
         "  --full       every mutant against every scenario (default: in the fixed order,\n"
         "               aimed scenarios first, until its first kill)\n"
@@ -458,9 +458,12 @@ static void usage(FILE *f)
         "  --junit FILE write JUnit XML (one test case per mutant and baseline scenario)\n"
         "  --broker B   fake (default) or rabbitmq (crashwindow run --help); a mutant whose\n"
         "               scenarios all need a fake-broker control is not applicable there\n"
-        "  --target P   black-box: run the scenarios named (default: scenarios/blackbox/*.json)\n"
+        "  --target P   black-box: run the scenarios (default: scenarios/blackbox/*.json)\n"
         "               against each build through target profile P, which names the build's\n"
         "               programs as ${bin:PROGRAM} (docs/targets.md); on RabbitMQ\n"
+        "  SCENARIO.json  only these scenarios, for every build (default: every scenario of\n"
+        "               scenarios/, or with --target of scenarios/blackbox/); a mutant none\n"
+        "               of them kills survives this matrix, not necessarily the whole one\n"
         "exit status: 0 the unmutated build passes and every mutant is killed, 1 not, 2 bad usage\n");
 }
 
@@ -512,7 +515,7 @@ static int take_shard(const char *v, void *ctx, char *err, size_t errlen)
     return shard_arg(v, &o->shard, err, errlen);
 }
 
-/* A scenario file named on the command line (taken with --target only). */
+/* A scenario file named on the command line. */
 static int take_file(const char *v, void *ctx, char *err, size_t errlen)
 {
     struct mutants_opts *o = ctx;
@@ -566,11 +569,6 @@ static int parse_args(struct mutants_opts *o, int argc, char **argv)
             usage(stderr);
         return -1;
     }
-    if (o->nfiles > 0 && o->target == NULL) {
-        fprintf(stderr, "crashwindow mutants: scenario files are taken with --target only "
-                "(the white-box matrix runs every scenario of scenarios/): '%s'\n", o->files[0]);
-        return -1;
-    }
     if (o->target != NULL) {
         if (o->broker != NULL && strcmp(o->broker, "rabbitmq") != 0) {
             fprintf(stderr, "crashwindow mutants: a target speaks AMQP: --target runs on "
@@ -621,8 +619,9 @@ struct mrun {
     int ncols;
     int full;                /* --full */
     char **all;              /* every scenario file, sorted (runner_all_scenarios), or
-                              * with --target the black-box ones */
+                              * with --target the black-box ones, or those named */
     int nall;
+    int named;               /* the scenarios were named on the command line */
     const char *target;      /* --target PROFILE, or NULL */
     char rabbit_tmp[PATH_MAX]; /* with --target: the shared RabbitMQ node's folder */
     char rabbit_dir[PATH_MAX + 16]; /* the node's directory in it, or "" */
@@ -659,14 +658,17 @@ static int run_baseline(const struct mrun *r, cJSON **result)
     if (r->target != NULL)
         printf("crashwindow mutants: baseline: %d black-box scenario%s against %s through "
                "target profile %s\n", r->nall, r->nall == 1 ? "" : "s", r->build, r->target);
+    else if (r->named)
+        printf("crashwindow mutants: baseline: the %d scenario%s named against %s\n", r->nall,
+               r->nall == 1 ? "" : "s", r->build);
     else
         printf("crashwindow mutants: baseline: every scenario against %s\n", r->build);
     fflush(stdout);
     struct run_opts base;
     memset(&base, 0, sizeof(base));
-    base.all = r->target == NULL;
+    base.all = r->target == NULL && !r->named;
     base.files = (const char *const *)r->all;
-    base.nfiles = r->target != NULL ? r->nall : 0;
+    base.nfiles = base.all ? 0 : r->nall;
     base.target = r->target;
     base.rabbit_dir = r->rabbit_dir[0] != '\0' ? r->rabbit_dir : NULL;
     base.pg = r->pg;
@@ -929,12 +931,13 @@ static void write_result(struct mrun *r, cJSON *result, int base_rc, int64_t t0,
 }
 
 /* The scenario files every build meets, into r->all with their names as
- * the matrix's columns: every scenario of scenarios/, or with --target
- * those named (else scenarios/blackbox/'s), copied so that all are freed
- * alike.  0, or -1 with the reason printed. */
+ * the matrix's columns: those named, else every scenario of scenarios/ (with
+ * --target scenarios/blackbox/'s), copied so that all are freed alike.  0,
+ * or -1 with the reason printed. */
 static int list_scenarios(struct mrun *r, const struct mutants_opts *o)
 {
-    if (o->target != NULL && o->nfiles > 0) {
+    r->named = o->nfiles > 0;
+    if (o->nfiles > 0) {
         r->all = calloc((size_t)o->nfiles, sizeof(char *));
         for (int k = 0; r->all != NULL && k < o->nfiles; k++)
             if ((r->all[r->nall++] = strdup(o->files[k])) == NULL)
