@@ -234,6 +234,58 @@ static int db_stall_replication(struct sctx *s)
     return 0;
 }
 
+/* The server's synchronous_standby_names, as the runner's own session sees
+ * it once the reload reached it; waits up to 5 s for it to read want. */
+static int sync_names_become(struct sctx *s, const char *want, char *err, size_t errlen)
+{
+    const char *prm[1] = { want };
+    int64_t deadline = cw_mono_ms() + 5000;
+    for (;;) {
+        long long same = runner_sql_value(s,
+            "SELECT (current_setting('synchronous_standby_names') = $1)::int",
+            1, prm, err, errlen);
+        if (same == 1)
+            return 0;
+        if (same < 0)
+            return -1;
+        if (cw_mono_ms() >= deadline) {
+            snprintf(err, errlen, "synchronous_standby_names is not '%s' 5 s after the reload",
+                     want);
+            return -1;
+        }
+        nap(10);
+    }
+}
+
+/* For st->ms every commit waits after its WAL is flushed: the server names
+ * a synchronous standby that never connects, as when the one a service
+ * relies on stops answering.  Each commit is then durable and already sent
+ * to logical decoding, but no other session sees it until the names are
+ * reset and the waiting backends are released -- the window in which a
+ * reader of the replication stream that looks the row up finds nothing. */
+static int db_hold_commits(struct sctx *s, const struct sc_step *st)
+{
+    static const char absent[] = "crashwindow_absent_standby";
+    char err[512];
+    if (runner_sql_value(s, "ALTER SYSTEM SET synchronous_standby_names = "
+                         "'crashwindow_absent_standby'", 0, NULL, err, sizeof(err)) < 0 ||
+        runner_sql_value(s, "SELECT pg_reload_conf()::int", 0, NULL, err, sizeof(err)) < 0 ||
+        sync_names_become(s, absent, err, sizeof(err)) < 0)
+        return runner_fail(s, "db hold_commits: %s", err);
+    runner_progress(s, "commits held for %d ms (a synchronous standby that never answers)",
+                    st->ms);
+    runner_hold(st->ms);
+    if (runner_sql_value(s, "ALTER SYSTEM RESET synchronous_standby_names", 0, NULL, err,
+                         sizeof(err)) < 0 ||
+        runner_sql_value(s, "SELECT pg_reload_conf()::int", 0, NULL, err, sizeof(err)) < 0 ||
+        sync_names_become(s, "", err, sizeof(err)) < 0)
+        return runner_fail(s, "db hold_commits: releasing the commits: %s", err);
+    char detail[96];
+    cw_fmt(detail, sizeof(detail), "every commit held %d ms after its WAL flush", st->ms);
+    runner_outage_event(s, "postgres", "hold_commits", detail);
+    return 0;
+}
+
 int runner_step_db(struct sctx *s, const struct sc_step *st)
 {
     struct runner *r = s->run;
@@ -267,6 +319,8 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
         return db_failover(s);
     case DB_STALL_REPLICATION:
         return db_stall_replication(s);
+    case DB_HOLD_COMMITS:
+        return db_hold_commits(s, st);
     }
     return runner_fail(s, "db: unhandled action");
 }

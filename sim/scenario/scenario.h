@@ -116,7 +116,9 @@ enum sc_db_action {
     DB_TERMINATE,          /* pg_terminate_backend: one process's sessions, or all */
     DB_FREEZE,             /* SIGSTOP the server for ms, then SIGCONT */
     DB_FAILOVER,           /* kill the primary, promote the standby */
-    DB_STALL_REPLICATION   /* the standby stops receiving WAL (detached from the primary) */
+    DB_STALL_REPLICATION,  /* the standby stops receiving WAL (detached from the primary) */
+    DB_HOLD_COMMITS        /* for ms every commit waits, its WAL flushed, for a synchronous
+                            * standby that never answers: durable, not yet visible */
 };
 
 enum sc_until {

@@ -30,6 +30,10 @@ static void describe_db(const struct sc_step *st, const char *pn, char *out, siz
     case DB_STALL_REPLICATION:
         snprintf(out, outlen, "db stall replication: the standby receives no WAL until failover");
         break;
+    case DB_HOLD_COMMITS:
+        snprintf(out, outlen, "db hold commits for %d ms (a synchronous standby that never "
+                 "answers: each commit durable, not yet visible)", st->ms);
+        break;
     }
 }
 

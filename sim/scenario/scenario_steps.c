@@ -436,7 +436,7 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     snprintf(ff, sizeof(ff), "%s.action", field);
     if (a < 0)
         return jv_err(v, ff, "unknown action '%s' (crash, restart, terminate, freeze, failover, "
-                       "stall_replication)", action);
+                       "stall_replication, hold_commits)", action);
     st->db_action = (enum sc_db_action)a;
     const int needs_standby = a == DB_FAILOVER || a == DB_STALL_REPLICATION;
     if (needs_standby && !sc->standby)
@@ -445,18 +445,22 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     if (a == DB_STALL_REPLICATION && sc->synchronous)
         return jv_err(v, ff, "'stall_replication' with synchronous replication would block "
                        "every commit until failover; it is for asynchronous standbys");
+    if (a == DB_HOLD_COMMITS && sc->synchronous)
+        return jv_err(v, ff, "'hold_commits' names a synchronous standby that never answers; "
+                       "the scenario's own synchronous standby would be replaced by it");
     if (cJSON_GetObjectItemCaseSensitive(s, "proc") != NULL && a != DB_TERMINATE)
         return jv_err(v, field, "proc is only for action 'terminate'");
     if (a == DB_TERMINATE && step_proc(v, sc, s, field, 0, -1, st) < 0)
         return -1;
     st->ms = -1;
-    if (cJSON_GetObjectItemCaseSensitive(s, "ms") != NULL && a != DB_FREEZE)
-        return jv_err(v, field, "ms is only for action 'freeze'");
+    const int timed = a == DB_FREEZE || a == DB_HOLD_COMMITS;
+    if (cJSON_GetObjectItemCaseSensitive(s, "ms") != NULL && !timed)
+        return jv_err(v, field, "ms is only for actions 'freeze' and 'hold_commits'");
     if (jv_opt_int(v, s, "ms", field, 1, 600000, &st->ms) < 0)
         return -1;
-    if (a == DB_FREEZE && st->ms < 0) {
+    if (timed && st->ms < 0) {
         snprintf(ff, sizeof(ff), "%s.ms", field);
-        return jv_err(v, ff, "missing: a freeze needs its duration in milliseconds");
+        return jv_err(v, ff, "missing: a %s needs its duration in milliseconds", action);
     }
     if (cJSON_GetObjectItemCaseSensitive(s, "down_ms") != NULL && a != DB_CRASH)
         return jv_err(v, field, "down_ms is only for action 'crash'");

@@ -11,7 +11,7 @@ verdicts), never on log lines.
 
 import pytest
 
-from cwtest import PIPELINE, crashwindow, inv, load_result, scenario
+from cwtest import PIPELINE, crashwindow, inv, load_result, read_events, scenario
 
 STANDBY = {"database": {"standby": True, "synchronous": False}}
 
@@ -32,7 +32,13 @@ def run_one(tmp_path, path, *extra):
     ([{"do": "db", "action": "freeze", "ms": 0}], {}, "steps[0].ms: 0 is out of range"),
     ([{"do": "db", "action": "explode"}], {}, "steps[0].action: unknown action 'explode'"),
     ([{"do": "db"}], {}, "steps[0].action: missing"),
-    ([{"do": "db", "action": "crash", "ms": 5}], {}, "steps[0]: ms is only for action 'freeze'"),
+    ([{"do": "db", "action": "crash", "ms": 5}], {},
+     "steps[0]: ms is only for actions 'freeze' and 'hold_commits'"),
+    ([{"do": "db", "action": "hold_commits"}], {},
+     "steps[0].ms: missing: a hold_commits needs its duration in milliseconds"),
+    ([{"do": "db", "action": "hold_commits", "ms": 500}],
+     {"database": {"standby": True, "synchronous": True}},
+     "steps[0].action: 'hold_commits' names a synchronous standby that never answers"),
     ([{"do": "db", "action": "restart", "proc": "api"}], {},
      "steps[0]: proc is only for action 'terminate'"),
     ([{"do": "db", "action": "terminate", "proc": "relay-9"}], {},
@@ -97,6 +103,7 @@ def test_dry_run_describes_database_faults(tmp_path):
         {"do": "db", "action": "stall_replication"},
         {"do": "db", "action": "failover"},
         {"do": "db", "action": "freeze", "ms": 1500},
+        {"do": "db", "action": "hold_commits", "ms": 700},
         {"do": "broker_crash", "down_ms": 100},
     ], hazard={"caught_by": ["nothing_lost"], "why": "loses data", "explains": "broker_memory",
                "at_most": 3},
@@ -106,6 +113,7 @@ def test_dry_run_describes_database_faults(tmp_path):
     for text in ("own primary + streaming standby, asynchronous replication",
                  "db failover: kill the primary, promote the standby",
                  "db freeze (SIGSTOP the server) for 1500 ms",
+                 "db hold commits for 700 ms (a synchronous standby that never answers",
                  "broker crash (SIGKILL), down 100 ms",
                  "no restarts (every process must have recovered by itself)",
                  "hazard: loses data", "caught by: nothing_lost (each must fail)",
@@ -135,6 +143,37 @@ def test_a_crash_keeps_what_was_committed_and_processes_recover(tmp_path):
     assert sc["verdict"] == "pass" and sc["restarts"] == 0
     crash = [x for x in sc["recovery"] if x["action"] == "crash"]
     assert len(crash) == 1 and crash[0]["recovery_ms"] >= 300
+
+
+def test_held_commits_are_durable_and_seen_once_released(tmp_path):
+    """While commits are held nothing is applied (the consumer's commits
+    wait too), and once they are released every payment made before and
+    during the hold is applied once: the first effect after the fault
+    comes no sooner than its end."""
+    path = scenario(tmp_path, "hold", [
+        {"do": "payments", "count": 12, "concurrency": 3, "key_prefix": "h1",
+         "background": True},
+        {"do": "db", "action": "hold_commits", "ms": 800},
+        {"do": "wait", "until": "consumed", "count": 12, "timeout_ms": 20000},
+    ], invariants=("nothing_lost", "effect_once", "payment_one_creation_event"),
+        heal={"restart": False, "timeout_ms": 15000},
+        expect=[{"check": "effects", "equals": 12}, {"check": "payments", "equals": 12}])
+    r, sc = run_one(tmp_path, path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sc["verdict"] == "pass" and sc["restarts"] == 0
+    events = read_events(tmp_path / "out" / sc["dir"] / "timeline.jsonl")
+    (fault,) = [e for e in events if e["event"] == "db_fault"]
+    begin, end = fault["started_us"], fault["ts_us"]
+    assert fault["action"] == "hold_commits" and end - begin >= 800_000
+    # The consumer records an apply once its commit returned: none while
+    # commits were held (a commit already on its way when the hold began
+    # may still land in its first moments), and every one after it.
+    applies = [e["ts_us"] for e in events if e["event"] == "apply"]
+    assert len(applies) == 12
+    assert not [t for t in applies if begin + 200_000 < t < end], (begin, end, applies)
+    # The clients whose payments were in flight waited for the release.
+    http = [e for e in events if e["event"] == "http"]
+    assert any(e["duration_us"] >= 500_000 for e in http), http
 
 
 def test_a_process_that_dies_fails_a_no_restart_heal(tmp_path):
