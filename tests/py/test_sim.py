@@ -528,7 +528,7 @@ def scenario_size(sc):
 def test_shrinking_keeps_the_failure_and_is_no_larger(pg_cluster, mutant_build, tmp_path):
     out = str(tmp_path / "sim")
     r = sim(["--replay", KNOWN_FAILING, "--bin", mutant_build, "--pg", pg_cluster, "--out", out,
-             "--shrink", "--shrink-budget", "75"], timeout=600)
+             "--shrink", "--shrink-budget", "45"], timeout=600)
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
     res = load_result(out)
     (shrunk,) = res["simulator"]["shrunk"]
