@@ -49,6 +49,7 @@ static void usage(FILE *f)
             "                    [--broker SOCKET] [--request-timeout-ms MS]\n"
             "                    [--max-connections N] [--max-conns-per-client N]\n"
             "                    [--db-wait-ms MS] [--metrics-listen HOST:PORT]\n"
+            "                    [--pipeline-metrics on|off]\n"
             "  --db CONNINFO             PostgreSQL connection string (or CW_DB)\n"
             "  --listen ADDR:PORT        IPv4 address and port (default 127.0.0.1:8080;\n"
             "                            port 0 picks a free one, printed on stdout)\n"
@@ -68,6 +69,8 @@ static void usage(FILE *f)
             "  --metrics-listen HOST:PORT serve Prometheus metrics at /metrics there (IPv4,\n"
             "                            [IPv6] or localhost; port 0 picks a free one, logged\n"
             "                            as the metrics_listening event)\n"
+            "  --pipeline-metrics on|off the pipeline's figures from the database there too\n"
+            "                            (default off: the relay exports them)\n"
             "Exit: 0 after SIGTERM/SIGINT, 1 when it cannot start, 2 on bad usage.\n");
 }
 
@@ -172,7 +175,8 @@ int main(int argc, char **argv)
     /* Bound first: a bad address or a port in use stops the API (exit 2)
      * before it has opened anything. */
     char merr[512];
-    if (api_metrics_start(o.metrics_listen, o.db, o.name, merr, sizeof(merr)) < 0) {
+    if (api_metrics_start(o.metrics_listen, o.pipeline_metrics ? o.db : NULL, o.name, merr,
+                          sizeof(merr)) < 0) {
         fprintf(stderr, "payments-api: --metrics-listen %s\n", merr);
         return 2;
     }

@@ -26,7 +26,7 @@ void api_metrics_retry(void);
 void api_metrics_ambiguous(void);
 
 /* Starts the endpoint on address (NULL: does nothing and returns 0) for the
- * database conninfo; name is the process name.  0, or -1 with a message in
+ * database conninfo (NULL: no pipeline figures); name is the process name.  0, or -1 with a message in
  * err (nothing left running).  Exits are the caller's: 2 by convention. */
 int api_metrics_start(const char *address, const char *conninfo, const char *name,
                       char *err, size_t errlen);

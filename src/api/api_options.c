@@ -1,5 +1,6 @@
 /* api_options.c -- payments-api's option table; see api_options.h. */
 #include "api_options.h"
+#include "metrics_http.h"
 
 #include <string.h>
 
@@ -19,6 +20,7 @@ size_t api_options(struct api_options *o, struct cw_opt *opts)
         CW_OPT_STRING("--name", &o->name),
         CW_OPT_STRING("--broker", &o->broker),
         CW_OPT_STRING("--metrics-listen", &o->metrics_listen),
+        CW_OPT_CALL("--pipeline-metrics", metrics_take_pipeline, &o->pipeline_metrics),
         CW_OPT_INT("--threads", &o->threads, 1, 64),
         CW_OPT_INT("--lock-timeout-ms", &o->lock_timeout_ms, 1, 60000),
         CW_OPT_INT("--statement-timeout-ms", &o->statement_timeout_ms, 1, 3600000),

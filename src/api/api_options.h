@@ -19,6 +19,7 @@ struct api_options {
     const char *name;
     const char *broker;
     const char *metrics_listen;
+    int pipeline_metrics;       /* the pipeline's figures on /metrics too (default 0) */
     int threads;
     int lock_timeout_ms;
     int statement_timeout_ms;
@@ -29,7 +30,7 @@ struct api_options {
     int max_per_client;
 };
 
-#define API_NOPTS 14
+#define API_NOPTS 15
 
 /* How the API's command line reads: every option takes a value, and a
  * value-less last argument is reported as such whatever it is. */

@@ -31,6 +31,8 @@ void consumer_usage(FILE *f)
             "  --proc-name NAME           process name in events (default NAME-PID)\n"
             "  --metrics-listen HOST:PORT serve Prometheus metrics at /metrics there (IPv4,\n"
             "                             [IPv6] or localhost; port 0 picks a free one)\n"
+            "  --pipeline-metrics on|off  the pipeline's figures from the database there too\n"
+            "                             (default off: the relay exports them)\n"
             "  --poison-max-deliveries N  park a poison message at this delivery (default 3)\n"
             "  --poison-delay-ms MS       nack delay of a poison message before that (200)\n"
             "  --gap-delay-ms MS          nack delay of a version gap (200)\n"

@@ -28,6 +28,7 @@ struct consumer_config {
     const struct consumer_effect *effect;
     const char *events;              /* JSON-lines events file, NULL = stderr */
     const char *metrics_listen;      /* serve /metrics there; NULL = not at all */
+    int pipeline_metrics;            /* and the pipeline's figures on it (default 0) */
     char proc[64];                   /* process name in events (default name-pid) */
     int prefetch;                    /* unacked deliveries in flight */
     int batch;                       /* deliveries per transaction (1 = one each) */

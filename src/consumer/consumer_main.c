@@ -43,8 +43,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (cfg.metrics_listen != NULL &&
-        consumer_metrics_start(cfg.metrics_listen, cfg.db, cfg.name, cfg.proc, err,
-                               sizeof(err)) < 0) {
+        consumer_metrics_start(cfg.metrics_listen, cfg.pipeline_metrics ? cfg.db : NULL,
+                               cfg.name, cfg.proc, err, sizeof(err)) < 0) {
         fprintf(stderr, "accounting-consumer: --metrics-listen %s\n", err);
         return 2;
     }

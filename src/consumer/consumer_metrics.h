@@ -29,7 +29,8 @@ enum consumer_count {
 /* Adds n to a count.  Safe from any thread. */
 void consumer_count(enum consumer_count which, long long n);
 
-/* Starts the endpoint on address for the database conninfo; consumer is
+/* Starts the endpoint on address for the database conninfo (NULL: no
+ * pipeline figures); consumer is
  * the consumer name (every sample's label), proc the process name.  0, or
  * -1 with a message in err (nothing left running). */
 int consumer_metrics_start(const char *address, const char *conninfo, const char *consumer,

@@ -38,6 +38,7 @@ size_t consumer_options(struct consumer_config *cfg, const char **effect, const 
         CW_OPT_STRING("--events", &cfg->events),
         CW_OPT_STRING("--proc-name", proc),
         CW_OPT_CALL("--metrics-listen", take_metrics_listen, cfg),
+        CW_OPT_CALL("--pipeline-metrics", metrics_take_pipeline, &cfg->pipeline_metrics),
     };
     memcpy(opts, table, sizeof(table));
     return CONSUMER_NOPTS;

@@ -14,7 +14,7 @@
 
 struct consumer_config;
 
-#define CONSUMER_NOPTS 20
+#define CONSUMER_NOPTS 21
 
 /* Fills opts[0..CONSUMER_NOPTS) with the consumer's options, their values
  * stored into cfg, except --effect's and --proc-name's, which go to *effect

@@ -274,6 +274,20 @@ void metrics_server_stop(metrics_server *s)
     free(s);
 }
 
+int metrics_take_pipeline(const char *v, void *ctx, char *err, size_t errlen)
+{
+    int *on = ctx;
+    if (strcmp(v, "on") == 0) {
+        *on = 1;
+    } else if (strcmp(v, "off") == 0) {
+        *on = 0;
+    } else {
+        snprintf(err, errlen, "--pipeline-metrics: '%s' is not on or off", v);
+        return -1;
+    }
+    return 0;
+}
+
 int metrics_listen_check(const char *address, char *err, size_t errlen)
 {
     struct sockaddr_storage addr;

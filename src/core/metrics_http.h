@@ -40,6 +40,13 @@ int metrics_listen_parse(const char *address, struct sockaddr_storage *addr, soc
  * "--metrics-listen: what is wrong" in err. */
 int metrics_listen_check(const char *address, char *err, size_t errlen);
 
+/* --pipeline-metrics on|off, an option-table callback: ctx is the int set to
+ * 1 or 0.  The pipeline's figures are read from the database and are the
+ * same whoever serves them, so one program exports them (by default the
+ * relay): several exporting the same series would be counted several times
+ * by a sum() over the scraped jobs. */
+int metrics_take_pipeline(const char *v, void *ctx, char *err, size_t errlen);
+
 /* Parses address, binds it, listens and starts serving.  Returns the server,
  * or NULL with a message in err (bad address, address in use, no
  * permission, ...): nothing is left running then. */

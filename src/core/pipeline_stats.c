@@ -386,6 +386,8 @@ static int source_open(struct pipeline_source *src, char *err, size_t errlen)
 
 void pipeline_source_write(struct pipeline_source *src, struct promtext *p)
 {
+    if (src->conninfo == NULL)
+        return;
     char err[512] = "";
     struct pipeline_stats s;
     int64_t t0 = cw_mono_us();

@@ -84,7 +84,8 @@ void pipeline_stats_prometheus(const struct pipeline_stats *s, struct promtext *
  * timeout of timeout_ms, dropped after a failure and opened again at the
  * next scrape.  Used from one thread only. */
 struct pipeline_source {
-    const char *conninfo;  /* borrowed */
+    const char *conninfo;  /* borrowed; NULL: this program does not export the
+                            * pipeline's figures (--pipeline-metrics off) */
     const char *app_name;  /* application_name of the connection */
     int timeout_ms;
     PGconn *conn;

@@ -32,6 +32,7 @@ struct relay_config {
     int idle_ms;
     enum relay_order order;
     const char *metrics_listen; /* serve /metrics there; NULL = not at all */
+    int pipeline_metrics;       /* and the pipeline's figures on it (default 1) */
     const char *print_sql;   /* non-NULL: print that statement and exit */
 };
 

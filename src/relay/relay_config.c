@@ -32,6 +32,9 @@ void relay_usage(FILE *f)
             "  --events FILE          JSON-lines events (default stderr)\n"
             "  --metrics-listen HOST:PORT  serve Prometheus metrics at /metrics there\n"
             "                         (IPv4, [IPv6] or localhost; port 0 picks a free one)\n"
+            "  --pipeline-metrics on|off  the pipeline's figures from the database there too\n"
+            "                         (default on: the relay exports them, the API and the\n"
+            "                         consumer do not unless told to)\n"
             "  --print-sql WHICH      print the claim, mark, retry or dead_letter statement and exit\n"
             "SIGTERM finishes the messages in flight (publish and mark) and exits 0; the\n"
             "rest of the batch is left to its lease.\n",
@@ -46,6 +49,7 @@ int relay_config_parse(struct relay_config *cfg, int argc, char **argv,
     cfg->db = getenv("CW_DB");
     cfg->batch = RELAY_DEFAULT_BATCH;
     cfg->lease_ms = RELAY_DEFAULT_LEASE_MS;
+    cfg->pipeline_metrics = 1;
     cfg->backoff_base_ms = RELAY_DEFAULT_BACKOFF_BASE_MS;
     cfg->backoff_cap_ms = RELAY_DEFAULT_BACKOFF_CAP_MS;
     cfg->max_attempts = RELAY_DEFAULT_MAX_ATTEMPTS;

@@ -32,7 +32,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (cfg.metrics_listen != NULL &&
-        relay_metrics_start(cfg.metrics_listen, cfg.db, cfg.name, err, sizeof(err)) < 0) {
+        relay_metrics_start(cfg.metrics_listen, cfg.pipeline_metrics ? cfg.db : NULL, cfg.name,
+                            err, sizeof(err)) < 0) {
         fprintf(stderr, "outbox-relay: --metrics-listen %s\n", err);
         return 2;
     }

@@ -33,8 +33,8 @@ void relay_count(enum relay_count which, long long n);
 /* The worker id, shown in outbox_relay_info once the loop has one. */
 void relay_metrics_worker(const char *worker);
 
-/* Starts the endpoint on address for the database conninfo (name: the
- * process name).  0, or -1 with a message in err (nothing left running). */
+/* Starts the endpoint on address for the database conninfo, NULL for no
+ * pipeline figures (name: the process name).  0, or -1 with a message in err (nothing left running). */
 int relay_metrics_start(const char *address, const char *conninfo, const char *name,
                         char *err, size_t errlen);
 

@@ -67,6 +67,7 @@ size_t relay_options(struct relay_config *cfg, struct cw_opt *opts)
         CW_OPT_STRING("--broker", &cfg->broker),
         CW_OPT_STRING("--events", &cfg->events),
         CW_OPT_CALL("--metrics-listen", take_metrics_listen, cfg),
+        CW_OPT_CALL("--pipeline-metrics", metrics_take_pipeline, &cfg->pipeline_metrics),
         CW_OPT_CALL("--name", take_name, cfg),
         CW_OPT_INT("--batch", &cfg->batch, 1, 10000),
         CW_OPT_INT("--lease-ms", &cfg->lease_ms, 100, 86400000),

@@ -14,7 +14,7 @@
 
 struct relay_config;
 
-#define RELAY_NOPTS 13
+#define RELAY_NOPTS 14
 
 /* Fills opts[0..RELAY_NOPTS) with the relay's options, their values stored
  * into cfg; returns RELAY_NOPTS. */

@@ -19,7 +19,7 @@ import promparse
 from apiclient import start_api
 from cwtest import binary, query, scalar, wait_for
 from test_consumer import start_consumer
-from test_relay import start_relay, stored
+from test_relay import insert_rows, start_relay, stored
 
 # The source article's (README) nine figures, in the order it gives them after the one it
 # calls the most useful (the oldest pending age).
@@ -66,7 +66,10 @@ def assert_pipeline_figures(page, db):
     assert v(page, "outbox_attempts_bucket", le="1") == v(page, "outbox_attempts_count")
 
 
-def test_each_program_serves_its_counts_and_the_pipeline_figures(db, procs, broker):
+def test_each_program_serves_its_counts_and_the_relay_the_pipeline_figures(db, procs, broker):
+    """Each program its own counts; the pipeline's figures (the same from
+    whoever reads them) from the relay alone by default, so that a sum()
+    over the scraped jobs counts each once."""
     _, sock = broker
     api_at = f"127.0.0.1:{free_port()}"
     api = start_api(procs, db, extra=("--metrics-listen", api_at))
@@ -104,9 +107,10 @@ def test_each_program_serves_its_counts_and_the_pipeline_figures(db, procs, brok
     assert v(consumer_page, "inbox_consumer_applied_total", consumer="accounting") == 20
     assert v(consumer_page, "inbox_consumer_duplicates_total", consumer="accounting") == 0
     assert v(consumer_page, "inbox_consumer_deliveries_total", consumer="accounting") == 20
-    for page in (api_page, relay_page, consumer_page):
-        assert_pipeline_figures(page, db)
-        assert v(page, "inbox_processing_latency_seconds_count", consumer="accounting") == 20
+    assert_pipeline_figures(relay_page, db)
+    assert v(relay_page, "inbox_processing_latency_seconds_count", consumer="accounting") == 20
+    for page in (api_page, consumer_page):
+        assert not set(ARTICLE + ["outbox_stats_up"]) & set(page), sorted(page)
     # Counters never go down: from the first scrape, and again a scrape later.
     for (at, before), after in zip(pages, (api_page, relay_page, consumer_page)):
         assert promparse.counters_never_went_down(before, after) == [], at
@@ -126,7 +130,8 @@ def test_a_duplicate_delivery_is_counted_where_the_inbox_absorbs_it(db, procs, b
             " FROM (SELECT gen_random_uuid() AS id, gen_random_uuid() AS agg"
             "       FROM generate_series(1, 3)) AS g"
             " RETURNING id::text")]
-    consumer = start_consumer(procs, db, sock, args=("--metrics-listen", "127.0.0.1:0"))
+    consumer = start_consumer(procs, db, sock, args=("--metrics-listen", "127.0.0.1:0",
+                                                     "--pipeline-metrics", "on"))
     at = listening_at(consumer)
     # The first relay publishes and stops before marking (parked at the
     # mark, then killed): the second publishes the same rows again.
@@ -171,6 +176,27 @@ def test_the_endpoint_answers_while_the_database_cannot_be_read(procs, broker, t
         conn.close()
     assert relay.alive()
     assert relay.stop() == 0
+
+
+def test_a_relay_told_not_to_serves_no_pipeline_figures(db, procs, broker):
+    _, sock = broker
+    insert_rows(db, 2)
+    relay = start_relay(procs, db, sock, metrics_listen="127.0.0.1:0", pipeline_metrics="off")
+    at = listening_at(relay)
+    page = wait_for(lambda: (lambda p: p if v(p, "outbox_relay_published_total") == 2
+                             else None)(scrape(at)), 15, "two publishes counted")
+    assert not set(ARTICLE + ["outbox_stats_up"]) & set(page), sorted(page)
+    assert relay.stop() == 0
+
+
+@pytest.mark.parametrize("program", ["outbox-relay", "accounting-consumer", "payments-api"])
+def test_pipeline_metrics_takes_on_or_off(program, db, tmp_path):
+    events = str(tmp_path / "events.jsonl")
+    out = subprocess.run([binary(program), "--db", db, "--pipeline-metrics", "yes",
+                          "--events", events], capture_output=True, text=True, timeout=20)
+    assert out.returncode == 2, out
+    assert "--pipeline-metrics: 'yes' is not on or off" in out.stderr, out.stderr
+    assert not os.path.exists(events), "nothing started"
 
 
 def run_program(program, db, tmp_path, address):
@@ -242,7 +268,8 @@ def test_the_strict_reader_refuses_a_malformed_page(page, says):
 def test_the_api_says_where_its_metrics_listen(db, procs):
     """Port 0 picks a free port: the API logs which, as the relay and the
     consumer do, and the page is served there."""
-    api = start_api(procs, db, extra=("--metrics-listen", "127.0.0.1:0"))
+    api = start_api(procs, db, extra=("--metrics-listen", "127.0.0.1:0",
+                                      "--pipeline-metrics", "on"))
     at = listening_at(api.proc)
     host, port = at.rsplit(":", 1)
     assert host == "127.0.0.1" and int(port) > 0, at

@@ -153,9 +153,11 @@ def dead_ids(db):
 def test_secrets_refused_by_the_broker_survive_nowhere(db, procs, broker, tmp_path):
     _, sock = broker
     api_at = f"127.0.0.1:{free_port()}"
-    api = start_api(procs, db, extra=("--metrics-listen", api_at))
+    # Every page with the pipeline's figures, where a secret could surface.
+    api = start_api(procs, db, extra=("--metrics-listen", api_at, "--pipeline-metrics", "on"))
     relay = start_relay(procs, db, sock, max_attempts=1, metrics_listen="127.0.0.1:0")
-    consumer = start_consumer(procs, db, sock, args=("--metrics-listen", "127.0.0.1:0"))
+    consumer = start_consumer(procs, db, sock, args=("--metrics-listen", "127.0.0.1:0",
+                                                     "--pipeline-metrics", "on"))
     endpoints = {"api": api_at, "relay": listening_at(relay), "consumer": listening_at(consumer)}
     n = 0
     with broker_connect(sock) as b:
