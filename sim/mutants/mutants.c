@@ -1052,16 +1052,16 @@ int mutants_main(int argc, char **argv)
     r->target = opts.target;
     if (list_scenarios(r, &opts) < 0)
         return 2;
-    if (r->target != NULL) {
-        /* A bad profile, or a scenario no target can run, is refused
-         * before anything starts. */
+    if (r->target != NULL || r->named) {
+        /* A bad scenario file or profile, or a scenario no target can run,
+         * is refused before anything starts. */
         struct run_opts pre;
         memset(&pre, 0, sizeof(pre));
         pre.files = (const char *const *)r->all;
         pre.nfiles = r->nall;
         pre.target = r->target;
         pre.pg = opts.pg;
-        int rc = runner_target_preflight(&pre);
+        int rc = runner_preflight(&pre);
         if (rc != 0) {
             free_scenarios(r);
             return rc;

@@ -515,14 +515,15 @@ static int load_target(const struct run_opts *o, const struct run_list *l,
     return 0;
 }
 
-int runner_target_preflight(const struct run_opts *o)
+int runner_preflight(const struct run_opts *o)
 {
     struct run_list l;
     memset(&l, 0, sizeof(l));
     struct target *target = NULL;
     char **points = runner_load_points();
     int rc = 2;
-    if (load_scenarios(o, points, &l) == 0 && load_target(o, &l, &target) == 0)
+    if (load_scenarios(o, points, &l) == 0 &&
+        (o->target == NULL || load_target(o, &l, &target) == 0))
         rc = runner_net_isolate(o, l.scs, l.nsc) < 0 ? 1 : 0;
     target_free(target);
     run_list_free(&l);

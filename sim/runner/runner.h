@@ -93,13 +93,13 @@ int runner_all_scenarios(char ***files);
 /* The same for another folder of the source tree ("scenarios/blackbox"). */
 int runner_scenarios_in(const char *folder, char ***files);
 
-/* Before a caller starts what several runs against target o->target share
- * (`crashwindow mutants --target`): the profile and every scenario of
- * o->files checked as `run --target` checks them, and the process moved
- * into a network namespace of its own when a scenario partitions a link
- * (runner_net_isolate).  0; 2 with the reason printed (a bad file); 1 when
- * the namespace could not be made. */
-int runner_target_preflight(const struct run_opts *o);
+/* Before a caller starts what several runs of o->files share (`crashwindow
+ * mutants` with scenarios named, or --target): every scenario, and the
+ * profile o->target when there is one, checked as `run` checks them, and
+ * the process moved into a network namespace of its own when a scenario
+ * partitions a link (runner_net_isolate).  0; 2 with the reason printed (a
+ * bad file); 1 when the namespace could not be made. */
+int runner_preflight(const struct run_opts *o);
 
 /* The catalogued fault point names, NULL-terminated (caller frees with
  * runner_free_points), or NULL when the catalogue cannot be read. */

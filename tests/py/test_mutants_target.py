@@ -87,8 +87,11 @@ def test_bad_usage_is_refused_before_anything_starts(tmp_path):
         in r.stderr, r.stderr
     assert not (tmp_path / "wb" / "result.json").exists()
 
-    # Scenario files choose the black-box matrix's columns only.
-    r = crashwindow("mutants", "--only", "dual_write", BB01, timeout=60)
-    assert r.returncode == 2 and "with --target only" in r.stderr, r.stderr
+    # A scenario file named for the white-box matrix is checked as well,
+    # before any build starts.
+    r = crashwindow("mutants", "--only", "dual_write", missing, "--out", tmp_path / "nf",
+                    timeout=60)
+    assert r.returncode == 2 and str(missing) in r.stderr, r.stderr
+    assert "baseline" not in r.stdout and not (tmp_path / "nf" / "result.json").exists()
     r = crashwindow("mutants", "--target", PROFILE, "--broker", "fake", timeout=60)
     assert r.returncode == 2 and "--target runs on RabbitMQ" in r.stderr, r.stderr
