@@ -17,6 +17,7 @@
 #include "cwlog.h"
 #include "evlog.h"
 #include "pgx.h"
+#include "target.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -400,6 +401,7 @@ int runner_heal(struct sctx *s)
     int restarts[SC_MAX_PROCS] = { 0 };
     char why[512] = "";
     int quiet_since = 0;
+    struct progress_watch progress = { .mark = -2 };
     int64_t sessions_by = relay_session_deadline(s, cw_mono_ms());
     for (;;) {
         for (int i = 0; i < sc->nprocs; i++) {
@@ -437,14 +439,19 @@ int runner_heal(struct sctx *s)
         runner_reap_all(s);
         if (runner_interrupted())
             return runner_fail(s, "heal: interrupted");
-        if (cw_mono_ms() >= deadline) {
+        int stalled = runner_target_stalled(s, &progress);
+        if (cw_mono_ms() >= deadline || stalled) {
             if (s->run->target != NULL) {
                 /* A target that does not converge is a finding, not an
                  * error of the run: what it lost or left behind is the
                  * checker's to name, event by event. */
                 runner_rev_proc(s, "heal_incomplete", "pipeline", 0, "why", why);
-                runner_progress(s, "heal: the target did not converge within %d ms (%s): the "
-                                "checker decides", heal_ms, why);
+                if (stalled)
+                    runner_progress(s, "heal: the target made no progress for %d ms (%s): the "
+                                    "checker decides", s->run->target->progress_timeout_ms, why);
+                else
+                    runner_progress(s, "heal: the target did not converge within %d ms (%s): "
+                                    "the checker decides", heal_ms, why);
                 s->step = saved_step;
                 return 0;
             }

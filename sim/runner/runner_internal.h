@@ -517,6 +517,17 @@ void runner_target_check(struct sctx *s, struct outcome *oc);
 /* 1 when no outbox message of the target is pending, else 0 with why. */
 int runner_target_drained(struct sctx *s, char *why, size_t whylen);
 
+/* Whether a target still makes progress: what its mapping shows, sampled
+ * at most every half second.  Start with mark = -2. */
+struct progress_watch {
+    long long mark;
+    int64_t since, next_ms;
+};
+
+/* 1 when the mapping has shown no change for the profile's
+ * progress_timeout_ms (never without one, nor while it cannot be read). */
+int runner_target_stalled(struct sctx *s, struct progress_watch *w);
+
 /* Published messages of the target group has no effect of; -1 with err. */
 long long runner_target_unconsumed(struct sctx *s, const char *group, char *err,
                                    size_t errlen);

@@ -517,6 +517,7 @@ static int step_wait(struct sctx *s, const struct sc_step *st)
         deadline = start + s->run->o->wait_cap_ms;
     if (deadline > s->deadline)
         deadline = s->deadline;
+    struct progress_watch progress = { .mark = -2 };
     for (;;) {
         int r = wait_check(s, st, last, sizeof(last));
         runner_reap_all(s);
@@ -535,16 +536,26 @@ static int step_wait(struct sctx *s, const struct sc_step *st)
          * explain them.  Like a target that does not converge at the heal. */
         int target_count = s->run->target != NULL &&
                            (st->until == U_CONSUMED || st->until == U_PUBLISHED);
-        if ((r < 0 || cw_mono_ms() >= deadline) && (st->wait_continue || target_count)) {
+        /* A target whose mapping stopped changing for as long as its
+         * profile says it may: the count will not come either. */
+        int stalled = target_count && r == 0 && runner_target_stalled(s, &progress);
+        if ((r < 0 || stalled || cw_mono_ms() >= deadline) &&
+            (st->wait_continue || target_count)) {
             /* An anchor, not a requirement: a schedule waits for a moment
              * that may not come (a park a crash pre-empted) and goes on. */
-            if (target_count)
+            if (stalled)
+                runner_progress(s, "%s: no progress for %d ms (last: %s): the checker decides",
+                                what, s->run->target->progress_timeout_ms, last);
+            else if (target_count)
                 runner_progress(s, "%s: timed out after %lld ms (last: %s): the checker decides",
                                 what, (long long)(cw_mono_ms() - start), last);
             cJSON *ev = runner_rev_begin(s, "wait_timeout");
             cJSON_AddStringToObject(ev, "until", sc_until_name(st->until));
             cJSON_AddNumberToObject(ev, "waited_ms", (double)(cw_mono_ms() - start));
             cJSON_AddStringToObject(ev, "last", last);
+            if (stalled)
+                cJSON_AddNumberToObject(ev, "no_progress_ms",
+                                        s->run->target->progress_timeout_ms);
             runner_rev_emit(s, ev);
             return 0;
         }

@@ -642,6 +642,36 @@ int runner_target_drained(struct sctx *s, char *why, size_t whylen)
     return 0;
 }
 
+int runner_target_stalled(struct sctx *s, struct progress_watch *w)
+{
+    const struct target *t = s->run->target;
+    if (t == NULL || t->progress_timeout_ms <= 0)
+        return 0;
+    int64_t now = cw_mono_ms();
+    if (w->mark == -2)
+        w->since = now;
+    if (now < w->next_ms)
+        return now - w->since >= t->progress_timeout_ms;
+    w->next_ms = now + 500;
+    /* One number that changes with the outbox's messages by state, the
+     * effects, and the inbox when it is mapped. */
+    char sql[1024], err[256];
+    cw_fmt(sql, sizeof(sql),
+           "SELECT hashtext(coalesce((SELECT string_agg(state || '=' || n, ',' ORDER BY state)"
+           "   FROM (SELECT state, count(*)::text AS n FROM cw_target_outbox GROUP BY state)"
+           "   AS b), '') || '|' || (SELECT count(*) FROM cw_target_effects)::text%s)::bigint"
+           " + 2147483648",
+           t->mapping[TG_MAP_INBOX] != NULL
+               ? " || '|' || (SELECT count(*) FROM cw_target_inbox)::text" : "");
+    long long mark = runner_sql_value(s, sql, 0, NULL, err, sizeof(err));
+    if (mark < 0 || mark != w->mark) {
+        w->mark = mark < 0 ? -2 : mark;
+        w->since = now;
+        return 0;
+    }
+    return now - w->since >= t->progress_timeout_ms;
+}
+
 long long runner_target_unconsumed(struct sctx *s, const char *group, char *err,
                                    size_t errlen)
 {

@@ -135,6 +135,12 @@ struct target {
     struct tg_process proc[TG_ROLE_COUNT];
     struct tg_operation create, follow_up;
     const char *mapping[TG_MAP_COUNT];   /* NULL: not mapped */
+    /* "progress_timeout_ms": the longest the target may show no change in
+     * its mapping and still be working (its longest retry backoff, with a
+     * margin); a wait for messages or the heal that sees no change for this
+     * long ends, and the checker judges what is missing.  0: none, every
+     * wait runs to its own timeout. */
+    int progress_timeout_ms;
     /* What the target is known to do wrong: in scenario, invariant fails,
      * and every violation whose witness contains witness is that finding,
      * reproduced (why says what, source where in the target's code).  A

@@ -669,7 +669,7 @@ struct target *target_parse(const char *text, const char *path, char *err, size_
     }
     static const char *const fields[] = { "target", "title", "requires", "database", "broker",
                                           "setup", "processes", "workload", "mapping",
-                                          "findings", NULL };
+                                          "findings", "progress_timeout_ms", NULL };
     const cJSON *r = t->root;
     if (jv_only_fields(&v, r, "", fields) < 0 ||
         jv_str(&v, r, "target", "", 1, &t->name) < 0 ||
@@ -687,7 +687,8 @@ struct target *target_parse(const char *text, const char *path, char *err, size_
         parse_processes(&v, t, cJSON_GetObjectItemCaseSensitive(r, "processes")) < 0 ||
         parse_workload(&v, t, cJSON_GetObjectItemCaseSensitive(r, "workload")) < 0 ||
         parse_mapping(&v, t, cJSON_GetObjectItemCaseSensitive(r, "mapping")) < 0 ||
-        parse_findings(&v, t, cJSON_GetObjectItemCaseSensitive(r, "findings")) < 0)
+        parse_findings(&v, t, cJSON_GetObjectItemCaseSensitive(r, "findings")) < 0 ||
+        jv_opt_int(&v, r, "progress_timeout_ms", "", 1000, 600000, &t->progress_timeout_ms) < 0)
         goto fail;
     return t;
 fail:
@@ -783,6 +784,9 @@ void target_describe(const struct target *t, FILE *out)
             fprintf(out, " %d", ops[i]->ack_status[k]);
         fprintf(out, "; the aggregate is the answer's '%s'\n", ops[i]->aggregate_field);
     }
+    if (t->progress_timeout_ms > 0)
+        fprintf(out, "  a wait for messages, and the heal, end after %d ms without a change in "
+                "the mapping\n", t->progress_timeout_ms);
     for (int i = 0; i < t->nfindings; i++)
         fprintf(out, "  known finding: %s fails %s where a witness says '%s': %s (%s)\n",
                 t->findings[i].scenario, t->findings[i].invariant, t->findings[i].witness,

@@ -60,6 +60,12 @@ def test_dry_run_shows_the_profile_and_the_scenarios(tmp_path):
     assert "ready when it answers 2xx to GET '/health' within 15000 ms" in r.stdout
     assert "mapping inbox: not mapped" in r.stdout
     assert "relay: none" not in r.stdout
+    assert "without a change in the mapping" not in r.stdout
+    r = crashwindow("run", "--dry-run", "--target",
+                    write_profile(tmp_path, dict(PROFILE, progress_timeout_ms=25000)),
+                    black_box(tmp_path))
+    assert ("a wait for messages, and the heal, end after 25000 ms without a change in the "
+            "mapping") in r.stdout, r.stdout
     assert "bb" in r.stdout and "this machine lacks it" not in r.stdout
 
 
@@ -102,6 +108,8 @@ def test_bad_profiles_exit_2_naming_the_field(tmp_path):
         (lambda p: p.update(findings=2 * [{"scenario": "bb", "invariant": "nothing_lost",
                                            "witness": "x", "why": "y", "source": "z"}]),
          "findings[1]: the same witness text as findings[0]"),
+        (lambda p: p.update(progress_timeout_ms=10), "progress_timeout_ms: 10 is out of range"),
+        (lambda p: p.update(progress_timeout_ms="30s"), "progress_timeout_ms: must be"),
     ]
     for change, want in cases:
         p = copy.deepcopy(PROFILE)

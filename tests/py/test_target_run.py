@@ -200,6 +200,31 @@ def test_a_finding_also_explains_the_waits_and_counts_its_losses_cut_short(tmp_p
     sc = json.loads((out / "result.json").read_text())["scenarios"][0]
     assert sc["expect"][0]["verdict"] == "fail", sc["expect"]
 
+def test_a_target_that_stops_making_progress_ends_its_waits(tmp_path, pg_cluster):
+    """With progress_timeout_ms, a wait for consumed events and the heal end
+    once the mapping has not changed for that long, well before their own
+    timeouts; the checker then names what is missing."""
+    def lossy(p):
+        p["mapping"]["effects"] += " WHERE id % 2 = 1"
+        p["progress_timeout_ms"] = 2000
+    scenario = dict(SCENARIO, steps=SCENARIO["steps"][:1] + [
+        {"do": "wait", "until": "consumed", "count": 8, "timeout_ms": 120000}],
+        heal={"timeout_ms": 120000}, expect=[])
+    out = tmp_path / "run"
+    r = crashwindow("run", "--target", profile_copy(tmp_path, lossy),
+                    write(tmp_path, "s.json", scenario), "--brief", "--out", out,
+                    *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    inv = {i["name"]: i for i in sc["invariants"]}["nothing_lost"]
+    assert inv["verdict"] == "fail" and inv["violations"] == 4, inv
+    events = read_events(str(out / "t-small-burst" / "runner.events.jsonl"))
+    (stop,) = [e for e in events if e["event"] == "wait_timeout"]
+    assert stop["no_progress_ms"] == 2000 and stop["waited_ms"] < 120000, stop
+    assert [e for e in events if e["event"] == "heal_incomplete"], "the heal ended early too"
+    assert sc["duration_ms"] < 120000, sc["duration_ms"]
+
+
 def test_a_database_held_by_a_replication_slot_is_dropped_after_its_scenario(tmp_path):
     """A logical-replication listener's slot belongs to the scenario's
     database, and DROP DATABASE refuses while it exists: the runner drops
