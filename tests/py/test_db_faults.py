@@ -148,8 +148,7 @@ def test_a_crash_keeps_what_was_committed_and_processes_recover(tmp_path):
 def test_held_commits_are_durable_and_seen_once_released(tmp_path):
     """While commits are held nothing is applied (the consumer's commits
     wait too), and once they are released every payment made before and
-    during the hold is applied once: the first effect after the fault
-    comes no sooner than its end."""
+    during the hold is applied once."""
     path = scenario(tmp_path, "hold", [
         {"do": "payments", "count": 12, "concurrency": 3, "key_prefix": "h1",
          "background": True},
