@@ -22,7 +22,8 @@ from cwtest import BUILD_DIR, SOURCE_DIR
 # script, arguments, environment, a line its summary prints
 RUNS = [
     ("bench-broker", ["500"], {}, "deliver+ack, prefetch 100"),
-    ("bench-relay", [], {"BENCH_ROWS": "1000"}, "two relays / one-commit ceiling"),
+    ("bench-relay", [], {"BENCH_ROWS": "1000", "BENCH_PAIRS": "2"},
+     "two relays / one-commit ceiling, 2 clients: median"),
     ("bench-claim", [], {"BENCH_DUE": "200", "BENCH_BACKOFF": "0 200", "BENCH_CLAIMS": "5"},
      "claim"),
     ("bench-api", ["1", "1", "4"], {}, "of which 503:"),
@@ -46,6 +47,13 @@ def test_benchmark_runs_small(script, args, env, summary):
     assert summary in out, out
     if r.returncode == 1:
         assert "NOT met" in out or "MISSES" in out, out
+
+
+def test_bench_relay_refuses_a_bad_pair_count():
+    r = subprocess.run([os.path.join(SOURCE_DIR, "scripts", "bench-relay")],
+                       env={**os.environ, "CW_BUILD_DIR": BUILD_DIR, "BENCH_PAIRS": "0"},
+                       capture_output=True, text=True, timeout=120, cwd=SOURCE_DIR)
+    assert r.returncode == 2 and "BENCH_PAIRS must be a number from 1 to 99" in r.stderr, r
 
 
 @pytest.mark.parametrize("script", USAGE_ONLY)
