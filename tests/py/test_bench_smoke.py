@@ -30,7 +30,8 @@ RUNS = [
     ("bench-proxy", ["1", "1", "1000"], {}, "proxy"),
     ("bench-slowclients", ["1", "1", "2"], {}, "slow"),
     ("bench-window", ["3"], {}, "goal (>= 99%)"),
-    ("bench-consumer", ["--events", "1000", "--seconds", "1"], {}, "consumer"),
+    ("bench-consumer", ["--events", "1000", "--seconds", "1", "--pairs", "2"], {},
+     "consumer/pgbench, the median of 2 pairs"),
 ]
 USAGE_ONLY = ["bench-scenarios", "bench-recovery", "bench-shards", "bench-sim", "bench-report",
               "bench-latency", "bench-rabbitmq"]
