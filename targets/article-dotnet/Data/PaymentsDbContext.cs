@@ -62,6 +62,9 @@ public sealed class PaymentsDbContext(DbContextOptions<PaymentsDbContext> option
             e.Property(r => r.ResponseStatus).HasColumnName("response_status");
             e.Property(r => r.ResponseBody).HasColumnName("response_body");
             e.Property(r => r.CreatedAt).HasColumnName("created_at");
+            // schema.sql's foreign key, declared so that SaveChangesAsync inserts
+            // the payment first.
+            e.HasOne<Payment>().WithMany().HasForeignKey(r => r.PaymentId);
         });
 
         model.Entity<LedgerEntry>(e =>
