@@ -125,7 +125,7 @@ def test_the_idempotency_key_contract_is_kept_in_the_database(api):
     assert query(db, "SELECT count(*) FROM outbox_messages") == [(2,)]
 
     # A request whose key another transaction holds is told to come back
-    # (409, Retry-After), never given a second payment.  This session plays
+    # (409, Retry-After), never given a second payment.  This connection plays
     # that other request: it holds the key's transaction lock, as the API's
     # own transaction does while it writes.
     with psycopg.connect(db, autocommit=True) as holder:
