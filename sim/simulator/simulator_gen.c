@@ -471,10 +471,11 @@ static void gen_infra(uint64_t seed, uint64_t run, struct sim_plan *p,
         p->durable_broker = 1;
     } else {
         a.db = roll < 40 ? SIM_DB_CRASH : roll < 55 ? SIM_DB_RESTART
-               : roll < 80 ? SIM_DB_TERMINATE : SIM_DB_FREEZE;
+               : roll < 80 ? SIM_DB_TERMINATE : roll < 90 ? SIM_DB_FREEZE
+               : SIM_DB_HOLD_COMMITS;
         if (a.db == SIM_DB_CRASH)
             a.ms = PICK(r, 0, 200, 500);
-        else if (a.db == SIM_DB_FREEZE)
+        else if (a.db == SIM_DB_FREEZE || a.db == SIM_DB_HOLD_COMMITS)
             a.ms = sim_rng_range(r, 300, 2000);
         else if (a.db == SIM_DB_TERMINATE && sim_rng_chance(r, 60))
             a.proc = sim_rng_range(r, 1, p->nprocs - 1);

@@ -531,7 +531,8 @@ static void render_broker(struct render_ctx *ctx, const struct sim_act *a)
     cJSON_AddItemToObject(o, "control", c);
 }
 
-const char *const sim_db_actions[] = { "crash", "restart", "terminate", "freeze" };
+const char *const sim_db_actions[] = { "crash", "restart", "terminate", "freeze",
+                                       "hold_commits" };
 
 static void render_db(struct render_ctx *ctx, const struct sim_act *a)
 {
@@ -539,7 +540,7 @@ static void render_db(struct render_ctx *ctx, const struct sim_act *a)
     cJSON_AddStringToObject(o, "action", sim_db_actions[a->db]);
     if (a->db == SIM_DB_CRASH)
         cJSON_AddNumberToObject(o, "down_ms", a->ms);
-    else if (a->db == SIM_DB_FREEZE)
+    else if (a->db == SIM_DB_FREEZE || a->db == SIM_DB_HOLD_COMMITS)
         cJSON_AddNumberToObject(o, "ms", a->ms);
     if (a->db == SIM_DB_TERMINATE && a->proc >= 0) {
         char name[32];

@@ -409,6 +409,12 @@ def test_clocks_and_broker_closes_are_drawn():
               if st["do"] == "broker" and st.get("control") == {"close_connections": True}]
     assert 5 <= len(closes) <= 30, closes
     assert all(-120 <= c["offset_s"] <= 120 for k in clocked for c in clocked[k])
+    # Every database fault is drawn, commits held on a standby that never
+    # answers among them, each with its length.
+    db = [st for sc in scs for st in sc["steps"] if st["do"] == "db"]
+    assert {st["action"] for st in db} == {"crash", "restart", "terminate", "freeze",
+                                           "hold_commits"}, db
+    assert all(300 <= st["ms"] <= 2000 for st in db if st["action"] == "hold_commits"), db
 
 
 def test_a_drawn_partition_under_a_parked_commit(tmp_path):
