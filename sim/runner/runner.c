@@ -478,10 +478,7 @@ static int finish_run(struct runner *r, int64_t t0, int pass)
     return rc;
 }
 
-/* CW_PG_SETTINGS for scripts/pg-cluster: the server settings the target
- * needs (its children inherit the runner's environment).  0, or -1 with
- * the reason printed. */
-static int target_env(const struct target *t)
+int runner_target_env(const struct target *t)
 {
     char settings[2048] = "";
     for (int i = 0; i < t->nsettings; i++)
@@ -523,7 +520,8 @@ int runner_preflight(const struct run_opts *o)
     char **points = runner_load_points();
     int rc = 2;
     if (load_scenarios(o, points, &l) == 0 &&
-        (o->target == NULL || load_target(o, &l, &target) == 0))
+        (o->target == NULL ||
+         (load_target(o, &l, &target) == 0 && runner_target_env(target) == 0)))
         rc = runner_net_isolate(o, l.scs, l.nsc) < 0 ? 1 : 0;
     target_free(target);
     run_list_free(&l);
@@ -578,7 +576,7 @@ int runner_run(const struct run_opts *o, cJSON **result_out)
         goto out;
     }
     r->target = target;
-    if (target != NULL && target_env(target) < 0)
+    if (target != NULL && runner_target_env(target) < 0)
         goto out;
     if (find_binaries(r, &l) < 0 || make_dirs(r) < 0)
         goto out;

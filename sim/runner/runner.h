@@ -101,6 +101,15 @@ int runner_scenarios_in(const char *folder, char ***files);
  * bad file); 1 when the namespace could not be made. */
 int runner_preflight(const struct run_opts *o);
 
+struct target;
+
+/* CW_PG_SETTINGS for scripts/pg-cluster: the server settings target needs
+ * (wal_level = logical...), for every cluster this process or its children
+ * start from now on.  A caller that starts its own cluster for a target
+ * (the simulator, the mutant matrix) sets it first.  0, or -1 with the
+ * reason printed. */
+int runner_target_env(const struct target *t);
+
 /* The catalogued fault point names, NULL-terminated (caller frees with
  * runner_free_points), or NULL when the catalogue cannot be read. */
 char **runner_load_points(void);
@@ -127,7 +136,6 @@ const char *runner_rabbit_skip(const struct scenario *sc, char *why, size_t whyl
  * the profile's queue serves, invariants its mapping cannot judge.
  * Returns how many parts went, or -1 with err when what is left still is
  * not a scenario the target can run. */
-struct target;
 int runner_target_fit(const struct target *t, cJSON *scenario, char *err, size_t errlen);
 
 /* What only a real broker can take (`run` on the fake broker skips the

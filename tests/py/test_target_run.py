@@ -225,6 +225,33 @@ def test_a_target_that_stops_making_progress_ends_its_waits(tmp_path, pg_cluster
     assert sc["duration_ms"] < 120000, sc["duration_ms"]
 
 
+def test_the_simulator_gives_a_target_its_server_settings(tmp_path):
+    """crashwindow sim --target starts its cluster with the profile's
+    database.settings, as run --target does; and a run whose set-up fails
+    is reported by that error, not by the invariants it left nothing to
+    check."""
+    (tmp_path / "check.sql").write_text(
+        "DO $$ BEGIN IF current_setting('wal_level') <> 'logical' THEN"
+        " RAISE EXCEPTION 'wal_level is %', current_setting('wal_level'); END IF; END $$;")
+
+    def logical(p):
+        p["database"] = {"settings": {"wal_level": "logical"}}
+        p["setup"].insert(0, {"sql_file": "check.sql"})
+    profile = profile_copy(tmp_path, logical)
+    out = tmp_path / "sim"
+    r = crashwindow("sim", "--target", profile, "--seed", "7", "--runs", "1", "--out", out,
+                    timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    (tmp_path / "check.sql").write_text("DO $$ BEGIN RAISE EXCEPTION 'refused on purpose'; END $$;")
+    out = tmp_path / "refused"
+    r = crashwindow("sim", "--target", profile, "--seed", "7", "--runs", "1", "--out", out,
+                    timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if " FAIL in " in ln]
+    assert ": error: " in line and "refused on purpose" in line and "vacuous" not in line, line
+
+
 def test_a_database_held_by_a_replication_slot_is_dropped_after_its_scenario(tmp_path):
     """A logical-replication listener's slot belongs to the scenario's
     database, and DROP DATABASE refuses while it exists: the runner drops
