@@ -63,7 +63,8 @@ int main(int argc, char **argv)
          * slots busy until the end. */
         return jobs_main(argc - 1, argv + 1, runner_source_dir(),
                          strcmp(cmd, "mutants") == 0
-                             ? mutants_chosen_count(argc - 1, argv + 1) : 0);
+                             ? mutants_chosen_count(argc - 1, argv + 1) : 0,
+                         strcmp(cmd, "run") == 0 ? runner_share_count(argc - 1, argv + 1) : 0);
     if (strcmp(cmd, "run") == 0)
         return runner_main(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0)

@@ -69,7 +69,7 @@ static void jobs_usage(FILE *f, const char *cmd)
 
 /* Sorts argv into j.  0, 1 after --help, -1 on bad usage (printed). */
 static int parse(int argc, char **argv, const char *source_dir, int default_shares,
-                 struct jobs *j)
+                 int max_shares, struct jobs *j)
 {
     static const char *refused[] = {
         "--shard", "--pg", "--pg-dir", "--keep", "--dry-run", "--replay", "--shrink",
@@ -135,8 +135,12 @@ static int parse(int argc, char **argv, const char *source_dir, int default_shar
         fprintf(stderr, "crashwindow %s: --shares goes with --jobs\n", j->cmd);
         return -1;
     }
-    if (j->m == 0)
+    if (j->m == 0) {
         j->m = default_shares > j->n ? default_shares : j->n;
+        /* Two scenarios on --jobs 4: two shares, not two with nothing to run. */
+        if (max_shares > 0 && j->m > max_shares)
+            j->m = max_shares;
+    }
     if (j->n > j->m)
         j->n = j->m;
     j->job = calloc((size_t)j->m, sizeof(*j->job));
@@ -386,7 +390,8 @@ static int merge_jobs(struct jobs *j)
     return rc;
 }
 
-int jobs_main(int argc, char **argv, const char *source_dir, int default_shares)
+int jobs_main(int argc, char **argv, const char *source_dir, int default_shares,
+              int max_shares)
 {
     struct jobs j;
     memset(&j, 0, sizeof(j));
@@ -394,7 +399,7 @@ int jobs_main(int argc, char **argv, const char *source_dir, int default_shares)
     if (j.pass == NULL)
         return 2;
     int rc = 2;
-    int pr = parse(argc, argv, source_dir, default_shares, &j);
+    int pr = parse(argc, argv, source_dir, default_shares, max_shares, &j);
     if (pr != 0) {
         rc = pr > 0 ? 0 : 2;
         goto out;

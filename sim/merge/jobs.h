@@ -41,9 +41,12 @@ int jobs_wanted(int argc, char **argv);
 /* Runs the subcommand argv[0] ("run", "mutants" or "sim") as --jobs asks.
  * source_dir is where the default DIR (reports/<command>-<UTC timestamp>)
  * goes when there is no --out; default_shares is M without --shares (N
- * when it is smaller).  Returns the exit status: the merge's (0
- * everything passed, 1 something failed), or 2 on bad usage or when a
- * child or the merge could not finish. */
-int jobs_main(int argc, char **argv, const char *source_dir, int default_shares);
+ * when it is smaller); max_shares, when not 0, is the most shares the work
+ * splits into (a run's scenario files): without --shares, M and N are cut
+ * to it.  Returns the exit status: the merge's (0 everything passed, 1
+ * something failed), or 2 on bad usage or when a child or the merge could
+ * not finish. */
+int jobs_main(int argc, char **argv, const char *source_dir, int default_shares,
+              int max_shares);
 
 #endif

@@ -731,6 +731,33 @@ static int take_file(const char *value, void *ctx, char *err, size_t errlen)
     return 0;
 }
 
+int runner_share_count(int argc, char **argv)
+{
+    /* The options of run and of --jobs that take a value. */
+    static const char *const valued[] = {
+        "--pg", "--pg-dir", "--out", "--bin", "--report", "--junit", "--broker", "--target",
+        "--shard-weights", "--shard", "--repeat", "--jobs", "--shares", NULL };
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--all") == 0) {
+            char **all = NULL;
+            int k = runner_all_scenarios(&all);
+            for (int f = 0; f < k; f++)
+                free(all[f]);
+            free(all);
+            return k > 0 ? k : 0;
+        }
+        int takes_value = 0;
+        for (int v = 0; valued[v] != NULL; v++)
+            takes_value |= strcmp(argv[i], valued[v]) == 0;
+        if (takes_value)
+            i++;
+        else if (argv[i][0] != '-')
+            n++;
+    }
+    return n;
+}
+
 int runner_main(int argc, char **argv)
 {
     struct run_opts o;

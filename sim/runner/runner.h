@@ -110,6 +110,11 @@ struct target;
  * reason printed. */
 int runner_target_env(const struct target *t);
 
+/* How many scenarios a `run` command line (argv[0] "run") shares out: its
+ * scenario files, or with --all every scenario of scenarios/; 0 when it
+ * names none. */
+int runner_share_count(int argc, char **argv);
+
 /* The catalogued fault point names, NULL-terminated (caller frees with
  * runner_free_points), or NULL when the catalogue cannot be read. */
 char **runner_load_points(void);

@@ -267,6 +267,19 @@ def test_jobs_run_shards_side_by_side_and_merge_like_one_run(runs, tmp_path):
         (out / "report.html").read_text(encoding="utf-8")
 
 
+def test_jobs_beyond_the_scenarios_run_one_share_each(tmp_path):
+    """--jobs 2 on one scenario file: one share, not a second with nothing
+    to run (which a child would refuse)."""
+    out = tmp_path / "one"
+    r = crashwindow("run", os.path.join(SOURCE_DIR, "scenarios", "01-command-rollback.json"),
+                    "--brief", "--jobs", "2", "--out", out, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    assert "shard 1/1 ended with exit status 0" in r.stdout
+    merged = load_result(out)
+    assert merged["merged"]["count"] == 1
+    assert [s["name"] for s in merged["scenarios"]] == ["01-command-rollback"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["run", "--all", "--jobs", "0"], "--jobs takes a number from 1 to 16, not '0'"),
     (["run", "--all", "--jobs", "2x"], "--jobs takes a number from 1 to 16, not '2x'"),
