@@ -257,6 +257,18 @@ static int sync_names_become(struct sctx *s, const char *want, char *err, size_t
     }
 }
 
+/* Runs alter (an ALTER SYSTEM of synchronous_standby_names), reloads the
+ * server's configuration and waits until the setting reads want.  0, or -1
+ * with err. */
+static int alter_sync_names(struct sctx *s, const char *alter, const char *want, char *err,
+                            size_t errlen)
+{
+    if (runner_sql_value(s, alter, 0, NULL, err, errlen) < 0 ||
+        runner_sql_value(s, "SELECT pg_reload_conf()::int", 0, NULL, err, errlen) < 0)
+        return -1;
+    return sync_names_become(s, want, err, errlen);
+}
+
 /* For st->ms every commit waits after its WAL is flushed: the server names
  * a synchronous standby that never connects, as when the one a service
  * relies on stops answering.  Each commit is then durable and already sent
@@ -265,20 +277,16 @@ static int sync_names_become(struct sctx *s, const char *want, char *err, size_t
  * reader of the replication stream that looks the row up finds nothing. */
 static int db_hold_commits(struct sctx *s, const struct sc_step *st)
 {
-    static const char absent[] = "crashwindow_absent_standby";
     char err[512];
-    if (runner_sql_value(s, "ALTER SYSTEM SET synchronous_standby_names = "
-                         "'crashwindow_absent_standby'", 0, NULL, err, sizeof(err)) < 0 ||
-        runner_sql_value(s, "SELECT pg_reload_conf()::int", 0, NULL, err, sizeof(err)) < 0 ||
-        sync_names_become(s, absent, err, sizeof(err)) < 0)
+    if (alter_sync_names(s, "ALTER SYSTEM SET synchronous_standby_names = "
+                         "'crashwindow_absent_standby'", "crashwindow_absent_standby",
+                         err, sizeof(err)) < 0)
         return runner_fail(s, "db hold_commits: %s", err);
     runner_progress(s, "commits held for %d ms (a synchronous standby that never answers)",
                     st->ms);
     runner_hold(st->ms);
-    if (runner_sql_value(s, "ALTER SYSTEM RESET synchronous_standby_names", 0, NULL, err,
-                         sizeof(err)) < 0 ||
-        runner_sql_value(s, "SELECT pg_reload_conf()::int", 0, NULL, err, sizeof(err)) < 0 ||
-        sync_names_become(s, "", err, sizeof(err)) < 0)
+    if (alter_sync_names(s, "ALTER SYSTEM RESET synchronous_standby_names", "", err,
+                         sizeof(err)) < 0)
         return runner_fail(s, "db hold_commits: releasing the commits: %s", err);
     char detail[96];
     cw_fmt(detail, sizeof(detail), "every commit held %d ms after its WAL flush", st->ms);
