@@ -141,7 +141,7 @@ static int load_weights(const char *dir, const struct run_list *l, double *w)
 static int select_share(const struct run_opts *o, struct run_list *l)
 {
     struct shard sh = { o->shard_index, o->shard_count };
-    if (sh.count > l->nsc) {
+    if (sh.count > l->nsc && !o->share_may_be_empty) {
         fprintf(stderr, "crashwindow run: --shard %d/%d: only %d scenario%s to share, so at "
                 "most %d shards\n", sh.index, sh.count, l->nsc, l->nsc == 1 ? "" : "s", l->nsc);
         return -1;

@@ -54,6 +54,8 @@ struct run_opts {
     const char *report;        /* write the HTML report here when done, or NULL */
     int shard_index;           /* --shard K/N: only share K (1..N) of the scenarios; */
     int shard_count;           /*   0/0: all of them */
+    int share_may_be_empty;    /* a mutant matrix's baseline: N may exceed the scenarios,
+                                * its shards' mutants still run (a run refuses it) */
     const char *shard_weights; /* a run directory whose durations weigh the split, or NULL */
     const char *junit;         /* write JUnit XML here when done, or NULL */
     int bundles;               /* write DIR/bundles/ for what failed */

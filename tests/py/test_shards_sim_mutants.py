@@ -163,3 +163,16 @@ def test_mutant_matrix_shards_merge_into_one_matrix(tmp_path, pg_cluster):
     (case,) = [c for c in ET.parse(out2 / "junit.xml").findall(".//testcase")
                if c.get("name") == MUTANTS[1]]
     assert case.find("failure").get("type") == "survived"
+
+    # More shares than scenarios (one scenario, one share per mutant): the
+    # second share runs no baseline scenario, only its mutant, which the
+    # scenario meant for it kills.
+    aimed = os.path.join(SOURCE_DIR, "scenarios", "10-per-aggregate-order.json")
+    out3 = tmp_path / "one-scenario-share-2"
+    r = crashwindow("mutants", *[a for m in MUTANTS for a in ("--only", m)], aimed,
+                    "--shard", "2/2", *pg_args(pg_cluster), "--out", out3, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr
+    assert "0 scenarios (shard 2/2)" in r.stdout and "1/1 mutants killed" in r.stdout
+    res = load_result(out3)
+    assert res["scenarios"] == [] and res["shard"]["plan"] == [1]
+    assert [(m["name"], m["killed"]) for m in res["mutants"]] == [(MUTANTS[1], True)]
