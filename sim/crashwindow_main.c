@@ -57,7 +57,8 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if ((strcmp(cmd, "run") == 0 || strcmp(cmd, "mutants") == 0 || strcmp(cmd, "sim") == 0)
-        && jobs_wanted(argc - 1, argv + 1))
+        && jobs_wanted(argc - 1, argv + 1)) {
+        runner_pin_commit();
         /* One share per mutant: a mutant whose scenarios all run to their
          * timeouts takes many times another's, and finer shares keep the
          * slots busy until the end. */
@@ -65,6 +66,7 @@ int main(int argc, char **argv)
                          strcmp(cmd, "mutants") == 0
                              ? mutants_chosen_count(argc - 1, argv + 1) : 0,
                          strcmp(cmd, "run") == 0 ? runner_share_count(argc - 1, argv + 1) : 0);
+    }
     if (strcmp(cmd, "run") == 0)
         return runner_main(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0)

@@ -42,8 +42,16 @@ static int find_exe(const char *bin, const char *name, char *out, size_t outlen)
     return -1;
 }
 
+/* The source's commit: CW_SOURCE_COMMIT when a --jobs parent pinned it for
+ * its shards (shards of one command are of one commit even when HEAD moves
+ * while they run), else HEAD now, else "unknown". */
 static void git_commit(char *out, size_t outlen)
 {
+    const char *pinned = getenv(RUNNER_COMMIT_ENV);
+    if (pinned != NULL && strlen(pinned) == 40 && strspn(pinned, "0123456789abcdef") == 40) {
+        snprintf(out, outlen, "%s", pinned);
+        return;
+    }
     char buf[256];
     char *argv[] = { (char *)"/usr/bin/git", (char *)"-C", (char *)runner_source_dir(),
                      (char *)"rev-parse", (char *)"HEAD", NULL };
@@ -54,6 +62,14 @@ static void git_commit(char *out, size_t outlen)
         buf[40] = '\0';
         snprintf(out, outlen, "%s", buf);
     }
+}
+
+void runner_pin_commit(void)
+{
+    char commit[64];
+    git_commit(commit, sizeof(commit));
+    if (strcmp(commit, "unknown") != 0)
+        setenv(RUNNER_COMMIT_ENV, commit, 1);
 }
 
 static void write_result(struct runner *r, int64_t t0, int pass)

@@ -117,6 +117,12 @@ int runner_target_env(const struct target *t);
  * names none. */
 int runner_share_count(int argc, char **argv);
 
+/* Pins the source's commit for the shards a --jobs parent starts (they
+ * inherit RUNNER_COMMIT_ENV): each records the commit the command began at,
+ * so that a commit made while they run does not keep them from merging. */
+#define RUNNER_COMMIT_ENV "CW_SOURCE_COMMIT"
+void runner_pin_commit(void);
+
 /* The catalogued fault point names, NULL-terminated (caller frees with
  * runner_free_points), or NULL when the catalogue cannot be read. */
 char **runner_load_points(void);

@@ -269,15 +269,21 @@ def test_jobs_run_shards_side_by_side_and_merge_like_one_run(runs, tmp_path):
 
 def test_jobs_beyond_the_scenarios_run_one_share_each(tmp_path):
     """--jobs 2 on one scenario file: one share, not a second with nothing
-    to run (which a child would refuse)."""
+    to run (which a child would refuse).  The shards record the commit the
+    parent pinned at its start (CW_SOURCE_COMMIT, here given from outside),
+    not HEAD as each finds it: a commit made while a long matrix runs must
+    not keep its shards from merging."""
     out = tmp_path / "one"
+    pinned = "ab" * 20
     r = crashwindow("run", os.path.join(SOURCE_DIR, "scenarios", "01-command-rollback.json"),
-                    "--brief", "--jobs", "2", "--out", out, timeout=300)
+                    "--brief", "--jobs", "2", "--out", out, timeout=300,
+                    env={"CW_SOURCE_COMMIT": pinned})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     assert "shard 1/1 ended with exit status 0" in r.stdout
     merged = load_result(out)
     assert merged["merged"]["count"] == 1
     assert [s["name"] for s in merged["scenarios"]] == ["01-command-rollback"]
+    assert merged["commit"] == pinned
 
 
 @pytest.mark.parametrize("args, message", [
