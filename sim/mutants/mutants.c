@@ -93,6 +93,8 @@ static const struct mutant MUTANTS[] = {
       { "13-stale-worker" } },
     { "claim_ignores_lease", "the claim ignores locked_until",
       { "03-two-relays", "13-stale-worker", "18-database-freeze" } },
+    { "claim_past_high_water_mark", "the claim skips rows older than the newest published: a late commit or a retry is never claimed",
+      { "07-broker-down", "03-two-relays" } },
     { "no_dead_letter_limit", "poison messages retry forever",
       { "08-poison-message" } },
     { "retry_not_persisted", "a failed publish is retried at once, next_attempt_at unchanged",

@@ -147,9 +147,29 @@ static const char mutant_mark[] =
 /* retry_not_persisted: releases the row without its next attempt's time. */
 static const char mutant_retry[] = RETRY_SQL("");
 
-#define SQL_CLAIM_FIFO (CW_MUTANT(claim_ignores_lease) ? mutant_claim_fifo : sql_claim_fifo)
+/* claim_past_high_water_mark: the outbox read as a log with a cursor, the
+ * newest row published so far: a row that sorts before it is taken as
+ * done.  Rows do not commit in the order they sort (occurred_at is the
+ * API's clock before its transaction), so one that commits after a newer
+ * one was published, and one that comes back for a retry, are never
+ * claimed. */
+#define CLAIM_CURSOR_FILTER                                                     \
+    "          AND NOT EXISTS (\n"                                              \
+    "              SELECT 1 FROM outbox_messages AS newer\n"                    \
+    "              WHERE newer.published_at IS NOT NULL\n"                      \
+    "                AND (newer.occurred_at, newer.id) > (o.occurred_at, o.id))\n"
+static const char mutant_cursor_fifo[] = CLAIM_SQL(CLAIM_CURSOR_FILTER, CLAIM_LEASE_FILTER);
+static const char mutant_cursor_per_aggregate[] =
+    CLAIM_SQL(CLAIM_ORDER_FILTER CLAIM_CURSOR_FILTER, CLAIM_LEASE_FILTER);
+
+#define SQL_CLAIM_FIFO                                                          \
+    (CW_MUTANT(claim_ignores_lease)          ? mutant_claim_fifo                \
+     : CW_MUTANT(claim_past_high_water_mark) ? mutant_cursor_fifo               \
+                                             : sql_claim_fifo)
 #define SQL_CLAIM_PER_AGGREGATE                                                 \
-    (CW_MUTANT(claim_ignores_lease) ? mutant_claim_per_aggregate : sql_claim_per_aggregate)
+    (CW_MUTANT(claim_ignores_lease)          ? mutant_claim_per_aggregate       \
+     : CW_MUTANT(claim_past_high_water_mark) ? mutant_cursor_per_aggregate      \
+                                             : sql_claim_per_aggregate)
 #define SQL_MARK (CW_MUTANT(mark_without_owner_check) ? mutant_mark : sql_mark)
 #define MARK_NPARAMS (CW_MUTANT(mark_without_owner_check) ? 1 : 2)
 #define SQL_RETRY (CW_MUTANT(retry_not_persisted) ? mutant_retry : sql_retry)
