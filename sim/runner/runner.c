@@ -409,7 +409,13 @@ static const char *broker_skip(const struct runner *r, const struct scenario *sc
 {
     if (r->target != NULL) {
         /* runner_target_refuses turned away whatever RabbitMQ cannot do;
-         * what is left is whether this machine has the target's toolchain. */
+         * what is left is whether the target's design opens the scenario's
+         * window at all, and whether this machine has its toolchain. */
+        const char *na = target_not_applicable(r->target, sc->name);
+        if (na != NULL) {
+            snprintf(why, whylen, "not applicable to %.60s: %.200s", r->target->name, na);
+            return why;
+        }
         snprintf(why, whylen, "%.250s", r->target_skip);
         return r->target_skip[0] != '\0' ? why : NULL;
     }
@@ -424,7 +430,7 @@ static int run_scenarios(struct runner *r, const struct run_list *l, int64_t t0)
 {
     const struct run_opts *o = r->o;
     int runnable = 0;
-    char why[256];
+    char why[320];
     for (int i = 0; i < l->nsc; i++) {
         if (broker_skip(r, l->scs[i], why, sizeof(why)) != NULL) {
             skip_scenario(r, l->scs[i], why);

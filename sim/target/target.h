@@ -23,7 +23,8 @@
  *    "workload": {"create": OP, "follow_up": OP},
  *    "mapping": {"acknowledged": SQL, "outbox": SQL, "inbox": SQL, "effects": SQL},
  *    "findings": [{"scenario": NAME, "invariant": NAME, "witness": "TEXT",
- *                  "why": "...", "source": "FILE:LINE"}]}
+ *                  "why": "...", "source": "FILE:LINE"}],
+ *    "not_applicable": [{"scenario": NAME, "why": "..."}]}
  *   PROC = {"argv": [...], "cwd": "DIR", "env": {"NAME": "TEMPLATE"},
  *           "ready": {"log_line" | "tcp_port" | "http_get" | "sql": "...",
  *                     "timeout_ms": N},
@@ -60,6 +61,7 @@
 #define TG_MAX_ACK 8
 #define TG_READY_MAX_MS 120000
 #define TG_MAX_FINDINGS 16
+#define TG_MAX_NOT_APPLICABLE 16
 
 /* The roles of a target's processes.  A scenario's kind "api" is the
  * producer role. */
@@ -149,7 +151,17 @@ struct target {
     struct tg_finding {
         const char *scenario, *invariant, *witness, *why, *source;
     } findings[TG_MAX_FINDINGS];
+    /* Scenarios whose window the target's design never opens (a relay
+     * that publishes nothing of its own has no confirm to be killed at):
+     * skipped with why, shown as not applicable, never counted as run. */
+    int nnot_applicable;
+    struct tg_not_applicable {
+        const char *scenario, *why;
+    } not_applicable[TG_MAX_NOT_APPLICABLE];
 };
+
+/* Why scenario does not apply to t, or NULL when it does. */
+const char *target_not_applicable(const struct target *t, const char *scenario);
 
 /* Reads and validates the profile at path.  NULL with "PATH: FIELD: problem"
  * in err (a bad profile is the user's mistake: exit status 2). */

@@ -644,6 +644,47 @@ static int parse_findings(struct jv_ctx *v, struct target *t, const cJSON *arr)
     return 0;
 }
 
+static int parse_not_applicable(struct jv_ctx *v, struct target *t, const cJSON *arr)
+{
+    static const char *const fields[] = { "scenario", "why", NULL };
+    if (arr == NULL)
+        return 0;
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > TG_MAX_NOT_APPLICABLE)
+        return jv_err(v, "not_applicable", "must be an array of at most %d entries",
+                      TG_MAX_NOT_APPLICABLE);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        struct tg_not_applicable *na = &t->not_applicable[t->nnot_applicable];
+        char fld[64];
+        snprintf(fld, sizeof(fld), "not_applicable[%d]", t->nnot_applicable);
+        if (!cJSON_IsObject(it))
+            return jv_err(v, fld, "must be an object");
+        if (jv_only_fields(v, it, fld, fields) < 0 ||
+            jv_str(v, it, "scenario", fld, 1, &na->scenario) < 0 ||
+            jv_str(v, it, "why", fld, 1, &na->why) < 0)
+            return -1;
+        if (strchr(na->why, '\n') != NULL || strlen(na->why) > 200)
+            return jv_err(v, fld, "why: one line of at most 200 characters");
+        /* A scenario cannot be both: a finding is a window that opened. */
+        if (target_not_applicable(t, na->scenario) != NULL)
+            return jv_err(v, fld, "'%s' is named twice", na->scenario);
+        for (int k = 0; k < t->nfindings; k++)
+            if (strcmp(t->findings[k].scenario, na->scenario) == 0)
+                return jv_err(v, fld, "'%s' has a finding (findings[%d]): a scenario with a "
+                              "finding applies", na->scenario, k);
+        t->nnot_applicable++;
+    }
+    return 0;
+}
+
+const char *target_not_applicable(const struct target *t, const char *scenario)
+{
+    for (int i = 0; i < t->nnot_applicable; i++)
+        if (strcmp(t->not_applicable[i].scenario, scenario) == 0)
+            return t->not_applicable[i].why;
+    return NULL;
+}
+
 /* ---- the profile -------------------------------------------------------- */
 
 struct target *target_parse(const char *text, const char *path, char *err, size_t errlen)
@@ -669,7 +710,8 @@ struct target *target_parse(const char *text, const char *path, char *err, size_
     }
     static const char *const fields[] = { "target", "title", "requires", "database", "broker",
                                           "setup", "processes", "workload", "mapping",
-                                          "findings", "progress_timeout_ms", NULL };
+                                          "findings", "not_applicable", "progress_timeout_ms",
+                                          NULL };
     const cJSON *r = t->root;
     if (jv_only_fields(&v, r, "", fields) < 0 ||
         jv_str(&v, r, "target", "", 1, &t->name) < 0 ||
@@ -688,6 +730,7 @@ struct target *target_parse(const char *text, const char *path, char *err, size_
         parse_workload(&v, t, cJSON_GetObjectItemCaseSensitive(r, "workload")) < 0 ||
         parse_mapping(&v, t, cJSON_GetObjectItemCaseSensitive(r, "mapping")) < 0 ||
         parse_findings(&v, t, cJSON_GetObjectItemCaseSensitive(r, "findings")) < 0 ||
+        parse_not_applicable(&v, t, cJSON_GetObjectItemCaseSensitive(r, "not_applicable")) < 0 ||
         jv_opt_int(&v, r, "progress_timeout_ms", "", 1000, 600000, &t->progress_timeout_ms) < 0)
         goto fail;
     return t;
@@ -791,6 +834,9 @@ void target_describe(const struct target *t, FILE *out)
         fprintf(out, "  known finding: %s fails %s where a witness says '%s': %s (%s)\n",
                 t->findings[i].scenario, t->findings[i].invariant, t->findings[i].witness,
                 t->findings[i].why, t->findings[i].source);
+    for (int i = 0; i < t->nnot_applicable; i++)
+        fprintf(out, "  not applicable: %s, skipped: %s\n", t->not_applicable[i].scenario,
+                t->not_applicable[i].why);
     for (int m = 0; m < TG_MAP_COUNT; m++) {
         if (t->mapping[m] == NULL) {
             fprintf(out, "  mapping %s: not mapped (what needs it is shown as not examined)\n",

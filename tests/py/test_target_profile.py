@@ -67,6 +67,11 @@ def test_dry_run_shows_the_profile_and_the_scenarios(tmp_path):
     assert ("a wait for messages, and the heal, end after 25000 ms without a change in the "
             "mapping") in r.stdout, r.stdout
     assert "bb" in r.stdout and "this machine lacks it" not in r.stdout
+    r = crashwindow("run", "--dry-run", "--target",
+                    write_profile(tmp_path, dict(PROFILE, not_applicable=[
+                        {"scenario": "bb09", "why": "no relay of its own"}])),
+                    black_box(tmp_path))
+    assert "not applicable: bb09, skipped: no relay of its own" in r.stdout, r.stdout
 
 
 def test_a_missing_requirement_is_shown_as_a_skip(tmp_path):
@@ -108,6 +113,15 @@ def test_bad_profiles_exit_2_naming_the_field(tmp_path):
         (lambda p: p.update(findings=2 * [{"scenario": "bb", "invariant": "nothing_lost",
                                            "witness": "x", "why": "y", "source": "z"}]),
          "findings[1]: the same witness text as findings[0]"),
+        (lambda p: p.update(not_applicable=[{"scenario": "bb"}]), "not_applicable[0].why: missing"),
+        (lambda p: p.update(not_applicable=[{"scenario": "bb", "why": "y", "when": 1}]),
+         "not_applicable[0]: unknown field 'when'"),
+        (lambda p: p.update(not_applicable=2 * [{"scenario": "bb", "why": "y"}]),
+         "not_applicable[1]: 'bb' is named twice"),
+        (lambda p: p.update(findings=[{"scenario": "bb", "invariant": "nothing_lost",
+                                       "witness": "x", "why": "y", "source": "z"}],
+                            not_applicable=[{"scenario": "bb", "why": "y"}]),
+         "not_applicable[0]: 'bb' has a finding (findings[0])"),
         (lambda p: p.update(progress_timeout_ms=10), "progress_timeout_ms: 10 is out of range"),
         (lambda p: p.update(progress_timeout_ms="30s"), "progress_timeout_ms: must be"),
     ]

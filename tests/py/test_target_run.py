@@ -62,12 +62,22 @@ def alive(pid):
 
 def test_our_pipeline_as_a_target_passes_judged_from_outside(tmp_path, pg_cluster):
     out = tmp_path / "run"
-    r = crashwindow("run", "--target", PROFILE, write(tmp_path, "s.json", SCENARIO), "--brief",
+    # A scenario the profile says does not apply is skipped with its reason,
+    # never run and never counted as passed.
+    why = "its relay publishes nothing of its own"
+    profile = profile_copy(tmp_path, lambda p: p.update(
+        not_applicable=[{"scenario": "t-not-here", "why": why}]))
+    r = crashwindow("run", "--target", profile, write(tmp_path, "s.json", SCENARIO),
+                    write(tmp_path, "n.json", dict(SCENARIO, name="t-not-here")), "--brief",
                     "--out", out, "--junit", tmp_path / "j.xml", *pg_args(pg_cluster),
                     timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "against target crashwindow" in r.stdout
+    assert f"skip t-not-here: not applicable to crashwindow: {why}" in r.stdout
     res = json.loads((out / "result.json").read_text())
+    assert res["skipped"] == [{"name": "t-not-here",
+                               "reason": f"not applicable to crashwindow: {why}"}]
+    assert [s["name"] for s in res["scenarios"]] == ["t-small-burst"]
     assert res["target"]["name"] == "crashwindow" and res["broker"] == "rabbitmq"
     sc = res["scenarios"][0]
     assert sc["verdict"] == "pass", sc
