@@ -116,6 +116,8 @@ static const struct mutant MUTANTS[] = {
     { "relay_keeps_dead_broker_connection", "the relay keeps using a broker connection that broke",
       { "21-broker-crash-durable", "22-broker-crash-in-memory", "28-confirm-lost",
         "37-relay-broker-partition" } },
+    { "unconfirmed_publish_counted_sent", "a publish whose link broke before its confirm counts as sent, as without confirms",
+      { "37-relay-broker-partition", "21-broker-crash-durable" } },
     { "relay_ignores_closed_broker_link",
       "an idle relay does not watch its broker link: a dead one is found by a failed publish",
       { "44-idle-relay-broker-link-reset" } },

@@ -461,14 +461,17 @@ static void stash_move(struct dir *d, long long from, long long to, unsigned cha
         d->stash_gap += (long long)k;
 }
 
-/* Records a firing of window f of link l, sends its signal and, for a
- * pause, makes c wait for the process.  Lock held. */
+/* Records a firing of window f of link l, sends its signal (a drop sends
+ * none) and, for a pause, makes c wait for the process.  Lock held. */
 static void window_fire(struct conn *c, struct np_fault *f, int idx)
 {
     struct link *l = c->link;
     l->cuts_left[idx]--;
     l->stats.windows++;
-    int e = kill(f->pid, f->action == NP_ACTION_PAUSE ? SIGSTOP : SIGKILL) == 0 ? 0 : errno;
+    int e = 0;
+    if (f->action != NP_ACTION_DROP &&
+        kill(f->pid, f->action == NP_ACTION_PAUSE ? SIGSTOP : SIGKILL) != 0)
+        e = errno;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct np_firing *fr = &l->fired[l->nfired++ % NP_MAX_FIRINGS];
@@ -506,8 +509,8 @@ static int window_match(struct conn *c, int di, const struct np_hit *hit)
 
 /* The windows on n bytes just read in direction di: what may pass now into
  * out (room for the stash and n), the rest kept in the stash.  Returns 1
- * when a kill fired (what follows the frame is dropped), else 0.  Lock
- * held. */
+ * when a kill or a drop fired (what follows the frame is dropped), else 0.
+ * Lock held. */
 static int window_filter(struct conn *c, int di, const unsigned char *buf, size_t n,
                          unsigned char *out, size_t *outlen)
 {
@@ -535,7 +538,7 @@ static int window_filter(struct conn *c, int di, const unsigned char *buf, size_
             if (action >= 0) {
                 stash_move(d, d->stash_at, hit.at, out, &o);
                 d->held = 1;
-                if (action == NP_ACTION_KILL) {
+                if (action == NP_ACTION_KILL || action == NP_ACTION_DROP) {
                     d->stashlen = 0;
                     *outlen = o;
                     return 1;
@@ -632,8 +635,8 @@ static int pump_in(struct netproxy *np, struct conn *c, int di, int64_t now, int
         if (filtered == NULL) {
             window_follow(c, di, buf, n); /* no memory to hold: the window may miss */
         } else if (window_filter(c, di, buf, n, filtered, &len)) {
-            /* a kill: what came before the frame goes out, then the
-             * connection closes; nothing else passes either way */
+            /* a kill or a drop: what came before the frame goes out, then
+             * the connection closes; nothing else passes either way */
             shape(np, c, di, filtered, len, now);
             d->sent += (long long)len;
             c->d[0].cut = c->d[1].cut = 1;

@@ -45,7 +45,10 @@
  *               server sees the client vanish.  After a pause they are held
  *               until the process runs again (it is resumed), then passed:
  *               what the process had not sent yet the server has not seen,
- *               whichever way the frame went.  AMQP heartbeats (frame type
+ *               whichever way the frame went.  Action drop signals nothing:
+ *               the frame and what follows it are dropped and the connection
+ *               closed, the process lives on -- a write its sender counts as
+ *               done that the other end never got.  AMQP heartbeats (frame type
  *               8) pass meanwhile, both ways.  Frames that arrive while a
  *               connection is held are not matched again.
  *                 commit_complete (pg, server -> client) the server's
@@ -93,7 +96,7 @@ enum np_frame {
     NP_FRAME_NACK, NP_FRAME_REJECT, NP_FRAME_CONFIRM, NP_FRAME_DELIVER, NP_FRAME_COUNT,
     NP_FRAME_HEARTBEAT = NP_FRAME_COUNT
 };
-enum np_action { NP_ACTION_KILL = 0, NP_ACTION_PAUSE };
+enum np_action { NP_ACTION_KILL = 0, NP_ACTION_PAUSE, NP_ACTION_DROP };
 
 /* One fault as a scenario states it. */
 struct np_fault {

@@ -36,7 +36,7 @@ const char *np_frame_name(enum np_frame f)
 
 const char *np_action_name(enum np_action a)
 {
-    return a == NP_ACTION_PAUSE ? "pause" : "kill";
+    return a == NP_ACTION_PAUSE ? "pause" : a == NP_ACTION_DROP ? "drop" : "kill";
 }
 
 enum np_proto np_frame_proto(enum np_frame f)

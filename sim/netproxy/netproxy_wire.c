@@ -302,7 +302,7 @@ static int required(const cJSON *obj, enum np_proto proto, const struct np_fault
         return -1;
     }
     if (f->kind == NP_WINDOW && cJSON_GetObjectItemCaseSensitive(obj, "action") == NULL) {
-        snprintf(err, errlen, "action: required by fault window (kill or pause)");
+        snprintf(err, errlen, "action: required by fault window (kill, pause or drop)");
         return -1;
     }
     if (f->kind == NP_WINDOW && np_frame_proto(f->frame) != proto) {
@@ -369,7 +369,7 @@ int np_fault_parse(const cJSON *obj, enum np_proto proto, struct np_fault *out,
     static const char *const thens[] = { "blackhole", "reset", NULL };
     static const char *const frames[] = { "commit_complete", "commit", "publish", "ack", "nack",
                                           "reject", "confirm", "deliver", NULL };
-    static const char *const actions[] = { "kill", "pause", NULL };
+    static const char *const actions[] = { "kill", "pause", "drop", NULL };
     int d, c, t, fr, ac;
     if (numbers(obj, &f, err, errlen) < 0 ||
         enum_field(obj, "direction", dirs, 0, &d, err, errlen) < 0 ||
@@ -413,8 +413,10 @@ void np_fault_describe(const struct np_fault *f, char *out, size_t outlen)
                  f->then == NP_THEN_RESET ? "reset" : "blackhole", f->times);
         break;
     case NP_WINDOW:
-        snprintf(what, sizeof(what), " at %s: %s the client (x%d", np_frame_name(f->frame),
-                 np_action_name(f->action), f->times);
+        snprintf(what, sizeof(what), " at %s: %s (x%d", np_frame_name(f->frame),
+                 f->action == NP_ACTION_DROP ? "drop it and close the link, the client lives"
+                 : f->action == NP_ACTION_PAUSE ? "pause the client" : "kill the client",
+                 f->times);
         if (f->skip > 0)
             snprintf(what + strlen(what), sizeof(what) - strlen(what), ", after %d passed",
                      f->skip);

@@ -222,6 +222,16 @@ static int load_scenarios(const struct run_opts *o, char **points, struct run_li
             return -1;
         }
         l->nsc++;
+        const struct scenario *sc = l->scs[l->nsc - 1];
+        for (int k = 0; k < sc->nsteps && o->target == NULL; k++) {
+            if (sc->steps[k].verb == V_NET && sc->steps[k].net_producer_broker) {
+                fprintf(stderr, "crashwindow: %s: steps[%d].link: our API does not talk to the "
+                        "broker: '%s' carries nothing a fault could hit (a target whose "
+                        "producer publishes may: run it with --target)\n", sc->path, k,
+                        sc->steps[k].link);
+                return -1;
+            }
+        }
     }
     return o->shard_count > 0 ? select_share(o, l) : 0;
 }

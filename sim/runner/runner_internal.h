@@ -387,7 +387,7 @@ void runner_net_windows_fired(struct sctx *s, cJSON *fired);
 void runner_net_clear_all(struct sctx *s);
 
 /* Logs each link's counters (net_stats events), each window's firing as
- * the kill or pause it was (at the time it fired, aimed at the link's
+ * the kill, pause or drop it was (at the time it fired, aimed at the link's
  * process), and fails the scenario when a cut or a window it set never
  * fired.  0 or -1 (recorded). */
 int runner_net_check(struct sctx *s);

@@ -492,8 +492,9 @@ static int count_firings(const cJSON *stats, enum np_frame frame)
 }
 
 /* Logs every firing of link's windows once: a runner event at the time it
- * happened, shaped as the kill or pause it was (the report draws it so),
- * and a faults_fired entry. */
+ * happened, shaped as the kill or pause it was (the report draws it so), or
+ * for a drop a "window_drop" event (the process lives on), and a
+ * faults_fired entry. */
 static void record_firings(struct sctx *s, const char *link, const cJSON *stats, int proc)
 {
     if (s->net.windows_fired == NULL)
@@ -507,14 +508,15 @@ static void record_firings(struct sctx *s, const char *link, const cJSON *stats,
         const cJSON *serr = cJSON_GetObjectItemCaseSensitive(fr, "signal_error");
         if (frame == NULL || action == NULL || !cJSON_IsNumber(pid) || !cJSON_IsNumber(ts))
             continue;
-        int pause = strcmp(action, "pause") == 0;
-        cJSON *ev = runner_rev_begin(s, pause ? "pause" : "kill");
+        int pause = strcmp(action, "pause") == 0, drop = strcmp(action, "drop") == 0;
+        cJSON *ev = runner_rev_begin(s, drop ? "window_drop" : pause ? "pause" : "kill");
         cJSON_DeleteItemFromObjectCaseSensitive(ev, "ts_us"); /* when it fired, not now */
         cJSON_DeleteItemFromObjectCaseSensitive(ev, "step");
         cwlog_add_int64(ev, "ts_us", (int64_t)ts->valuedouble);
         cJSON_AddStringToObject(ev, "target", s->procs[proc].name);
         cJSON_AddNumberToObject(ev, "target_pid", pid->valuedouble);
-        cJSON_AddStringToObject(ev, "signal", pause ? "SIGSTOP" : "SIGKILL");
+        if (!drop)
+            cJSON_AddStringToObject(ev, "signal", pause ? "SIGSTOP" : "SIGKILL");
         cJSON_AddStringToObject(ev, "why", "window");
         cJSON_AddStringToObject(ev, "link", link);
         cJSON_AddStringToObject(ev, "frame", frame);

@@ -178,6 +178,9 @@ struct sc_step {
     const char *link;
     enum np_proto net_peer;
     int net_clear;            /* clear every fault of the link */
+    int net_producer_broker;  /* the link is api->broker: only a target's producer
+                               * may publish (ours never does; the runner refuses it
+                               * without --target) */
     int reconnect_within_ms;  /* > 0: the process must open a new connection on
                                * the link within this bound of the fault */
     struct np_fault net;

@@ -516,9 +516,9 @@ static int parse_step_net(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     if (st->proc < 0)
         return jv_err(v, ff, "unknown link '%s': no process '%.*s'", st->link,
                        (int)(arrow - st->link), st->link);
-    if (st->net_peer == NP_BROKER && sc->procs[st->proc].kind == SC_API)
-        return jv_err(v, ff, "the API does not talk to the broker: '%s' carries nothing a "
-                       "fault could hit", st->link);
+    /* Our API never talks to the broker, but a target's producer may
+     * publish its own outbox (Wolverine): the runner decides. */
+    st->net_producer_broker = st->net_peer == NP_BROKER && sc->procs[st->proc].kind == SC_API;
     if (st->net_peer == NP_PG && sc->standby)
         return jv_err(v, ff, "a scenario with a standby reaches PostgreSQL directly (its "
                        "multi-host connection string has no single link)");
@@ -554,7 +554,9 @@ static int parse_step_net(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
         int consumer_frame = fr == NP_FRAME_ACK || fr == NP_FRAME_NACK ||
                              fr == NP_FRAME_REJECT || fr == NP_FRAME_DELIVER;
         int publisher_frame = fr == NP_FRAME_PUBLISH || fr == NP_FRAME_CONFIRM;
-        if ((consumer_frame && k != SC_CONSUMER) || (publisher_frame && k != SC_RELAY))
+        /* A producer's publish is a target's (net_producer_broker). */
+        if ((consumer_frame && k != SC_CONSUMER) ||
+            (publisher_frame && k != SC_RELAY && k != SC_API))
             return jv_err(v, field, "frame: %s passes on a %s's broker link, and %s is a%s %s",
                            np_frame_name(fr), consumer_frame ? "consumer" : "relay",
                            sc->procs[st->proc].name, k == SC_API ? "n" : "", sc_kind_name(k));

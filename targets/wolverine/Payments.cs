@@ -55,7 +55,15 @@ public static class Payments
         opts.Policies.AutoApplyTransactions();
         opts.Policies.UseDurableOutboxOnAllSendingEndpoints();
 
-        opts.UseRabbitMq(Settings.AmqpUri()).AutoProvision();
+        var rabbit = opts.UseRabbitMq(Settings.AmqpUri()).AutoProvision();
+        // Off by default, as Wolverine ships it (Balanced mode publishes without confirms); the
+        // harness's control run turns them on to show what the unconfirmed publish costs.
+        if (Settings.PublisherConfirms())
+            rabbit.ConfigureChannelCreation(channel =>
+            {
+                channel.PublisherConfirmationsEnabled = true;
+                channel.PublisherConfirmationTrackingEnabled = true;
+            });
         // The accounting group's queue is bound here too, so a payment made before the
         // consumer's first start is not dropped by an exchange with no binding.
         opts.PublishMessage<PaymentCreated>()

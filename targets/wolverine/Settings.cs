@@ -36,4 +36,11 @@ public static class Settings
     }.ConnectionString;
 
     public static Uri AmqpUri() => new(Required("AMQP_URL"));
+
+    /// <summary>
+    /// WOLVERINE_PUBLISHER_CONFIRMS=1: RabbitMQ channels with publisher confirms, each publish
+    /// awaiting the broker's.  Unset (the default): Wolverine's own default, no confirms.
+    /// </summary>
+    public static bool PublisherConfirms() =>
+        Environment.GetEnvironmentVariable("WOLVERINE_PUBLISHER_CONFIRMS") == "1";
 }

@@ -1,7 +1,8 @@
 """Network faults: the net step's validation, and the fault proxy on a live
 PostgreSQL link (pass-through, latency, a COMMIT cut after it reached the
 server, a blackhole that only a client-side deadline ends, --keep's hint,
-windows that kill or pause the link's client at a named frame).
+windows that kill or pause the link's client, or drop the frame and close
+the link, at a named frame).
 """
 # needs: pg
 import json
@@ -42,7 +43,7 @@ from cwtest import PIPELINE, binary, crashwindow, scenario, wait_for
     ([{"do": "net", "link": "relay-1->broker", "fault": "cut", "cut_after": "ack"}], None,
      "steps[0]: cut_after: ack is for a consumer's broker link, and relay-1 is a relay"),
     ([{"do": "net", "link": "api->broker", "fault": "blackhole"}], None,
-     "steps[0].link: the API does not talk to the broker: 'api->broker' carries nothing"),
+     "steps[0].link: our API does not talk to the broker: 'api->broker' carries nothing"),
     ([{"do": "net", "link": "api->pg", "fault": "window", "frame": "commit_complete",
        "action": "kill", "pid": 4242}], None,
      "steps[0]: pid: a fault names no process id"),
@@ -55,7 +56,7 @@ from cwtest import PIPELINE, binary, crashwindow, scenario, wait_for
        "action": "pause"}], None,
      "steps[0]: frame: ack passes on a consumer's broker link, and relay-1 is a relay"),
     ([{"do": "net", "link": "api->pg", "fault": "window", "frame": "commit"}], None,
-     "steps[0]: action: required by fault window (kill or pause)"),
+     "steps[0]: action: required by fault window (kill, pause or drop)"),
     ([{"do": "net", "link": "api->pg", "fault": "window", "frame": "commit", "action": "kill",
        "times": 0}], None, "steps[0]: times: 0 is out of range 1..1000"),
     ([{"do": "net", "link": "api->pg", "clear": False}], None,
@@ -439,6 +440,20 @@ def test_window_pause_holds_the_commit_until_the_client_runs(proxied):
             child.wait()
     assert child.returncode == 0 and "committed" in out, (out, err)
     assert rows(direct_ci, table) == 1
+
+
+def test_window_drop_loses_the_frame_and_the_link_while_the_client_lives(proxied):
+    """A drop signals nothing: the client's COMMIT never reaches the server,
+    the connection closes, and the client lives to see its error."""
+    proxy, direct_ci, table, _ = proxied
+    child = window_client(proxied, "commit", "drop")
+    out, err = child.communicate(timeout=20)
+    assert child.returncode == 1, (out, err)  # an exception, not a signal
+    assert "committed" not in out and "psycopg" in err, (out, err)
+    assert rows(direct_ci, table) == 0
+    fired = proxy.stats()["fired"]
+    assert [(f["frame"], f["action"]) for f in fired] == [("commit", "drop")]
+    assert "signal_error" not in fired[0]
 
 
 def test_window_refuses_a_frame_without_a_pid_or_of_another_protocol(proxied):
