@@ -22,7 +22,7 @@
 #define TITLE_MAX 700
 #define MAX_WINDOWS 4000
 
-const char *const rtl_win_names[] = {"fault", "down", "paused", "net"};
+const char *const rtl_win_names[] = {"fault", "down", "paused", "net", "db"};
 
 /* ---- message ids and lanes ----------------------------------------------- */
 
@@ -512,6 +512,22 @@ static void add_net_window(struct rtl *t, size_t i, int64_t end)
     add_window(t, lane_get(t, lane), W_NET, e->ts, to, detail[0] ? detail : "network fault");
 }
 
+/* A database outage on its own lane ("postgres"): the runner logs its
+ * db_fault when the outage is over, with the time it began (started_us). */
+static void add_db_window(struct rtl *t, const struct rev *e)
+{
+    char started[32], action[48], detail[120], label[200];
+    text_field(e, "started_us", started, sizeof(started));
+    text_field(e, "action", action, sizeof(action));
+    text_field(e, "detail", detail, sizeof(detail));
+    int64_t from = atoll(started);
+    if (from <= 0 || from > e->ts)
+        from = e->ts;
+    snprintf(label, sizeof(label), "database %s%s%s", action[0] ? action : "fault",
+             detail[0] ? ": " : "", detail);
+    add_window(t, lane_get(t, "postgres"), W_DB, from, e->ts, label);
+}
+
 /* Derives the shaded windows (see the header for the rules). */
 static void build_windows(struct rtl *t)
 {
@@ -525,6 +541,8 @@ static void build_windows(struct rtl *t)
         int64_t to = end;
         if (is_net_event(e, "net_fault", NULL)) {
             add_net_window(t, i, end);
+        } else if (e->text != NULL && strncmp(e->text, "db_fault\n", 9) == 0) {
+            add_db_window(t, e);
         } else if (e->kind == K_FAULT) {
             for (size_t j = i + 1; j < t->n; j++)
                 if (ends_fault(&t->ev[j], e->lane, e->pid)) {

@@ -479,6 +479,9 @@ static void draw_caption(struct rbuf *b, const struct rtl *t, const struct geo *
         rbuf_puts(b, "<li><span class=\"sw sw-paused\"></span>process paused</li>");
     if (rtl_windows(t, "net"))
         rbuf_puts(b, "<li><span class=\"sw sw-net\"></span>network fault on a link</li>");
+    if (rtl_windows(t, "db"))
+        rbuf_puts(b, "<li><span class=\"sw sw-db\"></span>database outage (crash, freeze, "
+                     "held commits, failover)</li>");
     if (d->lines > 0)
         rbuf_puts(b, "<li><span class=\"sw sw-witness\"></span>message named in a failure "
                      "witness</li>");

@@ -517,6 +517,30 @@ def test_scenario_dir_must_stay_inside_run(tmp_path):
     assert "timeline unavailable" in text_of(by_id(root, "s2"))
 
 
+def test_a_database_outage_is_shaded_on_its_own_lane(tmp_path):
+    """The runner logs a database fault when it is over, with when it
+    began: the timeline shades that span on a "postgres" lane, and the
+    legend names it."""
+    run, result = load_fixture(tmp_path)
+    sc = result["scenarios"][0]
+    tl = run / sc["dir"] / "timeline.jsonl"
+    lines = open(tl, encoding="utf-8").read().splitlines()
+    first, last = json.loads(lines[0]), json.loads(lines[-1])
+    began = first["ts_us"] + (last["ts_us"] - first["ts_us"]) // 3
+    with open(tl, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"ts_us": began + 400000, "proc": "runner", "pid": 1,
+                            "event": "db_fault", "started_us": began, "target": "postgres",
+                            "action": "freeze", "detail": "server stopped 400 ms"}) + "\n")
+    out = tmp_path / "r.html"
+    render(run, out)
+    s0 = by_id(parse_strict(out), "s0")
+    wins = [el for el in s0.iter("rect") if el.get("class") == "win-db"]
+    assert len(wins) == 1, [el.get("class") for el in s0.iter("rect")]
+    assert "database freeze: server stopped 400 ms" in text_of(wins[0])
+    assert float(wins[0].get("width")) > 1
+    assert "database outage" in text_of(s0)
+
+
 def test_missing_and_malformed_parts(tmp_path):
     """Fields missing or null, malformed lines: the report still renders and
     says what it skipped."""
