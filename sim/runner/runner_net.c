@@ -611,12 +611,14 @@ int runner_net_check(struct sctx *s)
     /* Each link's firings once, though several steps set windows on it. */
     for (int i = 0; i < s->net.steps_through; i++) {
         const struct sc_step *st = &s->sc->steps[i];
+        if (st->verb != V_NET || st->net_clear || st->net.kind != NP_WINDOW)
+            continue; /* only a window step names a link to compare */
         int first = 1;
         for (int k = 0; k < i && first; k++)
             first = !(s->sc->steps[k].verb == V_NET && !s->sc->steps[k].net_clear &&
                       s->sc->steps[k].net.kind == NP_WINDOW &&
                       strcmp(s->sc->steps[k].link, st->link) == 0);
-        if (st->verb == V_NET && !st->net_clear && st->net.kind == NP_WINDOW && first)
+        if (first)
             record_firings(s, st->link, cJSON_GetObjectItemCaseSensitive(links, st->link),
                            st->proc);
     }

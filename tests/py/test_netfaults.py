@@ -335,17 +335,22 @@ def test_window_kill_is_counted_where_a_fault_is(tmp_path, pg_cluster):
     assert stats["windows"] == 1
 
 
-def test_window_follows_its_process_across_a_restart(tmp_path, pg_cluster):
-    """times 2: the runner gives the proxy the restarted API's pid, so the
-    second firing kills the new incarnation, not a pid that is gone."""
+@pytest.mark.parametrize("form", ["times", "steps"])
+def test_window_follows_its_process_across_a_restart(tmp_path, pg_cluster, form):
+    """times 2, or a second window step after the restart (which once
+    crashed the runner as it read the firings back): the runner gives the
+    proxy the restarted API's pid, so the second firing kills the new
+    incarnation, not a pid that is gone."""
     lost = lambda key: {"do": "http", "name": key, "method": "POST", "path": "/payments",
                         "key": key, "body": {"amount": "7.00", "currency": "EUR"}}
+    window = {"do": "net", "link": "api->pg", "fault": "window", "frame": "commit_complete",
+              "action": "kill"}
     path = scenario(tmp_path, "twicewindow", [
-        {"do": "net", "link": "api->pg", "fault": "window", "frame": "commit_complete",
-         "action": "kill", "times": 2},
+        dict(window, times=2) if form == "times" else window,
         lost("t-tw-1"),
         {"do": "wait", "until": "exited", "proc": "api", "timeout_ms": 5000},
         {"do": "restart", "proc": "api"},
+        *([] if form == "times" else [window]),
         lost("t-tw-2"),
         {"do": "wait", "until": "exited", "proc": "api", "timeout_ms": 5000},
         {"do": "restart", "proc": "api"},
