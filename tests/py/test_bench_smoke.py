@@ -7,7 +7,7 @@ the script's own goal was missed and it said so, and print its summary.
 
 The benchmarks that run whole suites, a RabbitMQ node or a browser
 (bench-scenarios, bench-recovery, bench-shards, bench-sim, bench-report,
-bench-latency, bench-rabbitmq) take minutes at any size; here they must
+bench-latency, bench-rabbitmq, bench-window-target) take minutes at any size; here they must
 refuse a bad argument with a usage line and status 2 before starting
 anything.
 """
@@ -34,7 +34,7 @@ RUNS = [
      "consumer/pgbench, the median of 2 pairs"),
 ]
 USAGE_ONLY = ["bench-scenarios", "bench-recovery", "bench-shards", "bench-sim", "bench-report",
-              "bench-latency", "bench-rabbitmq"]
+              "bench-latency", "bench-rabbitmq", "bench-window-target"]
 
 
 @pytest.mark.parametrize("script,args,env,summary", RUNS, ids=[r[0] for r in RUNS])
