@@ -763,12 +763,39 @@ static int take_file(const char *value, void *ctx, char *err, size_t errlen)
     return 0;
 }
 
+/* run's options, one table for parsing (runner_main) and for telling an
+ * option's value from a scenario file (runner_share_count). */
+#define RUN_NOPTS 15
+static void run_option_table(struct run_opts *o, struct cw_opt out[RUN_NOPTS])
+{
+    const struct cw_opt opts[RUN_NOPTS] = {
+        CW_OPT_FLAG("--all", &o->all),
+        CW_OPT_FLAG("--keep", &o->keep),
+        CW_OPT_FLAG("--dry-run", &o->dry_run),
+        CW_OPT_FLAG("--brief", &o->brief),
+        CW_OPT_STRING("--pg", &o->pg),
+        CW_OPT_STRING("--pg-dir", &o->pg_dir),
+        CW_OPT_STRING("--out", &o->out),
+        CW_OPT_STRING("--bin", &o->bin),
+        CW_OPT_STRING("--report", &o->report),
+        CW_OPT_STRING("--junit", &o->junit),
+        CW_OPT_CALL("--broker", take_broker, o),
+        CW_OPT_STRING("--target", &o->target),
+        CW_OPT_STRING("--shard-weights", &o->shard_weights),
+        CW_OPT_CALL("--shard", take_shard, o),
+        CW_OPT_CALL("--repeat", take_repeat, o),
+    };
+    memcpy(out, opts, sizeof(opts));
+}
+
 int runner_share_count(int argc, char **argv)
 {
-    /* The options of run and of --jobs that take a value. */
-    static const char *const valued[] = {
-        "--pg", "--pg-dir", "--out", "--bin", "--report", "--junit", "--broker", "--target",
-        "--shard-weights", "--shard", "--repeat", "--jobs", "--shares", NULL };
+    /* Which options take a value: run's own, from its table, and --jobs'. */
+    struct run_opts scratch;
+    struct cw_opt opts[RUN_NOPTS];
+    memset(&scratch, 0, sizeof(scratch));
+    run_option_table(&scratch, opts);
+    static const char *const jobs_valued[] = { "--jobs", "--shares", NULL };
     int n = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--all") == 0) {
@@ -780,8 +807,10 @@ int runner_share_count(int argc, char **argv)
             return k > 0 ? k : 0;
         }
         int takes_value = 0;
-        for (int v = 0; valued[v] != NULL; v++)
-            takes_value |= strcmp(argv[i], valued[v]) == 0;
+        for (int v = 0; jobs_valued[v] != NULL; v++)
+            takes_value |= strcmp(argv[i], jobs_valued[v]) == 0;
+        for (int v = 0; v < RUN_NOPTS; v++)
+            takes_value |= strcmp(argv[i], opts[v].name) == 0 && opts[v].kind != CW_KIND_FLAG;
         if (takes_value)
             i++;
         else if (argv[i][0] != '-')
@@ -800,23 +829,8 @@ int runner_main(int argc, char **argv)
     if (files == NULL)
         return 2;
     struct file_list list = { files, &o.nfiles };
-    const struct cw_opt opts[] = {
-        CW_OPT_FLAG("--all", &o.all),
-        CW_OPT_FLAG("--keep", &o.keep),
-        CW_OPT_FLAG("--dry-run", &o.dry_run),
-        CW_OPT_FLAG("--brief", &o.brief),
-        CW_OPT_STRING("--pg", &o.pg),
-        CW_OPT_STRING("--pg-dir", &o.pg_dir),
-        CW_OPT_STRING("--out", &o.out),
-        CW_OPT_STRING("--bin", &o.bin),
-        CW_OPT_STRING("--report", &o.report),
-        CW_OPT_STRING("--junit", &o.junit),
-        CW_OPT_CALL("--broker", take_broker, &o),
-        CW_OPT_STRING("--target", &o.target),
-        CW_OPT_STRING("--shard-weights", &o.shard_weights),
-        CW_OPT_CALL("--shard", take_shard, &o),
-        CW_OPT_CALL("--repeat", take_repeat, &o),
-    };
+    struct cw_opt opts[RUN_NOPTS];
+    run_option_table(&o, opts);
     /* Anything starting with '-' is an option; the rest are scenario files. */
     const struct cw_opts_style style = {
         .prefix = "-",
