@@ -477,12 +477,18 @@ static int ends_down(const struct rev *f, int lane)
     return f->lane == lane && f->target < 0 && f->kind == K_START;
 }
 
+/* Whether e is an event called name (its hover text begins with it). */
+static int event_is(const struct rev *e, const char *name)
+{
+    size_t n = strlen(name);
+    return e->text != NULL && strncmp(e->text, name, n) == 0 && e->text[n] == '\n';
+}
+
 /* Whether e is the runner's net_fault or net_clear event on link (e's own
  * link when link is NULL). */
 static int is_net_event(const struct rev *e, const char *name, const char *link)
 {
-    size_t n = strlen(name);
-    if (e->text == NULL || strncmp(e->text, name, n) != 0 || e->text[n] != '\n')
+    if (!event_is(e, name))
         return 0;
     char l[96];
     text_field(e, "link", l, sizeof(l));
@@ -541,7 +547,7 @@ static void build_windows(struct rtl *t)
         int64_t to = end;
         if (is_net_event(e, "net_fault", NULL)) {
             add_net_window(t, i, end);
-        } else if (e->text != NULL && strncmp(e->text, "db_fault\n", 9) == 0) {
+        } else if (event_is(e, "db_fault")) {
             add_db_window(t, e);
         } else if (e->kind == K_FAULT) {
             for (size_t j = i + 1; j < t->n; j++)

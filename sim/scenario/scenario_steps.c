@@ -558,7 +558,7 @@ static int parse_step_net(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
         if ((consumer_frame && k != SC_CONSUMER) ||
             (publisher_frame && k != SC_RELAY && k != SC_API))
             return jv_err(v, field, "frame: %s passes on a %s's broker link, and %s is a%s %s",
-                           np_frame_name(fr), consumer_frame ? "consumer" : "relay",
+                           np_frame_name(fr), consumer_frame ? "consumer" : "publisher",
                            sc->procs[st->proc].name, k == SC_API ? "n" : "", sc_kind_name(k));
     }
     /* A partition of a broker link needs RabbitMQ's (TCP); the fake
