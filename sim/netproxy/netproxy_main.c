@@ -57,6 +57,10 @@
 #define NFT "/usr/sbin/nft"
 
 #define MAX_FRAME 65536
+/* A stats reply carries every kept firing of every link (NP_MAX_FIRINGS
+ * each, about 100 bytes apiece): the runner's reader (brokerctl) takes
+ * up to a MiB, and so does --send. */
+#define MAX_REPLY (1024 * 1024)
 #define MAX_CLI_LINKS 64
 
 static volatile sig_atomic_t stopping;
@@ -476,16 +480,19 @@ static int send_frame(const char *control, const char *frame)
         return 1;
     }
     size_t n = strlen(frame);
-    char buf[MAX_FRAME];
-    if (write(fd, frame, n) != (ssize_t)n || write(fd, "\n", 1) != 1 ||
-        read_line(fd, buf, sizeof(buf), 5000) < 0) {
+    char *buf = malloc(MAX_REPLY);
+    if (buf == NULL || write(fd, frame, n) != (ssize_t)n || write(fd, "\n", 1) != 1 ||
+        read_line(fd, buf, MAX_REPLY, 5000) < 0) {
         fprintf(stderr, "netproxy: no answer from %s\n", control);
+        free(buf);
         close(fd);
         return 1;
     }
     close(fd);
     printf("%s\n", buf);
-    return strstr(buf, "\"op\":\"error\"") != NULL ? 1 : 0;
+    int failed = strstr(buf, "\"op\":\"error\"") != NULL;
+    free(buf);
+    return failed ? 1 : 0;
 }
 
 /* Gives the proxy's session the weight of nice -10 (see the top of this
