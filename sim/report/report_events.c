@@ -519,19 +519,24 @@ static void add_net_window(struct rtl *t, size_t i, int64_t end)
 }
 
 /* A database outage on its own lane ("postgres"): the runner logs its
- * db_fault when the outage is over, with the time it began (started_us). */
+ * db_fault when the outage is over, with the time it began (started_us),
+ * or later with the time it ended (ended_us). */
 static void add_db_window(struct rtl *t, const struct rev *e)
 {
-    char started[32], action[48], detail[120], label[200];
+    char started[32], ended[32], action[48], detail[120], label[200];
     text_field(e, "started_us", started, sizeof(started));
+    text_field(e, "ended_us", ended, sizeof(ended));
     text_field(e, "action", action, sizeof(action));
     text_field(e, "detail", detail, sizeof(detail));
     int64_t from = atoll(started);
-    if (from <= 0 || from > e->ts)
-        from = e->ts;
+    int64_t to = atoll(ended);
+    if (to <= 0 || to > e->ts)
+        to = e->ts;
+    if (from <= 0 || from > to)
+        from = to;
     snprintf(label, sizeof(label), "database %s%s%s", action[0] ? action : "fault",
              detail[0] ? ": " : "", detail);
-    add_window(t, lane_get(t, "postgres"), W_DB, from, e->ts, label);
+    add_window(t, lane_get(t, "postgres"), W_DB, from, to, label);
 }
 
 /* Derives the shaded windows (see the header for the rules). */

@@ -129,16 +129,24 @@ void runner_close_own_cluster(struct sctx *s)
 
 /* A "db_fault" runner event, logged when the fault is over: its action and
  * when it began (started_us), for the recovery measurement. */
-void runner_outage_event(struct sctx *s, const char *target, const char *action,
-                         const char *detail)
+static void outage_event(struct sctx *s, const char *target, const char *action,
+                         const char *detail, int64_t started_us, int64_t ended_us)
 {
     cJSON *ev = runner_rev_begin(s, "db_fault");
-    cwlog_add_int64(ev, "started_us", s->fault_started_us);
+    cwlog_add_int64(ev, "started_us", started_us);
+    if (ended_us > 0)
+        cwlog_add_int64(ev, "ended_us", ended_us);
     cJSON_AddStringToObject(ev, "target", target);
     cJSON_AddStringToObject(ev, "action", action);
     if (detail != NULL)
         cJSON_AddStringToObject(ev, "detail", detail);
     runner_rev_emit(s, ev);
+}
+
+void runner_outage_event(struct sctx *s, const char *target, const char *action,
+                         const char *detail)
+{
+    outage_event(s, target, action, detail, s->fault_started_us, 0);
 }
 
 /* Waits ms (a fault's duration, chosen by the scenario), waking for an
@@ -294,10 +302,140 @@ static int db_hold_commits(struct sctx *s, const struct sc_step *st)
     return 0;
 }
 
+/* One identifier, quoted by libpq, appended to out; -1 when it cannot be. */
+static int append_quoted(PGconn *conn, const char *name, size_t len, char *out, size_t outlen)
+{
+    char *q = PQescapeIdentifier(conn, name, len);
+    if (q == NULL)
+        return -1;
+    size_t used = strlen(out);
+    int n = snprintf(out + used, outlen - used, "%s", q);
+    PQfreemem(q);
+    return n < 0 || (size_t)n >= outlen - used ? -1 : 0;
+}
+
+/* "table" or "schema.table" (the scenario's parser allows no more) with
+ * each part quoted; -1 when libpq cannot quote it. */
+static int quoted_table(PGconn *conn, const char *table, char *out, size_t outlen)
+{
+    const char *dot = strchr(table, '.');
+    out[0] = '\0';
+    if (dot == NULL)
+        return append_quoted(conn, table, strlen(table), out, outlen);
+    if (append_quoted(conn, table, (size_t)(dot - table), out, outlen) < 0 ||
+        strlen(out) + 1 >= outlen)
+        return -1;
+    strcat(out, ".");
+    return append_quoted(conn, dot + 1, strlen(dot + 1), out, outlen);
+}
+
+/* For st->ms another session holds st->table ACCESS EXCLUSIVE, as a
+ * migration's ALTER TABLE does: the processes' statements on it wait, and
+ * those with a lock_timeout or a statement_timeout shorter than the hold
+ * are refused on a live connection (55P03, 57014) -- the failures a lost
+ * connection never shows.  The step returns once the lock is granted
+ * (behind whatever transaction holds the table now) and the steps go on
+ * while it is held, so that a scenario can release work into the lock;
+ * the server itself ends the hold (pg_sleep in the same query), so no step
+ * of the runner has to be on time for it. */
+static int db_lock(struct sctx *s, const struct sc_step *st)
+{
+    char err[512], sqlstate[6] = "", table[300], sql[512];
+    if (s->pg.lock_conn != NULL)
+        return runner_fail(s, "db lock %s: an earlier lock step still holds its table",
+                           st->table);
+    PGconn *conn = pgx_connect(s->db.conninfo, err, sizeof(err));
+    if (conn == NULL)
+        return runner_fail(s, "db lock: %s", err);
+    PQsetNoticeProcessor(conn, rdb_quiet_notices, NULL);
+    if (quoted_table(conn, st->table, table, sizeof(table)) < 0) {
+        PQfinish(conn);
+        return runner_fail(s, "db lock: cannot quote the table name '%s'", st->table);
+    }
+    /* pgx_connect's bounds would end the hold early (the whole query
+     * string is one statement); the wait for the lock keeps one. */
+    if (pgx_cmd(conn, "SELECT set_config('statement_timeout', '0', false),"
+                      " set_config('lock_timeout', '30s', false)", 0, NULL, sqlstate, err,
+                sizeof(err)) < 0) {
+        PQfinish(conn);
+        return runner_fail(s, "db lock %s: %s (%s)", st->table, err, sqlstate);
+    }
+    snprintf(sql, sizeof(sql), "BEGIN; LOCK TABLE %s IN ACCESS EXCLUSIVE MODE; "
+             "SELECT pg_sleep(%d / 1000.0); COMMIT", table, st->ms);
+    if (!PQsendQuery(conn, sql)) {
+        cw_fmt(err, sizeof(err), "%s", PQerrorMessage(conn));
+        PQfinish(conn);
+        return runner_fail(s, "db lock %s: %s", st->table, err);
+    }
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", PQbackendPID(conn));
+    const char *params[] = { pid, st->table };
+    int64_t give_up = cw_mono_ms() + 31000;
+    for (;;) {
+        long long granted = runner_sql_value(s,
+            "SELECT count(*) FROM pg_locks WHERE pid = $1::int AND relation = $2::regclass"
+            " AND mode = 'AccessExclusiveLock' AND granted", 2, params, err, sizeof(err));
+        if (granted > 0)
+            break;
+        /* The query ended before its lock showed: it failed (no such table,
+         * the lock wait timed out). */
+        if (!PQconsumeInput(conn) || !PQisBusy(conn) || granted < 0 || cw_mono_ms() > give_up) {
+            PGresult *r;
+            cw_fmt(err, sizeof(err), "%s", granted < 0 ? err : PQerrorMessage(conn));
+            while ((r = PQgetResult(conn)) != NULL) {
+                if (PQresultStatus(r) == PGRES_FATAL_ERROR)
+                    cw_fmt(err, sizeof(err), "%s", PQresultErrorMessage(r));
+                PQclear(r);
+            }
+            PQfinish(conn);
+            err[strcspn(err, "\n")] = '\0';
+            return runner_fail(s, "db lock %s: the lock was not granted: %s", st->table,
+                               err[0] ? err : "no answer within 30 s");
+        }
+        runner_hold(10);
+    }
+    s->fault_started_us = cw_now_us();
+    s->pg.lock_started_us = s->fault_started_us;
+    s->pg.lock_ends_ms = cw_mono_ms() + st->ms;
+    s->pg.lock_ms = st->ms;
+    s->pg.lock_conn = conn;
+    cw_fmt(s->pg.lock_detail, sizeof(s->pg.lock_detail), "%s locked ACCESS EXCLUSIVE for %d ms",
+           st->table, st->ms);
+    runner_progress(s, "%s (the steps go on)", s->pg.lock_detail);
+    return 0;
+}
+
+void runner_db_lock_release(struct sctx *s, int log)
+{
+    PGconn *conn = s->pg.lock_conn;
+    if (conn == NULL)
+        return;
+    s->pg.lock_conn = NULL;
+    /* The hold ends on the server's own clock; a server that is frozen or
+     * gone ends it with the session, which PQfinish closes. */
+    int64_t give_up = s->pg.lock_ends_ms + 10000;
+    while (log && PQconsumeInput(conn) && PQisBusy(conn) && cw_mono_ms() < give_up)
+        runner_hold(20);
+    PGresult *r;
+    while (!PQisBusy(conn) && (r = PQgetResult(conn)) != NULL)
+        PQclear(r);
+    PQfinish(conn);
+    if (!log)
+        return;
+    /* Logged at the heal, long after the hold may have ended: the end is
+     * the server's, the grant plus the hold. */
+    outage_event(s, "postgres", "lock", s->pg.lock_detail, s->pg.lock_started_us,
+                 s->pg.lock_started_us + (int64_t)s->pg.lock_ms * 1000);
+}
+
 int runner_step_db(struct sctx *s, const struct sc_step *st)
 {
     struct runner *r = s->run;
     char err[1024];
+    /* A lock is taken by a session like any client's: no control of the
+     * cluster needed, so it works on a cluster given with --pg too. */
+    if (st->db_action == DB_LOCK)
+        return db_lock(s, st);
     if (s->pg.dir[0] == '\0')
         return runner_fail(s, "db %s: the runner controls only the clusters it starts; "
                            "run without --pg", sc_db_action_name(st->db_action));
@@ -329,6 +467,8 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
         return db_stall_replication(s);
     case DB_HOLD_COMMITS:
         return db_hold_commits(s, st);
+    case DB_LOCK:
+        break;
     }
     return runner_fail(s, "db: unhandled action");
 }
@@ -343,8 +483,11 @@ cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events)
         if (!ev_field_equals(f, "event", "db_fault") ||
             ev_field_equals(f, "action", "stall_replication"))
             continue;
-        /* The first apply after the fault ended, timed from when it began. */
-        int64_t t = ev_ts(f);
+        /* The first apply after the fault ended (ended_us when it was logged
+         * later), timed from when it began. */
+        double ended = (double)ev_ts(f);
+        ev_num(f, "ended_us", &ended);
+        int64_t t = (int64_t)ended;
         double started = (double)t;
         ev_num(f, "started_us", &started);
         int64_t first = -1;

@@ -35,7 +35,8 @@ const char *const sc_verb_names[] = {
     "net"
 };
 const char *const sc_db_action_names[] = {
-    "crash", "restart", "terminate", "freeze", "failover", "stall_replication", "hold_commits"
+    "crash", "restart", "terminate", "freeze", "failover", "stall_replication", "hold_commits",
+    "lock"
 };
 const char *const sc_until_names[] = {
     "exited", "parked", "event", "published", "consumed", "dead_lettered",

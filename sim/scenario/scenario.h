@@ -117,8 +117,10 @@ enum sc_db_action {
     DB_FREEZE,             /* SIGSTOP the server for ms, then SIGCONT */
     DB_FAILOVER,           /* kill the primary, promote the standby */
     DB_STALL_REPLICATION,  /* the standby stops receiving WAL (detached from the primary) */
-    DB_HOLD_COMMITS        /* for ms every commit waits, its WAL flushed, for a synchronous
+    DB_HOLD_COMMITS,       /* for ms every commit waits, its WAL flushed, for a synchronous
                             * standby that never answers: durable, not yet visible */
+    DB_LOCK                /* for ms one table is locked ACCESS EXCLUSIVE by another
+                            * session (a migration): statements on it wait or are refused */
 };
 
 enum sc_until {
@@ -171,7 +173,8 @@ struct sc_step {
     const char *expect_output;
     /* db, broker_crash */
     enum sc_db_action db_action;
-    int ms;                   /* freeze, sleep: how long */
+    int ms;                   /* freeze, hold_commits, lock, sleep: how long */
+    const char *table;        /* lock: the table, possibly schema-qualified */
     int down_ms;              /* crash, broker_crash: down before the start */
     /* net: a fault on one process's link ("relay-1->pg"); proc is the
      * link's process, net_peer its protocol */

@@ -34,6 +34,10 @@ static void describe_db(const struct sc_step *st, const char *pn, char *out, siz
         snprintf(out, outlen, "db hold commits for %d ms (a synchronous standby that never "
                  "answers: each commit durable, not yet visible)", st->ms);
         break;
+    case DB_LOCK:
+        snprintf(out, outlen, "db lock %s ACCESS EXCLUSIVE for %d ms (another session, as a "
+                 "migration's ALTER TABLE)", st->table, st->ms);
+        break;
     }
 }
 

@@ -422,11 +422,34 @@ static int parse_step_wait(struct jv_ctx *v, struct scenario *sc, const cJSON *s
     return wait_unused_fields(v, s, field, st, until);
 }
 
+/* A lock step's table: an unquoted identifier, or two joined by a dot.  The
+ * runner quotes each part again (PQescapeIdentifier); this check is what
+ * makes a typo an error at load rather than at the step. */
+static int table_name_ok(const char *t)
+{
+    int part = 0, dots = 0;
+    for (const char *c = t; *c != '\0'; c++) {
+        if (*c == '.') {
+            if (part == 0 || ++dots > 1)
+                return 0;
+            part = 0;
+        } else if (*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                   (part > 0 && *c >= '0' && *c <= '9')) {
+            if (++part > 63)
+                return 0;
+        } else {
+            return 0;
+        }
+    }
+    return part > 0;
+}
+
 /* db: a fault of PostgreSQL itself. */
 static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                          const char *field, struct sc_step *st)
 {
-    static const char *const f[] = { "do", "why", "action", "proc", "ms", "down_ms", NULL };
+    static const char *const f[] = { "do", "why", "action", "proc", "ms", "down_ms", "table",
+                                     NULL };
     const char *action = NULL;
     char ff[64];
     if (jv_only_fields(v, s, field, f) < 0 || jv_str(v, s, "action", field, 1, &action) < 0)
@@ -436,7 +459,7 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     snprintf(ff, sizeof(ff), "%s.action", field);
     if (a < 0)
         return jv_err(v, ff, "unknown action '%s' (crash, restart, terminate, freeze, failover, "
-                       "stall_replication, hold_commits)", action);
+                       "stall_replication, hold_commits, lock)", action);
     st->db_action = (enum sc_db_action)a;
     const int needs_standby = a == DB_FAILOVER || a == DB_STALL_REPLICATION;
     if (needs_standby && !sc->standby)
@@ -453,14 +476,23 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     if (a == DB_TERMINATE && step_proc(v, sc, s, field, 0, -1, st) < 0)
         return -1;
     st->ms = -1;
-    const int timed = a == DB_FREEZE || a == DB_HOLD_COMMITS;
+    const int timed = a == DB_FREEZE || a == DB_HOLD_COMMITS || a == DB_LOCK;
     if (cJSON_GetObjectItemCaseSensitive(s, "ms") != NULL && !timed)
-        return jv_err(v, field, "ms is only for actions 'freeze' and 'hold_commits'");
+        return jv_err(v, field, "ms is only for actions 'freeze', 'hold_commits' and 'lock'");
     if (jv_opt_int(v, s, "ms", field, 1, 600000, &st->ms) < 0)
         return -1;
     if (timed && st->ms < 0) {
         snprintf(ff, sizeof(ff), "%s.ms", field);
         return jv_err(v, ff, "missing: a %s needs its duration in milliseconds", action);
+    }
+    if (cJSON_GetObjectItemCaseSensitive(s, "table") != NULL && a != DB_LOCK)
+        return jv_err(v, field, "table is only for action 'lock'");
+    if (jv_str(v, s, "table", field, a == DB_LOCK, &st->table) < 0)
+        return -1;
+    if (a == DB_LOCK && !table_name_ok(st->table)) {
+        snprintf(ff, sizeof(ff), "%s.table", field);
+        return jv_err(v, ff, "'%s' is not a table name (letters, digits and '_', "
+                       "optionally schema.table)", st->table);
     }
     if (cJSON_GetObjectItemCaseSensitive(s, "down_ms") != NULL && a != DB_CRASH)
         return jv_err(v, field, "down_ms is only for action 'crash'");

@@ -33,7 +33,16 @@ def run_one(tmp_path, path, *extra):
     ([{"do": "db", "action": "explode"}], {}, "steps[0].action: unknown action 'explode'"),
     ([{"do": "db"}], {}, "steps[0].action: missing"),
     ([{"do": "db", "action": "crash", "ms": 5}], {},
-     "steps[0]: ms is only for actions 'freeze' and 'hold_commits'"),
+     "steps[0]: ms is only for actions 'freeze', 'hold_commits' and 'lock'"),
+    ([{"do": "db", "action": "lock", "ms": 500}], {}, "steps[0].table: missing"),
+    ([{"do": "db", "action": "lock", "table": "ledger_entries"}], {},
+     "steps[0].ms: missing: a lock needs its duration in milliseconds"),
+    ([{"do": "db", "action": "lock", "table": "ledger_entries; DROP TABLE payments", "ms": 500}],
+     {}, "steps[0].table: 'ledger_entries; DROP TABLE payments' is not a table name"),
+    ([{"do": "db", "action": "lock", "table": "a.b.c", "ms": 500}], {},
+     "steps[0].table: 'a.b.c' is not a table name"),
+    ([{"do": "db", "action": "freeze", "ms": 500, "table": "payments"}], {},
+     "steps[0]: table is only for action 'lock'"),
     ([{"do": "db", "action": "hold_commits"}], {},
      "steps[0].ms: missing: a hold_commits needs its duration in milliseconds"),
     ([{"do": "db", "action": "hold_commits", "ms": 500}],
@@ -104,6 +113,7 @@ def test_dry_run_describes_database_faults(tmp_path):
         {"do": "db", "action": "failover"},
         {"do": "db", "action": "freeze", "ms": 1500},
         {"do": "db", "action": "hold_commits", "ms": 700},
+        {"do": "db", "action": "lock", "table": "public.ledger_entries", "ms": 900},
         {"do": "broker_crash", "down_ms": 100},
     ], hazard={"caught_by": ["nothing_lost"], "why": "loses data", "explains": "broker_memory",
                "at_most": 3},
@@ -114,6 +124,7 @@ def test_dry_run_describes_database_faults(tmp_path):
                  "db failover: kill the primary, promote the standby",
                  "db freeze (SIGSTOP the server) for 1500 ms",
                  "db hold commits for 700 ms (a synchronous standby that never answers",
+                 "db lock public.ledger_entries ACCESS EXCLUSIVE for 900 ms",
                  "broker crash (SIGKILL), down 100 ms",
                  "no restarts (every process must have recovered by itself)",
                  "hazard: loses data", "caught by: nothing_lost (each must fail)",
@@ -244,3 +255,43 @@ def test_terminate_aims_at_one_process_by_application_name(tmp_path):
         heal={"restart": False}, expect=[{"check": "redeliveries", "equals": 0}])
     r, sc = run_one(tmp_path, path)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_lock_refuses_the_apis_writes_until_released_and_clients_retry(tmp_path, pg_cluster):
+    """A lock step is a client's session: it works on a cluster given with
+    --pg too.  While payments is locked the API's inserts wait out their
+    lock_timeout (50 ms) and are refused on a live connection; the clients
+    are told 503 with Retry-After and retry with their keys, and every
+    payment is made once when the lock ends."""
+    path = scenario(tmp_path, "lock", [
+        {"do": "db", "action": "lock", "table": "payments", "ms": 1200},
+        {"do": "payments", "count": 6, "concurrency": 2, "key_prefix": "l1",
+         "busy_retries": 20},
+        {"do": "wait", "until": "consumed", "count": 6, "timeout_ms": 20000},
+    ], invariants=("nothing_lost", "effect_once", "payment_one_creation_event",
+                   "one_payment_per_key"),
+        heal={"restart": False, "timeout_ms": 15000},
+        expect=[{"check": "effects", "equals": 6}, {"check": "payments", "equals": 6}])
+    r, sc = run_one(tmp_path, path, "--pg", pg_cluster)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sc["verdict"] == "pass", sc
+    events = read_events(tmp_path / "out" / sc["dir"] / "timeline.jsonl")
+    (fault,) = [e for e in events if e["event"] == "db_fault"]
+    assert fault["action"] == "lock" and fault["ended_us"] - fault["started_us"] == 1_200_000
+    # What the clients were told: 503s while the table was locked, 201s
+    # only after (the payments step retried each key until it got one).
+    http = [e for e in events if e["event"] == "http"]
+    busy = [e for e in http if e.get("status") == 503]
+    created = [e for e in http if e.get("status") == 201]
+    assert busy and len(created) == 6, http
+    assert all(e["ts_us"] >= fault["ended_us"] - 100_000 for e in created), (fault, created)
+
+
+def test_a_lock_on_a_missing_table_fails_the_step_with_the_servers_reason(tmp_path):
+    path = scenario(tmp_path, "nolock", [
+        {"do": "db", "action": "lock", "table": "no_such_table", "ms": 500},
+    ], heal={"restart": False, "timeout_ms": 5000})
+    r, sc = run_one(tmp_path, path)
+    assert r.returncode == 1
+    assert "db lock no_such_table: the lock was not granted" in sc["error"], sc["error"]
+    assert "does not exist" in sc["error"], sc["error"]
