@@ -21,7 +21,10 @@
  *     unique per (client, key), so a second payment created for one key is
  *     named by none: this is where the database shows it.  (Counting the
  *     records' payments per (client, key) could never find two: that is
- *     their primary key.) */
+ *     their primary key.)
+ * And two answers that say what the server did, judged by what the
+ * clients saw: a 5xx stored nothing, and a 409 key-in-flight had another
+ * request of its key in flight. */
 
 static int same_owner(const struct http_rec *a, const struct http_rec *b)
 {
@@ -126,6 +129,40 @@ static void failed_answers_stored_nothing(struct chk_ctx *c, struct chk_inv *inv
     }
 }
 
+/* A 409 key-in-flight tells the client that another request of its key is
+ * still being worked on, so it waits and retries.  That is true only when
+ * such a request exists: one of the same command whose time overlaps this
+ * one's, or an earlier one that got no answer (the server may still be
+ * working on it).  Otherwise the server refused the request for another
+ * reason (a lock held by another session, say) and told the client a
+ * story: a client that takes it at its word waits for a request that does
+ * not exist. */
+static void in_flight_answers_true(struct chk_ctx *c, struct chk_inv *inv)
+{
+    const struct chk_input *in = c->in;
+    for (int i = 0; i < in->nhttp; i++) {
+        const struct http_rec *h = &in->http[i];
+        if (h->status != 409 || strcmp(h->problem, "key-in-flight") != 0 || h->key[0] == '\0')
+            continue;
+        inv->checked++;
+        int other = 0;
+        for (int j = 0; j < in->nhttp && !other; j++) {
+            const struct http_rec *o = &in->http[j];
+            if (j == i || !same_command(o, h))
+                continue;
+            other = (o->t0_us < h->t1_us && o->t1_us > h->t0_us) ||
+                    (o->status == 0 && o->t0_us < h->t1_us);
+        }
+        if (!other) {
+            char t[32];
+            chk_fmt_time(h->t1_us, t, sizeof(t));
+            chk_violation(inv, "key %s of client %s was answered HTTP 409 key-in-flight at %s, "
+                          "yet no other request of that key was in flight: the request was "
+                          "refused for another reason", h->key, h->client, t);
+        }
+    }
+}
+
 void inv_one_payment_per_key(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_ONE_PAYMENT_PER_KEY];
@@ -208,6 +245,7 @@ void inv_one_payment_per_key(struct chk_ctx *c)
         }
     }
     failed_answers_stored_nothing(c, inv);
+    in_flight_answers_true(c, inv);
     PGresult *r = chk_query(c,
         "SELECT p.id::text, p.client_id FROM payments p"
         " WHERE NOT EXISTS (SELECT 1 FROM idempotency_records r WHERE r.payment_id = p.id)", 0, NULL);

@@ -103,7 +103,8 @@ const struct inv_info inv_table[INV_COUNT] = {
         .name = "one_payment_per_key",
         .asserts = "A client's Idempotency-Key created at most one payment, every settled "
                    "answer to it was the same, its record names the payment the client was "
-                   "given, and a 5xx answer to a creation or a transition stored nothing.",
+                   "given, a 5xx answer to a creation or a transition stored nothing, and a 409 "
+                   "key-in-flight had another request of its key in flight.",
         .reads = "the runner's HTTP log; idempotency_records; payments",
         JUDGE(inv_one_payment_per_key, "checker_answers.c"),
     },

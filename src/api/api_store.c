@@ -400,6 +400,32 @@ static const char mutant_create_sql[] =
 #define CREATE_SQL (CW_MUTANT(dual_write) ? mutant_create_sql : create_sql)
 #define CREATE_NPARAMS (CW_MUTANT(dual_write) ? 7 : 11)
 
+/* After a lock timeout on the create statement: was the lock its key's?
+ * The statement waits on an uncommitted record of the same (client, key)
+ * -- another request in flight -- but also on any table it writes that
+ * another session holds (a migration's ALTER TABLE).  The probe inserts
+ * the key alone and rolls back: it waits on that same uncommitted record
+ * if there is one, and on nothing else but idempotency_records itself.
+ * 1: in flight; 0: not (the lock was elsewhere); -1: the connection is
+ * lost. */
+static int key_in_flight(PGconn *conn, const struct api_command *cmd)
+{
+    char sqlstate[6] = "";
+    const char *params[3] = { cmd->client_id, cmd->idem_key, cmd->request_hash };
+    PGresult *res = pgx_begin_exec(conn,
+                                   "INSERT INTO idempotency_records"
+                                   " (client_id, idempotency_key, request_hash, status_code,"
+                                   "  response_body)"
+                                   " VALUES ($1, $2, $3, 0, '')"
+                                   " ON CONFLICT (client_id, idempotency_key) DO NOTHING",
+                                   3, params, sqlstate, NULL, 0);
+    PQclear(res);
+    if (pgx_conn_lost(conn, sqlstate))
+        return -1;
+    pgx_rollback(conn);
+    return res == NULL && strcmp(sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0;
+}
+
 static enum tx_outcome create_tx(api_store *s, PGconn *conn, const struct api_command *cmd,
                                  const struct plan *plan, const char *payload,
                                  char *xid, size_t xidlen, int *discard, struct api_reply *r)
@@ -415,6 +441,19 @@ static enum tx_outcome create_tx(api_store *s, PGconn *conn, const struct api_co
     if (res == NULL) {
         if (strcmp(sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0) {
             pgx_rollback(conn);
+            /* Mutant: every lock timeout is taken for the key's, and the
+             * client told that a request of its key is in flight when a
+             * table was locked. */
+            int held = CW_MUTANT(lock_timeout_taken_for_key_in_flight) ? 1
+                                                                         : key_in_flight(conn, cmd);
+            if (held < 0)
+                return TX_LOST;
+            if (held == 0) {
+                /* Another session's lock on the tables: retried like a
+                 * serialization failure, then 503 database-busy. */
+                log_db_error("create", sqlstate);
+                return TX_RETRY;
+            }
             reply_key_in_flight(cmd, r);
             return TX_DONE;
         }
@@ -796,7 +835,7 @@ void api_store_execute(api_store *s, const struct api_command *cmd, struct api_r
         cJSON_AddStringToObject(ev, "command", kind_name(cmd->kind));
         cJSON_AddNumberToObject(ev, "attempt", attempt);
         cJSON_AddStringToObject(ev, "reason", out == TX_LOST ? "connection_lost"
-                                                              : "serialization");
+                                                              : "retryable");
         cJSON_AddStringToObject(ev, "event_id", plan.event_id);
         cwlog_emit(ev);
         /* Short, growing pause (10, 20, ... 320 ms): a deadlock partner or a

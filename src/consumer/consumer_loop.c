@@ -535,6 +535,11 @@ static void run_tx(struct consumer *c, struct item *items, int n)
                 snprintf(why, sizeof(why), "the database refused the event (sqlstate %s)",
                          items[failed].sqlstate);
                 handle_poison(c, &items[failed], why);
+            } else if (CW_MUTANT(refused_delivery_acked)) {
+                /* Mutant: a catch-all handler that logs and acknowledges,
+                 * so that one bad message never blocks the queue: a lock
+                 * timeout or a statement timeout drops the event. */
+                ack_item(c, &items[failed]);
             } else {
                 nack_item(c, &items[failed], c->cfg->retry_delay_ms, reason, NULL);
             }
