@@ -103,11 +103,15 @@ PGconn *pgx_connect_params(const char *const *keys, const char *const *vals,
     /* Mutant: without the idle bound, a session whose client vanished
      * silently inside a transaction holds its locks until the server's own
      * keepalive (hours) notices. */
+    /* The server's statement bound fires first, with room for its error to
+     * arrive: a timeout the server reports keeps the session; only a peer
+     * that says nothing meets the client's deadline (pgx_wait_result). */
+    int stmt = dl - dl / 4;
     if (CW_MUTANT(sessions_without_idle_timeout))
-        snprintf(options, sizeof(options), "-c statement_timeout=%d", dl);
+        snprintf(options, sizeof(options), "-c statement_timeout=%d", stmt);
     else
         snprintf(options, sizeof(options),
-                 "-c statement_timeout=%d -c idle_in_transaction_session_timeout=%d", dl, dl);
+                 "-c statement_timeout=%d -c idle_in_transaction_session_timeout=%d", stmt, dl);
     const char *defaults[] = { ctimeout, "1", "2", "1", "3", user_timeout, options };
     for (int i = 0; keys != NULL && keys[i] != NULL && n < 12; i++, n++) {
         k[n] = keys[i];

@@ -26,10 +26,12 @@ int pgx_deadline_ms(void);
  * libpq says, which may quote parts of it, is sanitized).  Unless the
  * conninfo says otherwise, the session gets: connect_timeout, TCP keepalives
  * (idle 2 s, interval 1 s, 3 probes) and tcp_user_timeout, which notice a
- * peer whose kernel went silent; statement_timeout and
- * idle_in_transaction_session_timeout at the call deadline, so that the
- * server too gives up on a client that stopped answering and releases its
- * locks (options=-c ...). */
+ * peer whose kernel went silent; idle_in_transaction_session_timeout at the
+ * call deadline, so that the server too gives up on a client that stopped
+ * answering and releases its locks, and statement_timeout at three
+ * quarters of it, so that a statement a live server cannot finish in time
+ * (it waits on a lock) is refused over the connection (57014), which
+ * stays, before the client's own deadline would shut it (options=-c ...). */
 PGconn *pgx_connect(const char *conninfo, char *err, size_t errlen);
 
 /* pgx_connect with the caller's own keys first (keys/vals NULL-terminated,

@@ -968,6 +968,13 @@ int relay_run(const struct relay_config *cfg)
             continue;
         }
         if (rc == ITER_ERROR) {
+            /* Mutant: a statement the database refused (a timeout, not a
+             * lost connection) ends the relay's loop, as an unhandled
+             * exception stops a .NET BackgroundService. */
+            if (CW_MUTANT(relay_stops_on_refused_statement)) {
+                cwlog_warn("a statement failed: the relay stops");
+                exit(1);
+            }
             if (prev.n > 0) {
                 settle_batch(&r, &prev);
                 relay_batch_free(&prev);
