@@ -105,6 +105,8 @@ static const char *step_refused(const struct target *t, const struct sc_step *st
                    "consumed or quiet)";
         }
     case V_DB:
+        if (st->db_action == DB_LOCK)
+            return "a lock names a table of our schema; a target's tables are its own";
         return st->db_action == DB_FAILOVER || st->db_action == DB_STALL_REPLICATION
                    ? "a failover needs the scenario's own standby, not built for targets yet"
                    : NULL;
@@ -796,7 +798,8 @@ static const char *json_step_refused(const struct target *t, cJSON *st)
     }
     if (strcmp(verb, "db") == 0) {
         const char *a = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "action"));
-        return a != NULL && (strcmp(a, "failover") == 0 || strcmp(a, "stall_replication") == 0)
+        return a != NULL && (strcmp(a, "failover") == 0 || strcmp(a, "stall_replication") == 0 ||
+                             strcmp(a, "lock") == 0)
                    ? "db" : NULL;
     }
     if (strcmp(verb, "broker") == 0)

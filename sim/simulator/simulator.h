@@ -145,7 +145,7 @@ enum sim_act_kind {
     SIM_BROKER,    /* broker switches */
     SIM_REUSE,     /* the first key of the latest batch again, another body: 422 */
     SIM_DB,        /* a fault of PostgreSQL itself: crash, restart, terminate, freeze,
-                    * hold_commits */
+                    * hold_commits, lock */
     SIM_BROKER_CRASH, /* SIGKILL the broker, start it again on its durable store */
     SIM_NET,       /* a fault on one process's link to PostgreSQL or the broker */
     SIM_CLEANUP,   /* the runbook's retention: outboxctl cleanup of published rows
@@ -164,7 +164,11 @@ enum sim_net { SIM_NET_LATENCY = 0, SIM_NET_BLACKHOLE, SIM_NET_RESET, SIM_NET_BA
 
 /* SIM_DB actions, as the runner's "db" step names them. */
 enum sim_db { SIM_DB_CRASH = 0, SIM_DB_RESTART, SIM_DB_TERMINATE, SIM_DB_FREEZE,
-              SIM_DB_HOLD_COMMITS };
+              SIM_DB_HOLD_COMMITS, SIM_DB_LOCK };
+
+/* The tables a SIM_DB_LOCK may hold (net_a indexes them): each one a
+ * process of the pipeline writes. */
+#define SIM_LOCK_TABLES 4
 
 /* Broker switch values: -1 leaves a switch as it is. */
 enum sim_outage { SIM_OUTAGE_OFF = 0, SIM_OUTAGE_REFUSE, SIM_OUTAGE_HANG };
@@ -179,8 +183,9 @@ struct sim_act {
     /* broker switches: -1 leaves one unchanged, except drop (how many
      * publishes drop_before_confirm drops), which 0 leaves unchanged */
     int outage, duplicate, drop, max_payload;
-    /* db: which fault; ms is the freeze's or the hold's length or the crash's downtime,
-     * proc the process whose sessions terminate ends (-1: every process) */
+    /* db: which fault; ms is the freeze's, the hold's or the lock's length or the
+     * crash's downtime, proc the process whose sessions terminate ends (-1: every
+     * process), net_a the locked table (sim_lock_tables) */
     enum sim_db db;
     /* net: on proc's link to the broker (net_broker) or PostgreSQL; ms is
      * how long; net_a/net_b the fault's numbers (latency and jitter, rate,

@@ -112,7 +112,10 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
             break;
         case SIM_DB:
             sb_add(&b, " db(%s", sim_db_actions[a->db]);
-            if (a->db == SIM_DB_CRASH || a->db == SIM_DB_FREEZE || a->db == SIM_DB_HOLD_COMMITS)
+            if (a->db == SIM_DB_LOCK)
+                sb_add(&b, ",%s", sim_lock_tables[a->net_a]);
+            if (a->db == SIM_DB_CRASH || a->db == SIM_DB_FREEZE || a->db == SIM_DB_HOLD_COMMITS ||
+                a->db == SIM_DB_LOCK)
                 sb_add(&b, ",%d ms", a->ms);
             if (a->db == SIM_DB_TERMINATE && a->proc >= 0)
                 sb_add(&b, ",%s", name);

@@ -483,6 +483,27 @@ static void gen_infra(uint64_t seed, uint64_t run, struct sim_plan *p,
     insert_act(p, at, &a);
 }
 
+/* A migration's lock, from a stream of its own (as gen_infra's): sometimes
+ * another session holds a table the pipeline writes ACCESS EXCLUSIVE for
+ * up to four seconds, inserted between two actions.  Statements on it
+ * wait, and those with a shorter lock or statement timeout (the API's 50
+ * ms, a relay's or consumer's deadline) are refused on a live connection.
+ * A lock is a client's session: it needs no cluster of the simulator's own. */
+static void gen_lock(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0x27d4eb2f165667c5ULL, run);
+    if (!sim_rng_chance(r, 15) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
+        return;
+    int at = sim_rng_range(r, 1, p->nacts);
+    struct sim_act a;
+    sim_act_init(&a, SIM_DB, -1);
+    a.db = SIM_DB_LOCK;
+    a.net_a = sim_rng_below(r, SIM_LOCK_TABLES);
+    a.ms = sim_rng_range(r, 500, 4000);
+    insert_act(p, at, &a);
+}
+
 /* Network faults and clocks, from a stream of their own (as gen_infra's):
  * sometimes an API runs with a skewed or drifting clock, and at most one
  * net action per run, inserted between two actions. */
@@ -1005,4 +1026,5 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_silent_consumers(seed, run, p);
     gen_dead_links(seed, run, p);
     gen_clocks(seed, run, p);
+    gen_lock(seed, run, p);
 }

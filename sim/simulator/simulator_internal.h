@@ -43,6 +43,7 @@ void sim_proc_name(const struct sim_plan *p, int idx, char *out, size_t outlen);
 /* The runner's names of enum sim_db and enum sim_net ("db" and "net"
  * steps). */
 extern const char *const sim_db_actions[];
+extern const char *const sim_lock_tables[SIM_LOCK_TABLES];
 extern const char *const sim_net_names[];
 
 #endif

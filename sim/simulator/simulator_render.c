@@ -532,7 +532,9 @@ static void render_broker(struct render_ctx *ctx, const struct sim_act *a)
 }
 
 const char *const sim_db_actions[] = { "crash", "restart", "terminate", "freeze",
-                                       "hold_commits" };
+                                       "hold_commits", "lock" };
+const char *const sim_lock_tables[SIM_LOCK_TABLES] = { "outbox_messages", "payments",
+                                                       "ledger_entries", "inbox_messages" };
 
 static void render_db(struct render_ctx *ctx, const struct sim_act *a)
 {
@@ -540,8 +542,10 @@ static void render_db(struct render_ctx *ctx, const struct sim_act *a)
     cJSON_AddStringToObject(o, "action", sim_db_actions[a->db]);
     if (a->db == SIM_DB_CRASH)
         cJSON_AddNumberToObject(o, "down_ms", a->ms);
-    else if (a->db == SIM_DB_FREEZE || a->db == SIM_DB_HOLD_COMMITS)
+    else if (a->db == SIM_DB_FREEZE || a->db == SIM_DB_HOLD_COMMITS || a->db == SIM_DB_LOCK)
         cJSON_AddNumberToObject(o, "ms", a->ms);
+    if (a->db == SIM_DB_LOCK)
+        cJSON_AddStringToObject(o, "table", sim_lock_tables[a->net_a]);
     if (a->db == SIM_DB_TERMINATE && a->proc >= 0) {
         char name[32];
         sim_proc_name(ctx->p, a->proc, name, sizeof(name));

@@ -413,8 +413,14 @@ def test_clocks_and_broker_closes_are_drawn():
     # answers among them, each with its length.
     db = [st for sc in scs for st in sc["steps"] if st["do"] == "db"]
     assert {st["action"] for st in db} == {"crash", "restart", "terminate", "freeze",
-                                           "hold_commits"}, db
+                                           "hold_commits", "lock"}, db
     assert all(300 <= st["ms"] <= 2000 for st in db if st["action"] == "hold_commits"), db
+    # A migration's lock on each table the pipeline writes, up to four
+    # seconds: longer than the API's lock timeout and a deadline's quarter.
+    locks = [st for st in db if st["action"] == "lock"]
+    assert {st["table"] for st in locks} == {"outbox_messages", "payments", "ledger_entries",
+                                             "inbox_messages"}, locks
+    assert all(500 <= st["ms"] <= 4000 for st in locks), locks
 
 
 def test_a_drawn_partition_under_a_parked_commit(tmp_path):
