@@ -387,7 +387,8 @@ static int db_lock(struct sctx *s, const struct sc_step *st)
             break;
         /* The query ended before its lock showed: it failed (no such table,
          * the lock wait timed out). */
-        if (!PQconsumeInput(conn) || !PQisBusy(conn) || granted < 0 || cw_mono_ms() > give_up) {
+        if (!PQconsumeInput(conn) || !PQisBusy(conn) || granted < 0 || cw_mono_ms() > give_up ||
+            runner_interrupted()) {
             PGresult *r;
             cw_fmt(err, sizeof(err), "%s", granted < 0 ? err : PQerrorMessage(conn));
             while ((r = PQgetResult(conn)) != NULL) {
@@ -424,6 +425,17 @@ void runner_db_lock_release(struct sctx *s, int log)
     int64_t give_up = s->pg.lock_ends_ms + 10000;
     while (log && PQconsumeInput(conn) && PQisBusy(conn) && cw_mono_ms() < give_up)
         runner_hold(20);
+    if (PQisBusy(conn)) {
+        /* Cut off (an interrupt, or a server that never ended it): the
+         * backend sleeps and would not notice a closed socket; a cancel
+         * ends its transaction and frees the table now. */
+        char why[64];
+        PGcancel *c = PQgetCancel(conn);
+        if (c != NULL) {
+            PQcancel(c, why, sizeof(why));
+            PQfreeCancel(c);
+        }
+    }
     PGresult *r;
     while (!PQisBusy(conn) && (r = PQgetResult(conn)) != NULL)
         PQclear(r);

@@ -87,3 +87,38 @@ def test_an_interrupted_sim_is_neither_a_pass_nor_a_failure(tmp_path, pg_cluster
     assert res["simulator"]["stopped_by"] == "interrupt"
     assert res["simulator"]["failures"] == 0 and res["simulator"]["runs_asked"] == 5
     assert "INTERRUPTED: " in text and "FAIL" not in text, text
+
+
+def test_an_interrupt_during_a_lock_frees_the_table_at_once(tmp_path, pg_cluster):
+    """A lock step's session sleeps on the server holding its table; an
+    interrupt cancels it rather than leave the table locked for the rest
+    of the hold.  With --keep nothing else would end it: the database is
+    kept (without --keep its DROP ... WITH (FORCE) ends every session)."""
+    steps = [{"do": "db", "action": "lock", "table": "payments", "ms": 120000},
+             {"do": "sleep", "ms": 120000, "why": "the run is interrupted here"}]
+    path = scenario(tmp_path, "lockint", steps, processes=PIPELINE)
+    out = str(tmp_path / "out")
+    run = subprocess.Popen([binary("crashwindow"), "run", path, "--pg", pg_cluster,
+                            "--out", out, "--keep"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    lock_sessions = ("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
+                     ("crashwindow lock granted %",))
+    pids = []
+    try:
+        wait_for(lambda: any(e.get("event") == "step" and e.get("do") == "sleep"
+                             for e in runner_events(out)), 60, "the run to reach its sleep step")
+        pids = [e["target_pid"] for e in runner_events(out)
+                if e.get("event") in ("start", "restart") and "target_pid" in e]
+        assert scalar(conninfo_with_db(pg_cluster, "postgres"), *lock_sessions) == 1
+        run.send_signal(signal.SIGINT)
+        stdout, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        for pid in pids:  # --keep leaves them up: ours to stop
+            if proc_state(pid) is not None:
+                os.kill(pid, signal.SIGKILL)
+    assert run.returncode == 130, stdout + stderr
+    wait_for(lambda: scalar(conninfo_with_db(pg_cluster, "postgres"), *lock_sessions) == 0, 5,
+             "the lock's session to end after the interrupt")
