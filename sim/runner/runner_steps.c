@@ -154,15 +154,32 @@ static int do_http(struct sctx *s, int port, int step, const char *name, const c
  * same key or on the same payment is in flight -- is sent again with the
  * same key and body after that delay (capped), up to busy_retries times,
  * within the scenario's deadline.  A 409 without Retry-After (an illegal
- * transition, a key reused with another body) is final.  Each answer is its
- * own record, judged like any other; out gets the last. */
+ * transition, a key reused with another body) is final.  A request sent
+ * whose answer did not come within timeout_ms is sent again with its key,
+ * up to timeout_retries times (a connection refused or closed is final:
+ * that is a crash, which a scenario restarts).  Each answer is its own
+ * record, judged like any other; out gets the last. */
 static void do_http_client(struct sctx *s, int port, int step, const char *name,
                            const char *method, const char *path, const char *key,
                            const cJSON *extra_headers, const char *body, int timeout_ms,
-                           int busy_retries, struct http_rec *out)
+                           int busy_retries, int timeout_retries, struct http_rec *out)
 {
     int ra = do_http(s, port, step, name, method, path, key, extra_headers, body, timeout_ms,
                      out);
+    for (int k = 0; k < timeout_retries && out->status == 0 &&
+                    strstr(out->error, "waiting for the response") != NULL; k++) {
+        if (cw_mono_ms() + timeout_ms > s->deadline || runner_interrupted())
+            return;
+        cJSON *ev = runner_rev_begin(s, "http_timeout_retry");
+        cJSON_AddStringToObject(ev, "path", path);
+        if (key != NULL)
+            cJSON_AddStringToObject(ev, "key", key);
+        cJSON_AddNumberToObject(ev, "retry", k + 1);
+        runner_rev_emit(s, ev);
+        free(out->body);
+        ra = do_http(s, port, step, name, method, path, key, extra_headers, body, timeout_ms,
+                     out);
+    }
     for (int k = 0; k < busy_retries && (out->status == 503 || out->status == 409) && ra >= 0;
          k++) {
         int64_t wait_ms = (int64_t)ra * 1000;
@@ -274,7 +291,8 @@ static void target_op(struct pay_job *j, const struct tg_operation *op, const ch
         out->body = strdup("");
     } else {
         do_http_client(j->s, j->port, j->step, name, op->method, path, NULL, headers,
-                       b != NULL ? body : NULL, j->st->timeout_ms, j->st->busy_retries, out);
+                       b != NULL ? body : NULL, j->st->timeout_ms, j->st->busy_retries,
+                       j->st->timeout_retries, out);
     }
     cJSON_Delete(b);
     cJSON_Delete(headers);
@@ -343,7 +361,7 @@ static void *pay_worker(void *arg)
                  st->currency);
         struct http_rec h;
         do_http_client(j->s, j->port, j->step, NULL, "POST", "/payments", key, NULL, body,
-                       st->timeout_ms, st->busy_retries, &h);
+                       st->timeout_ms, st->busy_retries, st->timeout_retries, &h);
         for (int k = 0; k < st->retries; k++) {
             do_http(j->s, j->port, j->step, NULL, "POST", "/payments", key, NULL, body,
                     st->timeout_ms, NULL);
@@ -362,7 +380,7 @@ static void *pay_worker(void *arg)
             snprintf(k2, sizeof(k2), "%s-%s", key, verbs[v]);
             struct http_rec h2;
             do_http_client(j->s, j->port, j->step, NULL, "POST", path, k2, NULL, "{}",
-                           st->timeout_ms, st->busy_retries, &h2);
+                           st->timeout_ms, st->busy_retries, st->timeout_retries, &h2);
             int ok = h2.status >= 200 && h2.status < 300;
             free(h2.body);
             if (!ok) {

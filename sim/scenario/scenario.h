@@ -159,6 +159,7 @@ struct sc_step {
     int concurrency;
     int retries;
     int busy_retries;         /* 503s and 409s with Retry-After repeated, as a client would */
+    int timeout_retries;      /* a request unanswered within timeout_ms sent again */
     int authorize, capture;
     int background;           /* the steps go on; the heal phase waits for it */
     /* broker */

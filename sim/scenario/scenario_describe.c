@@ -78,10 +78,11 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
                  st->same_as ? ", response must equal " : "", st->same_as ? st->same_as : "");
         break;
     case V_PAYMENTS:
-        snprintf(out, outlen, "payments: %d creation%s%s%s, keys %s-N, concurrency %d%s%s",
+        snprintf(out, outlen, "payments: %d creation%s%s%s, keys %s-N, concurrency %d%s%s%s",
                  st->count, st->count == 1 ? "" : "s", st->authorize ? " + authorize" : "",
                  st->capture ? " + capture" : "", st->key_prefix, st->concurrency,
                  st->retries ? ", each retried with its key" : "",
+                 st->timeout_retries ? ", a request unanswered in time sent again" : "",
                  st->background ? ", in the background (the next steps run meanwhile)" : "");
         break;
     case V_BROKER: {

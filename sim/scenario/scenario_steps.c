@@ -230,8 +230,8 @@ static int parse_step_payments(struct jv_ctx *v, struct scenario *sc, const cJSO
 {
     static const char *const f[] = { "do", "why", "proc", "count", "key_prefix", "amount",
                                      "currency", "concurrency", "retries", "busy_retries",
-                                     "authorize", "capture", "timeout_ms", "background",
-                                     NULL };
+                                     "timeout_retries", "authorize", "capture", "timeout_ms",
+                                     "background", NULL };
     long long x;
     if (jv_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 0, SC_API, st) < 0)
         return -1;
@@ -258,6 +258,8 @@ static int parse_step_payments(struct jv_ctx *v, struct scenario *sc, const cJSO
     if (jv_opt_int(v, s, "retries", field, 0, 100, &st->retries) < 0)
         return -1;
     st->busy_retries = SC_BUSY_RETRIES;
+    if (jv_opt_int(v, s, "timeout_retries", field, 0, 20, &st->timeout_retries) < 0)
+        return -1;
     if (jv_opt_int(v, s, "busy_retries", field, 0, 20, &st->busy_retries) < 0)
         return -1;
     st->timeout_ms = 5000;

@@ -692,3 +692,38 @@ def test_processing_latency_is_never_negative(tmp_path, pg_cluster):
     assert sc["error"] is None, r.stdout[-3000:] + r.stderr[-2000:]
     last = read_events(str(out / sc["dir"] / "metrics.jsonl"))[-1]
     assert last["processing_latency_p50_ms"] == 0 and last["processing_latency_p99_ms"] == 0, last
+
+
+def test_a_request_unanswered_in_time_is_sent_again_with_its_key(tmp_path, pg_cluster):
+    """timeout_retries: a request whose answer does not come within
+    timeout_ms is sent again with its key, as the article's client does
+    after a timeout; each answer is judged.  The API's first transaction
+    stalls 1.5 s before COMMIT, three times the client's timeout: the
+    retry meets the key in flight (409 with Retry-After), then the stored
+    201.  Without timeout_retries the timeout is the last answer."""
+    procs = {**PIPELINE, "api": {"kind": "api", "faults": "api/before_commit=stall:1500@1"}}
+    wait = {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 15000}
+    retried = scenario(tmp_path, "timeout-retried",
+                       [{"do": "payments", "count": 2, "key_prefix": "t-to", "timeout_ms": 500,
+                         "timeout_retries": 3}, wait],
+                       invariants=("nothing_lost", "one_payment_per_key"), processes=procs)
+    final = scenario(tmp_path, "timeout-final",
+                     [{"do": "payments", "count": 2, "key_prefix": "t-tf", "timeout_ms": 500},
+                      wait],
+                     invariants=("nothing_lost", "one_payment_per_key"), processes=procs)
+    out = tmp_path / "out"
+    r = crashwindow("run", retried, final, "--pg", pg_cluster, "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    scs = by_name(load_result(out))
+
+    def answers(name, key):
+        path = out / scs[name]["dir"] / "history" / "http.jsonl"
+        return [x["status"] for x in map(json.loads, path.read_text().splitlines())
+                if x["key"] == key]
+
+    first = answers("timeout-retried", "t-to-1")
+    assert first[0] == 0 and first[-1] == 201 and 0 < first.count(0) <= 4, first
+    assert answers("timeout-retried", "t-to-2") == [201]
+    assert answers("timeout-final", "t-tf-1") == [0]
+    for name in ("timeout-retried", "timeout-final"):
+        assert scs[name]["verdict"] == "pass", scs[name]
