@@ -340,7 +340,7 @@ static int quoted_table(PGconn *conn, const char *table, char *out, size_t outle
  * of the runner has to be on time for it. */
 static int db_lock(struct sctx *s, const struct sc_step *st)
 {
-    char err[512], sqlstate[6] = "", table[300], sql[512];
+    char err[512], sqlstate[6] = "", table[300], sql[1024];
     if (s->pg.lock_conn != NULL)
         return runner_fail(s, "db lock %s: an earlier lock step still holds its table",
                            st->table);
