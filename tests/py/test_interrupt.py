@@ -109,6 +109,8 @@ def test_an_interrupt_during_a_lock_frees_the_table_at_once(tmp_path, pg_cluster
                              for e in runner_events(out)), 60, "the run to reach its sleep step")
         pids = [e["target_pid"] for e in runner_events(out)
                 if e.get("event") in ("start", "restart") and "target_pid" in e]
+        pids += [e["netproxy_pid"] for e in runner_events(out)
+                 if e.get("event") == "netproxy_start"]
         assert scalar(conninfo_with_db(pg_cluster, "postgres"), *lock_sessions) == 1
         run.send_signal(signal.SIGINT)
         stdout, stderr = run.communicate(timeout=60)
