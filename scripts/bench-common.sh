@@ -38,7 +38,8 @@ relay_pgbench_scripts() {
 # HI, spread S%", and a warning when the spread ((HI - LO) / M) is over 15%:
 # a benchmark that runs ceiling and subject alternately moves both sides of
 # a pair with the machine's drift, so pairs that still disagree that much say
-# the machine was too busy for the figure to be trusted.
+# the rounds were too short for this machine's noise, or the machine too busy,
+# for the figure to be trusted.
 pairs_summary() {
   local label=$1
   shift
@@ -49,7 +50,7 @@ pairs_summary() {
       spread = med > 0 ? (v[NR] - v[1]) / med : 0
       printf "%s: median %.2f of %d pair%s, %.2f to %.2f, spread %.0f%%%s\n", label, med, NR,
              NR == 1 ? "" : "s", v[1], v[NR], 100 * spread,
-             (spread > 0.15 ? " (too wide to trust: the machine was busy)" : "") }'
+             (spread > 0.15 ? " (too wide to trust: longer or more rounds, or a quieter machine)" : "") }'
 }
 
 # pairs_median RATIO...: the median alone, for a verdict against a goal.
