@@ -1022,9 +1022,9 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_slow_links(seed, run, p);
     gen_links(seed, run, p, cat);
     gen_broker_close(seed, run, p); /* inside the schedule, before the endings */
+    gen_lock(seed, run, p);         /* the same */
     gen_stale_mark(seed, run, p);
     gen_silent_consumers(seed, run, p);
     gen_dead_links(seed, run, p);
     gen_clocks(seed, run, p);
-    gen_lock(seed, run, p);
 }
