@@ -145,7 +145,9 @@ def test_broken_data_fails_the_named_invariants(tmp_path, pg_cluster):
     assert st["verdict"] == "fail"
     assert st["error"].startswith("steps[1]: wait until 5 events consumed by accounting (500 ms): "
                                   "timed out after")
-    assert "(last: 1 consumed)" in st["error"]
+    # The count last seen: the one payment's event, unless the machine is
+    # so busy that the relay and consumer have not moved it within the wait.
+    assert re.search(r"\(last: [01] consumed\)", st["error"]), st["error"]
     # The steps after the failed wait never ran; heal and the checker did.
     assert st["counts"]["payments"] == 1
     assert all(i["verdict"] == "pass" for i in st["invariants"])
