@@ -149,6 +149,21 @@ static int do_http(struct sctx *s, int port, int step, const char *name, const c
     return h.status != 0 ? resp.retry_after_s : -1;
 }
 
+/* A runner event for a request sent again: its path, key, the Retry-After
+ * it honoured (-1: none) and which retry it is. */
+static void log_retry(struct sctx *s, const char *event, const char *path, const char *key,
+                      int retry_after_s, int retry)
+{
+    cJSON *ev = runner_rev_begin(s, event);
+    cJSON_AddStringToObject(ev, "path", path);
+    if (key != NULL)
+        cJSON_AddStringToObject(ev, "key", key);
+    if (retry_after_s >= 0)
+        cJSON_AddNumberToObject(ev, "retry_after_s", retry_after_s);
+    cJSON_AddNumberToObject(ev, "retry", retry);
+    runner_rev_emit(s, ev);
+}
+
 /* do_http as the article's client sends it: an answer that says when to
  * come back (Retry-After) -- a 503, or a 409 while another request with the
  * same key or on the same payment is in flight -- is sent again with the
@@ -170,12 +185,7 @@ static void do_http_client(struct sctx *s, int port, int step, const char *name,
                     strstr(out->error, "waiting for the response") != NULL; k++) {
         if (cw_mono_ms() + timeout_ms > s->deadline || runner_interrupted())
             return;
-        cJSON *ev = runner_rev_begin(s, "http_timeout_retry");
-        cJSON_AddStringToObject(ev, "path", path);
-        if (key != NULL)
-            cJSON_AddStringToObject(ev, "key", key);
-        cJSON_AddNumberToObject(ev, "retry", k + 1);
-        runner_rev_emit(s, ev);
+        log_retry(s, "http_timeout_retry", path, key, -1, k + 1);
         free(out->body);
         ra = do_http(s, port, step, name, method, path, key, extra_headers, body, timeout_ms,
                      out);
@@ -192,13 +202,7 @@ static void do_http_client(struct sctx *s, int port, int step, const char *name,
             nap(20);
         if (runner_interrupted())
             return;
-        cJSON *ev = runner_rev_begin(s, "http_busy_retry");
-        cJSON_AddStringToObject(ev, "path", path);
-        if (key != NULL)
-            cJSON_AddStringToObject(ev, "key", key);
-        cJSON_AddNumberToObject(ev, "retry_after_s", ra);
-        cJSON_AddNumberToObject(ev, "retry", k + 1);
-        runner_rev_emit(s, ev);
+        log_retry(s, "http_busy_retry", path, key, ra, k + 1);
         free(out->body);
         ra = do_http(s, port, step, name, method, path, key, extra_headers, body, timeout_ms,
                      out);
