@@ -403,7 +403,6 @@ static int db_lock(struct sctx *s, const struct sc_step *st)
         }
         runner_hold(10);
     }
-    s->fault_started_us = granted;
     s->pg.lock_started_us = granted;
     s->pg.lock_ends_ms = cw_mono_ms() + st->ms - (cw_now_us() - granted) / 1000;
     s->pg.lock_ms = st->ms;
