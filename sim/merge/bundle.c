@@ -136,8 +136,7 @@ static void summary_checks(struct rbuf *b, const cJSON *sc)
     rbuf_puts(b, "\n## What failed\n\n");
     const cJSON *it;
     cJSON_ArrayForEach(it, rd_get(sc, "invariants")) {
-        const char *v = rd_str(it, "verdict");
-        if (v == NULL || strcmp(v, "pass") == 0)
+        if (!rundir_check_failed(it))
             continue;
         rbuf_puts(b, "- invariant `");
         md_put(b, rd_str(it, "name"), 100);
@@ -155,8 +154,7 @@ static void summary_checks(struct rbuf *b, const cJSON *sc)
         rbuf_puts(b, "\n");
     }
     cJSON_ArrayForEach(it, rd_get(sc, "expect")) {
-        const char *v = rd_str(it, "verdict");
-        if (v == NULL || strcmp(v, "pass") == 0)
+        if (!rundir_check_failed(it))
             continue;
         rbuf_puts(b, "- expectation `");
         md_put(b, rd_str(it, "check"), 100);

@@ -45,8 +45,7 @@ static void put_failure_text(struct rbuf *b, const cJSON *result, const cJSON *s
 {
     const cJSON *it;
     cJSON_ArrayForEach(it, rd_get(sc, "invariants")) {
-        const char *v = rd_str(it, "verdict");
-        if (v == NULL || strcmp(v, "pass") == 0)
+        if (!rundir_check_failed(it))
             continue;
         rbuf_puts(b, "invariant ");
         rbuf_esc(b, rd_str(it, "name"), 100);
@@ -62,8 +61,7 @@ static void put_failure_text(struct rbuf *b, const cJSON *result, const cJSON *s
         }
     }
     cJSON_ArrayForEach(it, rd_get(sc, "expect")) {
-        const char *v = rd_str(it, "verdict");
-        if (v == NULL || strcmp(v, "pass") == 0)
+        if (!rundir_check_failed(it))
             continue;
         rbuf_puts(b, "expectation ");
         rbuf_esc(b, rd_str(it, "check"), 100);

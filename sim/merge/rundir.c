@@ -53,6 +53,17 @@ int rundir_failed(const cJSON *sc)
     return v == NULL || strcmp(v, "pass") != 0 || (e != NULL && e[0] != '\0');
 }
 
+int rundir_check_failed(const cJSON *check)
+{
+    const char *v = jstr(check, "verdict");
+    static const char *const held[] = {"pass", "hazard caught", "not examined",
+                                       "finding reproduced"};
+    for (size_t i = 0; v != NULL && i < sizeof(held) / sizeof(held[0]); i++)
+        if (strcmp(v, held[i]) == 0)
+            return 0;
+    return 1;
+}
+
 static void put(char *out, size_t outlen, const char *a, const char *b)
 {
     if (out != NULL)
@@ -64,9 +75,8 @@ void rundir_first_witness(const cJSON *sc, char *out, size_t outlen, char *sig,
 {
     const cJSON *it;
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sc, "invariants")) {
-        const char *v = jstr(it, "verdict");
         const char *name = jstr(it, "name");
-        if (v == NULL || strcmp(v, "pass") == 0 || name == NULL)
+        if (!rundir_check_failed(it) || name == NULL)
             continue;
         const cJSON *w = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(it, "witnesses"), 0);
         const cJSON *checked = cJSON_GetObjectItemCaseSensitive(it, "checked");
@@ -79,8 +89,7 @@ void rundir_first_witness(const cJSON *sc, char *out, size_t outlen, char *sig,
         return;
     }
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sc, "expect")) {
-        const char *v = jstr(it, "verdict");
-        if (v == NULL || strcmp(v, "pass") == 0)
+        if (!rundir_check_failed(it))
             continue;
         char what[200];
         snprintf(what, sizeof(what), "expectation %s", jstr(it, "check") ? jstr(it, "check")

@@ -47,6 +47,11 @@ cJSON *rundir_load(const char *dir, char *err, size_t errlen);
 /* 1 when the scenario entry of result.json did not pass. */
 int rundir_failed(const cJSON *sc);
 
+/* 1 when one invariant or expectation entry of a scenario failed: a hazard
+ * its invariant caught, an invariant a target's mapping cannot show ("not
+ * examined") and a known finding reproduced are not failures. */
+int rundir_check_failed(const cJSON *check);
+
 /* What made a failed scenario fail, in one line: the first witness of the
  * first failed invariant ("nothing_lost: ..."), else the first failed
  * expectation, else the error; sig receives the invariant's name,

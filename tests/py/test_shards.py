@@ -558,6 +558,41 @@ def test_a_failure_gets_a_bundle_and_fails_the_merge(tmp_path, pg_cluster):
     assert "invariant effect_once failed" in r.stdout
 
 
+def test_a_bundle_names_only_what_failed(copies, tmp_path):
+    """A target's run marks what its mapping cannot show "not examined", and a
+    hazard's invariant that caught its hazard "hazard caught": neither failed.
+    When only an expectation failed, the bundle's first witness, its list and
+    the JUnit failure name that expectation alone."""
+    s1, s2, s3 = copies
+    name = {}
+
+    def fail_an_expectation(res):
+        sc = res["scenarios"][0]
+        name["it"] = sc["name"]
+        sc["verdict"] = "fail"
+        sc["invariants"][0]["verdict"] = "not examined"
+        sc["invariants"][0]["witnesses"] = ["not examined: the mapping cannot show it"]
+        sc["invariants"][1]["verdict"] = "hazard caught"
+        sc["invariants"][1]["witnesses"] = ["explained by the hazard"]
+        sc["expect"] = [{"check": "effects", "verdict": "fail",
+                         "detail": "effects = 6 (want = 7)"}]
+        res["verdict"] = "fail"
+
+    edit(s1, fail_an_expectation)
+    out = tmp_path / "merged"
+    r = crashwindow("merge", s1, s2, s3, "--out", out, "--junit", tmp_path / "all.xml")
+    assert r.returncode == 1, r.stdout + r.stderr
+    summary = (out / "bundles" / name["it"] / "summary.md").read_text(encoding="utf-8")
+    assert "**First witness:** `expectation effects: effects = 6 (want = 7)`" in summary
+    failed = summary.split("## What failed")[1].split("## Replay")[0]
+    assert failed.strip() == "- expectation `effects`: effects = 6 (want = 7)", failed
+    case = next(c for c in ET.parse(tmp_path / "all.xml").findall(".//testcase")
+                if c.get("name") == name["it"])
+    text = case.find("failure").text
+    assert "expectation effects failed" in text
+    assert "invariant" not in text, text
+
+
 def test_scenarios_a_shard_skipped_are_merged_with_their_reasons(copies, tmp_path):
     """A shard run against a real broker skips, with a reason, the scenarios of
     its share the broker cannot take: they count as its share's, and the
