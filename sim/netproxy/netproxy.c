@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <arpa/inet.h>
@@ -204,6 +205,16 @@ static void expire_faults(struct link *l, int64_t now)
 
 /* ---- connections --------------------------------------------------------- */
 
+/* The statement text a window of l marks transactions by, or NULL: one
+ * per link (netproxy_set refuses a second).  Lock held. */
+static const char *link_mark(const struct link *l)
+{
+    for (int i = 0; i < l->nfaults; i++)
+        if (l->faults[i].kind == NP_WINDOW && l->faults[i].transaction_with[0] != '\0')
+            return l->faults[i].transaction_with;
+    return NULL;
+}
+
 static void conn_close(struct conn *c, int reset)
 {
     if (c->dead)
@@ -273,6 +284,7 @@ static void accept_one(struct netproxy *np, struct link *l)
     c->d[0].sink = sfd;
     c->d[1].sink = cfd;
     np_wire_init(&c->wire, l->proto);
+    np_wire_mark(&c->wire, link_mark(l));
     c->next = np->conns;
     np->conns = c;
 }
@@ -497,6 +509,8 @@ static int window_match(struct conn *c, int di, const struct np_hit *hit)
         struct np_fault *f = &l->faults[i];
         if (f->kind != NP_WINDOW || (int)f->frame != hit->frame || l->cuts_left[i] <= 0)
             continue;
+        if (f->transaction_with[0] != '\0' && !hit->marked)
+            continue; /* a COMMIT of another transaction: not this window's */
         if (l->skip_left[i] > 0) {
             l->skip_left[i]--;
             return -1;
@@ -996,7 +1010,17 @@ int netproxy_set(netproxy *np, const char *name, const struct np_fault *f, char 
             if (l->faults[i].kind == f->kind && l->faults[i].dir == f->dir &&
                 (f->kind != NP_WINDOW || l->faults[i].frame == f->frame))
                 slot = i;
-        if (slot == MAX_FAULTS) {
+        const char *mark = link_mark(l);
+        int other_mark = 0;
+        for (int i = 0; i < l->nfaults; i++)
+            if (i != slot && l->faults[i].kind == NP_WINDOW &&
+                l->faults[i].transaction_with[0] != '\0' && f->transaction_with[0] != '\0' &&
+                strcasecmp(l->faults[i].transaction_with, f->transaction_with) != 0)
+                other_mark = 1;
+        if (other_mark) {
+            snprintf(err, errlen, "link %s: another window marks transactions by \"%s\": a link "
+                     "marks them by one text at a time", name, mark);
+        } else if (slot == MAX_FAULTS) {
             snprintf(err, errlen, "link %s: at most %d faults at once", name, MAX_FAULTS);
         } else {
             l->faults[slot] = *f;
@@ -1005,6 +1029,12 @@ int netproxy_set(netproxy *np, const char *name, const struct np_fault *f, char 
             l->skip_left[slot] = f->skip;
             if (slot == l->nfaults)
                 l->nfaults++;
+            /* the open connections mark by the new text from here on; one
+             * that already marks by it keeps the transaction under way */
+            for (struct conn *c = np->conns; f->transaction_with[0] != '\0' && c != NULL;
+                 c = c->next)
+                if (c->link == l && strcasecmp(c->wire.mark, f->transaction_with) != 0)
+                    np_wire_mark(&c->wire, f->transaction_with);
             if (f->kind == NP_DOWN)
                 l->kill_now = 1;
             rc = 0;

@@ -57,6 +57,16 @@
  *                 commit   (pg, client -> server) the client's COMMIT
  *                          ('Q', or the Parse of COMMIT onwards): the
  *                          server never sees it, and rolls back;
+ *                          either pg frame, with transaction_with TEXT,
+ *                          only for a transaction that sent a statement
+ *                          (a Query or a Parse) whose text holds TEXT in
+ *                          any case ("INSERT INTO payments"): a service
+ *                          whose own agents commit on the same link
+ *                          (Wolverine's) is hit at its business
+ *                          transaction, not at theirs.  A transaction
+ *                          ends at the server's ReadyForQuery 'I'; one
+ *                          already begun when the window is set is not
+ *                          marked;
  *                 publish, ack, nack, reject (amqp, client -> broker) a
  *                          basic.publish (held whole, from its method frame
  *                          on, with its header and body frames) or a
@@ -98,6 +108,9 @@ enum np_frame {
 };
 enum np_action { NP_ACTION_KILL = 0, NP_ACTION_PAUSE, NP_ACTION_DROP };
 
+/* The longest statement text a window can key a transaction by, with its NUL. */
+#define NP_MARK_MAX 64
+
 /* One fault as a scenario states it. */
 struct np_fault {
     enum np_kind kind;
@@ -113,6 +126,9 @@ struct np_fault {
     enum np_frame frame;     /* window */
     enum np_action action;
     int skip;                /* window: matching frames let pass first */
+    char transaction_with[NP_MARK_MAX]; /* window at a COMMIT: fires only for a
+                              * transaction one of whose statements held this
+                              * text (any case); "" any transaction */
     int pid;                 /* window: the client's process (the runner's, never a
                               * scenario's: np_fault_parse refuses it) */
 };
@@ -267,6 +283,15 @@ struct np_wire {
     enum np_proto proto;
     struct np_stream s[2];   /* 0 client -> server, 1 server -> client */
     int answers_due;         /* pg: SSL/GSS requests the server has not answered */
+    /* pg: the statement text that marks a transaction (np_wire_mark), as a
+     * streaming matcher over each Query's and Parse's body (Knuth-Morris-
+     * Pratt, so no byte is looked at twice and any split of the body into
+     * reads finds the same match) */
+    char mark[NP_MARK_MAX];
+    int marklen;
+    int mark_fail[NP_MARK_MAX];
+    int mark_at;             /* bytes of mark matched so far in this message */
+    int marked;              /* this transaction sent a statement holding mark */
 };
 
 /* A decided frame: a window's frame or a heartbeat, at stream offsets
@@ -274,11 +299,18 @@ struct np_wire {
 struct np_hit {
     int frame;               /* enum np_frame, NP_FRAME_HEARTBEAT, or -1: none */
     long long at, end;
+    int marked;              /* a COMMIT's: its transaction was marked */
 };
 
 /* A fresh scanner for a connection of protocol proto (NP_BROKER: reads
  * nothing, finds nothing). */
 void np_wire_init(struct np_wire *w, enum np_proto proto);
+
+/* From now on, marks each transaction of w that sends a statement holding
+ * text (any case; at most NP_MARK_MAX - 1 bytes; NULL or "": none), and
+ * tells at each COMMIT's hit whether its transaction was marked.  The
+ * transaction under way is not marked. */
+void np_wire_mark(struct np_wire *w, const char *text);
 
 /* Feeds up to n bytes of direction dir.  Stops right after the byte that
  * decides a hit (hit->frame >= 0) and returns how many bytes it took; with

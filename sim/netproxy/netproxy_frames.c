@@ -11,6 +11,7 @@
  * must not have been forwarded in part. */
 #include "netproxy.h"
 
+#include <ctype.h>
 #include <string.h>
 
 #define PG_SSL_REQUEST 80877103u
@@ -72,6 +73,47 @@ long long np_wire_safe(const struct np_wire *w, int dir)
 }
 
 /* ---- PostgreSQL ----------------------------------------------------------- */
+
+void np_wire_mark(struct np_wire *w, const char *text)
+{
+    size_t n = text != NULL ? strnlen(text, NP_MARK_MAX - 1) : 0;
+    for (size_t i = 0; i < n; i++)
+        w->mark[i] = (char)tolower((unsigned char)text[i]);
+    w->mark[n] = '\0';
+    w->marklen = (int)n;
+    w->mark_at = 0;
+    w->marked = 0;
+    /* mark_fail[i]: the longest proper prefix of mark[0..i] that is also
+     * its suffix, where the match goes on after a mismatch */
+    int k = 0;
+    if (n > 0)
+        w->mark_fail[0] = 0;
+    for (size_t i = 1; i < n; i++) {
+        while (k > 0 && w->mark[i] != w->mark[k])
+            k = w->mark_fail[k - 1];
+        if (w->mark[i] == w->mark[k])
+            k++;
+        w->mark_fail[i] = k;
+    }
+}
+
+/* Statement bytes of a Query or a Parse, through the matcher. */
+static void mark_feed(struct np_wire *w, const unsigned char *buf, size_t n)
+{
+    int k = w->mark_at;
+    for (size_t i = 0; i < n; i++) {
+        char c = (char)tolower(buf[i]);
+        while (k > 0 && w->mark[k] != c)
+            k = w->mark_fail[k - 1];
+        if (w->mark[k] == c)
+            k++;
+        if (k == w->marklen) {
+            w->marked = 1;
+            k = w->mark_fail[k - 1];
+        }
+    }
+    w->mark_at = k;
+}
 
 /* How many first bytes of a typed message of type decide it, in direction
  * dir: 0 when it is never a hit. */
@@ -139,6 +181,8 @@ static size_t pg_step(struct np_wire *w, int dir, const unsigned char *buf, size
             s->bodylen = 0;
             s->type = typed ? buf[0] : 0;
             s->pending = typed && pg_keep(dir, s->type) > 0;
+            if (dir == 0)
+                w->mark_at = 0; /* a match never spans two messages */
         }
         while (i < n && s->hdrlen < need)
             s->hdr[s->hdrlen++] = buf[i++];
@@ -169,6 +213,14 @@ static size_t pg_step(struct np_wire *w, int dir, const unsigned char *buf, size
             memcpy(s->body + s->bodylen, buf, k);
             s->bodylen += (int)k;
         }
+        if (dir == 0 && w->marklen > 0 && (s->type == 'Q' || s->type == 'P'))
+            mark_feed(w, buf, take);
+        if (dir == 1 && s->type == 'Z' && take > 0 && s->bodylen == 0) {
+            /* ReadyForQuery: 'I' idle, the transaction is over */
+            s->bodylen = 1;
+            if (buf[0] == 'I')
+                w->marked = 0;
+        }
         s->left -= (long long)take;
         s->pos += (long long)take;
         i = take;
@@ -179,6 +231,7 @@ static size_t pg_step(struct np_wire *w, int dir, const unsigned char *buf, size
         if (f >= 0) {
             hit->frame = f;
             hit->at = s->frame_at;
+            hit->marked = w->marked;
         }
     }
     if (s->left == 0) {
@@ -286,6 +339,7 @@ size_t np_wire_feed(struct np_wire *w, int dir, const unsigned char *buf, size_t
     struct np_stream *s = &w->s[dir];
     hit->frame = -1;
     hit->at = hit->end = 0;
+    hit->marked = 0;
     size_t i = 0;
     if (w->proto == NP_PG || w->proto == NP_AMQP) {
         while (i < n && !s->broken && hit->frame < 0)

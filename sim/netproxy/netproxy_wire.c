@@ -183,7 +183,7 @@ const char *np_proto_name(enum np_proto p)
 /* The fields each kind takes besides fault, direction and ms. */
 static const char *const kind_fields[NP_KIND_COUNT] = {
     "latency_ms jitter_ms", "rate_kbps", "", "slice_bytes slice_delay_ms", "limit_bytes",
-    "", "", "cut_after then times", "", "frame action times skip"
+    "", "", "cut_after then times", "", "frame action times skip transaction_with"
 };
 
 /* Whether field is a fault field that kind takes. */
@@ -288,6 +288,32 @@ static int numbers(const cJSON *obj, struct np_fault *f, char *err, size_t errle
     return 0;
 }
 
+/* A window's transaction_with: printable text, only at a COMMIT's frame. */
+static int transaction_with(const cJSON *obj, struct np_fault *f, char *err, size_t errlen)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "transaction_with");
+    if (v == NULL)
+        return 0;
+    if (f->frame != NP_FRAME_COMMIT && f->frame != NP_FRAME_COMMIT_COMPLETE) {
+        snprintf(err, errlen, "transaction_with: only a window at commit or commit_complete "
+                 "ends a transaction, not at %s", np_frame_name(f->frame));
+        return -1;
+    }
+    size_t n = cJSON_IsString(v) ? strlen(v->valuestring) : 0;
+    if (n == 0 || n >= NP_MARK_MAX) {
+        snprintf(err, errlen, "transaction_with: must be statement text of 1 to %d bytes",
+                 NP_MARK_MAX - 1);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v->valuestring[i] < 0x20 || (unsigned char)v->valuestring[i] > 0x7e) {
+            snprintf(err, errlen, "transaction_with: byte %zu is not printable ASCII", i + 1);
+            return -1;
+        }
+    memcpy(f->transaction_with, v->valuestring, n + 1);
+    return 0;
+}
+
 /* The fields a kind cannot do without, and the cut's protocol. */
 static int required(const cJSON *obj, enum np_proto proto, const struct np_fault *f,
                     char *err, size_t errlen)
@@ -383,7 +409,8 @@ int np_fault_parse(const cJSON *obj, enum np_proto proto, struct np_fault *out,
     f.dir = (enum np_dir)d;
     f.cut_after = (enum np_cut_at)c;
     f.then = (enum np_then)t;
-    if (required(obj, proto, &f, err, errlen) < 0)
+    if (required(obj, proto, &f, err, errlen) < 0 ||
+        (f.kind == NP_WINDOW && transaction_with(obj, &f, err, errlen) < 0))
         return -1;
     *out = f;
     return 0;
@@ -393,7 +420,7 @@ void np_fault_describe(const struct np_fault *f, char *out, size_t outlen)
 {
     static const char *const dirs[] = { "", " up", " down" };
     static const char *const cuts[] = { "commit", "confirm", "ack" };
-    char what[96] = "";
+    char what[192] = "";
     switch (f->kind) {
     case NP_LATENCY:
         snprintf(what, sizeof(what), " %d+-%d ms", f->latency_ms, f->jitter_ms);
@@ -413,7 +440,9 @@ void np_fault_describe(const struct np_fault *f, char *out, size_t outlen)
                  f->then == NP_THEN_RESET ? "reset" : "blackhole", f->times);
         break;
     case NP_WINDOW:
-        snprintf(what, sizeof(what), " at %s: %s (x%d", np_frame_name(f->frame),
+        snprintf(what, sizeof(what), " at %s%s%s%s: %s (x%d", np_frame_name(f->frame),
+                 f->transaction_with[0] ? " of a transaction with \"" : "",
+                 f->transaction_with, f->transaction_with[0] ? "\"" : "",
                  f->action == NP_ACTION_DROP ? "drop it and close the link, the client lives"
                  : f->action == NP_ACTION_PAUSE ? "pause the client" : "kill the client",
                  f->times);

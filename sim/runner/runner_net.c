@@ -355,6 +355,8 @@ static cJSON *net_frame(const struct sc_step *st)
         cJSON_AddStringToObject(f, "action", np_action_name(n->action));
         cJSON_AddNumberToObject(f, "times", n->times);
         cJSON_AddNumberToObject(f, "skip", n->skip);
+        if (n->transaction_with[0] != '\0')
+            cJSON_AddStringToObject(f, "transaction_with", n->transaction_with);
         break;
     default:
         break;

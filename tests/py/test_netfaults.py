@@ -461,6 +461,43 @@ def test_window_drop_loses_the_frame_and_the_link_while_the_client_lives(proxied
     assert "signal_error" not in fired[0]
 
 
+# Two transactions on one connection: an agent's first, then the business one.
+TWO_TRANSACTIONS = """
+import sys, psycopg
+with psycopg.connect(sys.argv[1]) as c:
+    sys.stdin.readline()  # connected: the window is set now
+    c.execute("INSERT INTO %s VALUES ('agent')" % sys.argv[2])
+    c.commit()
+    print("agent committed", flush=True)
+    c.execute("INSERT INTO %s VALUES ('payment')" % sys.argv[2])
+    c.commit()
+    print("payment committed", flush=True)
+"""
+
+
+def test_window_keyed_to_a_statement_passes_other_transactions(proxied):
+    """transaction_with: the COMMIT of a transaction without the text passes,
+    the next one's, whose statement holds it (in another case), is hit.  A
+    second window on the link that marks by other text is refused."""
+    proxy, direct_ci, table, via = proxied
+    child = subprocess.Popen([sys.executable, "-c", TWO_TRANSACTIONS, via, table],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: proxy.stats()["accepted"] == 1, 20, "the client connected")
+    assert proxy.send({"op": "set", "link": "t->pg", "fault": "window",
+                       "frame": "commit_complete", "action": "kill", "pid": child.pid,
+                       "transaction_with": "VALUES ('PAYMENT')"})["op"] == "ok"
+    bad = proxy.send({"op": "set", "link": "t->pg", "fault": "window", "frame": "commit",
+                      "action": "kill", "pid": child.pid, "transaction_with": "agent"})
+    assert bad["op"] == "error" and "marks them by one text at a time" in bad["error"], bad
+    out, err = child.communicate("go\n", timeout=20)
+    assert child.returncode == -signal.SIGKILL, (out, err)
+    assert out == "agent committed\n", (out, err)
+    assert rows(direct_ci, table) == 2  # both committed; the second's answer never came
+    fired = proxy.stats()["fired"]
+    assert [(f["frame"], f["pid"]) for f in fired] == [("commit_complete", child.pid)]
+
+
 def test_window_refuses_a_frame_without_a_pid_or_of_another_protocol(proxied):
     proxy = proxied[0]
     bad = proxy.send({"op": "set", "link": "t->pg", "fault": "window", "frame": "commit",

@@ -265,6 +265,111 @@ static void test_pg_extended_commit(void)
     CHECK(f[0].frame == NP_FRAME_COMMIT && f[0].at == parse_at);
 }
 
+/* One message of a session, in the order the proxy sees them. */
+struct leg {
+    int dir;
+    char type;
+    const char *body;
+    size_t n;
+};
+
+/* Feeds the legs in order, each in pieces of step bytes (0: whole), and
+ * collects the COMMIT hits of both ways as "U1 D0 ..." (way, marked). */
+static void feed_legs(struct np_wire *w, const struct leg *legs, int nlegs, size_t step,
+                      char *out, size_t outlen)
+{
+    out[0] = '\0';
+    for (int i = 0; i < nlegs; i++) {
+        unsigned char m[512];
+        size_t n = pgmsg(m, legs[i].type, legs[i].body, legs[i].n);
+        for (size_t at = 0; at < n;) {
+            size_t want = step == 0 || n - at < step ? n - at : step;
+            struct np_hit hit;
+            at += np_wire_feed(w, legs[i].dir, m + at, want, &hit);
+            if (hit.frame == NP_FRAME_COMMIT || hit.frame == NP_FRAME_COMMIT_COMPLETE)
+                snprintf(out + strlen(out), outlen - strlen(out), "%s%c%d", out[0] ? " " : "",
+                         legs[i].dir == 0 ? 'U' : 'D', hit.marked);
+        }
+    }
+}
+
+/* transaction_with: only a transaction that sent a statement holding the
+ * text is marked, in any case, wherever the statement sits in a Query or a
+ * Parse, however the stream is split; ReadyForQuery 'I' ends the mark, and
+ * an autocommitted statement marks no later transaction. */
+static void test_pg_transaction_marks(void)
+{
+#define Q(t) { 0, 'Q', t, sizeof(t) }
+#define C(t) { 1, 'C', t, sizeof(t) }
+#define Z(t) { 1, 'Z', t, 1 }
+    static const char parse_pay[] = "s7\0WITH idem AS (INSERT INTO idempotency_records VALUES "
+                                    "(1)), pay AS (insert into   payments VALUES (2)) "
+                                    "INSERT INTO Payments SELECT 1\0\0\0";
+    const struct leg legs[] = {
+        /* an agent's transaction on the same link: not marked */
+        Q("BEGIN"), C("BEGIN"), Z("T"),
+        Q("UPDATE wolverine_payments.wolverine_nodes SET x = 1"), C("UPDATE 1"), Z("T"),
+        Q("COMMIT"), C("COMMIT"), Z("I"),
+        /* the business transaction, its statement in a Parse: marked */
+        Q("BEGIN"), C("BEGIN"), Z("T"),
+        { 0, 'P', parse_pay, sizeof(parse_pay) - 1 }, { 0, 'S', "", 0 },
+        { 1, '1', "", 0 }, Z("T"),
+        Q("COMMIT"), C("COMMIT"), Z("I"),
+        /* autocommitted, then a transaction without it: not marked */
+        Q("INSERT INTO payments VALUES (3)"), C("INSERT 0 1"), Z("I"),
+        Q("BEGIN"), C("BEGIN"), Z("T"),
+        Q("SELECT 1"), C("SELECT 1"), Z("T"),
+        Q("COMMIT"), C("COMMIT"), Z("I"),
+        /* one Query with the whole transaction: its CommandComplete marked */
+        Q("BEGIN; insert into PAYMENTS values (4); COMMIT"), C("BEGIN"), C("INSERT 0 1"),
+        C("COMMIT"), Z("I"),
+    };
+#undef Q
+#undef C
+#undef Z
+    int nlegs = (int)(sizeof(legs) / sizeof(legs[0]));
+    struct np_wire w;
+    char got[128];
+    static const size_t steps[] = { 0, 1, 2, 3, 7, 13 };
+    for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+        np_wire_init(&w, NP_PG);
+        unsigned char start[64];
+        size_t ns = pgstartup(start, 196608u, 20);
+        struct np_hit hit;
+        CHECK(np_wire_feed(&w, 0, start, ns, &hit) == ns);
+        np_wire_mark(&w, "insert into PAYMENTS");
+        feed_legs(&w, legs, nlegs, steps[k], got, sizeof(got));
+        CHECK_EQ_STR(got, "U0 D0 U1 D1 U0 D0 D1");
+    }
+    /* without a mark every COMMIT is unmarked, as before */
+    np_wire_init(&w, NP_PG);
+    unsigned char start[64];
+    size_t ns = pgstartup(start, 196608u, 20);
+    struct np_hit hit;
+    np_wire_feed(&w, 0, start, ns, &hit);
+    feed_legs(&w, legs, nlegs, 0, got, sizeof(got));
+    CHECK_EQ_STR(got, "U0 D0 U0 D0 U0 D0 D0");
+
+    /* the matcher goes on after a partial match: "aab" in "aaab" */
+    const struct leg overlap[] = {
+        { 0, 'Q', "aaab", 5 }, { 0, 'Q', "COMMIT", 7 }, { 1, 'C', "COMMIT", 7 },
+    };
+    np_wire_init(&w, NP_PG);
+    np_wire_feed(&w, 0, start, ns, &hit);
+    np_wire_mark(&w, "AAB");
+    feed_legs(&w, overlap, 3, 1, got, sizeof(got));
+    CHECK_EQ_STR(got, "U1 D1");
+    /* and never across two messages: "aa" then "b" */
+    const struct leg apart[] = {
+        { 0, 'Q', "xaa", 4 }, { 0, 'Q', "b", 2 }, { 0, 'Q', "COMMIT", 7 },
+    };
+    np_wire_init(&w, NP_PG);
+    np_wire_feed(&w, 0, start, ns, &hit);
+    np_wire_mark(&w, "aab");
+    feed_legs(&w, apart, 3, 0, got, sizeof(got));
+    CHECK_EQ_STR(got, "U0");
+}
+
 static void test_pg_bad_lengths(void)
 {
     struct np_wire w;
@@ -455,6 +560,27 @@ static void test_window_spec(void)
                 "\"direction\":\"up\"}", NP_PG, &f, err) < 0);
     CHECK(parse("{\"fault\":\"latency\",\"latency_ms\":5,\"skip\":1}", NP_PG, &f, err) < 0);
     CHECK(strstr(err, "skip: fault latency takes no such field") != NULL);
+
+    CHECK_EQ_INT(parse("{\"fault\":\"window\",\"frame\":\"commit_complete\",\"action\":"
+                       "\"kill\",\"transaction_with\":\"INSERT INTO payments\"}", NP_PG, &f,
+                       err), 0);
+    CHECK_EQ_STR(f.transaction_with, "INSERT INTO payments");
+    np_fault_describe(&f, text, sizeof(text));
+    CHECK_EQ_STR(text, "window at commit_complete of a transaction with \"INSERT INTO "
+                       "payments\": kill the client (x1)");
+    CHECK(parse("{\"fault\":\"window\",\"frame\":\"publish\",\"action\":\"kill\","
+                "\"transaction_with\":\"x\"}", NP_AMQP, &f, err) < 0);
+    CHECK(strstr(err, "transaction_with: only a window at commit or commit_complete") != NULL);
+    CHECK(parse("{\"fault\":\"window\",\"frame\":\"commit\",\"action\":\"kill\","
+                "\"transaction_with\":\"\"}", NP_PG, &f, err) < 0);
+    CHECK(strstr(err, "transaction_with: must be statement text of 1 to 63 bytes") != NULL);
+    CHECK(parse("{\"fault\":\"window\",\"frame\":\"commit\",\"action\":\"kill\","
+                "\"transaction_with\":\"a\\nb\"}", NP_PG, &f, err) < 0);
+    CHECK(strstr(err, "transaction_with: byte 2 is not printable ASCII") != NULL);
+    CHECK(parse("{\"fault\":\"window\",\"frame\":\"commit\",\"action\":\"kill\","
+                "\"transaction_with\":7}", NP_PG, &f, err) < 0);
+    CHECK(parse("{\"fault\":\"latency\",\"latency_ms\":5,\"transaction_with\":\"x\"}",
+                NP_PG, &f, err) < 0);
 }
 
 int main(void)
@@ -462,6 +588,7 @@ int main(void)
     test_pg_both_ways_at_every_split();
     test_pg_answer_byte_and_encryption();
     test_pg_extended_commit();
+    test_pg_transaction_marks();
     test_pg_bad_lengths();
     test_amqp_client_at_every_split();
     test_amqp_broker_side();
