@@ -66,7 +66,11 @@
  *                          transaction, not at theirs.  A transaction
  *                          ends at the server's ReadyForQuery 'I'; one
  *                          already begun when the window is set is not
- *                          marked;
+ *                          marked.  commit_complete also takes a marked
+ *                          implicit transaction (statements outside BEGIN,
+ *                          as EF Core sends one SaveChanges batch): at the
+ *                          ReadyForQuery 'I' that ends it when no COMMIT
+ *                          or ROLLBACK tag and no error came before;
  *                 publish, ack, nack, reject (amqp, client -> broker) a
  *                          basic.publish (held whole, from its method frame
  *                          on, with its header and body frames) or a
@@ -110,6 +114,8 @@ enum np_action { NP_ACTION_KILL = 0, NP_ACTION_PAUSE, NP_ACTION_DROP };
 
 /* The longest statement text a window can key a transaction by, with its NUL. */
 #define NP_MARK_MAX 64
+/* Marked units a connection keeps in flight (sent, not yet answered idle). */
+#define NP_MARKS_MAX 4
 
 /* One fault as a scenario states it. */
 struct np_fault {
@@ -291,7 +297,17 @@ struct np_wire {
     int marklen;
     int mark_fail[NP_MARK_MAX];
     int mark_at;             /* bytes of mark matched so far in this message */
-    int marked;              /* this transaction sent a statement holding mark */
+    long long marks[NP_MARKS_MAX]; /* units with a statement holding mark, not
+                              * yet closed by an idle ReadyForQuery, ascending */
+    int nmarks;
+    int tx_ended;            /* a COMMIT or ROLLBACK tag or an error came since
+                              * the last idle ReadyForQuery */
+    /* pg: units (netproxy_frames.c, pg_count_unit) */
+    long long units;         /* the client's Query, Sync and FunctionCall messages */
+    long long stmt_unit;     /* the unit of the client's current message */
+    long long ready;         /* the server's ReadyForQuery messages */
+    long long z_unit;        /* the unit the current ReadyForQuery closes (0: startup) */
+    long long resp_unit;     /* the unit the server's current answer belongs to */
 };
 
 /* A decided frame: a window's frame or a heartbeat, at stream offsets

@@ -82,7 +82,8 @@ void np_wire_mark(struct np_wire *w, const char *text)
     w->mark[n] = '\0';
     w->marklen = (int)n;
     w->mark_at = 0;
-    w->marked = 0;
+    w->nmarks = 0;
+    w->tx_ended = 0;
     /* mark_fail[i]: the longest proper prefix of mark[0..i] that is also
      * its suffix, where the match goes on after a mismatch */
     int k = 0;
@@ -97,6 +98,23 @@ void np_wire_mark(struct np_wire *w, const char *text)
     }
 }
 
+/* A statement holding the mark was sent in the client's unit u. */
+static void mark_add(struct np_wire *w, long long u)
+{
+    if (w->nmarks > 0 && w->marks[w->nmarks - 1] == u)
+        return;
+    if (w->nmarks == NP_MARKS_MAX)
+        w->nmarks--; /* more transactions in flight than kept: the latest wins */
+    w->marks[w->nmarks++] = u;
+}
+
+/* Whether a statement holding the mark was sent in unit u or before it,
+ * since the last idle ReadyForQuery. */
+static int marked_upto(const struct np_wire *w, long long u)
+{
+    return w->nmarks > 0 && w->marks[0] <= u;
+}
+
 /* Statement bytes of a Query or a Parse, through the matcher. */
 static void mark_feed(struct np_wire *w, const unsigned char *buf, size_t n)
 {
@@ -108,7 +126,7 @@ static void mark_feed(struct np_wire *w, const unsigned char *buf, size_t n)
         if (w->mark[k] == c)
             k++;
         if (k == w->marklen) {
-            w->marked = 1;
+            mark_add(w, w->stmt_unit);
             k = w->mark_fail[k - 1];
         }
     }
@@ -117,20 +135,45 @@ static void mark_feed(struct np_wire *w, const unsigned char *buf, size_t n)
 
 /* How many first bytes of a typed message of type decide it, in direction
  * dir: 0 when it is never a hit. */
-static int pg_keep(int dir, int type)
+static int pg_keep(const struct np_wire *w, int dir, int type)
 {
     if (dir == 0)
         return type == 'Q' || type == 'P' ? PG_QUERY_KEEP : 0;
-    return type == 'C' ? 7 : 0; /* "COMMIT\0" */
+    if (type == 'Z')
+        return w->marklen > 0 ? 1 : 0; /* the status: a marked implicit commit */
+    return type == 'C' ? 8 : 0;        /* "COMMIT\0", or "ROLLBACK"'s first 8 */
 }
 
-/* The verdict on a pending message whose first bytes are in s->body. */
-static int pg_decide(const struct np_stream *s, int dir)
+/* The verdict on a pending message whose first bytes are in s->body; sets
+ * *marked for a COMMIT's hit. */
+static int pg_decide(struct np_wire *w, const struct np_stream *s, int dir, int *marked)
 {
     const char *t = (const char *)s->body;
     size_t n = (size_t)s->bodylen;
-    if (dir == 1)
-        return n == 7 && memcmp(t, "COMMIT", 7) == 0 ? NP_FRAME_COMMIT_COMPLETE : -1;
+    if (dir == 1 && s->type == 'Z') {
+        /* ReadyForQuery 'I' ends unit z_unit idle: the transaction is over.
+         * A marked one that no COMMIT or ROLLBACK tag and no error ended
+         * was implicit (a batch or a statement outside BEGIN, as EF Core
+         * sends one SaveChanges batch): it committed at this message. */
+        if (n != 1 || t[0] != 'I' || w->z_unit == 0)
+            return -1;
+        *marked = marked_upto(w, w->z_unit);
+        int implicit = *marked && !w->tx_ended;
+        int keep = 0;
+        for (int i = 0; i < w->nmarks; i++)
+            if (w->marks[i] > w->z_unit)
+                w->marks[keep++] = w->marks[i]; /* a later unit's, sent ahead */
+        w->nmarks = keep;
+        w->tx_ended = 0;
+        return implicit ? NP_FRAME_COMMIT_COMPLETE : -1;
+    }
+    if (dir == 1) {
+        if (n >= 7 && (memcmp(t, "COMMIT", 7) == 0 || memcmp(t, "ROLLBACK", 8) == 0))
+            w->tx_ended = 1;
+        *marked = marked_upto(w, w->resp_unit);
+        return n >= 7 && memcmp(t, "COMMIT", 7) == 0 ? NP_FRAME_COMMIT_COMPLETE : -1;
+    }
+    *marked = marked_upto(w, w->stmt_unit);
     if (s->type == 'P') {
         /* Parse: statement name, NUL, query, NUL, ... */
         size_t name = strnlen(t, n);
@@ -157,6 +200,29 @@ static int pg_startup_header(struct np_wire *w, struct np_stream *s)
     return 0;
 }
 
+/* Units: the server answers each Query, Sync and FunctionCall with one
+ * ReadyForQuery, in order, so the client's k-th of them and the server's
+ * k-th ReadyForQuery after the startup's one close the same unit k, however
+ * far the client pipelines ahead (Npgsql sends DISCARD ALL, BEGIN and a
+ * batch in one write).  A statement belongs to the unit its message ends
+ * (a Query) or the next Sync ends (a Parse); an answer, to the unit the
+ * next ReadyForQuery closes. */
+static void pg_count_unit(struct np_wire *w, int dir, int type)
+{
+    if (dir == 0) {
+        w->mark_at = 0; /* a match never spans two messages */
+        if (type == 'Q' || type == 'S' || type == 'F')
+            w->units++;
+        w->stmt_unit = type == 'Q' || type == 'S' || type == 'F' ? w->units : w->units + 1;
+    } else if (type == 'Z') {
+        w->z_unit = w->ready++; /* 0: the startup's */
+    } else {
+        w->resp_unit = w->ready;
+        if (type == 'E')
+            w->tx_ended = 1; /* an error: whatever was under way will not commit */
+    }
+}
+
 /* One step of a PostgreSQL stream: consumes at least one byte of buf. */
 static size_t pg_step(struct np_wire *w, int dir, const unsigned char *buf, size_t n,
                       struct np_hit *hit)
@@ -180,9 +246,9 @@ static size_t pg_step(struct np_wire *w, int dir, const unsigned char *buf, size
             s->frame_at = s->pos;
             s->bodylen = 0;
             s->type = typed ? buf[0] : 0;
-            s->pending = typed && pg_keep(dir, s->type) > 0;
-            if (dir == 0)
-                w->mark_at = 0; /* a match never spans two messages */
+            s->pending = typed && pg_keep(w, dir, s->type) > 0;
+            if (typed)
+                pg_count_unit(w, dir, s->type);
         }
         while (i < n && s->hdrlen < need)
             s->hdr[s->hdrlen++] = buf[i++];
@@ -206,7 +272,7 @@ static size_t pg_step(struct np_wire *w, int dir, const unsigned char *buf, size
         size_t take = n;
         if ((long long)take > s->left)
             take = (size_t)s->left;
-        int keep = s->pending ? pg_keep(dir, s->type) : 0;
+        int keep = s->pending ? pg_keep(w, dir, s->type) : 0;
         if (s->bodylen < keep) {
             size_t room = (size_t)(keep - s->bodylen);
             size_t k = take < room ? take : room;
@@ -215,23 +281,18 @@ static size_t pg_step(struct np_wire *w, int dir, const unsigned char *buf, size
         }
         if (dir == 0 && w->marklen > 0 && (s->type == 'Q' || s->type == 'P'))
             mark_feed(w, buf, take);
-        if (dir == 1 && s->type == 'Z' && take > 0 && s->bodylen == 0) {
-            /* ReadyForQuery: 'I' idle, the transaction is over */
-            s->bodylen = 1;
-            if (buf[0] == 'I')
-                w->marked = 0;
-        }
         s->left -= (long long)take;
         s->pos += (long long)take;
         i = take;
     }
-    if (s->pending && (s->left == 0 || s->bodylen == pg_keep(dir, s->type))) {
+    if (s->pending && (s->left == 0 || s->bodylen == pg_keep(w, dir, s->type))) {
         s->pending = 0;
-        int f = pg_decide(s, dir);
+        int marked;
+        int f = pg_decide(w, s, dir, &marked);
         if (f >= 0) {
             hit->frame = f;
             hit->at = s->frame_at;
-            hit->marked = w->marked;
+            hit->marked = marked;
         }
     }
     if (s->left == 0) {

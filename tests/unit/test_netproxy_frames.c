@@ -295,8 +295,9 @@ static void feed_legs(struct np_wire *w, const struct leg *legs, int nlegs, size
 
 /* transaction_with: only a transaction that sent a statement holding the
  * text is marked, in any case, wherever the statement sits in a Query or a
- * Parse, however the stream is split; ReadyForQuery 'I' ends the mark, and
- * an autocommitted statement marks no later transaction. */
+ * Parse, however the stream is split; ReadyForQuery 'I' ends the mark.  A
+ * marked implicit transaction's commit is its idle ReadyForQuery, unless an
+ * error or a ROLLBACK ended it; a COMMIT tag is not taken twice. */
 static void test_pg_transaction_marks(void)
 {
 #define Q(t) { 0, 'Q', t, sizeof(t) }
@@ -306,6 +307,8 @@ static void test_pg_transaction_marks(void)
                                     "(1)), pay AS (insert into   payments VALUES (2)) "
                                     "INSERT INTO Payments SELECT 1\0\0\0";
     const struct leg legs[] = {
+        /* the startup's ReadyForQuery closes no unit */
+        { 1, 'R', "\0\0\0\0", 4 }, Z("I"),
         /* an agent's transaction on the same link: not marked */
         Q("BEGIN"), C("BEGIN"), Z("T"),
         Q("UPDATE wolverine_payments.wolverine_nodes SET x = 1"), C("UPDATE 1"), Z("T"),
@@ -315,14 +318,35 @@ static void test_pg_transaction_marks(void)
         { 0, 'P', parse_pay, sizeof(parse_pay) - 1 }, { 0, 'S', "", 0 },
         { 1, '1', "", 0 }, Z("T"),
         Q("COMMIT"), C("COMMIT"), Z("I"),
-        /* autocommitted, then a transaction without it: not marked */
+        /* autocommitted (an implicit transaction): committed at its idle
+         * ReadyForQuery, which is the hit */
         Q("INSERT INTO payments VALUES (3)"), C("INSERT 0 1"), Z("I"),
+        /* an implicit one that failed, and an explicit one rolled back:
+         * neither committed, no hit */
+        Q("INSERT INTO payments VALUES (3)"), { 1, 'E', "SERROR\0\0", 8 }, Z("I"),
+        Q("BEGIN"), C("BEGIN"), Z("T"),
+        Q("INSERT INTO payments VALUES (6)"), C("INSERT 0 1"), Z("T"),
+        Q("ROLLBACK"), C("ROLLBACK"), Z("I"),
+        /* then a transaction without it: not marked */
         Q("BEGIN"), C("BEGIN"), Z("T"),
         Q("SELECT 1"), C("SELECT 1"), Z("T"),
         Q("COMMIT"), C("COMMIT"), Z("I"),
         /* one Query with the whole transaction: its CommandComplete marked */
         Q("BEGIN; insert into PAYMENTS values (4); COMMIT"), C("BEGIN"), C("INSERT 0 1"),
         C("COMMIT"), Z("I"),
+        /* pipelined as Npgsql does: DISCARD ALL, BEGIN and the batch in one
+         * write, before any answer; DISCARD ALL's idle ReadyForQuery comes
+         * after the marked statement was sent, and is not its commit */
+        Q("DISCARD ALL"), Q("BEGIN"), { 0, 'P', "\0INSERT INTO payments VALUES ($1)\0\0\0",
+                                        36 }, { 0, 'S', "", 0 },
+        C("DISCARD ALL"), Z("I"), C("BEGIN"), Z("T"), { 1, '1', "", 0 }, C("INSERT 0 1"), Z("T"),
+        Q("COMMIT"), C("COMMIT"), Z("I"),
+        /* and an implicit batch pipelined behind an agent's COMMIT: the
+         * agent's tag is not marked, the batch's idle ReadyForQuery is */
+        Q("BEGIN"), C("BEGIN"), Z("T"),
+        Q("COMMIT"), { 0, 'P', "\0INSERT INTO payments VALUES ($1)\0\0\0", 36 },
+        { 0, 'S', "", 0 },
+        C("COMMIT"), Z("I"), { 1, '1', "", 0 }, C("INSERT 0 1"), Z("I"),
     };
 #undef Q
 #undef C
@@ -339,7 +363,7 @@ static void test_pg_transaction_marks(void)
         CHECK(np_wire_feed(&w, 0, start, ns, &hit) == ns);
         np_wire_mark(&w, "insert into PAYMENTS");
         feed_legs(&w, legs, nlegs, steps[k], got, sizeof(got));
-        CHECK_EQ_STR(got, "U0 D0 U1 D1 U0 D0 D1");
+        CHECK_EQ_STR(got, "U0 D0 U1 D1 D1 U0 D0 D1 U1 D1 U0 D0 D1");
     }
     /* without a mark every COMMIT is unmarked, as before */
     np_wire_init(&w, NP_PG);
@@ -348,16 +372,17 @@ static void test_pg_transaction_marks(void)
     struct np_hit hit;
     np_wire_feed(&w, 0, start, ns, &hit);
     feed_legs(&w, legs, nlegs, 0, got, sizeof(got));
-    CHECK_EQ_STR(got, "U0 D0 U0 D0 U0 D0 D0");
+    CHECK_EQ_STR(got, "U0 D0 U0 D0 U0 D0 D0 U0 D0 U0 D0");
 
     /* the matcher goes on after a partial match: "aab" in "aaab" */
     const struct leg overlap[] = {
-        { 0, 'Q', "aaab", 5 }, { 0, 'Q', "COMMIT", 7 }, { 1, 'C', "COMMIT", 7 },
+        { 1, 'Z', "I", 1 }, { 0, 'Q', "aaab", 5 }, { 0, 'Q', "COMMIT", 7 },
+        { 1, 'C', "COMMIT", 7 },
     };
     np_wire_init(&w, NP_PG);
     np_wire_feed(&w, 0, start, ns, &hit);
     np_wire_mark(&w, "AAB");
-    feed_legs(&w, overlap, 3, 1, got, sizeof(got));
+    feed_legs(&w, overlap, 4, 1, got, sizeof(got));
     CHECK_EQ_STR(got, "U1 D1");
     /* and never across two messages: "aa" then "b" */
     const struct leg apart[] = {
