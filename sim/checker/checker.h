@@ -81,6 +81,8 @@ struct chk_result {
         redeliveries, duplicates_absorbed, effects;
     /* classification */
     long ok, lost, duplicated, unexpected, recovered, dead_lettered_class;
+    long lost_recoverable;   /* of the lost, those a client saw an error for (they
+                              * would have been recovered) */
     long parked;            /* parked-and-unresolved */
     /* further figures for "expect" */
     long republished_same_id, publishes_refused, requeues, gaps_detected, max_attempts;

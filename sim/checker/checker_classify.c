@@ -149,7 +149,7 @@ void chk_classify(struct chk_ctx *c)
         else if (dead)
             res->dead_lettered_class++;
         else if (lost[i])
-            res->lost++;
+            res->lost++, res->lost_recoverable += recovered[i];
         else if (parked[i])
             res->parked++;
         else if (recovered[i])

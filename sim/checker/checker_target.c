@@ -282,6 +282,13 @@ static void target_counts(struct chk_ctx *c, const char *const *groups, int ngro
             "   AND EXISTS (SELECT 1 FROM cw_target_outbox o JOIN cw_target_effects e"
             "               ON e.message_id = o.id WHERE o.aggregate_id = a.aggregate_id)",
             1, p) > 0;
+        /* stored, but its message never applied: it would have been
+         * recovered, and is lost */
+        res->lost_recoverable += chk_query_long(c,
+            "SELECT count(*) FROM cw_target_acknowledged a WHERE a.key = $1"
+            "   AND NOT EXISTS (SELECT 1 FROM cw_target_outbox o JOIN cw_target_effects e"
+            "                   ON e.message_id = o.id WHERE o.aggregate_id = a.aggregate_id)",
+            1, p) > 0;
     }
 }
 

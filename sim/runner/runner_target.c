@@ -689,9 +689,11 @@ long long runner_target_unconsumed(struct sctx *s, const char *group, char *err,
 
 /* A count expectation that failed only by the messages a reproduced
  * finding explains: the effects short, or the losses over, by exactly the
- * messages nothing_lost's finding names.  Held to that bound, the
- * expectation is the finding reproduced, not a failure of its own; any
- * other shortfall still fails.  detail gets the reason. */
+ * messages nothing_lost's finding names, or the recovered short by exactly
+ * those of them whose client saw an error (a message lost is not counted
+ * recovered).  Held to that bound, the expectation is the finding
+ * reproduced, not a failure of its own; any other shortfall still fails.
+ * detail gets the reason. */
 static int explained_by_finding(const struct chk_input *in, const struct chk_result *res,
                                 const struct sc_expect *x, char *detail, size_t detaillen)
 {
@@ -699,7 +701,11 @@ static int explained_by_finding(const struct chk_input *in, const struct chk_res
         return 0;
     long n = res->inv[INV_NOTHING_LOST].explained;
     int sign = strcmp(x->check, "effects") == 0 ? -1 : strcmp(x->check, "lost") == 0 ? 1 : 0;
-    if (sign == 0)
+    if (strcmp(x->check, "recovered") == 0) {
+        sign = -1;
+        n = res->lost_recoverable;
+    }
+    if (sign == 0 || n == 0)
         return 0;
     struct sc_expect shifted = *x;
     shifted.min += sign * n;

@@ -210,6 +210,42 @@ def test_a_finding_also_explains_the_waits_and_counts_its_losses_cut_short(tmp_p
     sc = json.loads((out / "result.json").read_text())["scenarios"][0]
     assert sc["expect"][0]["verdict"] == "fail", sc["expect"]
 
+def test_a_finding_explains_a_recovery_it_lost(tmp_path, pg_cluster):
+    """bb08's shape: the producer dies at its payment's COMMIT answer, and the
+    scenario expects that payment recovered (stored and applied though its
+    client heard nothing).  A target that leaves that payment's message
+    unapplied (here: the mapping hides its effect) loses it; declared as a
+    finding, the recovered count short by exactly that message is the
+    finding reproduced, and the run passes."""
+    def hides_the_lost_answer(p):
+        p["mapping"]["effects"] += (" WHERE payment_id NOT IN (SELECT payment_id FROM"
+                                    " idempotency_records WHERE idempotency_key LIKE 'lost-%')")
+        p["findings"] = [{"scenario": "t-lost-answer", "invariant": "nothing_lost",
+                          "witness": "the target left it published",
+                          "why": "the mapping hides the lost answer's effect", "source": "test"}]
+    scenario = dict(SCENARIO, name="t-lost-answer", steps=[
+        {"do": "payments", "count": 2, "key_prefix": "t"},
+        {"do": "net", "link": "api->pg", "fault": "window", "frame": "commit_complete",
+         "action": "kill", "transaction_with": "INSERT INTO payments"},
+        {"do": "payments", "count": 1, "key_prefix": "lost", "timeout_ms": 5000},
+        {"do": "wait", "until": "exited", "proc": "api", "timeout_ms": 5000},
+        {"do": "restart", "proc": "api"},
+        {"do": "payments", "count": 2, "key_prefix": "u"},
+        {"do": "wait", "until": "consumed", "count": 4, "timeout_ms": 20000}],
+        expect=[{"check": "recovered", "equals": 1}, {"check": "effects", "equals": 5}])
+    out = tmp_path / "run"
+    r = crashwindow("run", "--target", profile_copy(tmp_path, hides_the_lost_answer),
+                    write(tmp_path, "s.json", scenario), "--brief", "--out", out,
+                    *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    sc = json.loads((out / "result.json").read_text())["scenarios"][0]
+    assert sc["counts"]["payments"] == 5 and sc["kills"] == 1, sc["counts"]
+    inv = {i["name"]: i for i in sc["invariants"]}["nothing_lost"]
+    assert inv["verdict"] == "finding reproduced" and inv["violations"] == 1, inv
+    assert [(x["check"], x["verdict"]) for x in sc["expect"]] == [
+        ("recovered", "finding reproduced"), ("effects", "finding reproduced")], sc["expect"]
+
+
 def test_a_target_that_stops_making_progress_ends_its_waits(tmp_path, pg_cluster):
     """With progress_timeout_ms, a wait for consumed events and the heal end
     once the mapping has not changed for that long, well before their own
