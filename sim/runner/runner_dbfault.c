@@ -293,12 +293,15 @@ static int db_hold_commits(struct sctx *s, const struct sc_step *st)
     runner_progress(s, "commits held for %d ms (a synchronous standby that never answers)",
                     st->ms);
     runner_hold(st->ms);
+    /* the release begins here: a commit may return as soon as the server
+     * reloads, before the reset's call comes back */
+    int64_t release_us = cw_now_us();
     if (alter_sync_names(s, "ALTER SYSTEM RESET synchronous_standby_names", "", err,
                          sizeof(err)) < 0)
         return runner_fail(s, "db hold_commits: releasing the commits: %s", err);
     char detail[96];
     cw_fmt(detail, sizeof(detail), "every commit held %d ms after its WAL flush", st->ms);
-    runner_outage_event(s, "postgres", "hold_commits", detail);
+    outage_event(s, "postgres", "hold_commits", detail, s->fault_started_us, release_us);
     return 0;
 }
 

@@ -173,8 +173,11 @@ def test_held_commits_are_durable_and_seen_once_released(tmp_path):
     assert sc["verdict"] == "pass" and sc["restarts"] == 0
     events = read_events(tmp_path / "out" / sc["dir"] / "timeline.jsonl")
     (fault,) = [e for e in events if e["event"] == "db_fault"]
-    begin, end = fault["started_us"], fault["ts_us"]
+    # ended_us: when the release began (a commit may return before the
+    # runner's reset call comes back and the event is logged)
+    begin, end = fault["started_us"], fault["ended_us"]
     assert fault["action"] == "hold_commits" and end - begin >= 800_000
+    assert end <= fault["ts_us"]
     # The consumer records an apply once its commit returned: none while
     # commits were held (a commit already on its way when the hold began
     # may still land in its first moments), and every one after it.
