@@ -246,6 +246,34 @@ def test_a_finding_explains_a_recovery_it_lost(tmp_path, pg_cluster):
         ("recovered", "finding reproduced"), ("effects", "finding reproduced")], sc["expect"]
 
 
+def test_a_finding_of_every_message_leaves_the_effects_unjudged_not_vacuous(tmp_path,
+                                                                            pg_cluster):
+    """When a reproduced finding holds every message and no effect exists at
+    all (Wolverine's bb11: every delivery in flight was stored, acked and
+    left to the dead node), effect_once has nothing to judge because of that
+    finding: it is shown not examined, with the reason, instead of failing
+    as vacuous; the run passes."""
+    def loses_all(p):
+        p["mapping"]["effects"] += " WHERE false"
+        p["findings"] = [{"scenario": "t-small-burst", "invariant": "nothing_lost",
+                          "witness": "the target left it published",
+                          "why": "the mapping hides every effect", "source": "test"}]
+    scenario = dict(SCENARIO, steps=SCENARIO["steps"][:1] + [
+        {"do": "wait", "until": "consumed", "count": 8, "timeout_ms": 2000}],
+        expect=[{"check": "effects", "equals": 8}])
+    out = tmp_path / "run"
+    r = crashwindow("run", "--target", profile_copy(tmp_path, loses_all),
+                    write(tmp_path, "s.json", scenario), "--brief", "--out", out,
+                    *pg_args(pg_cluster), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    inv = {i["name"]: i for i in json.loads((out / "result.json").read_text())
+           ["scenarios"][0]["invariants"]}
+    assert inv["nothing_lost"]["verdict"] == "finding reproduced", inv["nothing_lost"]
+    assert inv["effect_once"]["verdict"] == "not examined", inv["effect_once"]
+    assert "every message is in nothing_lost's known finding" in \
+        inv["effect_once"]["witnesses"][0]
+
+
 def test_a_target_that_stops_making_progress_ends_its_waits(tmp_path, pg_cluster):
     """With progress_timeout_ms, a wait for consumed events and the heal end
     once the mapping has not changed for that long, well before their own
