@@ -45,6 +45,18 @@ def profile_copy(tmp_path, change):
     return write(tmp_path, "profile.json", p)
 
 
+def hides_effects(where, why, scenario="t-small-burst",
+                  witness="the target left it published"):
+    """A profile change: the effects mapping hides the rows WHERE selects
+    not, standing for a target that loses them, and the loss is declared as
+    a known finding whose witness text is witness."""
+    def change(p):
+        p["mapping"]["effects"] += " WHERE " + where
+        p["findings"] = [{"scenario": scenario, "invariant": "nothing_lost",
+                          "witness": witness, "why": why, "source": "test"}]
+    return change
+
+
 def pids_started(run_dir):
     events = read_events(str(run_dir / "runner.events.jsonl"))
     return [e["target_pid"] for e in events if e["event"] in ("start", "restart")
@@ -182,11 +194,7 @@ def test_a_finding_also_explains_the_waits_and_counts_its_losses_cut_short(tmp_p
     lets the run go on to the checker, and an expectation of the effects
     that falls short by exactly the messages a reproduced finding names is
     that finding, not a failure; short by one more, it fails."""
-    def lossy(p):
-        p["mapping"]["effects"] += " WHERE id % 2 = 1"
-        p["findings"] = [{"scenario": "t-small-burst", "invariant": "nothing_lost",
-                          "witness": "the target left it published",
-                          "why": "the mapping hides every other effect", "source": "test"}]
+    lossy = hides_effects("id % 2 = 1", "the mapping hides every other effect")
     scenario = dict(SCENARIO, steps=SCENARIO["steps"][:1] + [
         {"do": "wait", "until": "consumed", "count": 8, "timeout_ms": 3000}])
     out = tmp_path / "explained"
@@ -217,12 +225,10 @@ def test_a_finding_explains_a_recovery_it_lost(tmp_path, pg_cluster):
     unapplied (here: the mapping hides its effect) loses it; declared as a
     finding, the recovered count short by exactly that message is the
     finding reproduced, and the run passes."""
-    def hides_the_lost_answer(p):
-        p["mapping"]["effects"] += (" WHERE payment_id NOT IN (SELECT payment_id FROM"
-                                    " idempotency_records WHERE idempotency_key LIKE 'lost-%')")
-        p["findings"] = [{"scenario": "t-lost-answer", "invariant": "nothing_lost",
-                          "witness": "the target left it published",
-                          "why": "the mapping hides the lost answer's effect", "source": "test"}]
+    hides_the_lost_answer = hides_effects(
+        "payment_id NOT IN (SELECT payment_id FROM idempotency_records"
+        " WHERE idempotency_key LIKE 'lost-%')", "the mapping hides the lost answer's effect",
+        scenario="t-lost-answer")
     scenario = dict(SCENARIO, name="t-lost-answer", steps=[
         {"do": "payments", "count": 2, "key_prefix": "t"},
         {"do": "net", "link": "api->pg", "fault": "window", "frame": "commit_complete",
@@ -253,11 +259,7 @@ def test_a_finding_of_every_message_leaves_the_effects_unjudged_not_vacuous(tmp_
     left to the dead node), effect_once has nothing to judge because of that
     finding: it is shown not examined, with the reason, instead of failing
     as vacuous; the run passes."""
-    def loses_all(p):
-        p["mapping"]["effects"] += " WHERE false"
-        p["findings"] = [{"scenario": "t-small-burst", "invariant": "nothing_lost",
-                          "witness": "the target left it published",
-                          "why": "the mapping hides every effect", "source": "test"}]
+    loses_all = hides_effects("false", "the mapping hides every effect")
     scenario = dict(SCENARIO, steps=SCENARIO["steps"][:1] + [
         {"do": "wait", "until": "consumed", "count": 8, "timeout_ms": 2000}],
         expect=[{"check": "effects", "equals": 8}])
