@@ -276,19 +276,20 @@ static void target_counts(struct chk_ctx *c, const char *const *groups, int ngro
         if (!h->creation || h->status != 0 || h->key[0] == '\0')
             continue;
         const char *p[1] = { h->key };
-        /* The client saw no answer; was its operation stored and delivered? */
-        res->recovered += chk_query_long(c,
-            "SELECT count(*) FROM cw_target_acknowledged a WHERE a.key = $1"
-            "   AND EXISTS (SELECT 1 FROM cw_target_outbox o JOIN cw_target_effects e"
-            "               ON e.message_id = o.id WHERE o.aggregate_id = a.aggregate_id)",
-            1, p) > 0;
-        /* stored, but its message never applied: it would have been
-         * recovered, and is lost */
-        res->lost_recoverable += chk_query_long(c,
-            "SELECT count(*) FROM cw_target_acknowledged a WHERE a.key = $1"
-            "   AND NOT EXISTS (SELECT 1 FROM cw_target_outbox o JOIN cw_target_effects e"
-            "                   ON e.message_id = o.id WHERE o.aggregate_id = a.aggregate_id)",
-            1, p) > 0;
+        /* The client saw no answer: was its operation stored (a row), and
+         * its message applied (recovered) or not (lost, though it would
+         * have been recovered)? */
+        PGresult *r = chk_query(c,
+            "SELECT EXISTS (SELECT 1 FROM cw_target_outbox o JOIN cw_target_effects e"
+            "               ON e.message_id = o.id WHERE o.aggregate_id = a.aggregate_id)"
+            " FROM cw_target_acknowledged a WHERE a.key = $1 LIMIT 1", 1, p);
+        if (r != NULL && PQntuples(r) == 1) {
+            if (strcmp(PQgetvalue(r, 0, 0), "t") == 0)
+                res->recovered++;
+            else
+                res->lost_recoverable++;
+        }
+        PQclear(r);
     }
 }
 

@@ -1010,16 +1010,15 @@ int netproxy_set(netproxy *np, const char *name, const struct np_fault *f, char 
             if (l->faults[i].kind == f->kind && l->faults[i].dir == f->dir &&
                 (f->kind != NP_WINDOW || l->faults[i].frame == f->frame))
                 slot = i;
-        const char *mark = link_mark(l);
-        int other_mark = 0;
-        for (int i = 0; i < l->nfaults; i++)
+        const char *other = NULL; /* another window's text, unlike this one's */
+        for (int i = 0; i < l->nfaults && f->transaction_with[0] != '\0'; i++)
             if (i != slot && l->faults[i].kind == NP_WINDOW &&
-                l->faults[i].transaction_with[0] != '\0' && f->transaction_with[0] != '\0' &&
+                l->faults[i].transaction_with[0] != '\0' &&
                 strcasecmp(l->faults[i].transaction_with, f->transaction_with) != 0)
-                other_mark = 1;
-        if (other_mark) {
+                other = l->faults[i].transaction_with;
+        if (other != NULL) {
             snprintf(err, errlen, "link %s: another window marks transactions by \"%s\": a link "
-                     "marks them by one text at a time", name, mark);
+                     "marks them by one text at a time", name, other);
         } else if (slot == MAX_FAULTS) {
             snprintf(err, errlen, "link %s: at most %d faults at once", name, MAX_FAULTS);
         } else {

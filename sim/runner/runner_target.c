@@ -699,13 +699,17 @@ static int explained_by_finding(const struct chk_input *in, const struct chk_res
 {
     if (!checker_inv_finding(res, INV_NOTHING_LOST))
         return 0;
-    long n = res->inv[INV_NOTHING_LOST].explained;
-    int sign = strcmp(x->check, "effects") == 0 ? -1 : strcmp(x->check, "lost") == 0 ? 1 : 0;
-    if (strcmp(x->check, "recovered") == 0) {
-        sign = -1;
-        n = res->lost_recoverable;
-    }
-    if (sign == 0 || n == 0)
+    long n;
+    int sign;
+    if (strcmp(x->check, "effects") == 0)
+        sign = -1, n = res->inv[INV_NOTHING_LOST].explained;
+    else if (strcmp(x->check, "lost") == 0)
+        sign = 1, n = res->inv[INV_NOTHING_LOST].explained;
+    else if (strcmp(x->check, "recovered") == 0)
+        sign = -1, n = res->lost_recoverable;
+    else
+        return 0;
+    if (n == 0)
         return 0;
     struct sc_expect shifted = *x;
     shifted.min += sign * n;
