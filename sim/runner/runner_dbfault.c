@@ -332,6 +332,83 @@ static int quoted_table(PGconn *conn, const char *table, char *out, size_t outle
     return append_quoted(conn, dot + 1, strlen(dot + 1), out, outlen);
 }
 
+/* Reads the server's messages of a query that ended into err: the first
+ * error, and its SQLSTATE into sqlstate ("" when the query succeeded). */
+static void drain_results(PGconn *conn, char sqlstate[6], char *err, size_t errlen)
+{
+    PGresult *r;
+    sqlstate[0] = '\0';
+    while ((r = PQgetResult(conn)) != NULL) {
+        if (PQresultStatus(r) == PGRES_FATAL_ERROR && sqlstate[0] == '\0') {
+            const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+            cw_fmt(sqlstate, 6, "%s", code != NULL ? code : "?????");
+            cw_fmt(err, errlen, "%s", PQresultErrorMessage(r));
+            err[strcspn(err, "\n")] = '\0';
+        }
+        PQclear(r);
+    }
+}
+
+/* The session's query sets its application_name to "crashwindow TAG <epoch
+ * us>" when it gets where the steps may go on (the server flushes a
+ * multi-statement query's results only at its end, and pg_locks has no grant
+ * time): the moment is then the server's, however late the runner looks.
+ * Returns that moment, or -1 with why in err when the query ended first or
+ * nothing came within 30 s. */
+static long long await_mark(struct sctx *s, PGconn *conn, const char *tag, char *err,
+                            size_t errlen)
+{
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", PQbackendPID(conn));
+    const char *params[] = { pid, tag };
+    int64_t give_up = cw_mono_ms() + 31000;
+    for (;;) {
+        long long mark = runner_sql_value(s,
+            "SELECT coalesce(substring(application_name FROM '^crashwindow ' || $2 || ' ([0-9]+)$'),"
+            " '0')::bigint FROM pg_stat_activity WHERE pid = $1::int", 2, params, err, errlen);
+        if (mark > 0)
+            return mark;
+        if (!PQconsumeInput(conn) || !PQisBusy(conn) || mark < 0 || cw_mono_ms() > give_up ||
+            runner_interrupted()) {
+            char sqlstate[6];
+            if (mark >= 0)
+                cw_fmt(err, errlen, "%s", PQerrorMessage(conn));
+            if (!PQisBusy(conn))
+                drain_results(conn, sqlstate, err, errlen);
+            err[strcspn(err, "\n")] = '\0';
+            if (err[0] == '\0')
+                cw_fmt(err, errlen, "no answer within 30 s");
+            return -1;
+        }
+        runner_hold(10);
+    }
+}
+
+/* A session of the runner's own, without the bounds pgx_connect sets: the
+ * whole query string is one statement, and those bounds would end it early. */
+static PGconn *fault_session(struct sctx *s, const char *what, int lock_timeout_ms)
+{
+    char err[512], sqlstate[6] = "", sql[160];
+    if (s->pg.lock_conn != NULL) {
+        runner_fail(s, "db %s: an earlier lock or deadlock step still holds its session", what);
+        return NULL;
+    }
+    PGconn *conn = pgx_connect(s->db.conninfo, err, sizeof(err));
+    if (conn == NULL) {
+        runner_fail(s, "db %s: %s", what, err);
+        return NULL;
+    }
+    PQsetNoticeProcessor(conn, rdb_quiet_notices, NULL);
+    snprintf(sql, sizeof(sql), "SELECT set_config('statement_timeout', '0', false),"
+             " set_config('lock_timeout', '%dms', false)", lock_timeout_ms);
+    if (pgx_cmd(conn, sql, 0, NULL, sqlstate, err, sizeof(err)) < 0) {
+        PQfinish(conn);
+        runner_fail(s, "db %s: %s (%s)", what, err, sqlstate);
+        return NULL;
+    }
+    return conn;
+}
+
 /* For st->ms another session holds st->table ACCESS EXCLUSIVE, as a
  * migration's ALTER TABLE does: the processes' statements on it wait, and
  * those with a lock_timeout or a statement_timeout shorter than the hold
@@ -343,30 +420,14 @@ static int quoted_table(PGconn *conn, const char *table, char *out, size_t outle
  * of the runner has to be on time for it. */
 static int db_lock(struct sctx *s, const struct sc_step *st)
 {
-    char err[512], sqlstate[6] = "", table[300], sql[1024];
-    if (s->pg.lock_conn != NULL)
-        return runner_fail(s, "db lock %s: an earlier lock step still holds its table",
-                           st->table);
-    PGconn *conn = pgx_connect(s->db.conninfo, err, sizeof(err));
+    char err[512], table[300], sql[1024];
+    PGconn *conn = fault_session(s, "lock", 30000);
     if (conn == NULL)
-        return runner_fail(s, "db lock: %s", err);
-    PQsetNoticeProcessor(conn, rdb_quiet_notices, NULL);
+        return -1;
     if (quoted_table(conn, st->table, table, sizeof(table)) < 0) {
         PQfinish(conn);
         return runner_fail(s, "db lock: cannot quote the table name '%s'", st->table);
     }
-    /* pgx_connect's bounds would end the hold early (the whole query
-     * string is one statement); the wait for the lock keeps one. */
-    if (pgx_cmd(conn, "SELECT set_config('statement_timeout', '0', false),"
-                      " set_config('lock_timeout', '30s', false)", 0, NULL, sqlstate, err,
-                sizeof(err)) < 0) {
-        PQfinish(conn);
-        return runner_fail(s, "db lock %s: %s (%s)", st->table, err, sqlstate);
-    }
-    /* The session says when it got the lock, in its application_name (the
-     * server flushes a multi-statement query's results only at its end,
-     * and pg_locks has no grant time): the hold's start and end are then
-     * the server's, however late the runner looks. */
     snprintf(sql, sizeof(sql), "BEGIN; LOCK TABLE %s IN ACCESS EXCLUSIVE MODE; "
              "SELECT set_config('application_name', 'crashwindow lock granted ' ||"
              " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, false); "
@@ -376,36 +437,12 @@ static int db_lock(struct sctx *s, const struct sc_step *st)
         PQfinish(conn);
         return runner_fail(s, "db lock %s: %s", st->table, err);
     }
-    char pid[16];
-    snprintf(pid, sizeof(pid), "%d", PQbackendPID(conn));
-    const char *params[] = { pid };
-    int64_t give_up = cw_mono_ms() + 31000;
-    long long granted;
-    for (;;) {
-        granted = runner_sql_value(s,
-            "SELECT coalesce(substring(application_name FROM '^crashwindow lock granted ([0-9]+)$'),"
-            " '0')::bigint FROM pg_stat_activity WHERE pid = $1::int", 1, params, err,
-            sizeof(err));
-        if (granted > 0)
-            break;
-        /* The query ended before its lock showed: it failed (no such table,
-         * the lock wait timed out). */
-        if (!PQconsumeInput(conn) || !PQisBusy(conn) || granted < 0 || cw_mono_ms() > give_up ||
-            runner_interrupted()) {
-            PGresult *r;
-            cw_fmt(err, sizeof(err), "%s", granted < 0 ? err : PQerrorMessage(conn));
-            while ((r = PQgetResult(conn)) != NULL) {
-                if (PQresultStatus(r) == PGRES_FATAL_ERROR)
-                    cw_fmt(err, sizeof(err), "%s", PQresultErrorMessage(r));
-                PQclear(r);
-            }
-            PQfinish(conn);
-            err[strcspn(err, "\n")] = '\0';
-            return runner_fail(s, "db lock %s: the lock was not granted: %s", st->table,
-                               err[0] ? err : "no answer within 30 s");
-        }
-        runner_hold(10);
+    long long granted = await_mark(s, conn, "lock granted", err, sizeof(err));
+    if (granted < 0) {
+        PQfinish(conn);
+        return runner_fail(s, "db lock %s: the lock was not granted: %s", st->table, err);
     }
+    s->pg.lock_deadlock = 0;
     s->pg.lock_started_us = granted;
     s->pg.lock_ends_ms = cw_mono_ms() + st->ms - (cw_now_us() - granted) / 1000;
     s->pg.lock_ms = st->ms;
@@ -416,11 +453,128 @@ static int db_lock(struct sctx *s, const struct sc_step *st)
     return 0;
 }
 
-void runner_db_lock_release(struct sctx *s, int log)
+/* A deadlock between a process and another session, built on the server in
+ * one implicit transaction: the session runs st->first (taking locks), then
+ * waits up to st->ms until some backend waits on it, then runs st->then,
+ * which must wait on a lock that backend holds.  The backend waited first,
+ * so its deadlock check (deadlock_timeout, 1 s by default) runs first and
+ * PostgreSQL refuses its statement with 40P01; this session's own check is
+ * put off to st->ms, so it is never the one refused while the other checks
+ * in time.  Its work is rolled back: nothing of it stays.  The step returns
+ * once st->first is done; the heal reads how it ended, and a session that
+ * found no waiter or was itself refused fails the scenario: then no
+ * deadlock reached the process, and a pass would prove nothing. */
+static int db_deadlock(struct sctx *s, const struct sc_step *st)
+{
+    char err[512], sqlstate[6] = "", sql[200];
+    PGconn *conn = fault_session(s, "deadlock", st->ms);
+    if (conn == NULL)
+        return -1;
+    snprintf(sql, sizeof(sql), "SELECT set_config('deadlock_timeout', '%dms', false)", st->ms);
+    if (pgx_cmd(conn, sql, 0, NULL, sqlstate, err, sizeof(err)) < 0) {
+        PQfinish(conn);
+        return runner_fail(s, "db deadlock: %s (%s; deadlock_timeout is set by a superuser: "
+                           "the runner's own cluster, or --pg as one)", err, sqlstate);
+    }
+    static const char fmt[] =
+        "%s;\n"
+        "SELECT set_config('application_name', 'crashwindow deadlock armed ' ||"
+        " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, false);\n"
+        "DO $cw$ DECLARE stop timestamptz := clock_timestamp() + interval '%d milliseconds';\n"
+        "BEGIN\n"
+        "  LOOP\n"
+        "    PERFORM pg_stat_clear_snapshot();\n"
+        "    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity a\n"
+        "                      WHERE pg_backend_pid() = ANY (pg_blocking_pids(a.pid)));\n"
+        "    IF clock_timestamp() > stop THEN\n"
+        "      RAISE EXCEPTION 'no other session waited on this one within %d ms';\n"
+        "    END IF;\n"
+        "    PERFORM pg_sleep(0.005);\n"
+        "  END LOOP;\n"
+        "END $cw$;\n"
+        "SELECT a.pid AS cw_waiter_pid, a.application_name AS cw_waiter,"
+        " (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS cw_closing_us"
+        " FROM pg_stat_activity a WHERE pg_backend_pid() = ANY (pg_blocking_pids(a.pid)) LIMIT 1;\n"
+        "%s;\n"
+        "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS cw_closed_us;\n"
+        "ROLLBACK";
+    size_t len = sizeof(fmt) + strlen(st->first) + strlen(st->then) + 32;
+    char *query = malloc(len);
+    if (query == NULL) {
+        PQfinish(conn);
+        return runner_fail(s, "db deadlock: out of memory");
+    }
+    snprintf(query, len, fmt, st->first, st->ms, st->ms, st->then);
+    int sent = PQsendQuery(conn, query);
+    free(query);
+    if (!sent) {
+        cw_fmt(err, sizeof(err), "%s", PQerrorMessage(conn));
+        PQfinish(conn);
+        return runner_fail(s, "db deadlock: %s", err);
+    }
+    long long armed = await_mark(s, conn, "deadlock armed", err, sizeof(err));
+    if (armed < 0) {
+        PQfinish(conn);
+        return runner_fail(s, "db deadlock: the first statements failed: %s", err);
+    }
+    s->pg.lock_deadlock = 1;
+    s->pg.lock_started_us = armed;
+    /* Up to ms for a waiter, up to ms more for the closing statement's lock. */
+    s->pg.lock_ends_ms = cw_mono_ms() + 2 * (int64_t)st->ms;
+    s->pg.lock_ms = st->ms;
+    s->pg.lock_conn = conn;
+    cw_fmt(s->pg.lock_detail, sizeof(s->pg.lock_detail),
+           "another session holds its first locks and waits up to %d ms for a process to wait "
+           "on it", st->ms);
+    runner_progress(s, "deadlock armed: %s (the steps go on)", s->pg.lock_detail);
+    return 0;
+}
+
+/* A deadlock session's end: who waited on it and when the cycle closed, or
+ * why there was none (-1, a failed scenario when log is set). */
+static int deadlock_outcome(struct sctx *s, PGconn *conn, int log)
+{
+    char err[512] = "", sqlstate[6] = "", waiter[128] = "", detail[320];
+    long long waiter_pid = 0, closing_us = 0, closed_us = 0;
+    PGresult *r;
+    while ((r = PQgetResult(conn)) != NULL) {
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_FATAL_ERROR && sqlstate[0] == '\0') {
+            const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+            cw_fmt(sqlstate, sizeof(sqlstate), "%s", code != NULL ? code : "?????");
+            cw_fmt(err, sizeof(err), "%s", PQresultErrorMessage(r));
+            err[strcspn(err, "\n")] = '\0';
+        } else if (st == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+            if (PQfnumber(r, "cw_waiter_pid") == 0) {
+                waiter_pid = atoll(PQgetvalue(r, 0, 0));
+                cw_fmt(waiter, sizeof(waiter), "%s", PQgetvalue(r, 0, 1));
+                closing_us = atoll(PQgetvalue(r, 0, 2));
+            } else if (PQfnumber(r, "cw_closed_us") == 0) {
+                closed_us = atoll(PQgetvalue(r, 0, 0));
+            }
+        }
+        PQclear(r);
+    }
+    if (!log)
+        return 0;
+    if (sqlstate[0] != '\0' || closed_us == 0) {
+        if (strcmp(sqlstate, "40P01") == 0)
+            cw_fmt(err, sizeof(err), "this session was refused (40P01), not the process: the "
+                   "cycle closed after the process's own deadlock check had run");
+        return runner_fail(s, "db deadlock: no deadlock reached a process: %s",
+                           err[0] ? err : "the session never ended");
+    }
+    cw_fmt(detail, sizeof(detail), "a cycle with pid %lld ('%s') closed; PostgreSQL broke "
+           "it by refusing that session's statement", waiter_pid, waiter);
+    outage_event(s, "postgres", "deadlock", detail, closing_us, closed_us);
+    return 0;
+}
+
+int runner_db_lock_release(struct sctx *s, int log)
 {
     PGconn *conn = s->pg.lock_conn;
     if (conn == NULL)
-        return;
+        return 0;
     s->pg.lock_conn = NULL;
     /* The hold ends on the server's own clock; a server that is frozen or
      * gone ends it with the session, which PQfinish closes. */
@@ -438,16 +592,25 @@ void runner_db_lock_release(struct sctx *s, int log)
             PQfreeCancel(c);
         }
     }
-    PGresult *r;
-    while (!PQisBusy(conn) && (r = PQgetResult(conn)) != NULL)
-        PQclear(r);
+    int rc = 0;
+    if (s->pg.lock_deadlock && !PQisBusy(conn)) {
+        rc = deadlock_outcome(s, conn, log);
+    } else {
+        PGresult *r;
+        while (!PQisBusy(conn) && (r = PQgetResult(conn)) != NULL)
+            PQclear(r);
+        if (s->pg.lock_deadlock && log)
+            rc = runner_fail(s, "db deadlock: the session had not ended %d ms after it was "
+                             "armed", (int)(2 * s->pg.lock_ms + 10000));
+    }
     PQfinish(conn);
-    if (!log)
-        return;
+    if (!log || s->pg.lock_deadlock)
+        return rc;
     /* Logged at the heal, long after the hold may have ended: the end is
      * the server's, the grant plus the hold. */
     outage_event(s, "postgres", "lock", s->pg.lock_detail, s->pg.lock_started_us,
                  s->pg.lock_started_us + (int64_t)s->pg.lock_ms * 1000);
+    return 0;
 }
 
 int runner_step_db(struct sctx *s, const struct sc_step *st)
@@ -458,6 +621,8 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
      * cluster needed, so it works on a cluster given with --pg too. */
     if (st->db_action == DB_LOCK)
         return db_lock(s, st);
+    if (st->db_action == DB_DEADLOCK)
+        return db_deadlock(s, st);
     if (s->pg.dir[0] == '\0')
         return runner_fail(s, "db %s: the runner controls only the clusters it starts; "
                            "run without --pg", sc_db_action_name(st->db_action));
@@ -490,6 +655,7 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
     case DB_HOLD_COMMITS:
         return db_hold_commits(s, st);
     case DB_LOCK:
+    case DB_DEADLOCK:
         break;
     }
     return runner_fail(s, "db: unhandled action");

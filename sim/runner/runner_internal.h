@@ -143,7 +143,8 @@ struct sctx_pg {
     char standby_dir[PATH_MAX]; /* "" without a standby */
     int repl_stalled;           /* the standby's WAL receiver is stopped */
     int failed_over;
-    PGconn *lock_conn;          /* a "lock" step's session while it holds its table */
+    PGconn *lock_conn;          /* a "lock" or "deadlock" step's session while it runs */
+    int lock_deadlock;          /* that session is a deadlock's, not a lock's */
     int64_t lock_started_us;    /* wall clock: when its lock was granted */
     int64_t lock_ends_ms;       /* monotonic: when the server ends the hold */
     int lock_ms;                /* how long it holds it */
@@ -420,11 +421,13 @@ void runner_close_own_cluster(struct sctx *s);
 /* The "db" step.  0 or -1 (recorded). */
 int runner_step_db(struct sctx *s, const struct sc_step *st);
 
-/* Waits for a "lock" step's hold to end (the server ends it), closes its
- * session and logs its db_fault event; nothing when no lock is held.  The
- * heal calls it, and the end of a scenario when the heal did not run
- * (log 0: no event, the run was cut off). */
-void runner_db_lock_release(struct sctx *s, int log);
+/* Waits for a "lock" step's hold, or a "deadlock" step's session, to end
+ * (the server ends both), closes its session and logs its db_fault event;
+ * nothing when none is held.  The heal calls it, and the end of a scenario
+ * when the heal did not run (log 0: no event, the run was cut off).  -1
+ * (recorded) when a deadlock's session found no process to deadlock with:
+ * the scenario tested nothing of what it meant to. */
+int runner_db_lock_release(struct sctx *s, int log);
 
 /* A "db_fault" runner event for an outage of target ("postgres" or
  * "broker"), logged when it is over: its action, detail (may be NULL) and

@@ -119,8 +119,11 @@ enum sc_db_action {
     DB_STALL_REPLICATION,  /* the standby stops receiving WAL (detached from the primary) */
     DB_HOLD_COMMITS,       /* for ms every commit waits, its WAL flushed, for a synchronous
                             * standby that never answers: durable, not yet visible */
-    DB_LOCK                /* for ms one table is locked ACCESS EXCLUSIVE by another
+    DB_LOCK,               /* for ms one table is locked ACCESS EXCLUSIVE by another
                             * session (a migration): statements on it wait or are refused */
+    DB_DEADLOCK            /* another session takes locks ("first"), waits until a process
+                            * waits on it, then waits on that process ("then"): a cycle that
+                            * PostgreSQL breaks by refusing the process's statement (40P01) */
 };
 
 enum sc_until {
@@ -176,6 +179,8 @@ struct sc_step {
     enum sc_db_action db_action;
     int ms;                   /* freeze, hold_commits, lock, sleep: how long */
     const char *table;        /* lock: the table, possibly schema-qualified */
+    const char *first;        /* deadlock: the statements that take the locks waited on */
+    const char *then;         /* deadlock: the statements that wait on the waiter */
     int down_ms;              /* crash, broker_crash: down before the start */
     /* net: a fault on one process's link ("relay-1->pg"); proc is the
      * link's process, net_peer its protocol */

@@ -38,6 +38,10 @@ static void describe_db(const struct sc_step *st, const char *pn, char *out, siz
         snprintf(out, outlen, "db lock %s ACCESS EXCLUSIVE for %d ms (another session, as a "
                  "migration's ALTER TABLE)", st->table, st->ms);
         break;
+    case DB_DEADLOCK:
+        snprintf(out, outlen, "db deadlock: another session takes locks, waits up to %d ms for "
+                 "a process to wait on it, then waits on that process", st->ms);
+        break;
     }
 }
 

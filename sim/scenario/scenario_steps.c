@@ -451,7 +451,7 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                          const char *field, struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "action", "proc", "ms", "down_ms", "table",
-                                     NULL };
+                                     "first", "then", NULL };
     const char *action = NULL;
     char ff[64];
     if (jv_only_fields(v, s, field, f) < 0 || jv_str(v, s, "action", field, 1, &action) < 0)
@@ -461,7 +461,7 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     snprintf(ff, sizeof(ff), "%s.action", field);
     if (a < 0)
         return jv_err(v, ff, "unknown action '%s' (crash, restart, terminate, freeze, failover, "
-                       "stall_replication, hold_commits, lock)", action);
+                       "stall_replication, hold_commits, lock, deadlock)", action);
     st->db_action = (enum sc_db_action)a;
     const int needs_standby = a == DB_FAILOVER || a == DB_STALL_REPLICATION;
     if (needs_standby && !sc->standby)
@@ -478,9 +478,10 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     if (a == DB_TERMINATE && step_proc(v, sc, s, field, 0, -1, st) < 0)
         return -1;
     st->ms = -1;
-    const int timed = a == DB_FREEZE || a == DB_HOLD_COMMITS || a == DB_LOCK;
+    const int timed = a == DB_FREEZE || a == DB_HOLD_COMMITS || a == DB_LOCK || a == DB_DEADLOCK;
     if (cJSON_GetObjectItemCaseSensitive(s, "ms") != NULL && !timed)
-        return jv_err(v, field, "ms is only for actions 'freeze', 'hold_commits' and 'lock'");
+        return jv_err(v, field, "ms is only for actions 'freeze', 'hold_commits', 'lock' and "
+                      "'deadlock'");
     if (jv_opt_int(v, s, "ms", field, 1, 600000, &st->ms) < 0)
         return -1;
     if (timed && st->ms < 0) {
@@ -495,6 +496,20 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
         snprintf(ff, sizeof(ff), "%s.table", field);
         return jv_err(v, ff, "'%s' is not a table name (letters, digits and '_', "
                        "optionally schema.table)", st->table);
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *name = i == 0 ? "first" : "then";
+        const char **sql = i == 0 ? &st->first : &st->then;
+        if (cJSON_GetObjectItemCaseSensitive(s, name) != NULL && a != DB_DEADLOCK)
+            return jv_err(v, field, "%s is only for action 'deadlock'", name);
+        if (jv_str(v, s, name, field, a == DB_DEADLOCK, sql) < 0)
+            return -1;
+        if (*sql != NULL && strspn(*sql, " \t\r\n;") == strlen(*sql)) {
+            snprintf(ff, sizeof(ff), "%s.%s", field, name);
+            return jv_err(v, ff, "empty: the statements that %s", i == 0
+                          ? "take the locks a process will wait on"
+                          : "wait on a lock that process holds");
+        }
     }
     if (cJSON_GetObjectItemCaseSensitive(s, "down_ms") != NULL && a != DB_CRASH)
         return jv_err(v, field, "down_ms is only for action 'crash'");

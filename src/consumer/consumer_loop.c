@@ -378,8 +378,8 @@ static enum tx_outcome failed_statement(struct consumer *c, const char *step,
     return TX_ITEM_FAILED;
 }
 
-static enum tx_outcome try_tx(struct consumer *c, struct item *items, int n, int *failed,
-                              char *reason, size_t reasonlen)
+static enum tx_outcome try_tx(struct consumer *c, struct item *items, int n, int attempt,
+                              int *failed, char *reason, size_t reasonlen)
 {
     const struct consumer_config *cfg = c->cfg;
     char sqlstate[6] = "", err[512];
@@ -392,6 +392,12 @@ static enum tx_outcome try_tx(struct consumer *c, struct item *items, int n, int
     for (int i = 0; i < n; i++) {
         struct item *it = &items[i];
         if (it->done)
+            continue;
+        /* Mutant: the transaction run again after a deadlock resumes where
+         * it failed, as if a refused statement undid only itself: what the
+         * rolled-back attempt applied is taken as done, committed with no
+         * effect and acknowledged. */
+        if (CW_MUTANT(retry_keeps_applied) && attempt > 0 && it->res.verdict == INBOX_APPLIED)
             continue;
         it->parked = 0;
         it->gap_age_ms = 0;
@@ -519,7 +525,7 @@ static void run_tx(struct consumer *c, struct item *items, int n)
         }
         int failed;
         char reason[64] = "";
-        enum tx_outcome o = try_tx(c, items, n, &failed, reason, sizeof(reason));
+        enum tx_outcome o = try_tx(c, items, n, retries, &failed, reason, sizeof(reason));
         switch (o) {
         case TX_COMMITTED:
             finish_committed(c, items, n);

@@ -33,7 +33,17 @@ def run_one(tmp_path, path, *extra):
     ([{"do": "db", "action": "explode"}], {}, "steps[0].action: unknown action 'explode'"),
     ([{"do": "db"}], {}, "steps[0].action: missing"),
     ([{"do": "db", "action": "crash", "ms": 5}], {},
-     "steps[0]: ms is only for actions 'freeze', 'hold_commits' and 'lock'"),
+     "steps[0]: ms is only for actions 'freeze', 'hold_commits', 'lock' and 'deadlock'"),
+    ([{"do": "db", "action": "deadlock", "ms": 500, "then": "SELECT 1"}], {},
+     "steps[0].first: missing"),
+    ([{"do": "db", "action": "deadlock", "ms": 500, "first": "SELECT 1"}], {},
+     "steps[0].then: missing"),
+    ([{"do": "db", "action": "deadlock", "ms": 500, "first": " ; ", "then": "SELECT 1"}], {},
+     "steps[0].first: empty: the statements that take the locks a process will wait on"),
+    ([{"do": "db", "action": "deadlock", "first": "SELECT 1", "then": "SELECT 1"}], {},
+     "steps[0].ms: missing: a deadlock needs its duration in milliseconds"),
+    ([{"do": "db", "action": "lock", "table": "payments", "ms": 500, "then": "SELECT 1"}], {},
+     "steps[0]: then is only for action 'deadlock'"),
     ([{"do": "db", "action": "lock", "ms": 500}], {}, "steps[0].table: missing"),
     ([{"do": "db", "action": "lock", "table": "ledger_entries"}], {},
      "steps[0].ms: missing: a lock needs its duration in milliseconds"),
@@ -298,3 +308,19 @@ def test_a_lock_on_a_missing_table_fails_the_step_with_the_servers_reason(tmp_pa
     assert r.returncode == 1
     assert "db lock no_such_table: the lock was not granted" in sc["error"], sc["error"]
     assert "does not exist" in sc["error"], sc["error"]
+
+
+def test_a_deadlock_no_process_waits_on_fails_the_scenario(tmp_path):
+    """The deadlock step's session waits for a process to wait on it; when
+    none does within ms, no deadlock reached a process, and the scenario
+    fails saying so rather than passing on a fault that never happened."""
+    path = scenario(tmp_path, "nodeadlock", [
+        {"do": "db", "action": "deadlock", "ms": 400,
+         "first": "SELECT count(*) FROM payments", "then": "SELECT 1"},
+    ], heal={"restart": False, "timeout_ms": 5000})
+    r, sc = run_one(tmp_path, path)
+    assert r.returncode == 1
+    assert "db deadlock: no deadlock reached a process" in sc["error"], sc["error"]
+    assert "no other session waited on this one within 400 ms" in sc["error"], sc["error"]
+    events = read_events(tmp_path / "out" / sc["dir"] / "timeline.jsonl")
+    assert not [e for e in events if e["event"] == "db_fault"], events
