@@ -896,6 +896,69 @@ static int step_outboxctl(struct sctx *s, const struct sc_step *st)
     return 0;
 }
 
+/* The address the process's current incarnation serves /metrics on, from
+ * its metrics_listening event: its port on the loopback, or -1. */
+static int metrics_port(const struct proc *p)
+{
+    int bad = 0, port = -1;
+    cJSON *evs = evlog_read(p->events_path, &bad);
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, evs) {
+        double pid;
+        const char *name = ev_name(ev), *addr = ev_str(ev, "address");
+        if (name == NULL || strcmp(name, "metrics_listening") != 0 || addr == NULL ||
+            ev_num(ev, "pid", &pid) < 0 || (pid_t)pid != p->pid)
+            continue;
+        const char *colon = strrchr(addr, ':');
+        if ((strncmp(addr, "127.0.0.1:", 10) == 0 || strncmp(addr, "localhost:", 10) == 0) &&
+            colon != NULL)
+            port = atoi(colon + 1);
+    }
+    cJSON_Delete(evs);
+    return port > 0 && port < 65536 ? port : -1;
+}
+
+/* scrape: one GET /metrics, as Prometheus would, kept in the scenario's
+ * directory and judged as an expectation. */
+static int step_scrape(struct sctx *s, const struct sc_step *st)
+{
+    struct proc *p = &s->procs[st->proc];
+    int port = -1;
+    int64_t until = cw_mono_ms() + st->timeout_ms;
+    /* The event comes once the listener is bound, just after a (re)start. */
+    while ((port = metrics_port(p)) < 0 && cw_mono_ms() < until && !runner_interrupted())
+        runner_hold(20);
+    if (port < 0)
+        return runner_fail(s, "scrape %s: no metrics_listening event on the loopback from its "
+                           "running incarnation within %d ms", p->name, st->timeout_ms);
+    struct http_resp r;
+    http_request(port, "GET", "/metrics", NULL, NULL, st->timeout_ms, &r);
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s.scrape.step%d.txt", s->dir, p->name, s->step + 1);
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+        fputs(r.body, f);
+        fclose(f);
+    }
+    if (r.status != 200) {
+        char why[200];
+        cw_fmt(why, sizeof(why), "%s", r.status == 0 ? r.error : "");
+        int status = r.status;
+        http_resp_free(&r);
+        return runner_fail(s, "scrape %s: GET /metrics answered %d %s", p->name, status, why);
+    }
+    char check[64], detail[400];
+    int found = strstr(r.body, st->expect_output) != NULL;
+    runner_progress(s, "  -> %zu bytes, %s \"%s\"", r.body_len, found ? "with" : "without",
+                    st->expect_output);
+    snprintf(check, sizeof(check), "steps[%d].expect_output", s->step);
+    snprintf(detail, sizeof(detail), "%s's /metrics %s \"%s\"", p->name,
+             found ? "contains" : "lacks", st->expect_output);
+    runner_add_expect(s, check, found, detail);
+    http_resp_free(&r);
+    return 0;
+}
+
 /* sleep: time passes, in poll-sized naps so that an interruption or the
  * scenario's deadline ends it early (the latter as the scenario's error). */
 static int step_sleep(struct sctx *s, const struct sc_step *st)
@@ -952,6 +1015,8 @@ int runner_run_step(struct sctx *s, const struct sc_step *st)
         return step_wait(s, st);
     case V_SLEEP:
         return step_sleep(s, st);
+    case V_SCRAPE:
+        return step_scrape(s, st);
     }
     return runner_fail(s, "unknown step");
 }

@@ -89,6 +89,8 @@ static const char *step_refused(const struct target *t, const struct sc_step *st
     case V_SQL:
     case V_OUTBOXCTL:
         return "reads or runs our pipeline's tables and runbook";
+    case V_SCRAPE:
+        return "reads our programs' own /metrics";
     case V_PAYMENTS:
         if ((st->authorize || st->capture) && !t->follow_up.defined)
             return "asks for follow-up operations the profile's workload does not offer";

@@ -32,7 +32,7 @@ const char *const sc_kind_names[] = { "api", "relay", "consumer" };
 const char *const sc_verb_names[] = {
     "start", "restart", "stop", "kill", "pause", "resume", "fault", "http",
     "payments", "broker", "sql", "outboxctl", "wait", "db", "broker_crash", "sleep",
-    "net"
+    "net", "scrape"
 };
 const char *const sc_db_action_names[] = {
     "crash", "restart", "terminate", "freeze", "failover", "stall_replication", "hold_commits",

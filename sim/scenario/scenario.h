@@ -104,7 +104,7 @@ struct sc_proc {
 
 enum sc_verb {
     V_START, V_RESTART, V_STOP, V_KILL, V_PAUSE, V_RESUME, V_FAULT, V_HTTP,
-    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT, V_DB, V_BROKER_CRASH, V_SLEEP, V_NET
+    V_PAYMENTS, V_BROKER, V_SQL, V_OUTBOXCTL, V_WAIT, V_DB, V_BROKER_CRASH, V_SLEEP, V_NET, V_SCRAPE
 };
 
 /* What a "db" step does to PostgreSQL itself: freeze and terminate are

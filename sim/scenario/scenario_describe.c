@@ -100,6 +100,9 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
     case V_SQL:
         snprintf(out, outlen, "sql: %.160s%s", st->sql, strlen(st->sql) > 160 ? "..." : "");
         break;
+    case V_SCRAPE:
+        snprintf(out, outlen, "scrape %s's /metrics for \"%.120s\"", pn, st->expect_output);
+        break;
     case V_OUTBOXCTL: {
         char args[256] = "";
         for (int i = 0; i < st->argc; i++) {

@@ -326,6 +326,29 @@ static int parse_step_outboxctl(struct jv_ctx *v, const cJSON *s, const char *fi
     return 0;
 }
 
+/* scrape: GET /metrics from a process started with "metrics-listen"; what
+ * it must contain. */
+static int parse_step_scrape(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
+                             const char *field, struct sc_step *st)
+{
+    static const char *const f[] = { "do", "why", "proc", "expect_output", "timeout_ms", NULL };
+    if (jv_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
+        return -1;
+    const struct sc_proc *p = &sc->procs[st->proc];
+    char ff[160];
+    snprintf(ff, sizeof(ff), "%s.proc", field);
+    int listens = 0;
+    for (int i = 0; i < p->nargs; i++)
+        listens |= strcmp(p->arg_key[i], "metrics-listen") == 0;
+    if (!listens)
+        return jv_err(v, ff, "'%s' serves no /metrics: give it \"metrics-listen\": "
+                      "\"127.0.0.1:0\" in its args", p->name);
+    if (jv_str(v, s, "expect_output", field, 1, &st->expect_output) < 0)
+        return -1;
+    st->timeout_ms = 5000;
+    return jv_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms);
+}
+
 /* The fields a wait condition would not read: each is an error naming it,
  * since a scenario's author who wrote it expected it to matter. */
 static int wait_unused_fields(struct jv_ctx *v, const cJSON *s, const char *field,
@@ -674,6 +697,8 @@ int sc_parse_step(struct jv_ctx *v, struct scenario *sc, const cJSON *s, int idx
         return parse_step_sleep(v, s, field, st);
     case V_NET:
         return parse_step_net(v, sc, s, field, st);
+    case V_SCRAPE:
+        return parse_step_scrape(v, sc, s, field, st);
     }
     return jv_err(v, field, "unhandled verb");
 }

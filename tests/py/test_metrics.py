@@ -17,7 +17,8 @@ import pytest
 
 import promparse
 from apiclient import start_api
-from cwtest import binary, query, scalar, wait_for
+from cwtest import (PIPELINE, binary, crashwindow, load_result, query, scalar, scenario,
+                    wait_for)
 from test_consumer import start_consumer
 from test_relay import insert_rows, start_relay, stored
 
@@ -274,3 +275,50 @@ def test_the_api_says_where_its_metrics_listen(db, procs):
     host, port = at.rsplit(":", 1)
     assert host == "127.0.0.1" and int(port) > 0, at
     assert v(scrape(at), "outbox_pending_messages") == 0
+
+
+SERVING = dict(PIPELINE, accounting={"kind": "consumer",
+                                     "args": {"name": "accounting",
+                                              "metrics-listen": "127.0.0.1:0"}})
+
+
+@pytest.mark.parametrize("step,message", [
+    ({"do": "scrape", "proc": "relay-1", "expect_output": "x"},
+     "steps[0].proc: 'relay-1' serves no /metrics: give it \"metrics-listen\""),
+    ({"do": "scrape", "proc": "accounting"}, "steps[0].expect_output: missing"),
+    ({"do": "scrape", "expect_output": "x"}, "steps[0].proc: missing"),
+    ({"do": "scrape", "proc": "relay-9", "expect_output": "x"},
+     "steps[0].proc: unknown process 'relay-9'"),
+    ({"do": "scrape", "proc": "accounting", "expect_output": "x", "port": 9},
+     "steps[0]: unknown field 'port'"),
+])
+def test_a_bad_scrape_step_is_refused_before_anything_starts(tmp_path, step, message):
+    path = scenario(tmp_path, "badscrape", [step], processes=SERVING)
+    r = crashwindow("run", path, "--out", str(tmp_path / "out"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{path}: {message}" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_scrape_step_judges_what_the_scraper_sees(tmp_path):
+    """A scenario's scrape reads the running consumer's own /metrics: a
+    figure it shows passes, one it lacks fails the scenario as an
+    expectation naming the text, and the page is kept."""
+    path = scenario(tmp_path, "scrape", [
+        {"do": "payments", "count": 2, "key_prefix": "sc"},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 15000},
+        {"do": "scrape", "proc": "accounting",
+         "expect_output": 'inbox_consumer_applied_total{consumer="accounting"} 2\n'},
+        {"do": "scrape", "proc": "accounting",
+         "expect_output": 'inbox_consumer_duplicates_total{consumer="accounting"} 7\n'},
+    ], processes=SERVING, heal={"timeout_ms": 10000})
+    out = tmp_path / "out"
+    r = crashwindow("run", path, "--out", str(out))
+    assert r.returncode == 1, r.stdout + r.stderr
+    sc = load_result(out)["scenarios"][0]
+    expects = {e["check"]: e for e in sc["expect"]}
+    assert expects["steps[2].expect_output"]["verdict"] == "pass", expects
+    assert expects["steps[3].expect_output"]["verdict"] == "fail", expects
+    assert "lacks" in expects["steps[3].expect_output"]["detail"], expects
+    page = (out / sc["dir"] / "accounting.scrape.step4.txt").read_text()
+    assert 'inbox_consumer_duplicates_total{consumer="accounting"} 0' in page
