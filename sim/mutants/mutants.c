@@ -146,6 +146,8 @@ static const struct mutant MUTANTS[] = {
     { "refused_delivery_acked",
       "a delivery whose statement the database refused (a lock timeout, not its data) is acknowledged",
       { "45-ledger-locked-by-a-migration" } },
+    { "zero_amount_accepted", "the API refuses a negative amount but creates a payment of zero",
+      { "49-refused-requests-store-nothing" } },
     { "retry_keeps_applied",
       "after a deadlock the transaction runs again from the refused delivery: those applied before it are acknowledged with no effect",
       { "48-consumer-deadlock" } },

@@ -7,6 +7,7 @@
  * double, which is why amounts must arrive as JSON strings. */
 #include "api_validate.h"
 #include "ids.h"
+#include "mutant.h"
 
 #include <ctype.h>
 #include <openssl/evp.h>
@@ -156,7 +157,9 @@ int api_normalize_amount(const char *in, char *out, struct api_reply *r)
     char f[3] = { '0', '0', '\0' };
     memcpy(f, frac, frac_len);
     int is_zero = (int_len == 1 && int_start[0] == '0' && f[0] == '0' && f[1] == '0');
-    if (negative || is_zero) {
+    /* Mutant: "the amount must not be negative" -- zero slips through, and
+     * a payment of nothing is created and published. */
+    if (negative || (is_zero && !CW_MUTANT(zero_amount_accepted))) {
         api_reply_problem(r, 422, "invalid-amount", "Invalid amount",
                           "amount must be greater than zero");
         return -1;
