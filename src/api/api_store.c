@@ -565,7 +565,19 @@ static enum tx_outcome transition_tx(api_store *s, PGconn *conn, const struct ap
      * payment's change and answers 200, but writes no event. */
     int no_row = CW_MUTANT(dual_write) ||
                  (CW_MUTANT(capture_without_outbox_row) && cmd->kind == API_CMD_CAPTURE);
+    /* Mutant: "an event must never fail a payment" -- the outbox insert
+     * runs under a savepoint, and a refusal is rolled back to it: the
+     * payment's change commits and is answered 2xx without its event. */
+    const int tolerant = CW_MUTANT(outbox_failure_tolerated);
+    if (tolerant && !no_row && pgx_cmd(conn, "SAVEPOINT outbox_row", 0, NULL, sqlstate, NULL, 0) < 0)
+        return statement_failed(conn, "savepoint", sqlstate, r);
     if (!no_row && insert_outbox_row(conn, cmd, plan, version, payload, sqlstate) < 0) {
+        if (tolerant && !pgx_conn_lost(conn, sqlstate) &&
+            pgx_cmd(conn, "ROLLBACK TO SAVEPOINT outbox_row", 0, NULL, sqlstate, NULL, 0) == 0) {
+            out = finish(s, conn, cmd, plan, version, payload, xid, discard, r);
+            cJSON_free(payload);
+            return out;
+        }
         out = statement_failed(conn, "outbox_insert", sqlstate, r);
         cJSON_free(payload);
         return out;
