@@ -826,6 +826,10 @@ static cJSON *run_scenarios(const struct mrun *r, const struct mutant *m, const 
     o.rabbit_dir = r->rabbit_dir[0] != '\0' ? r->rabbit_dir : NULL;
     o.repeat = 1;
     o.brief = 1;
+    /* A mutant is killed by a failed invariant or expectation, never by a
+     * failed step alone; once a step failed and a permanent invariant has
+     * failed too, the kill is proved and the heal could not undo it. */
+    o.stop_when_decided = 1;
     cJSON *mres = NULL;
     runner_run(&o, &mres);
     return mres;

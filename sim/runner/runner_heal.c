@@ -23,6 +23,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* How long a heal waits before a mutant's run asks whether its verdict is
+ * already decided (runner_verdict_decided): most heals converge sooner. */
+#define HEAL_DECIDE_AFTER_MS 3000
+
 /* ---- quiet -------------------------------------------------------------- */
 
 /* 1 when no outbox row is pending, else 0 with why.  A version that
@@ -402,7 +406,7 @@ int runner_heal(struct sctx *s)
     runner_reap_all(s);
     int restarts[SC_MAX_PROCS] = { 0 };
     char why[512] = "";
-    int quiet_since = 0;
+    int quiet_since = 0, decided_checked = 0;
     struct progress_watch progress = { .mark = -2 };
     int64_t sessions_by = relay_session_deadline(s, cw_mono_ms());
     for (;;) {
@@ -441,6 +445,17 @@ int runner_heal(struct sctx *s)
         runner_reap_all(s);
         if (runner_interrupted())
             return runner_fail(s, "heal: interrupted");
+        /* A mutant's run whose heal has not converged in a while: once an
+         * invariant no later event can undo has failed, the rest of the
+         * wait could not change its verdict. */
+        char decided[400];
+        if (!decided_checked && cw_mono_ms() - start >= HEAL_DECIDE_AFTER_MS) {
+            decided_checked = 1;
+            if (runner_verdict_decided(s, decided, sizeof(decided)))
+                return runner_fail(s, "heal: stopped after %lld ms, not converged (%s), with the "
+                                   "verdict decided: %s", (long long)(cw_mono_ms() - start), why,
+                                   decided);
+        }
         int stalled = runner_target_stalled(s, &progress);
         if (cw_mono_ms() >= deadline || stalled) {
             if (s->run->target != NULL) {

@@ -429,6 +429,16 @@ int runner_step_db(struct sctx *s, const struct sc_step *st);
  * the scenario tested nothing of what it meant to. */
 int runner_db_lock_release(struct sctx *s, int log);
 
+/* With run_opts.stop_when_decided (a mutant's run): checks the history so
+ * far, and returns 1 with the invariant and its first witness in why when
+ * one the scenario lists, and no later event can undo, has already failed
+ * (a second effect, a version out of order, a publish after its lease...).
+ * The mutant's verdict is then fail whatever the heal brings, so a failed
+ * step skips the heal and a heal that has not converged stops waiting.  0
+ * otherwise, also for a hazard scenario, a target, or a history that cannot
+ * be read yet. */
+int runner_verdict_decided(struct sctx *s, char *why, size_t whylen);
+
 /* A "db_fault" runner event for an outage of target ("postgres" or
  * "broker"), logged when it is over: its action, detail (may be NULL) and
  * when it began (s->fault_started_us), for runner_recovery_json. */

@@ -186,6 +186,61 @@ static void drive_steps(struct sctx *s)
     s->step = -1;
 }
 
+/* Invariants whose violation no later event can undo: a second effect, a
+ * second payment for a key, a version applied out of order, a publish
+ * after its lease, two live leases, a retry before its backoff, an ACK
+ * before its COMMIT, a payload changed between publishes.  (nothing_lost
+ * and the heal's own checks wait for the heal; a hazard's invariants are
+ * judged against what the heal accepts.) */
+static int inv_permanent(enum sc_invariant inv)
+{
+    switch (inv) {
+    case INV_EFFECT_ONCE:
+    case INV_ONE_PAYMENT_PER_KEY:
+    case INV_VERSIONS_IN_ORDER:
+    case INV_PUBLISH_WITHIN_LEASE:
+    case INV_NO_TWO_LIVE_LEASES:
+    case INV_RETRY_RESPECTS_BACKOFF:
+    case INV_ACK_AFTER_COMMIT:
+    case INV_REPUBLISH_SAME_PAYLOAD:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int runner_verdict_decided(struct sctx *s, char *why, size_t whylen)
+{
+    const struct scenario *sc = s->sc;
+    char err[512];
+    if (!s->run->o->stop_when_decided || runner_interrupted() ||
+        s->run->target != NULL || sc->nhazard > 0 || s->db.conn == NULL ||
+        history_save(s->db.conn, s->dir, s->http.recs, s->http.n, err, sizeof(err)) < 0)
+        return 0;
+    struct history h;
+    if (history_read(sc, s->dir, &h, err, sizeof(err)) < 0)
+        return 0;
+    struct chk_result res;
+    memset(&res, 0, sizeof(res));
+    cJSON *expects = cJSON_CreateArray();
+    int decided = 0;
+    if (history_check(sc, &h, s->db.conn, &res, expects) == 0) {
+        for (int i = 0; i < sc->ninvariants && !decided; i++) {
+            enum sc_invariant inv = sc->invariants[i];
+            if (!inv_permanent(inv) || res.inv[inv].violations == 0)
+                continue;
+            const cJSON *w = cJSON_GetArrayItem(res.inv[inv].witnesses, 0);
+            cw_fmt(why, whylen, "%s: %s", sc_invariant_name(inv),
+                   cJSON_IsString(w) ? w->valuestring : "violated");
+            decided = 1;
+        }
+    }
+    cJSON_Delete(expects);
+    checker_free(&res);
+    history_free(&h);
+    return decided;
+}
+
 /* The invariant checker and the scenario's expectations, over the database
  * and every events file; nothing to check without a database connection
  * (oc->checked stays 0). */
@@ -294,8 +349,15 @@ cJSON *runner_run_scenario(struct runner *r, const struct scenario *sc, int rep,
         if (s->run->target != NULL && s->error[0] == '\0')
             runner_rabbit_settle(s);
         drive_steps(s);
-        if (!runner_interrupted())
+        char why[400];
+        if (s->error[0] != '\0' && runner_verdict_decided(s, why, sizeof(why))) {
+            cJSON *ev = runner_rev_begin(s, "decided");
+            cJSON_AddStringToObject(ev, "invariant", why);
+            runner_rev_emit(s, ev);
+            runner_progress(s, "decided without the heal: %s", why);
+        } else if (!runner_interrupted()) {
             runner_heal(s);
+        }
     }
     runner_payments_join(s); /* when the heal did not run */
     runner_db_lock_release(s, 0);

@@ -94,3 +94,31 @@ def test_one_mutant_is_killed(tmp_path, pg_cluster):
     api = read_events(str(out / m["dir"] / mres["scenarios"][0]["dir"] / "api.events.jsonl"))
     starts = [e for e in api if e["event"] == "start"]
     assert starts and all(e.get("mutant") == name for e in starts)
+
+
+def test_a_decided_mutant_run_stops_waiting(tmp_path, pg_cluster):
+    """A mutant is killed only by a failed invariant or expectation.  Once
+    one that no later event can undo has failed (here effect_once: an inbox
+    marker committed without its effect), the heal stops waiting for a
+    pipeline that cannot converge; the kill is the same, and the baseline's
+    run waits its heal out as always."""
+    name = "inbox_separate_tx"
+    out = tmp_path / "mut"
+    r = crashwindow("mutants", "--only", name, "--full", "--out", str(out),
+                    *pg_args(pg_cluster), os.path.join(SOURCE_DIR, "scenarios",
+                                                       "06-crash-before-ack.json"), timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr
+    res = load_result(out)
+    (m,) = res["mutants"]
+    (cell,) = m["scenarios"]
+    assert cell["outcome"] == "killed" and "effect_once" in cell["killed_by"], cell
+    mres = load_result(out / m["dir"])
+    (sc,) = mres["scenarios"]
+    assert "with the verdict decided: effect_once:" in sc["error"], sc["error"]
+    assert sc["duration_ms"] < 15000, sc  # the heal's own deadline is 15 s
+    runner = read_events(str(out / m["dir"] / sc["dir"] / "runner.events.jsonl"))
+    assert not [e for e in runner if e["event"] == "heal_done"]
+    (base,) = res["scenarios"]
+    assert base["verdict"] == "pass"
+    base_events = read_events(str(out / base["dir"] / "runner.events.jsonl"))
+    assert [e for e in base_events if e["event"] == "heal_done"], base_events[-3:]
