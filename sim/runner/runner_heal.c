@@ -23,10 +23,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* How long a heal waits before a mutant's run asks whether its verdict is
- * already decided (runner_verdict_decided): most heals converge sooner. */
-#define HEAL_DECIDE_AFTER_MS 3000
-
 /* ---- quiet -------------------------------------------------------------- */
 
 /* 1 when no outbox row is pending, else 0 with why.  A version that
@@ -406,7 +402,8 @@ int runner_heal(struct sctx *s)
     runner_reap_all(s);
     int restarts[SC_MAX_PROCS] = { 0 };
     char why[512] = "";
-    int quiet_since = 0, decided_checked = 0;
+    int quiet_since = 0;
+    int64_t ask_at = start + RUNNER_DECIDE_AFTER_MS;
     struct progress_watch progress = { .mark = -2 };
     int64_t sessions_by = relay_session_deadline(s, cw_mono_ms());
     for (;;) {
@@ -449,8 +446,8 @@ int runner_heal(struct sctx *s)
          * invariant no later event can undo has failed, the rest of the
          * wait could not change its verdict. */
         char decided[400];
-        if (!decided_checked && cw_mono_ms() - start >= HEAL_DECIDE_AFTER_MS) {
-            decided_checked = 1;
+        if (cw_mono_ms() >= ask_at) {
+            ask_at = cw_mono_ms() + RUNNER_DECIDE_AFTER_MS;
             if (runner_verdict_decided(s, decided, sizeof(decided)))
                 return runner_fail(s, "heal: stopped after %lld ms, not converged (%s), with the "
                                    "verdict decided: %s", (long long)(cw_mono_ms() - start), why,

@@ -177,6 +177,7 @@ struct sctx {
     FILE *ev;
     char run_events_path[PATH_MAX + 32];  /* runner.events.jsonl */
     char error[1024];
+    char decided[400];          /* runner_verdict_decided's answer once it said yes */
     cJSON *expects;
     int step;
     int64_t t0;                 /* mono ms: when the scenario began */
@@ -438,6 +439,11 @@ int runner_db_lock_release(struct sctx *s, int log);
  * otherwise, also for a hazard scenario, a target, or a history that cannot
  * be read yet. */
 int runner_verdict_decided(struct sctx *s, char *why, size_t whylen);
+
+/* How long a wait step or the heal goes on before a mutant's run asks
+ * runner_verdict_decided, and again after each such interval: most waits
+ * are over sooner, and a history is not read more often than that. */
+#define RUNNER_DECIDE_AFTER_MS 3000
 
 /* A "db_fault" runner event for an outage of target ("postgres" or
  * "broker"), logged when it is over: its action, detail (may be NULL) and

@@ -189,12 +189,14 @@ static void drive_steps(struct sctx *s)
 /* Invariants whose violation no later event can undo: a second effect, a
  * second payment for a key, a version applied out of order, a publish
  * after its lease, two live leases, a retry before its backoff, an ACK
- * before its COMMIT, a payload changed between publishes.  (nothing_lost
+ * before its COMMIT, a payload changed between publishes, a payment's
+ * change committed without its event.  (nothing_lost
  * and the heal's own checks wait for the heal; a hazard's invariants are
  * judged against what the heal accepts.) */
 static int inv_permanent(enum sc_invariant inv)
 {
     switch (inv) {
+    case INV_PAYMENT_ONE_CREATION_EVENT:
     case INV_EFFECT_ONCE:
     case INV_ONE_PAYMENT_PER_KEY:
     case INV_VERSIONS_IN_ORDER:
@@ -213,6 +215,10 @@ int runner_verdict_decided(struct sctx *s, char *why, size_t whylen)
 {
     const struct scenario *sc = s->sc;
     char err[512];
+    if (s->decided[0] != '\0') {
+        cw_fmt(why, whylen, "%s", s->decided);
+        return 1;
+    }
     if (!s->run->o->stop_when_decided || runner_interrupted() ||
         s->run->target != NULL || sc->nhazard > 0 || s->db.conn == NULL ||
         history_save(s->db.conn, s->dir, s->http.recs, s->http.n, err, sizeof(err)) < 0)
@@ -230,8 +236,9 @@ int runner_verdict_decided(struct sctx *s, char *why, size_t whylen)
             if (!inv_permanent(inv) || res.inv[inv].violations == 0)
                 continue;
             const cJSON *w = cJSON_GetArrayItem(res.inv[inv].witnesses, 0);
-            cw_fmt(why, whylen, "%s: %s", sc_invariant_name(inv),
+            cw_fmt(s->decided, sizeof(s->decided), "%s: %s", sc_invariant_name(inv),
                    cJSON_IsString(w) ? w->valuestring : "violated");
+            cw_fmt(why, whylen, "%s", s->decided);
             decided = 1;
         }
     }

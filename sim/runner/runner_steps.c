@@ -540,6 +540,7 @@ static int step_wait(struct sctx *s, const struct sc_step *st)
     if (deadline > s->deadline)
         deadline = s->deadline;
     struct progress_watch progress = { .mark = -2 };
+    int64_t ask_at = start + RUNNER_DECIDE_AFTER_MS;
     for (;;) {
         int r = wait_check(s, st, last, sizeof(last));
         runner_reap_all(s);
@@ -586,6 +587,17 @@ static int step_wait(struct sctx *s, const struct sc_step *st)
         if (cw_mono_ms() >= deadline)
             return runner_fail(s, "%s: timed out after %lld ms (last: %s)", what,
                                (long long)(cw_mono_ms() - start), last);
+        /* A mutant's run whose wait has gone on a while: once an invariant
+         * no later event can undo has failed, what the wait is for cannot
+         * change its verdict. */
+        char decided[400];
+        if (cw_mono_ms() >= ask_at) {
+            ask_at = cw_mono_ms() + RUNNER_DECIDE_AFTER_MS;
+            if (runner_verdict_decided(s, decided, sizeof(decided)))
+                return runner_fail(s, "%s: stopped after %lld ms (last: %s), with the verdict "
+                                   "decided: %s", what, (long long)(cw_mono_ms() - start), last,
+                                   decided);
+        }
         nap(POLL_MS);
     }
 }
