@@ -190,9 +190,9 @@ static void drive_steps(struct sctx *s)
  * second payment for a key, a version applied out of order, a publish
  * after its lease, two live leases, a retry before its backoff, an ACK
  * before its COMMIT, a payload changed between publishes, a payment's
- * change committed without its event.  (nothing_lost
- * and the heal's own checks wait for the heal; a hazard's invariants are
- * judged against what the heal accepts.) */
+ * change committed without its event.  (nothing_lost and the heal's own
+ * checks wait for the heal; a hazard's invariants are judged against what
+ * the heal accepts.) */
 static int inv_permanent(enum sc_invariant inv)
 {
     switch (inv) {
