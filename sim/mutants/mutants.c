@@ -827,8 +827,8 @@ static cJSON *run_scenarios(const struct mrun *r, const struct mutant *m, const 
     o.repeat = 1;
     o.brief = 1;
     /* A mutant is killed by a failed invariant or expectation, never by a
-     * failed step alone; once a step failed and a permanent invariant has
-     * failed too, the kill is proved and the heal could not undo it. */
+     * failed step alone; once an invariant no later event can undo has
+     * failed, the kill is proved: waits and the heal stop there. */
     o.stop_when_decided = 1;
     cJSON *mres = NULL;
     runner_run(&o, &mres);

@@ -47,8 +47,9 @@ struct run_opts {
     const char *mutant;        /* recorded in result.json; NULL for none */
     int heal_cap_ms;           /* > 0: no heal phase waits longer than this */
     int wait_cap_ms;           /* > 0: no wait step waits longer than this */
-    int stop_when_decided;     /* a mutant's run: once a step failed and an invariant
-                                * no later event can undo has failed, skip the heal */
+    int stop_when_decided;     /* a mutant's run: once an invariant no later event can
+                                * undo has failed, waits and the heal stop
+                                * (runner_verdict_decided) */
     int keep;
     int dry_run;
     int repeat;                /* >= 1 */

@@ -332,6 +332,21 @@ static int quoted_table(PGconn *conn, const char *table, char *out, size_t outle
     return append_quoted(conn, dot + 1, strlen(dot + 1), out, outlen);
 }
 
+/* When r is an error and none was kept yet (sqlstate ""), keeps its
+ * SQLSTATE and the first line of its message.  1 when r is an error. */
+static int keep_first_error(const PGresult *r, char sqlstate[6], char *err, size_t errlen)
+{
+    if (PQresultStatus(r) != PGRES_FATAL_ERROR)
+        return 0;
+    if (sqlstate[0] == '\0') {
+        const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        cw_fmt(sqlstate, 6, "%s", code != NULL ? code : "?????");
+        cw_fmt(err, errlen, "%s", PQresultErrorMessage(r));
+        err[strcspn(err, "\n")] = '\0';
+    }
+    return 1;
+}
+
 /* Reads the server's messages of a query that ended into err: the first
  * error, and its SQLSTATE into sqlstate ("" when the query succeeded). */
 static void drain_results(PGconn *conn, char sqlstate[6], char *err, size_t errlen)
@@ -339,12 +354,7 @@ static void drain_results(PGconn *conn, char sqlstate[6], char *err, size_t errl
     PGresult *r;
     sqlstate[0] = '\0';
     while ((r = PQgetResult(conn)) != NULL) {
-        if (PQresultStatus(r) == PGRES_FATAL_ERROR && sqlstate[0] == '\0') {
-            const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-            cw_fmt(sqlstate, 6, "%s", code != NULL ? code : "?????");
-            cw_fmt(err, errlen, "%s", PQresultErrorMessage(r));
-            err[strcspn(err, "\n")] = '\0';
-        }
+        keep_first_error(r, sqlstate, err, errlen);
         PQclear(r);
     }
 }
@@ -538,13 +548,8 @@ static int deadlock_outcome(struct sctx *s, PGconn *conn, int log)
     long long waiter_pid = 0, closing_us = 0, closed_us = 0;
     PGresult *r;
     while ((r = PQgetResult(conn)) != NULL) {
-        ExecStatusType st = PQresultStatus(r);
-        if (st == PGRES_FATAL_ERROR && sqlstate[0] == '\0') {
-            const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-            cw_fmt(sqlstate, sizeof(sqlstate), "%s", code != NULL ? code : "?????");
-            cw_fmt(err, sizeof(err), "%s", PQresultErrorMessage(r));
-            err[strcspn(err, "\n")] = '\0';
-        } else if (st == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        if (!keep_first_error(r, sqlstate, err, sizeof(err)) &&
+            PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
             if (PQfnumber(r, "cw_waiter_pid") == 0) {
                 waiter_pid = atoll(PQgetvalue(r, 0, 0));
                 cw_fmt(waiter, sizeof(waiter), "%s", PQgetvalue(r, 0, 1));

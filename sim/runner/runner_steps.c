@@ -861,6 +861,17 @@ static int step_sql(struct sctx *s, const struct sc_step *st)
     return 0;
 }
 
+/* The step's expect_output: what (its output, a page) must hold want. */
+static int expect_output(struct sctx *s, const char *what, const char *out, const char *want)
+{
+    char check[64], detail[400];
+    int found = strstr(out, want) != NULL;
+    snprintf(check, sizeof(check), "steps[%d].expect_output", s->step);
+    snprintf(detail, sizeof(detail), "%s %s \"%s\"", what, found ? "contains" : "lacks", want);
+    runner_add_expect(s, check, found, detail);
+    return found;
+}
+
 static int step_outboxctl(struct sctx *s, const struct sc_step *st)
 {
     char *argv[24];
@@ -899,12 +910,8 @@ static int step_outboxctl(struct sctx *s, const struct sc_step *st)
                  st->expect_exit, first);
         runner_add_expect(s, check, rc == st->expect_exit, detail);
     }
-    if (st->expect_output != NULL) {
-        snprintf(check, sizeof(check), "steps[%d].expect_output", s->step);
-        snprintf(detail, sizeof(detail), "output %s \"%s\"",
-                 strstr(out, st->expect_output) ? "contains" : "lacks", st->expect_output);
-        runner_add_expect(s, check, strstr(out, st->expect_output) != NULL, detail);
-    }
+    if (st->expect_output != NULL)
+        expect_output(s, "output", out, st->expect_output);
     return 0;
 }
 
@@ -959,14 +966,11 @@ static int step_scrape(struct sctx *s, const struct sc_step *st)
         http_resp_free(&r);
         return runner_fail(s, "scrape %s: GET /metrics answered %d %s", p->name, status, why);
     }
-    char check[64], detail[400];
-    int found = strstr(r.body, st->expect_output) != NULL;
+    char page[SC_NAME_MAX + 16];
+    snprintf(page, sizeof(page), "%s's /metrics", p->name);
+    int found = expect_output(s, page, r.body, st->expect_output);
     runner_progress(s, "  -> %zu bytes, %s \"%s\"", r.body_len, found ? "with" : "without",
                     st->expect_output);
-    snprintf(check, sizeof(check), "steps[%d].expect_output", s->step);
-    snprintf(detail, sizeof(detail), "%s's /metrics %s \"%s\"", p->name,
-             found ? "contains" : "lacks", st->expect_output);
-    runner_add_expect(s, check, found, detail);
     http_resp_free(&r);
     return 0;
 }

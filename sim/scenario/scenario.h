@@ -177,7 +177,8 @@ struct sc_step {
     const char *expect_output;
     /* db, broker_crash */
     enum sc_db_action db_action;
-    int ms;                   /* freeze, hold_commits, lock, sleep: how long */
+    int ms;                   /* freeze, hold_commits, lock, sleep: how long; deadlock:
+                               * the longest wait for a process to wait on it */
     const char *table;        /* lock: the table, possibly schema-qualified */
     const char *first;        /* deadlock: the statements that take the locks waited on */
     const char *then;         /* deadlock: the statements that wait on the waiter */

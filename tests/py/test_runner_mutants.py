@@ -114,8 +114,8 @@ def test_a_decided_mutant_run_stops_waiting(tmp_path, pg_cluster):
     assert cell["outcome"] == "killed" and "effect_once" in cell["killed_by"], cell
     mres = load_result(out / m["dir"])
     (sc,) = mres["scenarios"]
+    assert sc["error"].startswith("heal: stopped after"), sc["error"]
     assert "with the verdict decided: effect_once:" in sc["error"], sc["error"]
-    assert sc["duration_ms"] < 15000, sc  # the heal's own deadline is 15 s
     runner = read_events(str(out / m["dir"] / sc["dir"] / "runner.events.jsonl"))
     assert not [e for e in runner if e["event"] == "heal_done"]
     (base,) = res["scenarios"]
