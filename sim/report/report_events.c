@@ -22,7 +22,8 @@
 #define TITLE_MAX 700
 #define MAX_WINDOWS 4000
 
-const char *const rtl_win_names[] = {"fault", "down", "paused", "net", "db"};
+const char *const rtl_win_names[] = {"fault", "down", "paused", "net", "db", "broker",
+                                       "clock"};
 
 /* ---- message ids and lanes ----------------------------------------------- */
 
@@ -518,12 +519,15 @@ static void add_net_window(struct rtl *t, size_t i, int64_t end)
     add_window(t, lane_get(t, lane), W_NET, e->ts, to, detail[0] ? detail : "network fault");
 }
 
-/* A database outage on its own lane ("postgres"): the runner logs its
- * db_fault when the outage is over, with the time it began (started_us),
- * or later with the time it ended (ended_us). */
+/* An outage on the lane of what was out ("postgres", or "broker" for a
+ * broker crash): the runner logs its db_fault when the outage is over, with
+ * the time it began (started_us), or later with the time it ended
+ * (ended_us). */
 static void add_db_window(struct rtl *t, const struct rev *e)
 {
-    char started[32], ended[32], action[48], detail[120], label[200];
+    char started[32], ended[32], action[48], detail[120], label[200], target[32];
+    text_field(e, "target", target, sizeof(target));
+    int broker = strcmp(target, "broker") == 0;
     text_field(e, "started_us", started, sizeof(started));
     text_field(e, "ended_us", ended, sizeof(ended));
     text_field(e, "action", action, sizeof(action));
@@ -534,9 +538,75 @@ static void add_db_window(struct rtl *t, const struct rev *e)
         to = e->ts;
     if (from <= 0 || from > to)
         from = to;
-    snprintf(label, sizeof(label), "database %s%s%s", action[0] ? action : "fault",
-             detail[0] ? ": " : "", detail);
-    add_window(t, lane_get(t, "postgres"), W_DB, from, to, label);
+    snprintf(label, sizeof(label), "%s %s%s%s", broker ? "broker" : "database",
+             action[0] ? action : "fault", detail[0] ? ": " : "", detail);
+    add_window(t, lane_get(t, broker ? "broker" : "postgres"), broker ? W_BROKER : W_DB, from,
+               to, label);
+}
+
+/* True when the space-separated words of an event's field name the broker
+ * switch sw (a word is "outage" or "outage=refuse"). */
+static int lists_switch(const struct rev *e, const char *field, const char *sw)
+{
+    char words[300];
+    text_field(e, field, words, sizeof(words));
+    size_t n = strlen(sw);
+    for (const char *w = words; *w != '\0'; w += strspn(w, " ")) {
+        size_t len = strcspn(w, " ");
+        if (len >= n && strncmp(w, sw, n) == 0 && (len == n || w[n] == '='))
+            return 1;
+        w += len;
+    }
+    return 0;
+}
+
+/* Broker switches turned on (faults_on of a broker_control), each a window
+ * on the broker's lane until a later broker_control turns it off or sets it
+ * again, or the run ends; an action such as close_connections is an
+ * instant. */
+static void add_broker_windows(struct rtl *t, size_t i, int64_t end)
+{
+    const struct rev *e = &t->ev[i];
+    char on[300], label[200];
+    text_field(e, "faults_on", on, sizeof(on));
+    for (const char *w = on; *w != '\0'; w += strspn(w, " ")) {
+        size_t len = strcspn(w, " ");
+        char word[96], sw[96];
+        snprintf(word, sizeof(word), "%.*s", (int)len, w);
+        snprintf(sw, sizeof(sw), "%.*s", (int)strcspn(word, "="), word);
+        w += len;
+        int64_t to = strcmp(sw, "close_connections") == 0 ? e->ts : end;
+        for (size_t j = i + 1; j < t->n && to == end; j++)
+            if (event_is(&t->ev[j], "broker_control") &&
+                (lists_switch(&t->ev[j], "faults_off", sw) ||
+                 lists_switch(&t->ev[j], "faults_on", sw)))
+                to = t->ev[j].ts;
+        snprintf(label, sizeof(label), "broker fault %s", word);
+        add_window(t, lane_get(t, "broker"), W_BROKER, e->ts, to, label);
+    }
+}
+
+/* A process started with a shifted clock ("clock" on its start): a window
+ * on its lane while that incarnation runs. */
+static void add_clock_window(struct rtl *t, size_t i, int64_t end)
+{
+    const struct rev *e = &t->ev[i];
+    char clock[64], label[120];
+    text_field(e, "clock", clock, sizeof(clock));
+    if (clock[0] == '\0' || e->target < 0)
+        return;
+    int64_t to = end;
+    for (size_t j = i + 1; j < t->n; j++) {
+        const struct rev *f = &t->ev[j];
+        if (f->target == e->target &&
+            (f->kind == K_KILL || f->kind == K_EXIT || f->kind == K_STOP ||
+             f->kind == K_RESTART || f->kind == K_START)) {
+            to = f->ts;
+            break;
+        }
+    }
+    snprintf(label, sizeof(label), "clock shifted (libfaketime %s)", clock);
+    add_window(t, e->target, W_CLOCK, e->ts, to, label);
 }
 
 /* Derives the shaded windows (see the header for the rules). */
@@ -550,10 +620,14 @@ static void build_windows(struct rtl *t)
         const struct rev *e = &t->ev[i];
         char label[200], how[120];
         int64_t to = end;
+        if ((e->kind == K_START || e->kind == K_RESTART) && e->target >= 0)
+            add_clock_window(t, i, end);
         if (is_net_event(e, "net_fault", NULL)) {
             add_net_window(t, i, end);
         } else if (event_is(e, "db_fault")) {
             add_db_window(t, e);
+        } else if (event_is(e, "broker_control")) {
+            add_broker_windows(t, i, end);
         } else if (e->kind == K_FAULT) {
             for (size_t j = i + 1; j < t->n; j++)
                 if (ends_fault(&t->ev[j], e->lane, e->pid)) {

@@ -39,7 +39,7 @@ struct rev {
     char *text;       /* hover text: event name and fields, owned */
 };
 
-enum win_type { W_FAULT, W_DOWN, W_PAUSED, W_NET, W_DB };
+enum win_type { W_FAULT, W_DOWN, W_PAUSED, W_NET, W_DB, W_BROKER, W_CLOCK };
 extern const char *const rtl_win_names[]; /* by win_type, as rtl_windows names them */
 
 struct rwin {

@@ -482,6 +482,11 @@ static void draw_caption(struct rbuf *b, const struct rtl *t, const struct geo *
     if (rtl_windows(t, "db"))
         rbuf_puts(b, "<li><span class=\"sw sw-db\"></span>database outage (crash, freeze, "
                      "held commits, failover)</li>");
+    if (rtl_windows(t, "broker"))
+        rbuf_puts(b, "<li><span class=\"sw sw-broker\"></span>broker fault (crash, outage, "
+                     "duplicates, delays, dropped confirms...)</li>");
+    if (rtl_windows(t, "clock"))
+        rbuf_puts(b, "<li><span class=\"sw sw-clock\"></span>process clock shifted</li>");
     if (d->lines > 0)
         rbuf_puts(b, "<li><span class=\"sw sw-witness\"></span>message named in a failure "
                      "witness</li>");

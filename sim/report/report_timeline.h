@@ -8,7 +8,7 @@
  * its fields and the message ids it concerns, and a data-m attribute so the
  * page can highlight one message across lanes.  The runner's actions on a
  * process (start, stop, kill, pause, resume, restart, exit seen, fault armed)
- * are drawn on that process's lane.  Four kinds of intervals are shaded,
+ * are drawn on that process's lane.  Seven kinds of intervals are shaded,
  * derived from the events alone:
  *
  *   fault   fault_hit of a process  ->  its fault_resumed, its next event,
@@ -20,6 +20,17 @@
  *   net     runner net_fault on a link  ->  its own end (ms), the link's
  *           next net_fault or net_clear, or the end of the run; drawn on a
  *           lane of the link's own ("net relay-1->pg")
+ *   db      runner db_fault (crash, freeze, failover, held commits, lock,
+ *           deadlock...)  ->  from its started_us to its end, on a
+ *           "postgres" lane
+ *   broker  runner db_fault aimed at the broker (a crash), on a "broker"
+ *           lane as db; and each switch a broker_control turned on
+ *           (faults_on)  ->  the next broker_control that turns it off or
+ *           sets it again, or the end of the run (close_connections: an
+ *           instant)
+ *   clock   runner start or restart of a process with a shifted clock
+ *           ("clock")  ->  that incarnation's end (kill, exit, stop,
+ *           restart), or the end of the run
  *
  * Messages named in a failure witness are outlined in red and joined by a
  * dashed line across lanes.  Past a cap on individual markers, routine events
@@ -60,7 +71,7 @@ size_t rtl_count(const struct rtl *t);
 size_t rtl_bad_lines(const struct rtl *t);
 int rtl_lanes(const struct rtl *t);
 /* Number of shaded windows of the given type ("fault", "down", "paused",
- * "net"). */
+ * "net", "db", "broker", "clock"). */
 size_t rtl_windows(const struct rtl *t, const char *type);
 
 /* Marks every message whose id occurs in one of the n texts as a witness

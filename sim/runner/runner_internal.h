@@ -219,6 +219,11 @@ void runner_rev_emit(struct sctx *s, cJSON *ev);
 void runner_rev_proc(struct sctx *s, const char *event, const char *proc, int pid,
                      const char *key, const char *value);
 
+/* The broker's switches set (broker_control): the switches as shown, and
+ * "faults_on"/"faults_off" as sc_broker_faults words them, which the fault
+ * count and the report's timeline read. */
+void runner_rev_broker_control(struct sctx *s, const cJSON *control);
+
 /* A progress line on stdout, indented under the scenario; none with --brief. */
 __attribute__((format(printf, 2, 3)))
 void runner_progress(struct sctx *s, const char *format, ...);

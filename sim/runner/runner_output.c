@@ -199,10 +199,35 @@ static void fault_report(struct sctx *s, const cJSON *const *proc_events, cJSON 
 /* The faults the runner made from outside the processes, as faults_fired
  * entries beside the fault points: a link's fault ("net/LINK/FAULT", its
  * client's name), a database or broker outage ("postgres/crash",
- * "broker/crash", ...) and a process started with a shifted clock
- * ("clock/offset"), each with "kind" so the report can tell them from
+ * "broker/crash", ...), a broker switch turned on ("broker/outage") and a
+ * process started with a shifted clock ("clock/offset"), each with "kind" so the report can tell them from
  * points.  A scenario that breaks the network has faults, whether or not
  * any process was compiled to know it. */
+/* One faults_fired entry per broker switch a broker_control turned on
+ * ("outage=refuse duplicate" -> broker/outage refuse, broker/duplicate on). */
+static void broker_faults(const char *on, int64_t ts_us, cJSON *fired)
+{
+    while (on != NULL && *on != '\0') {
+        size_t n = strcspn(on, " ");
+        char word[96], *eq;
+        snprintf(word, sizeof(word), "%.*s", (int)n, on);
+        eq = strchr(word, '=');
+        if (eq != NULL)
+            *eq++ = '\0';
+        char point[112];
+        snprintf(point, sizeof(point), "broker/%s", word);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "point", point);
+        cJSON_AddStringToObject(o, "proc", "broker");
+        cJSON_AddStringToObject(o, "action", eq != NULL ? eq : "on");
+        cwlog_add_int64(o, "ts_us", ts_us);
+        cJSON_AddStringToObject(o, "kind", "broker");
+        cJSON_AddItemToArray(fired, o);
+        on += n;
+        on += strspn(on, " ");
+    }
+}
+
 static void outside_faults(struct sctx *s, cJSON *fired)
 {
     cJSON *evs = evlog_read(s->run_events_path, NULL);
@@ -232,6 +257,9 @@ static void outside_faults(struct sctx *s, cJSON *fired)
             snprintf(proc, sizeof(proc), "%s", target);
             ev_num(ev, "started_us", &ts); /* when the outage began */
             kind = strcmp(target, "broker") == 0 ? "broker" : "database";
+        } else if (strcmp(name, "broker_control") == 0) {
+            broker_faults(ev_str(ev, "faults_on"), (int64_t)ts, fired);
+            continue;
         } else {
             continue;
         }

@@ -144,6 +144,8 @@ static void start_processes(struct sctx *s)
         cJSON_DeleteItemFromObjectCaseSensitive(sw, "durable");
         if (brokerctl_control(s->broker_sock, sw, 3000, err, sizeof(err)) < 0)
             runner_fail(s, "broker switches: %s", err);
+        else
+            runner_rev_broker_control(s, sw);
         cJSON_Delete(sw);
     }
     char path[PATH_MAX + 64];

@@ -830,9 +830,7 @@ static int step_broker(struct sctx *s, const struct sc_step *st)
     } else if (brokerctl_control(s->broker_sock, st->control, 3000, err, sizeof(err)) < 0) {
         return runner_fail(s, "broker control: %s", err);
     }
-    cJSON *ev = runner_rev_begin(s, "broker_control");
-    cJSON_AddItemToObject(ev, "control", sc_control_for_display(st->control));
-    runner_rev_emit(s, ev);
+    runner_rev_broker_control(s, st->control);
     return 0;
 }
 

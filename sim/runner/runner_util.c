@@ -215,6 +215,19 @@ void runner_rev_proc(struct sctx *s, const char *event, const char *proc, int pi
     runner_rev_emit(s, ev);
 }
 
+void runner_rev_broker_control(struct sctx *s, const cJSON *control)
+{
+    char on[256], off[256];
+    sc_broker_faults(control, on, sizeof(on), off, sizeof(off));
+    cJSON *ev = runner_rev_begin(s, "broker_control");
+    cJSON_AddItemToObject(ev, "control", sc_control_for_display(control));
+    if (on[0] != '\0')
+        cJSON_AddStringToObject(ev, "faults_on", on);
+    if (off[0] != '\0')
+        cJSON_AddStringToObject(ev, "faults_off", off);
+    runner_rev_emit(s, ev);
+}
+
 void runner_progress(struct sctx *s, const char *format, ...)
 {
     if (s->run->o->brief)
@@ -491,6 +504,8 @@ int runner_start_proc(struct sctx *s, int idx, const char *faults)
     cJSON_AddStringToObject(ev, "kind", sc_kind_name(sp->kind));
     if (faults != NULL)
         cJSON_AddStringToObject(ev, "faults", faults);
+    if (sp->faketime[0] != '\0')
+        cJSON_AddStringToObject(ev, "clock", sp->faketime);
     runner_rev_emit(s, ev);
 
     char pidtext[16];

@@ -115,6 +115,53 @@ int sc_broker_is_setting(const char *field)
     return field != NULL && jv_in_list(field, broker_settings);
 }
 
+/* The switches that change what the broker does to messages (a fault while
+ * on); "reset" turns them all off, "refuse_error" only words a refusal. */
+static const char *const broker_fault_switches[] = {
+    "outage", "duplicate", "delay_ms", "reorder", "drop_before_confirm",
+    "max_payload_bytes", "close_connections", NULL
+};
+
+static int broker_switch_is_on(const cJSON *v)
+{
+    if (cJSON_IsString(v))
+        return strcmp(v->valuestring, "off") != 0;
+    if (cJSON_IsNumber(v))
+        return v->valuedouble != 0;
+    return cJSON_IsTrue(v);
+}
+
+void sc_broker_faults(const cJSON *control, char *on, size_t onlen, char *off, size_t offlen)
+{
+    size_t non = 0, noff = 0;
+    on[0] = off[0] = '\0';
+    const cJSON *reset = cJSON_GetObjectItemCaseSensitive(control, "reset");
+    for (int i = 0; broker_fault_switches[i] != NULL; i++) {
+        const char *name = broker_fault_switches[i];
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(control, name);
+        /* max_payload_bytes 0 refuses every payload: any limit is a fault */
+        int is_on = v != NULL &&
+                    (strcmp(name, "max_payload_bytes") == 0 ? cJSON_IsNumber(v)
+                                                            : broker_switch_is_on(v));
+        if (is_on) {
+            char value[48];
+            if (cJSON_IsString(v))
+                snprintf(value, sizeof(value), "=%.40s", v->valuestring);
+            else if (cJSON_IsNumber(v))
+                snprintf(value, sizeof(value), "=%.0f", v->valuedouble);
+            else
+                value[0] = '\0';
+            int w = snprintf(on + non, onlen - non, "%s%s%s", non ? " " : "", name, value);
+            if (w > 0 && (size_t)w < onlen - non)
+                non += (size_t)w;
+        } else if (v != NULL || cJSON_IsTrue(reset)) {
+            int w = snprintf(off + noff, offlen - noff, "%s%s", noff ? " " : "", name);
+            if (w > 0 && (size_t)w < offlen - noff)
+                noff += (size_t)w;
+        }
+    }
+}
+
 static int valid_name(const char *s, size_t max, int allow_underscore)
 {
     size_t n = strlen(s);

@@ -324,6 +324,13 @@ int sc_invariant_from_name(const char *name);
  * at its start (visibility_timeout_ms, durable), 0 when it is a switch. */
 int sc_broker_is_setting(const char *field);
 
+/* The faults a set of broker switches turns on and off, for the fault
+ * count and the report's timeline: on gets "outage=refuse duplicate", one
+ * switch and its value per word; off the switches set back to their
+ * default ("outage" for "off", every one for "reset").  A "reset" beside
+ * switches is applied first, as the broker applies it. */
+void sc_broker_faults(const cJSON *control, char *on, size_t onlen, char *off, size_t offlen);
+
 /* 1 when the scenario has relays and every one publishes in per-aggregate
  * order (--order per-aggregate), which holds a version back while an older
  * one of its aggregate is unpublished, a dead-lettered one included, until

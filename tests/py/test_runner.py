@@ -648,10 +648,12 @@ def test_a_busy_answer_is_sent_again_as_a_client_would(tmp_path, pg_cluster):
 
 
 def test_faults_made_from_outside_are_counted_and_listed(tmp_path, pg_cluster):
-    """A link broken by the proxy, a database crash and a process started
-    with a shifted clock are faults: each is in faults_fired (with its kind),
-    in the totals and in the report's Faults table, though no process was
-    compiled to know it."""
+    """A link broken by the proxy, a database crash, a broker crash, a broker
+    switch (publishes refused, at the start and as a step) and a process
+    started with a shifted clock are faults: each is in faults_fired (with
+    its kind), in the totals and in the report's Faults table, though no
+    process was compiled to know it; and each is drawn on the timeline as a
+    window on the lane of what it broke."""
     procs = {**PIPELINE, "api": {"kind": "api", "clock": {"offset_s": -30}}}
     path = scenario(tmp_path, "outside", [
         {"do": "payments", "count": 2, "key_prefix": "t-out"},
@@ -659,22 +661,47 @@ def test_faults_made_from_outside_are_counted_and_listed(tmp_path, pg_cluster):
         {"do": "net", "link": "relay-1->broker", "fault": "reset"},
         {"do": "db", "action": "crash"},
         {"do": "payments", "count": 2, "key_prefix": "t-out2", "retries": 2},
-        {"do": "wait", "until": "consumed", "count": 4, "timeout_ms": 20000}],
-        processes=procs)
+        {"do": "wait", "until": "consumed", "count": 4, "timeout_ms": 20000},
+        {"do": "broker", "control": {"outage": "refuse"}},
+        {"do": "payments", "count": 1, "key_prefix": "t-out3"},
+        {"do": "sleep", "ms": 300},
+        {"do": "broker", "control": {"outage": "off"}},
+        {"do": "broker_crash", "down_ms": 200},
+        {"do": "wait", "until": "consumed", "count": 5, "timeout_ms": 20000}],
+        processes=procs, broker={"durable": True, "delay_ms": 20})
     out = tmp_path / "out"
     r = crashwindow("run", path, "--out", str(out), "--brief")
     result = load_result(out)
     sc = result["scenarios"][0]
     assert r.returncode == 0 and sc["verdict"] == "pass", r.stdout[-3000:] + r.stderr[-2000:]
-    fired = {(f["point"], f["proc"], f["kind"]) for f in sc["faults_fired"]}
-    assert {("net/relay-1->broker/reset", "relay-1", "net"),
-            ("postgres/crash", "postgres", "database"),
-            ("clock/offset", "api", "clock")} <= fired, fired
-    assert result["totals"]["faults_fired"] == len(sc["faults_fired"]) >= 3
+    fired = {(f["point"], f["proc"], f["action"], f["kind"]) for f in sc["faults_fired"]}
+    assert {("net/relay-1->broker/reset", "relay-1", "reset", "net"),
+            ("postgres/crash", "postgres", "crash", "database"),
+            ("broker/crash", "broker", "crash", "broker"),
+            ("broker/delay_ms", "broker", "20", "broker"),
+            ("broker/outage", "broker", "refuse", "broker"),
+            ("clock/offset", "api", "-30s", "clock")} <= fired, fired
+    # the switch set back to its default is no fault of its own
+    assert [f["point"] for f in sc["faults_fired"]].count("broker/outage") == 1
+    assert result["totals"]["faults_fired"] == len(sc["faults_fired"]) >= 6
     rep = crashwindow("report", out, "-o", tmp_path / "report.html", timeout=120)
     assert rep.returncode == 0, rep.stdout + rep.stderr
     page = (tmp_path / "report.html").read_text()
     assert "net/relay-1-&gt;broker/reset" in page and "postgres/crash" in page
+    assert "broker/outage" in page and "broker/crash" in page
+    wins = {}
+    for cls, title in re.findall(r'<rect class="win-(\w+)"[^>]*><title>([^<]*)</title>', page):
+        wins.setdefault(cls, []).append(title)
+    assert any(t.startswith("broker crash: durable store in broker") for t in wins["broker"]), wins
+    refused = [t for t in wins["broker"] if t.startswith("broker fault outage=refuse in broker")]
+    assert len(refused) == 1, wins
+    # the refusal ends where the step turned it off: some 300 ms, not the run
+    ms = float(re.search(r"\(([0-9.]+) ms\)", refused[0]).group(1))
+    assert 250 <= ms < 5000, refused
+    assert any(t.startswith("broker fault delay_ms=20 in broker") for t in wins["broker"])
+    assert any(t.startswith("clock shifted (libfaketime -30s) in api") for t in wins["clock"])
+    assert not any("broker" in t for t in wins.get("db", [])), wins
+    assert "broker fault (crash" in page and "process clock shifted" in page
 
 
 def test_processing_latency_is_never_negative(tmp_path, pg_cluster):
