@@ -64,6 +64,10 @@ public static class Payments
                 channel.PublisherConfirmationsEnabled = true;
                 channel.PublisherConfirmationTrackingEnabled = true;
             });
+        // Every node may run the durability agent, as Wolverine ships it; the harness's control
+        // run of a crash-looping producer keeps it off the producer's nodes (profile-agent-on-node.json).
+        if (!Settings.DurabilityAgent())
+            opts.Durability.DurabilityAgentEnabled = false;
         // The accounting group's queue is bound here too, so a payment made before the
         // consumer's first start is not dropped by an exchange with no binding.
         opts.PublishMessage<PaymentCreated>()

@@ -43,4 +43,12 @@ public static class Settings
     /// </summary>
     public static bool PublisherConfirms() =>
         Environment.GetEnvironmentVariable("WOLVERINE_PUBLISHER_CONFIRMS") == "1";
+
+    /// <summary>
+    /// WOLVERINE_DURABILITY_AGENT=0: this node never runs the database's durability agent (the one
+    /// agent per database that recovers a dead node's envelopes), so the leader places it on the
+    /// nodes that do.  Unset (the default): Wolverine's own default, every node may run it.
+    /// </summary>
+    public static bool DurabilityAgent() =>
+        Environment.GetEnvironmentVariable("WOLVERINE_DURABILITY_AGENT") != "0";
 }

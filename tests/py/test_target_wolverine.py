@@ -92,3 +92,26 @@ def test_without_its_build_the_scenarios_are_skipped_with_the_reason(tmp_path, p
     reason = skipped[0]["reason"]
     assert ("scripts/setup" in reason) if shutil.which("dotnet") else ("dotnet" in reason)
     assert not res.get("scenarios"), res
+
+
+def test_each_control_profile_changes_only_what_it_says():
+    """A control run is worth its comparison only if nothing else differs:
+    profile-confirms.json turns publisher confirms on for the producer and
+    the node, profile-agent-on-node.json keeps the durability agent off the
+    producer's nodes; name, title and findings aside, each is profile.json."""
+    def load(name):
+        with open(os.path.join(TARGET_DIR, name), encoding="utf-8") as f:
+            p = json.load(f)
+        for key in ("target", "title", "findings"):
+            p.pop(key, None)
+        return p
+    base = load("profile.json")
+    for name, changes in (
+            ("profile-confirms.json", {("producer", "WOLVERINE_PUBLISHER_CONFIRMS"): "1",
+                                       ("relay", "WOLVERINE_PUBLISHER_CONFIRMS"): "1"}),
+            ("profile-agent-on-node.json", {("producer", "WOLVERINE_DURABILITY_AGENT"): "0"})):
+        control = load(name)
+        for (role, var), value in changes.items():
+            assert var not in base["processes"][role]["env"]
+            assert control["processes"][role]["env"].pop(var) == value, (name, role, var)
+        assert control == base, name
