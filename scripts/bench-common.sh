@@ -58,3 +58,54 @@ pairs_median() {
   printf "%s\n" "$@" | sort -g | awk '{ v[NR] = $1 }
     END { printf "%.3f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+
+# ---- CPU accounting: clock ticks from /proc, read before and after a run.
+# cpu_ticks_of PIDS...: their utime+stime and their reaped children's.
+cpu_ticks_of() {
+  local p
+  for p in "$@"; do awk '{ print $14 + $15 + $16 + $17 }' "/proc/$p/stat" 2>/dev/null || true; done |
+    awk '{ s += $1 } END { print s + 0 }'
+}
+# cpu_pg_ticks CLUSTER: every process of a pg-cluster: the postmaster and its children.
+cpu_pg_ticks() {
+  local pm
+  pm=$(head -1 "$1/data/postmaster.pid")
+  # shellcheck disable=SC2046
+  cpu_ticks_of "$pm" $(ps -o pid= --ppid "$pm")
+}
+# cpu_machine_ticks: "all idle" of the whole machine (idle with iowait).
+cpu_machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }
+
+# cpu_report MESSAGES "BEFORE" "AFTER" LABEL...: one line of CPU ms per
+# 1,000 messages, where BEFORE and AFTER are "all idle G1 G2..." (the
+# machine's ticks, then each group's, as cpu_machine_ticks and cpu_ticks_of
+# give them) and each LABEL names a group: "LABEL1 x, LABEL2 y, rest r,
+# idle i".  The rest is what no group ran (the kernel, pgbench, the
+# script).  A process's time is the scheduler's exact count, /proc/stat's is
+# sampled at each tick: the rest can come out a tick or two below zero,
+# which says it is nothing, and is shown as 0.
+cpu_report() {
+  local n=$1 a=$2 b=$3
+  shift 3
+  awk -v n="$n" -v hz="$(getconf CLK_TCK)" -v a="$a" -v b="$b" -v labels="$*" 'BEGIN {
+    split(a, x, " "); split(b, y, " "); ng = split(labels, l, " ")
+    k = 1000 / hz * 1000 / n                     # ticks -> CPU ms per 1,000 messages
+    all = y[1] - x[1]; idle = y[2] - x[2]; rest = all - idle
+    line = "CPU ms per 1,000 msgs:"
+    for (g = 1; g <= ng; g++) {
+      t = y[g + 2] - x[g + 2]; rest -= t
+      line = line sprintf(" %s %.0f,", l[g], t * k)
+    }
+    printf "%s rest %.0f, idle %.0f\n", line, (rest > 0 ? rest : 0) * k, idle * k }'
+}
+
+# cpu_bound MESSAGES "BEFORE" "AFTER": the most messages a second this
+# machine's cores could carry at the busy CPU time this run took per
+# message (all cores busy, none idle, the same work): what the run could
+# reach had nothing waited.
+cpu_bound() {
+  awk -v n="$1" -v hz="$(getconf CLK_TCK)" -v a="$2" -v b="$3" -v cores="$(nproc)" 'BEGIN {
+    split(a, x, " "); split(b, y, " ")
+    busy = (y[1] - x[1]) - (y[2] - x[2])
+    printf "%.0f\n", (busy > 0 ? cores * hz * n / busy : 0) }'
+}
