@@ -935,6 +935,48 @@ static int metrics_port(const struct proc *p)
     return port > 0 && port < 65536 ? port : -1;
 }
 
+/* A scrape's series judged as an expectation: the line "SERIES VALUE" of
+ * the page (the exposition format's sample line, no timestamp) and its
+ * value within the step's bounds. */
+static void expect_series(struct sctx *s, const char *what, const char *page,
+                          const struct sc_step *st)
+{
+    char check[64], detail[400], bounds[64];
+    size_t n = strlen(st->series);
+    const char *line = page, *value = NULL;
+    while (line != NULL && *line != '\0') {
+        if (strncmp(line, st->series, n) == 0 && line[n] == ' ') {
+            value = line + n + 1;
+            break;
+        }
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+    if (st->series_max < 0)
+        snprintf(bounds, sizeof(bounds), "at least %d", st->series_min);
+    else if (st->series_min < 0)
+        snprintf(bounds, sizeof(bounds), "at most %d", st->series_max);
+    else
+        snprintf(bounds, sizeof(bounds), "%d to %d", st->series_min, st->series_max);
+    snprintf(check, sizeof(check), "steps[%d].series", s->step);
+    if (value == NULL) {
+        snprintf(detail, sizeof(detail), "%s lacks the series %s (want %s)", what, st->series,
+                 bounds);
+        runner_add_expect(s, check, 0, detail);
+        return;
+    }
+    char *end;
+    double v = strtod(value, &end);
+    int ok = end != value && (*end == '\n' || *end == '\0') &&
+             (st->series_min < 0 || v >= st->series_min) &&
+             (st->series_max < 0 || v <= st->series_max);
+    snprintf(detail, sizeof(detail), "%s has %s %.*s (want %s)", what, st->series,
+             (int)strcspn(value, "\n"), value, bounds);
+    runner_add_expect(s, check, ok, detail);
+    runner_progress(s, "  -> %s %.*s", st->series, (int)strcspn(value, "\n"), value);
+}
+
 /* scrape: one GET /metrics, as Prometheus would, kept in the scenario's
  * directory and judged as an expectation. */
 static int step_scrape(struct sctx *s, const struct sc_step *st)
@@ -966,9 +1008,13 @@ static int step_scrape(struct sctx *s, const struct sc_step *st)
     }
     char page[SC_NAME_MAX + 16];
     snprintf(page, sizeof(page), "%s's /metrics", p->name);
-    int found = expect_output(s, page, r.body, st->expect_output);
-    runner_progress(s, "  -> %zu bytes, %s \"%s\"", r.body_len, found ? "with" : "without",
-                    st->expect_output);
+    if (st->expect_output != NULL) {
+        int found = expect_output(s, page, r.body, st->expect_output);
+        runner_progress(s, "  -> %zu bytes, %s \"%s\"", r.body_len, found ? "with" : "without",
+                        st->expect_output);
+    }
+    if (st->series != NULL)
+        expect_series(s, page, r.body, st);
     http_resp_free(&r);
     return 0;
 }

@@ -175,6 +175,10 @@ struct sc_step {
     const char *argv[16];
     int expect_exit;          /* -1: not checked */
     const char *expect_output;
+    /* scrape: a series ("name{labels}") whose value must lie in [series_min,
+     * series_max] (-1: that side unbounded) */
+    const char *series;
+    int series_min, series_max;
     /* db, broker_crash */
     enum sc_db_action db_action;
     int ms;                   /* freeze, hold_commits, lock, sleep: how long; deadlock:

@@ -101,7 +101,15 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
         snprintf(out, outlen, "sql: %.160s%s", st->sql, strlen(st->sql) > 160 ? "..." : "");
         break;
     case V_SCRAPE:
-        snprintf(out, outlen, "scrape %s's /metrics for \"%.120s\"", pn, st->expect_output);
+        if (st->series != NULL && st->expect_output == NULL && st->series_max < 0)
+            snprintf(out, outlen, "scrape %s's /metrics for %.120s at least %d", pn, st->series,
+                     st->series_min);
+        else if (st->series != NULL && st->expect_output == NULL)
+            snprintf(out, outlen, "scrape %s's /metrics for %.120s from %d to %d", pn,
+                     st->series, st->series_min < 0 ? 0 : st->series_min, st->series_max);
+        else
+            snprintf(out, outlen, "scrape %s's /metrics for \"%.120s\"%s", pn,
+                     st->expect_output, st->series != NULL ? " and a series" : "");
         break;
     case V_OUTBOXCTL: {
         char args[256] = "";

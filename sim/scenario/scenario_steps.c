@@ -10,6 +10,7 @@
 #include "scenario_internal.h"
 #include "fault.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,11 +328,13 @@ static int parse_step_outboxctl(struct jv_ctx *v, const cJSON *s, const char *fi
 }
 
 /* scrape: GET /metrics from a process started with "metrics-listen"; what
- * it must contain. */
+ * it must contain (expect_output), or a series and the bounds of its value
+ * (a count that a busy machine may push past one: "min": 1). */
 static int parse_step_scrape(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                              const char *field, struct sc_step *st)
 {
-    static const char *const f[] = { "do", "why", "proc", "expect_output", "timeout_ms", NULL };
+    static const char *const f[] = { "do", "why", "proc", "expect_output", "series", "min",
+                                     "max", "timeout_ms", NULL };
     if (jv_only_fields(v, s, field, f) < 0 || step_proc(v, sc, s, field, 1, -1, st) < 0)
         return -1;
     const struct sc_proc *p = &sc->procs[st->proc];
@@ -343,8 +346,24 @@ static int parse_step_scrape(struct jv_ctx *v, struct scenario *sc, const cJSON 
     if (!listens)
         return jv_err(v, ff, "'%s' serves no /metrics: give it \"metrics-listen\": "
                       "\"127.0.0.1:0\" in its args", p->name);
-    if (jv_str(v, s, "expect_output", field, 1, &st->expect_output) < 0)
+    int has_series = jv_str(v, s, "series", field, 0, &st->series);
+    if (has_series < 0 || jv_str(v, s, "expect_output", field, !has_series,
+                                 &st->expect_output) < 0)
         return -1;
+    st->series_min = st->series_max = -1;
+    if (jv_opt_int(v, s, "min", field, 0, INT_MAX, &st->series_min) < 0 ||
+        jv_opt_int(v, s, "max", field, 0, INT_MAX, &st->series_max) < 0)
+        return -1;
+    int bounded = st->series_min >= 0 || st->series_max >= 0;
+    snprintf(ff, sizeof(ff), "%s.series", field);
+    if (has_series && !bounded)
+        return jv_err(v, ff, "a series needs \"min\" or \"max\": the bounds of its value");
+    if (!has_series && bounded)
+        return jv_err(v, ff, "\"min\" and \"max\" bound a series: name it");
+    if (has_series && (strchr(st->series, '\n') != NULL || strchr(st->series, ' ') != NULL))
+        return jv_err(v, ff, "'%s' is not a series name with its labels", st->series);
+    if (st->series_max >= 0 && st->series_min > st->series_max)
+        return jv_err(v, ff, "min %d is over max %d", st->series_min, st->series_max);
     st->timeout_ms = 5000;
     return jv_opt_int(v, s, "timeout_ms", field, 1, 600000, &st->timeout_ms);
 }

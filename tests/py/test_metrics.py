@@ -291,6 +291,16 @@ SERVING = dict(PIPELINE, accounting={"kind": "consumer",
      "steps[0].proc: unknown process 'relay-9'"),
     ({"do": "scrape", "proc": "accounting", "expect_output": "x", "port": 9},
      "steps[0]: unknown field 'port'"),
+    ({"do": "scrape", "proc": "accounting", "series": "a_total"},
+     "steps[0].series: a series needs \"min\" or \"max\""),
+    ({"do": "scrape", "proc": "accounting", "expect_output": "x", "min": 1},
+     "steps[0].series: \"min\" and \"max\" bound a series: name it"),
+    ({"do": "scrape", "proc": "accounting", "series": "a_total", "min": 3, "max": 2},
+     "steps[0].series: min 3 is over max 2"),
+    ({"do": "scrape", "proc": "accounting", "series": "a_total 1", "min": 1},
+     "steps[0].series: 'a_total 1' is not a series name with its labels"),
+    ({"do": "scrape", "proc": "accounting", "series": "a_total", "min": -1},
+     "steps[0].min"),
 ])
 def test_a_bad_scrape_step_is_refused_before_anything_starts(tmp_path, step, message):
     path = scenario(tmp_path, "badscrape", [step], processes=SERVING)
@@ -303,7 +313,9 @@ def test_a_bad_scrape_step_is_refused_before_anything_starts(tmp_path, step, mes
 def test_a_scrape_step_judges_what_the_scraper_sees(tmp_path):
     """A scenario's scrape reads the running consumer's own /metrics: a
     figure it shows passes, one it lacks fails the scenario as an
-    expectation naming the text, and the page is kept."""
+    expectation naming the text, and the page is kept; a series is judged by
+    its value within bounds (a count a busy machine may push past one), and
+    a series the page lacks fails."""
     path = scenario(tmp_path, "scrape", [
         {"do": "payments", "count": 2, "key_prefix": "sc"},
         {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 15000},
@@ -311,6 +323,12 @@ def test_a_scrape_step_judges_what_the_scraper_sees(tmp_path):
          "expect_output": 'inbox_consumer_applied_total{consumer="accounting"} 2\n'},
         {"do": "scrape", "proc": "accounting",
          "expect_output": 'inbox_consumer_duplicates_total{consumer="accounting"} 7\n'},
+        {"do": "scrape", "proc": "accounting",
+         "series": 'inbox_consumer_applied_total{consumer="accounting"}', "min": 1, "max": 2},
+        {"do": "scrape", "proc": "accounting",
+         "series": 'inbox_consumer_applied_total{consumer="accounting"}', "min": 3},
+        {"do": "scrape", "proc": "accounting",
+         "series": 'inbox_consumer_applied_total{consumer="nobody"}', "max": 5},
     ], processes=SERVING, heal={"timeout_ms": 10000})
     out = tmp_path / "out"
     r = crashwindow("run", path, "--out", str(out))
@@ -322,3 +340,11 @@ def test_a_scrape_step_judges_what_the_scraper_sees(tmp_path):
     assert "lacks" in expects["steps[3].expect_output"]["detail"], expects
     page = (out / sc["dir"] / "accounting.scrape.step4.txt").read_text()
     assert 'inbox_consumer_duplicates_total{consumer="accounting"} 0' in page
+    # a series is judged by its value within the step's bounds
+    assert expects["steps[4].series"]["verdict"] == "pass", expects
+    assert expects["steps[5].series"]["verdict"] == "fail", expects
+    assert expects["steps[5].series"]["detail"] == (
+        "accounting's /metrics has inbox_consumer_applied_total{consumer=\"accounting\"} 2"
+        " (want at least 3)"), expects
+    assert expects["steps[6].series"]["verdict"] == "fail", expects
+    assert "lacks the series" in expects["steps[6].series"]["detail"], expects
