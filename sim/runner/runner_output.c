@@ -196,13 +196,6 @@ static void fault_report(struct sctx *s, const cJSON *const *proc_events, cJSON 
     }
 }
 
-/* The faults the runner made from outside the processes, as faults_fired
- * entries beside the fault points: a link's fault ("net/LINK/FAULT", its
- * client's name), a database or broker outage ("postgres/crash",
- * "broker/crash", ...), a broker switch turned on ("broker/outage") and a
- * process started with a shifted clock ("clock/offset"), each with "kind" so the report can tell them from
- * points.  A scenario that breaks the network has faults, whether or not
- * any process was compiled to know it. */
 /* One faults_fired entry per broker switch a broker_control turned on
  * ("outage=refuse duplicate" -> broker/outage refuse, broker/duplicate on). */
 static void broker_faults(const char *on, int64_t ts_us, cJSON *fired)
@@ -228,6 +221,13 @@ static void broker_faults(const char *on, int64_t ts_us, cJSON *fired)
     }
 }
 
+/* The faults the runner made from outside the processes, as faults_fired
+ * entries beside the fault points: a link's fault ("net/LINK/FAULT", its
+ * client's name), a database or broker outage ("postgres/crash",
+ * "broker/crash", ...), a broker switch turned on ("broker/outage") and a
+ * process started with a shifted clock ("clock/offset"), each with "kind"
+ * so the report can tell them from points.  A scenario that breaks the
+ * network has faults, whether or not any process was compiled to know it. */
 static void outside_faults(struct sctx *s, cJSON *fired)
 {
     cJSON *evs = evlog_read(s->run_events_path, NULL);
