@@ -122,6 +122,9 @@ static const char *const broker_fault_switches[] = {
     "max_payload_bytes", "close_connections", NULL
 };
 
+/* On: a string other than "off", a number other than 0 (delay_ms 0,
+ * drop_before_confirm 0 and max_payload_bytes 0 are the defaults: no
+ * delay, no drop, no limit), or true. */
 static int broker_switch_is_on(const cJSON *v)
 {
     if (cJSON_IsString(v))
@@ -139,10 +142,7 @@ void sc_broker_faults(const cJSON *control, char *on, size_t onlen, char *off, s
     for (int i = 0; broker_fault_switches[i] != NULL; i++) {
         const char *name = broker_fault_switches[i];
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(control, name);
-        /* max_payload_bytes 0 refuses every payload: any limit is a fault */
-        int is_on = v != NULL &&
-                    (strcmp(name, "max_payload_bytes") == 0 ? cJSON_IsNumber(v)
-                                                            : broker_switch_is_on(v));
+        int is_on = v != NULL && broker_switch_is_on(v);
         if (is_on) {
             char value[48];
             if (cJSON_IsString(v))
