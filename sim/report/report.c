@@ -114,7 +114,7 @@ static const char page_css[] =
     ".sw-paused{background:rgba(96,125,139,.35)}.sw-density{background:#7986cb}"
     ".sw-witness{border:0;border-top:2px dashed #c62828;height:0;margin-top:4px}"
     ".lane{fill:#fff}.lane.odd{fill:#f3f5f8}"
-    ".lanelabel{font-size:12px;fill:#263238;font-family:ui-monospace,monospace}"
+    ".lanelabel{font-size:11px;fill:#263238;font-family:ui-monospace,monospace}"
     ".axis line{stroke:#e1e4ea;stroke-width:1}"
     ".axis text{font-size:10px;fill:#5b6475;text-anchor:middle}"
     ".axis text.ylab{text-anchor:end}"

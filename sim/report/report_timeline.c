@@ -20,7 +20,8 @@
 
 /* Geometry of the timeline drawing, in SVG user units (pixels). */
 #define TL_WIDTH 1180
-#define TL_LEFT 128    /* lane labels live left of this */
+#define TL_LEFT 184    /* lane labels live left of this */
+#define TL_LABEL_MAX 26 /* bytes of a lane's name shown ("net accounting->broker" whole) */
 #define TL_RIGHT 14
 #define TL_TOP 26      /* time axis labels above the lanes */
 #define TL_LANE_H 34
@@ -281,7 +282,7 @@ static void draw_lanes(struct rbuf *b, const struct rtl *t, int scen, int height
         rbuf_printf(b, "<rect class=\"lane%s\" x=\"0\" y=\"%d\" width=\"%d\" height=\"%d\"/>"
                        "<text class=\"lanelabel\" x=\"6\" y=\"%d\">",
                     l % 2 ? " odd" : "", y, TL_WIDTH, TL_LANE_H, y + TL_LANE_H / 2 + 4);
-        rbuf_esc(b, t->lanes[l].name, 16);
+        rbuf_esc(b, t->lanes[l].name, TL_LABEL_MAX);
         rbuf_puts(b, "</text>");
     }
 }

@@ -541,6 +541,24 @@ def test_a_database_outage_is_shaded_on_its_own_lane(tmp_path):
     assert "database outage" in text_of(s0)
 
 
+def test_a_links_lane_is_named_whole(tmp_path):
+    """A link's fault gets a lane named after the link; the longest of the
+    pipeline's ("net accounting->broker") is shown whole, not cut."""
+    run, result = load_fixture(tmp_path)
+    sc = result["scenarios"][0]
+    tl = run / sc["dir"] / "timeline.jsonl"
+    first = json.loads(open(tl, encoding="utf-8").readline())
+    with open(tl, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"ts_us": first["ts_us"] + 1000, "proc": "runner", "pid": 1,
+                            "event": "net_fault", "link": "accounting->broker",
+                            "fault": "partition", "ms": 300}) + "\n")
+    out = tmp_path / "r.html"
+    render(run, out)
+    s0 = by_id(parse_strict(out), "s0")
+    labels = {text_of(t) for t in s0.iter("text") if has_class(t, "lanelabel")}
+    assert "net accounting->broker" in labels, labels
+
+
 def test_missing_and_malformed_parts(tmp_path):
     """Fields missing or null, malformed lines: the report still renders and
     says what it skipped."""
