@@ -936,8 +936,8 @@ static int metrics_port(const struct proc *p)
 }
 
 /* A scrape's series judged as an expectation: the line "SERIES VALUE" of
- * the page (the exposition format's sample line, no timestamp) and its
- * value within the step's bounds. */
+ * the page (the exposition format's sample line; a timestamp after the
+ * value is allowed and not read) and its value within the step's bounds. */
 static void expect_series(struct sctx *s, const char *what, const char *page,
                           const struct sc_step *st)
 {
@@ -968,7 +968,7 @@ static void expect_series(struct sctx *s, const char *what, const char *page,
     }
     char *end;
     double v = strtod(value, &end);
-    int ok = end != value && (*end == '\n' || *end == '\0') &&
+    int ok = end != value && (*end == '\n' || *end == '\0' || *end == ' ') &&
              (st->series_min < 0 || v >= st->series_min) &&
              (st->series_max < 0 || v <= st->series_max);
     snprintf(detail, sizeof(detail), "%s has %s %.*s (want %s)", what, st->series,
