@@ -953,12 +953,7 @@ static void expect_series(struct sctx *s, const char *what, const char *page,
         if (line != NULL)
             line++;
     }
-    if (st->series_max < 0)
-        snprintf(bounds, sizeof(bounds), "at least %d", st->series_min);
-    else if (st->series_min < 0)
-        snprintf(bounds, sizeof(bounds), "at most %d", st->series_max);
-    else
-        snprintf(bounds, sizeof(bounds), "%d to %d", st->series_min, st->series_max);
+    sc_series_bounds(st, bounds, sizeof(bounds));
     snprintf(check, sizeof(check), "steps[%d].series", s->step);
     if (value == NULL) {
         snprintf(detail, sizeof(detail), "%s lacks the series %s (want %s)", what, st->series,

@@ -346,6 +346,9 @@ int scenario_relays_hold_order(const struct scenario *sc);
  * text, which may be a planted secret, is replaced by its length. */
 cJSON *sc_control_for_display(const cJSON *control);
 
+/* A scrape series' bounds in words: "at least 1", "at most 5", "1 to 2". */
+void sc_series_bounds(const struct sc_step *st, char *out, size_t len);
+
 /* One line in words: "kill relay-1 (SIGKILL)", "wait until relay-1 exited
  * (10000 ms)".  Used by --dry-run and the progress lines. */
 void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,

@@ -45,6 +45,16 @@ static void describe_db(const struct sc_step *st, const char *pn, char *out, siz
     }
 }
 
+void sc_series_bounds(const struct sc_step *st, char *out, size_t len)
+{
+    if (st->series_max < 0)
+        snprintf(out, len, "at least %d", st->series_min);
+    else if (st->series_min < 0)
+        snprintf(out, len, "at most %d", st->series_max);
+    else
+        snprintf(out, len, "%d to %d", st->series_min, st->series_max);
+}
+
 void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
                             char *out, size_t outlen)
 {
@@ -101,13 +111,11 @@ void scenario_step_describe(const struct scenario *sc, const struct sc_step *st,
         snprintf(out, outlen, "sql: %.160s%s", st->sql, strlen(st->sql) > 160 ? "..." : "");
         break;
     case V_SCRAPE:
-        if (st->series != NULL && st->expect_output == NULL && st->series_max < 0)
-            snprintf(out, outlen, "scrape %s's /metrics for %.120s at least %d", pn, st->series,
-                     st->series_min);
-        else if (st->series != NULL && st->expect_output == NULL)
-            snprintf(out, outlen, "scrape %s's /metrics for %.120s from %d to %d", pn,
-                     st->series, st->series_min < 0 ? 0 : st->series_min, st->series_max);
-        else
+        if (st->series != NULL && st->expect_output == NULL) {
+            char bounds[64];
+            sc_series_bounds(st, bounds, sizeof(bounds));
+            snprintf(out, outlen, "scrape %s's /metrics for %.120s %s", pn, st->series, bounds);
+        } else
             snprintf(out, outlen, "scrape %s's /metrics for \"%.120s\"%s", pn,
                      st->expect_output, st->series != NULL ? " and a series" : "");
         break;
