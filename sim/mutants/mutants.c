@@ -162,6 +162,9 @@ static const struct mutant MUTANTS[] = {
       { "36-consumer-broker-silent" } },
     { "effect_amount_without_cents", "the consumer records a payment's amount without its cents",
       { "02-crash-after-commit" } },
+    { "commit_refusal_taken_for_commit",
+      "a COMMIT the server refused (a serialization failure, a full disk) is taken for a commit: the API answers 2xx, the consumer acknowledges",
+      { "51-api-statements-refused", "52-pipeline-statements-refused" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 

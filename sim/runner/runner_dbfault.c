@@ -618,6 +618,116 @@ int runner_db_lock_release(struct sctx *s, int log)
     return 0;
 }
 
+/* The trigger function every refuse step calls: for a session of the
+ * process named in TG_ARGV[0] (or, with '', of any process but the
+ * runner's own, whose application_name begins with "crashwindow"), it draws
+ * the next number of the step's sequence (TG_ARGV[1]) and raises SQLSTATE
+ * TG_ARGV[2] for numbers skip+1 to skip+times (TG_ARGV[3], TG_ARGV[4]).  A
+ * sequence, not a table, counts: nextval is not rolled back with the
+ * transaction the refusal aborts.  PostgreSQL raises the error itself, in
+ * the process's own transaction, so what the process meets is what a
+ * serialization failure or a full disk would show it. */
+static const char refuse_function_sql[] =
+    "CREATE OR REPLACE FUNCTION crashwindow_refuse() RETURNS trigger LANGUAGE plpgsql AS $cw$\n"
+    "DECLARE\n"
+    "  app text := current_setting('application_name');\n"
+    "  n bigint;\n"
+    "BEGIN\n"
+    "  IF app = TG_ARGV[0] OR (TG_ARGV[0] = '' AND app NOT LIKE 'crashwindow%') THEN\n"
+    "    n := nextval(TG_ARGV[1]::regclass) - TG_ARGV[3]::bigint;\n"
+    "    IF n >= 1 AND n <= TG_ARGV[4]::bigint THEN\n"
+    "      RAISE EXCEPTION 'refused by crashwindow: % on % by % (% of %)', lower(TG_OP),\n"
+    "        TG_TABLE_NAME, app, n, TG_ARGV[4] USING ERRCODE = TG_ARGV[2];\n"
+    "    END IF;\n"
+    "  END IF;\n"
+    "  IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;\n"
+    "  RETURN NEW;\n"
+    "END $cw$";
+
+/* PostgreSQL refuses a process's statement, or the COMMIT after it, with
+ * the step's SQLSTATE: a row trigger on the table (BEFORE the statement's
+ * rows; or a deferred constraint trigger, which runs at COMMIT and makes it
+ * fail as a serialization failure found at commit does).  The trigger stays
+ * until the heal, which reads how many it refused (runner_db_refusals_end). */
+static int db_refuse(struct sctx *s, const struct sc_step *st)
+{
+    char err[512], table[300], sql[1400];
+    struct sctx_pg *pg = &s->pg;
+    if (pg->nrefusals == (int)(sizeof(pg->refusals) / sizeof(pg->refusals[0])))
+        return runner_fail(s, "db refuse: more than %d refuse steps in one scenario",
+                           pg->nrefusals);
+    if (runner_sql_value(s, "SELECT 1", 0, NULL, err, sizeof(err)) < 0)
+        return runner_fail(s, "db refuse: %s", err);
+    if (quoted_table(s->db.conn, st->table, table, sizeof(table)) < 0)
+        return runner_fail(s, "db refuse: cannot quote the table name '%s'", st->table);
+    const char *who = st->proc >= 0 ? s->procs[st->proc].name : "";
+    int step = s->step;
+    snprintf(sql, sizeof(sql), "CREATE SEQUENCE crashwindow_refusals_%d", step);
+    if (runner_sql_value(s, refuse_function_sql, 0, NULL, err, sizeof(err)) < 0 ||
+        runner_sql_value(s, sql, 0, NULL, err, sizeof(err)) < 0)
+        return runner_fail(s, "db refuse: %s", err);
+    /* The arguments are a process name and a SQLSTATE, both checked at load
+     * to letters, digits and '-': no quote can occur in them. */
+    if (st->refuse_at_commit)
+        snprintf(sql, sizeof(sql), "CREATE CONSTRAINT TRIGGER crashwindow_refuse_%d AFTER %s ON "
+                 "%s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "
+                 "crashwindow_refuse('%s', 'crashwindow_refusals_%d', '%s', '%d', '%d')", step,
+                 st->refuse_on, table, who, step, st->sqlstate, st->refuse_skip, st->refuse_times);
+    else
+        snprintf(sql, sizeof(sql), "CREATE TRIGGER crashwindow_refuse_%d BEFORE %s ON %s FOR "
+                 "EACH ROW EXECUTE FUNCTION crashwindow_refuse('%s', 'crashwindow_refusals_%d', "
+                 "'%s', '%d', '%d')", step, st->refuse_on, table, who, step, st->sqlstate,
+                 st->refuse_skip, st->refuse_times);
+    if (runner_sql_value(s, sql, 0, NULL, err, sizeof(err)) < 0)
+        return runner_fail(s, "db refuse: %s", err);
+    struct refusal *rf = &pg->refusals[pg->nrefusals++];
+    rf->step = step;
+    cw_fmt(rf->table, sizeof(rf->table), "%s", table);
+    rf->skip = st->refuse_skip;
+    rf->times = st->refuse_times;
+    rf->started_us = cw_now_us();
+    cw_fmt(rf->detail, sizeof(rf->detail), "%s %s on %s by %s refused with %s",
+           st->refuse_at_commit ? "the COMMIT after" : "each", st->refuse_on, st->table,
+           who[0] ? who : "any process", st->sqlstate);
+    runner_progress(s, "%s, %d time%s after %d (the steps go on)", rf->detail, rf->times,
+                    rf->times == 1 ? "" : "s", rf->skip);
+    return 0;
+}
+
+int runner_db_refusals_end(struct sctx *s, int log)
+{
+    struct sctx_pg *pg = &s->pg;
+    int rc = 0;
+    for (int i = 0; i < pg->nrefusals; i++) {
+        struct refusal *rf = &pg->refusals[i];
+        char err[512] = "", sql[500], detail[320];
+        snprintf(sql, sizeof(sql), "SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
+                 "FROM crashwindow_refusals_%d", rf->step);
+        long long matched = runner_sql_value(s, sql, 0, NULL, err, sizeof(err));
+        snprintf(sql, sizeof(sql), "DROP TRIGGER IF EXISTS crashwindow_refuse_%d ON %s",
+                 rf->step, rf->table);
+        runner_sql_value(s, sql, 0, NULL, err, sizeof(err));
+        if (!log || rc < 0)
+            continue;
+        if (matched < 0) {
+            rc = runner_fail(s, "db refuse: how many were refused cannot be read: %s", err);
+            continue;
+        }
+        long long refused = matched - rf->skip;
+        refused = refused < 0 ? 0 : refused > rf->times ? rf->times : refused;
+        if (refused == 0) {
+            rc = runner_fail(s, "db refuse: %s: none was refused (%lld matched, %d let pass "
+                             "first): no process met the failure", rf->detail, matched,
+                             rf->skip);
+            continue;
+        }
+        cw_fmt(detail, sizeof(detail), "%s, %lld of %d", rf->detail, refused, rf->times);
+        outage_event(s, "postgres", "refuse", detail, rf->started_us, 0);
+    }
+    pg->nrefusals = 0;
+    return rc;
+}
+
 int runner_step_db(struct sctx *s, const struct sc_step *st)
 {
     struct runner *r = s->run;
@@ -628,6 +738,8 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
         return db_lock(s, st);
     if (st->db_action == DB_DEADLOCK)
         return db_deadlock(s, st);
+    if (st->db_action == DB_REFUSE)
+        return db_refuse(s, st);
     if (s->pg.dir[0] == '\0')
         return runner_fail(s, "db %s: the runner controls only the clusters it starts; "
                            "run without --pg", sc_db_action_name(st->db_action));
@@ -661,6 +773,7 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
         return db_hold_commits(s, st);
     case DB_LOCK:
     case DB_DEADLOCK:
+    case DB_REFUSE:
         break;
     }
     return runner_fail(s, "db: unhandled action");
@@ -672,9 +785,11 @@ cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events)
     cJSON *out = cJSON_CreateArray();
     const cJSON *f;
     cJSON_ArrayForEach(f, faults) {
-        /* A detached standby is no outage: nothing to recover from. */
+        /* A detached standby and a refused statement are no outage:
+         * nothing to recover from. */
         if (!ev_field_equals(f, "event", "db_fault") ||
-            ev_field_equals(f, "action", "stall_replication"))
+            ev_field_equals(f, "action", "stall_replication") ||
+            ev_field_equals(f, "action", "refuse"))
             continue;
         /* The first apply after the fault ended (ended_us when it was logged
          * later), timed from when it began. */

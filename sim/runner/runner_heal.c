@@ -376,7 +376,7 @@ int runner_heal(struct sctx *s)
                     heal_ms);
     char err[512];
     runner_payments_join(s);
-    if (runner_db_lock_release(s, 1) < 0)
+    if (runner_db_lock_release(s, 1) < 0 || runner_db_refusals_end(s, 1) < 0)
         return -1;
     runner_reap_all(s);
     if (!proc_poll(&s->broker) && runner_start_broker(s) < 0)

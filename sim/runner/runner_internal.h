@@ -149,6 +149,14 @@ struct sctx_pg {
     int64_t lock_ends_ms;       /* monotonic: when the server ends the hold */
     int lock_ms;                /* how long it holds it */
     char lock_detail[160];      /* what it holds, for the db_fault event */
+    struct refusal {            /* a "refuse" step's trigger, until the heal */
+        int step;               /* its index: names its trigger and its counter */
+        char table[300];        /* quoted */
+        int skip, times;
+        int64_t started_us;     /* wall clock: when the trigger was in place */
+        char detail[200];
+    } refusals[8];
+    int nrefusals;
 };
 
 /* runner_rabbitmq_node.c's: the scenario's exchange and each consumer's
@@ -434,6 +442,12 @@ int runner_step_db(struct sctx *s, const struct sc_step *st);
  * (recorded) when a deadlock's session found no process to deadlock with:
  * the scenario tested nothing of what it meant to. */
 int runner_db_lock_release(struct sctx *s, int log);
+
+/* Ends every "refuse" step's trigger: reads how many statements it refused,
+ * drops it and logs its db_fault event (log 1, the heal), or only drops it
+ * (log 0, a run cut off).  -1 (recorded) when one refused nothing: no
+ * process met the failure the scenario was written for. */
+int runner_db_refusals_end(struct sctx *s, int log);
 
 /* With run_opts.stop_when_decided (a mutant's run): checks the history so
  * far, and returns 1 with the invariant and its first witness in why when

@@ -370,6 +370,7 @@ cJSON *runner_run_scenario(struct runner *r, const struct scenario *sc, int rep,
     }
     runner_payments_join(s); /* when the heal did not run */
     runner_db_lock_release(s, 0);
+    runner_db_refusals_end(s, 0);
 
     /* The checker runs whatever happened above: a failed scenario still
      * gets its witnesses. */

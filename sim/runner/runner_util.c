@@ -672,7 +672,10 @@ int runner_connect(struct sctx *s, char *err, size_t errlen)
      * shutdown" when a "db" step crashes it) are the scenario's doing, not
      * news for the terminal. */
     PQsetNoticeProcessor(s->db.conn, rdb_quiet_notices, NULL);
-    return 0;
+    /* Named, so that a refuse step's trigger never refuses the runner's own
+     * statements (a sql step's insert) when it names no process. */
+    return pgx_cmd(s->db.conn, "SET application_name = 'crashwindow runner'", 0, NULL, NULL,
+                   err, errlen);
 }
 
 /* The first column of the first row as a number; -1 with an error set. */

@@ -121,9 +121,13 @@ enum sc_db_action {
                             * standby that never answers: durable, not yet visible */
     DB_LOCK,               /* for ms one table is locked ACCESS EXCLUSIVE by another
                             * session (a migration): statements on it wait or are refused */
-    DB_DEADLOCK            /* another session takes locks ("first"), waits until a process
+    DB_DEADLOCK,           /* another session takes locks ("first"), waits until a process
                             * waits on it, then waits on that process ("then"): a cycle that
                             * PostgreSQL breaks by refusing the process's statement (40P01) */
+    DB_REFUSE              /* PostgreSQL refuses a process's insert, update or delete on one
+                            * table, or the COMMIT after it, with a chosen SQLSTATE (a
+                            * trigger raises it): a serialization failure, a full disk, a
+                            * refused statement on a live connection */
 };
 
 enum sc_until {
@@ -183,7 +187,12 @@ struct sc_step {
     enum sc_db_action db_action;
     int ms;                   /* freeze, hold_commits, lock, sleep: how long; deadlock:
                                * the longest wait for a process to wait on it */
-    const char *table;        /* lock: the table, possibly schema-qualified */
+    const char *table;        /* lock, refuse: the table, possibly schema-qualified */
+    const char *refuse_on;    /* refuse: "insert", "update" or "delete" */
+    const char *sqlstate;     /* refuse: the SQLSTATE raised (five digits or capitals) */
+    int refuse_at_commit;     /* refuse: at the COMMIT ("at": "commit"), not the statement */
+    int refuse_times;         /* refuse: how many statements (or commits) are refused */
+    int refuse_skip;          /* refuse: matching ones let pass first */
     const char *first;        /* deadlock: the statements that take the locks waited on */
     const char *then;         /* deadlock: the statements that wait on the waiter */
     int down_ms;              /* crash, broker_crash: down before the start */

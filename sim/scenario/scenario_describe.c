@@ -42,6 +42,12 @@ static void describe_db(const struct sc_step *st, const char *pn, char *out, siz
         snprintf(out, outlen, "db deadlock: another session takes locks, waits up to %d ms for "
                  "a process to wait on it, then waits on that process", st->ms);
         break;
+    case DB_REFUSE:
+        snprintf(out, outlen, "db refuse %s %s on %s by %s with SQLSTATE %s, %d time%s "
+                 "after letting %d pass", st->refuse_at_commit ? "the COMMIT after" : "each",
+                 st->refuse_on, st->table, pn[0] ? pn : "any process", st->sqlstate,
+                 st->refuse_times, st->refuse_times == 1 ? "" : "s", st->refuse_skip);
+        break;
     }
 }
 

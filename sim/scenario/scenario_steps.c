@@ -488,12 +488,60 @@ static int table_name_ok(const char *t)
     return part > 0;
 }
 
+/* A refuse step's own fields ("on", "sqlstate", "at", "times", "skip"),
+ * refused on any other action (is_refuse 0).  A SQLSTATE of class 00, 01 or
+ * 02 is no error: PostgreSQL would not end the statement with it. */
+static int parse_refusal(struct jv_ctx *v, const cJSON *s, const char *field, int is_refuse,
+                         struct sc_step *st)
+{
+    static const char *const own[] = { "on", "sqlstate", "at", "times", "skip", NULL };
+    static const char *const ops[] = { "insert", "update", "delete", NULL };
+    char ff[64];
+    for (int i = 0; own[i] != NULL; i++)
+        if (!is_refuse && cJSON_GetObjectItemCaseSensitive(s, own[i]) != NULL)
+            return jv_err(v, field, "%s is only for action 'refuse'", own[i]);
+    if (!is_refuse)
+        return 0;
+    const char *at = NULL;
+    if (jv_str(v, s, "on", field, 1, &st->refuse_on) < 0 ||
+        jv_str(v, s, "sqlstate", field, 1, &st->sqlstate) < 0 ||
+        jv_str(v, s, "at", field, 0, &at) < 0)
+        return -1;
+    if (!jv_in_list(st->refuse_on, ops)) {
+        snprintf(ff, sizeof(ff), "%s.on", field);
+        return jv_err(v, ff, "unknown statement '%s' (insert, update, delete)", st->refuse_on);
+    }
+    const char *c = st->sqlstate;
+    int ok = strlen(c) == 5;
+    for (int i = 0; ok && i < 5; i++)
+        ok = (c[i] >= '0' && c[i] <= '9') || (c[i] >= 'A' && c[i] <= 'Z');
+    snprintf(ff, sizeof(ff), "%s.sqlstate", field);
+    if (!ok)
+        return jv_err(v, ff, "'%s' is not a SQLSTATE (five digits or capital letters, "
+                       "\"40001\")", c);
+    if (strncmp(c, "00", 2) == 0 || strncmp(c, "01", 2) == 0 || strncmp(c, "02", 2) == 0)
+        return jv_err(v, ff, "'%s' is a success, warning or no-data code, not an error",
+                      c);
+    if (at != NULL && strcmp(at, "statement") != 0 && strcmp(at, "commit") != 0) {
+        snprintf(ff, sizeof(ff), "%s.at", field);
+        return jv_err(v, ff, "unknown moment '%s' (statement, commit)", at);
+    }
+    st->refuse_at_commit = at != NULL && strcmp(at, "commit") == 0;
+    st->refuse_times = 1;
+    st->refuse_skip = 0;
+    if (jv_opt_int(v, s, "times", field, 1, 1000, &st->refuse_times) < 0 ||
+        jv_opt_int(v, s, "skip", field, 0, 100000, &st->refuse_skip) < 0)
+        return -1;
+    return 0;
+}
+
 /* db: a fault of PostgreSQL itself. */
 static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                          const char *field, struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "action", "proc", "ms", "down_ms", "table",
-                                     "first", "then", NULL };
+                                     "first", "then", "on", "sqlstate", "at", "times", "skip",
+                                     NULL };
     const char *action = NULL;
     char ff[64];
     if (jv_only_fields(v, s, field, f) < 0 || jv_str(v, s, "action", field, 1, &action) < 0)
@@ -503,7 +551,7 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     snprintf(ff, sizeof(ff), "%s.action", field);
     if (a < 0)
         return jv_err(v, ff, "unknown action '%s' (crash, restart, terminate, freeze, failover, "
-                       "stall_replication, hold_commits, lock, deadlock)", action);
+                       "stall_replication, hold_commits, lock, deadlock, refuse)", action);
     st->db_action = (enum sc_db_action)a;
     const int needs_standby = a == DB_FAILOVER || a == DB_STALL_REPLICATION;
     if (needs_standby && !sc->standby)
@@ -515,9 +563,10 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     if (a == DB_HOLD_COMMITS && sc->synchronous)
         return jv_err(v, ff, "'hold_commits' names a synchronous standby that never answers; "
                        "the scenario's own synchronous standby would be replaced by it");
-    if (cJSON_GetObjectItemCaseSensitive(s, "proc") != NULL && a != DB_TERMINATE)
-        return jv_err(v, field, "proc is only for action 'terminate'");
-    if (a == DB_TERMINATE && step_proc(v, sc, s, field, 0, -1, st) < 0)
+    if (cJSON_GetObjectItemCaseSensitive(s, "proc") != NULL && a != DB_TERMINATE &&
+        a != DB_REFUSE)
+        return jv_err(v, field, "proc is only for actions 'terminate' and 'refuse'");
+    if ((a == DB_TERMINATE || a == DB_REFUSE) && step_proc(v, sc, s, field, 0, -1, st) < 0)
         return -1;
     st->ms = -1;
     const int timed = a == DB_FREEZE || a == DB_HOLD_COMMITS || a == DB_LOCK || a == DB_DEADLOCK;
@@ -530,11 +579,11 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
         snprintf(ff, sizeof(ff), "%s.ms", field);
         return jv_err(v, ff, "missing: a %s needs its duration in milliseconds", action);
     }
-    if (cJSON_GetObjectItemCaseSensitive(s, "table") != NULL && a != DB_LOCK)
-        return jv_err(v, field, "table is only for action 'lock'");
-    if (jv_str(v, s, "table", field, a == DB_LOCK, &st->table) < 0)
+    if (cJSON_GetObjectItemCaseSensitive(s, "table") != NULL && a != DB_LOCK && a != DB_REFUSE)
+        return jv_err(v, field, "table is only for actions 'lock' and 'refuse'");
+    if (jv_str(v, s, "table", field, a == DB_LOCK || a == DB_REFUSE, &st->table) < 0)
         return -1;
-    if (a == DB_LOCK && !table_name_ok(st->table)) {
+    if ((a == DB_LOCK || a == DB_REFUSE) && !table_name_ok(st->table)) {
         snprintf(ff, sizeof(ff), "%s.table", field);
         return jv_err(v, ff, "'%s' is not a table name (letters, digits and '_', "
                        "optionally schema.table)", st->table);
@@ -553,6 +602,8 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                           : "wait on a lock that process holds");
         }
     }
+    if (parse_refusal(v, s, field, a == DB_REFUSE, st) < 0)
+        return -1;
     if (cJSON_GetObjectItemCaseSensitive(s, "down_ms") != NULL && a != DB_CRASH)
         return jv_err(v, field, "down_ms is only for action 'crash'");
     return jv_opt_int(v, s, "down_ms", field, 0, 600000, &st->down_ms);

@@ -298,7 +298,12 @@ static enum tx_outcome finish(api_store *s, PGconn *conn, const struct api_comma
     }
 
     PGresult *res = pgx_exec(conn, "COMMIT", 0, NULL, sqlstate, NULL, 0);
-    if (res == NULL) {
+    /* Known-wrong: only a lost connection counts as a failed COMMIT; an
+     * error the server answered (a serialization failure found at commit,
+     * a full disk) is taken for success. */
+    const int refusal_ignored = res == NULL && CW_MUTANT(commit_refusal_taken_for_commit) &&
+                                !pgx_conn_lost(conn, sqlstate);
+    if (res == NULL && !refusal_ignored) {
         if (pgx_conn_lost(conn, sqlstate)) {
             *discard = 1;
             return TX_AMBIGUOUS;

@@ -472,6 +472,10 @@ static enum tx_outcome try_tx(struct consumer *c, struct item *items, int n, int
         log_sql_error("commit", sqlstate);
         if (pgx_conn_lost(c->db, sqlstate))
             return TX_DB_LOST;
+        /* Known-wrong: an error the server answered to the COMMIT is taken
+         * for a commit, and the batch is acknowledged. */
+        if (CW_MUTANT(commit_refusal_taken_for_commit))
+            return TX_COMMITTED;
         snprintf(reason, reasonlen, "sqlstate %s", sqlstate);
         return pgx_is_retryable(sqlstate) ? TX_RETRY : TX_FAILED;
     }

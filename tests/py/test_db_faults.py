@@ -52,14 +52,40 @@ def run_one(tmp_path, path, *extra):
     ([{"do": "db", "action": "lock", "table": "a.b.c", "ms": 500}], {},
      "steps[0].table: 'a.b.c' is not a table name"),
     ([{"do": "db", "action": "freeze", "ms": 500, "table": "payments"}], {},
-     "steps[0]: table is only for action 'lock'"),
+     "steps[0]: table is only for actions 'lock' and 'refuse'"),
     ([{"do": "db", "action": "hold_commits"}], {},
      "steps[0].ms: missing: a hold_commits needs its duration in milliseconds"),
     ([{"do": "db", "action": "hold_commits", "ms": 500}],
      {"database": {"standby": True, "synchronous": True}},
      "steps[0].action: 'hold_commits' names a synchronous standby that never answers"),
     ([{"do": "db", "action": "restart", "proc": "api"}], {},
-     "steps[0]: proc is only for action 'terminate'"),
+     "steps[0]: proc is only for actions 'terminate' and 'refuse'"),
+    ([{"do": "db", "action": "refuse", "on": "insert", "sqlstate": "40001"}], {},
+     "steps[0].table: missing"),
+    ([{"do": "db", "action": "refuse", "table": "payments", "sqlstate": "40001"}], {},
+     "steps[0].on: missing"),
+    ([{"do": "db", "action": "refuse", "table": "payments", "on": "upsert", "sqlstate": "40001"}],
+     {}, "steps[0].on: unknown statement 'upsert' (insert, update, delete)"),
+    ([{"do": "db", "action": "refuse", "table": "payments", "on": "insert"}], {},
+     "steps[0].sqlstate: missing"),
+    ([{"do": "db", "action": "refuse", "table": "payments", "on": "insert", "sqlstate": "4000"}],
+     {}, "steps[0].sqlstate: '4000' is not a SQLSTATE"),
+    ([{"do": "db", "action": "refuse", "table": "payments", "on": "insert",
+       "sqlstate": "4000'"}], {}, "steps[0].sqlstate: '4000'' is not a SQLSTATE"),
+    ([{"do": "db", "action": "refuse", "table": "payments", "on": "insert", "sqlstate": "01000"}],
+     {}, "steps[0].sqlstate: '01000' is a success, warning or no-data code, not an error"),
+    ([{"do": "db", "action": "refuse", "table": "payments", "on": "insert", "sqlstate": "40001",
+       "at": "rollback"}], {}, "steps[0].at: unknown moment 'rollback' (statement, commit)"),
+    ([{"do": "db", "action": "refuse", "table": "payments", "on": "insert", "sqlstate": "40001",
+       "times": 0}], {}, "steps[0].times: 0 is out of range"),
+    ([{"do": "db", "action": "refuse", "table": "payments", "on": "insert", "sqlstate": "40001",
+       "skip": -1}], {}, "steps[0].skip: -1 is out of range"),
+    ([{"do": "db", "action": "refuse", "table": "payments x", "on": "insert",
+       "sqlstate": "40001"}], {}, "steps[0].table: 'payments x' is not a table name"),
+    ([{"do": "db", "action": "lock", "table": "payments", "ms": 500, "sqlstate": "40001"}], {},
+     "steps[0]: sqlstate is only for action 'refuse'"),
+    ([{"do": "db", "action": "refuse", "table": "payments", "on": "insert", "sqlstate": "40001",
+       "ms": 500}], {}, "steps[0]: ms is only for actions"),
     ([{"do": "db", "action": "terminate", "proc": "relay-9"}], {},
      "steps[0].proc: unknown process 'relay-9'"),
     ([{"do": "db", "action": "crash", "down_ms": -1}], {}, "steps[0].down_ms: -1 is out of range"),
@@ -324,3 +350,65 @@ def test_a_deadlock_no_process_waits_on_fails_the_scenario(tmp_path):
     assert "no other session waited on this one within 400 ms" in sc["error"], sc["error"]
     events = read_events(tmp_path / "out" / sc["dir"] / "timeline.jsonl")
     assert not [e for e in events if e["event"] == "db_fault"], events
+
+
+def test_a_refusal_is_postgresqls_own_error_in_the_process_transaction(tmp_path, pg_cluster):
+    """A refuse step's trigger makes PostgreSQL raise the SQLSTATE in the
+    named process's transaction, for as many rows as it says and only
+    after those it lets pass; the runner's own statements and the other
+    processes' pass.  Here the API's second creation's COMMIT is refused
+    with 53100 twice: two clients are told 500 and nothing is stored for
+    them, the third try under the same key is created.  A refusal naming no
+    process takes any process's insert (the API's first, a 40001 it runs
+    again) but never the runner's own.  Each db_fault event says how many
+    were refused, and no recovery is measured from them."""
+    path = scenario(tmp_path, "refuse", [
+        {"do": "db", "action": "refuse", "table": "payments", "on": "insert", "at": "commit",
+         "sqlstate": "53100", "times": 2, "skip": 1, "proc": "api"},
+        {"do": "db", "action": "refuse", "table": "payments", "on": "insert",
+         "sqlstate": "40001"},
+        {"do": "sql", "sql": "INSERT INTO payments (id, client_id, amount, currency, status, "
+         "version) VALUES ('00000000-0000-4000-8000-00000000aaaa', 'runner', 1, 'EUR', "
+         "'created', 1)", "why": "the runner's own insert is never refused"},
+        {"do": "sql", "sql": "DELETE FROM payments WHERE client_id = 'runner'",
+         "expect_rows": 1},
+        {"do": "http", "name": "a", "key": "r-1", "body": {"amount": "1.00", "currency": "EUR"},
+         "expect_status": 201},
+        {"do": "http", "key": "r-2", "body": {"amount": "2.00", "currency": "EUR"},
+         "expect_status": 500},
+        {"do": "http", "key": "r-2", "body": {"amount": "2.00", "currency": "EUR"},
+         "expect_status": 500},
+        {"do": "http", "key": "r-2", "body": {"amount": "2.00", "currency": "EUR"},
+         "expect_status": 201},
+        {"do": "wait", "until": "consumed", "count": 2, "timeout_ms": 15000},
+    ], invariants=("nothing_lost", "effect_once", "one_payment_per_key"),
+        heal={"restart": False, "timeout_ms": 15000},
+        expect=[{"check": "payments", "equals": 2}, {"check": "effects", "equals": 2},
+                {"check": "sql", "sql": "SELECT count(*) FROM idempotency_records",
+                 "equals": 2}])
+    r, sc = run_one(tmp_path, path, "--pg", pg_cluster)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sc["verdict"] == "pass", sc
+    events = read_events(tmp_path / "out" / sc["dir"] / "timeline.jsonl")
+    details = sorted(e["detail"] for e in events if e["event"] == "db_fault")
+    assert details == [
+        "each insert on payments by any process refused with 40001, 1 of 1",
+        "the COMMIT after insert on payments by api refused with 53100, 2 of 2"], details
+    assert not [x for x in sc.get("recovery", []) if x.get("action") == "refuse"], sc
+    fired = [f for f in sc["faults_fired"] if f["point"] == "postgres/refuse"]
+    assert len(fired) == 2 and {f["kind"] for f in fired} == {"database"}, sc["faults_fired"]
+
+
+def test_a_refusal_that_refuses_nothing_fails_the_scenario(tmp_path):
+    """A refusal no process met tested nothing: the heal fails the scenario
+    naming it, and the trigger is gone afterwards."""
+    path = scenario(tmp_path, "norefuse", [
+        {"do": "db", "action": "refuse", "table": "ledger_entries", "on": "delete",
+         "sqlstate": "40001"},
+        {"do": "payments", "count": 1, "key_prefix": "n1"},
+        {"do": "wait", "until": "consumed", "count": 1, "timeout_ms": 15000},
+    ], heal={"restart": False, "timeout_ms": 5000})
+    r, sc = run_one(tmp_path, path)
+    assert r.returncode == 1
+    assert ("db refuse: each delete on ledger_entries by any process refused with 40001: "
+            "none was refused (0 matched, 0 let pass first)") in sc["error"], sc["error"]
