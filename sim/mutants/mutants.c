@@ -165,6 +165,9 @@ static const struct mutant MUTANTS[] = {
     { "commit_refusal_taken_for_commit",
       "a COMMIT the server refused (a serialization failure, a full disk) is taken for a commit: the API answers 2xx, the consumer acknowledges",
       { "51-api-statements-refused", "52-pipeline-statements-refused" } },
+    { "park_failure_acked",
+      "a poison delivery whose park the database refused is acknowledged as though parked",
+      { "53-poison-by-a-data-error-park-refused" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 
