@@ -223,7 +223,12 @@ def test_failed_mark_leaves_the_row_to_its_lease_and_it_is_published_again(db, p
     assert [e["message_id"] for e in pubs] == [mid, mid]
     lease_until = ts_us(relay.events("claim")[0]["lease_until"])
     assert pubs[1]["ts_us"] >= lease_until
-    assert scalar(db, "SELECT attempts FROM outbox_messages WHERE id = %s", (mid,)) == 2
+    # Each claim counts an attempt: two, or more on a machine so busy that
+    # a later publish reached the broker after its own lease and was
+    # refused (the broker stores none of those).
+    claims = [c for c in relay.events("claim") if mid in c["ids"]]
+    assert len(claims) >= 2, claims
+    assert scalar(db, "SELECT attempts FROM outbox_messages WHERE id = %s", (mid,)) == len(claims)
 
 
 def test_failed_publish_schedules_a_retry_and_the_rest_of_the_batch_goes_on(db, procs, broker):
