@@ -168,6 +168,9 @@ static const struct mutant MUTANTS[] = {
     { "park_failure_acked",
       "a poison delivery whose park the database refused is acknowledged as though parked",
       { "53-poison-by-a-data-error-park-refused" } },
+    { "claim_believed_before_commit",
+      "the relay takes a claim's rows as soon as they come back, though the server then refused the COMMIT that would have kept the lease",
+      { "54-relay-claim-commit-refused" } },
 };
 #define NMUTANTS ((int)(sizeof(MUTANTS) / sizeof(MUTANTS[0])))
 

@@ -300,7 +300,24 @@ int relay_claim_finish(PGconn *conn, const char *token, int64_t sent_at, int lea
                        struct relay_batch *out, char *sqlstate, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    PGresult *res = pgx_get_result(conn, sqlstate, err, errlen);
+    PGresult *res;
+    if (CW_MUTANT(claim_believed_before_commit)) {
+        /* Known-wrong: the claim's rows are taken as soon as they come back;
+         * the COMMIT's answer after them (an error, when the server refused
+         * it) is read and dropped unseen. */
+        res = PQgetResult(conn);
+        PGresult *rest;
+        while ((rest = PQgetResult(conn)) != NULL)
+            PQclear(rest);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+            PQclear(res);
+            res = NULL;
+            snprintf(err, errlen, "%s", PQerrorMessage(conn));
+            snprintf(sqlstate, 6, "%s", PQstatus(conn) == CONNECTION_OK ? "XX000" : "08006");
+        }
+    } else {
+        res = pgx_get_result(conn, sqlstate, err, errlen);
+    }
     if (res == NULL)
         return -1;
     parse_claim(res, token, sent_at, lease_ms, out);
