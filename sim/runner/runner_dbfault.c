@@ -685,6 +685,7 @@ static int db_refuse(struct sctx *s, const struct sc_step *st)
     cw_fmt(rf->table, sizeof(rf->table), "%s", table);
     rf->skip = st->refuse_skip;
     rf->times = st->refuse_times;
+    rf->must_fire = st->refuse_must_fire;
     rf->started_us = cw_now_us();
     cw_fmt(rf->detail, sizeof(rf->detail), "%s %s on %s by %s refused with %s",
            st->refuse_at_commit ? "the COMMIT after" : "each", st->refuse_on, st->table,
@@ -715,6 +716,8 @@ int runner_db_refusals_end(struct sctx *s, int log)
         }
         long long refused = matched - rf->skip;
         refused = refused < 0 ? 0 : refused > rf->times ? rf->times : refused;
+        if (refused == 0 && !rf->must_fire)
+            continue; /* drawn blind: nothing came its way, no fault happened */
         if (refused == 0) {
             rc = runner_fail(s, "db refuse: %s: none was refused (%lld matched, %d let pass "
                              "first): no process met the failure", rf->detail, matched,

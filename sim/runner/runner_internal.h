@@ -153,6 +153,7 @@ struct sctx_pg {
         int step;               /* its index: names its trigger and its counter */
         char table[300];        /* quoted */
         int skip, times;
+        int must_fire;          /* refusing nothing fails the scenario */
         int64_t started_us;     /* wall clock: when the trigger was in place */
         char detail[200];
     } refusals[8];

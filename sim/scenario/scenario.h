@@ -193,6 +193,9 @@ struct sc_step {
     int refuse_at_commit;     /* refuse: at the COMMIT ("at": "commit"), not the statement */
     int refuse_times;         /* refuse: how many statements (or commits) are refused */
     int refuse_skip;          /* refuse: matching ones let pass first */
+    int refuse_must_fire;     /* refuse: a refusal that refused nothing fails the scenario
+                               * (default); "must_fire": false lets it pass (a simulator's
+                               * schedule, drawn blind) */
     const char *first;        /* deadlock: the statements that take the locks waited on */
     const char *then;         /* deadlock: the statements that wait on the waiter */
     int down_ms;              /* crash, broker_crash: down before the start */

@@ -44,9 +44,10 @@ static void describe_db(const struct sc_step *st, const char *pn, char *out, siz
         break;
     case DB_REFUSE:
         snprintf(out, outlen, "db refuse %s %s on %s by %s with SQLSTATE %s, %d time%s "
-                 "after letting %d pass", st->refuse_at_commit ? "the COMMIT after" : "each",
+                 "after letting %d pass%s", st->refuse_at_commit ? "the COMMIT after" : "each",
                  st->refuse_on, st->table, pn[0] ? pn : "any process", st->sqlstate,
-                 st->refuse_times, st->refuse_times == 1 ? "" : "s", st->refuse_skip);
+                 st->refuse_times, st->refuse_times == 1 ? "" : "s", st->refuse_skip,
+                 st->refuse_must_fire ? "" : " (it may refuse nothing)");
         break;
     }
 }

@@ -494,7 +494,8 @@ static int table_name_ok(const char *t)
 static int parse_refusal(struct jv_ctx *v, const cJSON *s, const char *field, int is_refuse,
                          struct sc_step *st)
 {
-    static const char *const own[] = { "on", "sqlstate", "at", "times", "skip", NULL };
+    static const char *const own[] = { "on", "sqlstate", "at", "times", "skip", "must_fire",
+                                       NULL };
     static const char *const ops[] = { "insert", "update", "delete", NULL };
     char ff[64];
     for (int i = 0; own[i] != NULL; i++)
@@ -529,8 +530,10 @@ static int parse_refusal(struct jv_ctx *v, const cJSON *s, const char *field, in
     st->refuse_at_commit = at != NULL && strcmp(at, "commit") == 0;
     st->refuse_times = 1;
     st->refuse_skip = 0;
+    st->refuse_must_fire = 1;
     if (jv_opt_int(v, s, "times", field, 1, 1000, &st->refuse_times) < 0 ||
-        jv_opt_int(v, s, "skip", field, 0, 100000, &st->refuse_skip) < 0)
+        jv_opt_int(v, s, "skip", field, 0, 100000, &st->refuse_skip) < 0 ||
+        jv_bool(v, s, "must_fire", field, &st->refuse_must_fire) < 0)
         return -1;
     return 0;
 }
@@ -541,7 +544,7 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
 {
     static const char *const f[] = { "do", "why", "action", "proc", "ms", "down_ms", "table",
                                      "first", "then", "on", "sqlstate", "at", "times", "skip",
-                                     NULL };
+                                     "must_fire", NULL };
     const char *action = NULL;
     char ff[64];
     if (jv_only_fields(v, s, field, f) < 0 || jv_str(v, s, "action", field, 1, &action) < 0)

@@ -164,11 +164,22 @@ enum sim_net { SIM_NET_LATENCY = 0, SIM_NET_BLACKHOLE, SIM_NET_RESET, SIM_NET_BA
 
 /* SIM_DB actions, as the runner's "db" step names them. */
 enum sim_db { SIM_DB_CRASH = 0, SIM_DB_RESTART, SIM_DB_TERMINATE, SIM_DB_FREEZE,
-              SIM_DB_HOLD_COMMITS, SIM_DB_LOCK };
+              SIM_DB_HOLD_COMMITS, SIM_DB_LOCK, SIM_DB_REFUSE };
 
 /* The tables a SIM_DB_LOCK may hold (net_a indexes them): each one a
  * process of the pipeline writes. */
 #define SIM_LOCK_TABLES 4
+
+/* What a SIM_DB_REFUSE makes PostgreSQL refuse (net_a indexes
+ * sim_refusals): a statement of the pipeline's, or the COMMIT after it,
+ * with an error every program must survive on a live connection
+ * (serialization failures, deadlock victims, a full disk); never a data
+ * error, which would make an event poison and park it. */
+struct sim_refusal {
+    const char *table, *on, *sqlstate;
+    int at_commit;
+};
+#define SIM_REFUSALS 9
 
 /* Broker switch values: -1 leaves a switch as it is. */
 enum sim_outage { SIM_OUTAGE_OFF = 0, SIM_OUTAGE_REFUSE, SIM_OUTAGE_HANG };
@@ -185,7 +196,8 @@ struct sim_act {
     int outage, duplicate, drop, max_payload;
     /* db: which fault; ms is the freeze's, the hold's or the lock's length or the
      * crash's downtime, proc the process whose sessions terminate ends (-1: every
-     * process), net_a the locked table (sim_lock_tables) */
+     * process), net_a the locked table (sim_lock_tables) or the refusal
+     * (sim_refusals), whose count of refused statements is ms */
     enum sim_db db;
     /* net: on proc's link to the broker (net_broker) or PostgreSQL; ms is
      * how long; net_a/net_b the fault's numbers (latency and jitter, rate,

@@ -504,6 +504,27 @@ static void gen_lock(uint64_t seed, uint64_t run, struct sim_plan *p)
     insert_act(p, at, &a);
 }
 
+/* A refusal, from a stream of its own (as gen_infra's): sometimes
+ * PostgreSQL refuses one of the pipeline's statements, or the COMMIT after
+ * it, one to three times, from a point between two actions on: a
+ * serialization failure, a deadlock's victim or a full disk on a live
+ * connection, which every program must retry or hand back without losing
+ * or repeating anything.  Like a lock, it needs no cluster of its own. */
+static void gen_refuse(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng rr, *r = &rr;
+    sim_rng_init(r, seed ^ 0x5851f42d4c957f2dULL, run);
+    if (!sim_rng_chance(r, 12) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
+        return;
+    int at = sim_rng_range(r, 1, p->nacts);
+    struct sim_act a;
+    sim_act_init(&a, SIM_DB, -1);
+    a.db = SIM_DB_REFUSE;
+    a.net_a = sim_rng_below(r, SIM_REFUSALS);
+    a.ms = sim_rng_range(r, 1, 3);
+    insert_act(p, at, &a);
+}
+
 /* Network faults and clocks, from a stream of their own (as gen_infra's):
  * sometimes an API runs with a skewed or drifting clock, and at most one
  * net action per run, inserted between two actions. */
@@ -1027,4 +1048,5 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_silent_consumers(seed, run, p);
     gen_dead_links(seed, run, p);
     gen_clocks(seed, run, p);
+    gen_refuse(seed, run, p);       /* last: every earlier draw is as it was */
 }

@@ -532,9 +532,21 @@ static void render_broker(struct render_ctx *ctx, const struct sim_act *a)
 }
 
 const char *const sim_db_actions[] = { "crash", "restart", "terminate", "freeze",
-                                       "hold_commits", "lock" };
+                                       "hold_commits", "lock", "refuse" };
 const char *const sim_lock_tables[SIM_LOCK_TABLES] = { "outbox_messages", "payments",
                                                        "ledger_entries", "inbox_messages" };
+
+const struct sim_refusal sim_refusals[SIM_REFUSALS] = {
+    { "payments", "insert", "40001", 1 },          /* the API's creation, at COMMIT */
+    { "outbox_messages", "insert", "40P01", 0 },   /* the API's event, a deadlock's victim */
+    { "idempotency_records", "insert", "40001", 1 },
+    { "payments", "update", "40001", 1 },          /* a transition, at COMMIT */
+    { "outbox_messages", "update", "40001", 0 },   /* a relay's claim or mark */
+    { "outbox_messages", "update", "53100", 1 },   /* a relay's COMMIT, the disk full */
+    { "inbox_messages", "insert", "40P01", 0 },    /* a consumer's marker */
+    { "ledger_entries", "insert", "40001", 1 },    /* accounting's COMMIT */
+    { "notifications", "insert", "53100", 1 },     /* notifications' COMMIT, the disk full */
+};
 
 static void render_db(struct render_ctx *ctx, const struct sim_act *a)
 {
@@ -546,6 +558,16 @@ static void render_db(struct render_ctx *ctx, const struct sim_act *a)
         cJSON_AddNumberToObject(o, "ms", a->ms);
     if (a->db == SIM_DB_LOCK)
         cJSON_AddStringToObject(o, "table", sim_lock_tables[a->net_a]);
+    if (a->db == SIM_DB_REFUSE) {
+        const struct sim_refusal *rf = &sim_refusals[a->net_a];
+        cJSON_AddStringToObject(o, "table", rf->table);
+        cJSON_AddStringToObject(o, "on", rf->on);
+        cJSON_AddStringToObject(o, "sqlstate", rf->sqlstate);
+        cJSON_AddStringToObject(o, "at", rf->at_commit ? "commit" : "statement");
+        cJSON_AddNumberToObject(o, "times", a->ms);
+        /* Drawn blind: no payment or delivery may come its way after it. */
+        cJSON_AddFalseToObject(o, "must_fire");
+    }
     if (a->db == SIM_DB_TERMINATE && a->proc >= 0) {
         char name[32];
         sim_proc_name(ctx->p, a->proc, name, sizeof(name));

@@ -412,3 +412,15 @@ def test_a_refusal_that_refuses_nothing_fails_the_scenario(tmp_path):
     assert r.returncode == 1
     assert ("db refuse: each delete on ledger_entries by any process refused with 40001: "
             "none was refused (0 matched, 0 let pass first)") in sc["error"], sc["error"]
+    # Drawn blind (the simulator's), it may refuse nothing: no fault, no failure.
+    path = scenario(tmp_path, "norefuse-blind", [
+        {"do": "db", "action": "refuse", "table": "ledger_entries", "on": "delete",
+         "sqlstate": "40001", "must_fire": False},
+        {"do": "payments", "count": 1, "key_prefix": "n2"},
+        {"do": "wait", "until": "consumed", "count": 1, "timeout_ms": 15000},
+    ], heal={"restart": False, "timeout_ms": 5000})
+    out = tmp_path / "blind"
+    r = crashwindow("run", path, "--out", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    sc = load_result(out)["scenarios"][0]
+    assert not [f for f in sc["faults_fired"] if f["point"] == "postgres/refuse"], sc

@@ -111,6 +111,25 @@ def test_same_seed_and_run_give_the_same_scenario():
     assert 1 <= groups.count("accounting") <= 2 and groups.count("notifications") <= 2
 
 
+def test_schedules_draw_refusals_of_every_kind_and_none_is_required_to_fire():
+    """Now and then a schedule has PostgreSQL refuse one of the pipeline's
+    statements or COMMITs (a db refuse step), one to three times; across a
+    seed every entry of the simulator's catalogue is drawn.  A schedule is
+    drawn blind, so none may fail a run by refusing nothing (must_fire
+    false); and no refusal is a data error (class 22 or 23), which would
+    park an event as poison."""
+    scs = scenarios_in(sim(["--seed", "7", "--runs", "200", "--dry-run"]).stdout)
+    refusals = [st for sc in scs for st in sc["steps"]
+                if st["do"] == "db" and st["action"] == "refuse"]
+    assert 10 <= len(refusals) <= 60, len(refusals)
+    kinds = {(st["table"], st["on"], st["at"], st["sqlstate"]) for st in refusals}
+    assert len(kinds) == 9, sorted(kinds)
+    for st in refusals:
+        assert st["must_fire"] is False and 1 <= st["times"] <= 3, st
+        assert st["sqlstate"][:2] not in ("22", "23"), st
+        assert "proc" not in st, st
+
+
 def peers_of(sc, name):
     """The processes that share name's work, itself included: those of its
     kind (for a consumer, of its group)."""
