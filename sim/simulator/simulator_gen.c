@@ -489,18 +489,30 @@ static void gen_infra(uint64_t seed, uint64_t run, struct sim_plan *p,
  * wait, and those with a shorter lock or statement timeout (the API's 50
  * ms, a relay's or consumer's deadline) are refused on a live connection.
  * A lock is a client's session: it needs no cluster of the simulator's own. */
+/* A database fault drawn from a stream of its own (salt), pct times in a
+ * hundred, at a point between two actions (*at): 1 when drawn, with r
+ * ready for the fault's own numbers. */
+static int draw_db_act(uint64_t seed, uint64_t salt, uint64_t run, const struct sim_plan *p,
+                       int pct, struct sim_rng *r, int *at)
+{
+    sim_rng_init(r, seed ^ salt, run);
+    if (!sim_rng_chance(r, pct) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
+        return 0;
+    *at = sim_rng_range(r, 1, p->nacts);
+    return 1;
+}
+
 static void gen_lock(uint64_t seed, uint64_t run, struct sim_plan *p)
 {
-    struct sim_rng rr, *r = &rr;
-    sim_rng_init(r, seed ^ 0x27d4eb2f165667c5ULL, run);
-    if (!sim_rng_chance(r, 15) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
+    struct sim_rng r;
+    int at;
+    if (!draw_db_act(seed, 0x27d4eb2f165667c5ULL, run, p, 15, &r, &at))
         return;
-    int at = sim_rng_range(r, 1, p->nacts);
     struct sim_act a;
     sim_act_init(&a, SIM_DB, -1);
     a.db = SIM_DB_LOCK;
-    a.net_a = sim_rng_below(r, SIM_LOCK_TABLES);
-    a.ms = sim_rng_range(r, 500, 4000);
+    a.net_a = sim_rng_below(&r, SIM_LOCK_TABLES);
+    a.ms = sim_rng_range(&r, 500, 4000);
     insert_act(p, at, &a);
 }
 
@@ -512,16 +524,15 @@ static void gen_lock(uint64_t seed, uint64_t run, struct sim_plan *p)
  * or repeating anything.  Like a lock, it needs no cluster of its own. */
 static void gen_refuse(uint64_t seed, uint64_t run, struct sim_plan *p)
 {
-    struct sim_rng rr, *r = &rr;
-    sim_rng_init(r, seed ^ 0x5851f42d4c957f2dULL, run);
-    if (!sim_rng_chance(r, 12) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
+    struct sim_rng r;
+    int at;
+    if (!draw_db_act(seed, 0x5851f42d4c957f2dULL, run, p, 12, &r, &at))
         return;
-    int at = sim_rng_range(r, 1, p->nacts);
     struct sim_act a;
     sim_act_init(&a, SIM_DB, -1);
     a.db = SIM_DB_REFUSE;
-    a.net_a = sim_rng_below(r, SIM_REFUSALS);
-    a.ms = sim_rng_range(r, 1, 3);
+    a.net_a = sim_rng_below(&r, SIM_REFUSALS);
+    a.ms = sim_rng_range(&r, 1, 3);
     insert_act(p, at, &a);
 }
 
