@@ -624,7 +624,9 @@ int runner_db_lock_release(struct sctx *s, int log)
  * the next number of the step's sequence (TG_ARGV[1]) and raises SQLSTATE
  * TG_ARGV[2] for numbers skip+1 to skip+times (TG_ARGV[3], TG_ARGV[4]).  A
  * sequence, not a table, counts: nextval is not rolled back with the
- * transaction the refusal aborts.  PostgreSQL raises the error itself, in
+ * transaction the refusal aborts (a crash of the server may move it on by
+ * up to 32, the values PostgreSQL logs ahead: after one, fewer statements
+ * may be refused than asked).  PostgreSQL raises the error itself, in
  * the process's own transaction, so what the process meets is what a
  * serialization failure or a full disk would show it. */
 static const char refuse_function_sql[] =
@@ -667,7 +669,7 @@ static int db_refuse(struct sctx *s, const struct sc_step *st)
         runner_sql_value(s, sql, 0, NULL, err, sizeof(err)) < 0)
         return runner_fail(s, "db refuse: %s", err);
     /* The arguments are a process name and a SQLSTATE, both checked at load
-     * to letters, digits and '-': no quote can occur in them. */
+     * to letters, digits, '-' and '_': no quote can occur in them. */
     if (st->refuse_at_commit)
         snprintf(sql, sizeof(sql), "CREATE CONSTRAINT TRIGGER crashwindow_refuse_%d AFTER %s ON "
                  "%s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "
