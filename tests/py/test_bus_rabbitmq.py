@@ -12,6 +12,23 @@ from cwtest import BUILD_DIR, SOURCE_DIR
 SCRIPT = os.path.join(SOURCE_DIR, "scripts", "rabbit-node")
 
 
+def proc_identity(pid):
+    """(start time, state) of a live process from /proc/PID/stat, or None
+    when it is gone.  The start time tells it from a later process that got
+    the same pid (pid_max is 32768 here, and a busy machine wraps it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19], fields[0]
+
+
+def still_running(pid, identity):
+    now = proc_identity(pid)
+    return now is not None and now[0] == identity[0] and now[1] not in ("Z", "X")
+
+
 def test_bus_cases_against_rabbitmq(rabbit_node):
     url, _ = rabbit_node
     exe = os.path.join(BUILD_DIR, "tests", "test_bus_rabbitmq")
@@ -31,8 +48,10 @@ def test_node_crash_keeps_confirmed_queue(rabbit_node):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     pid = open(os.path.join(node_dir, "node.pid")).read().strip()
+    identity = proc_identity(pid)
+    assert identity is not None
     assert subprocess.run([SCRIPT, "crash", node_dir], timeout=60).returncode == 0
-    assert not os.path.exists(f"/proc/{pid}"), "the node survived kill -9"
+    assert not still_running(pid, identity), "the node survived kill -9"
     r = subprocess.run([SCRIPT, "up", node_dir], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert subprocess.run([SCRIPT, "url", node_dir], capture_output=True, text=True,
@@ -52,7 +71,9 @@ def test_node_stop_removes_everything(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("amqp://guest:guest@127.0.0.1:")
     pids = [open(d / f).read().strip() for f in ("node.pid", "epmd.pid")]
+    identities = [proc_identity(pid) for pid in pids]
+    assert None not in identities, identities
     assert subprocess.run([SCRIPT, "stop", str(d)], timeout=120).returncode == 0
     assert not d.exists()
-    for pid in pids:
-        assert not os.path.exists(f"/proc/{pid}"), f"process {pid} left running"
+    for pid, identity in zip(pids, identities):
+        assert not still_running(pid, identity), f"process {pid} left running"
