@@ -429,10 +429,10 @@ def test_clocks_and_broker_closes_are_drawn():
     assert 5 <= len(closes) <= 30, closes
     assert all(-120 <= c["offset_s"] <= 120 for k in clocked for c in clocked[k])
     # Every database fault is drawn, commits held on a standby that never
-    # answers among them, each with its length.
+    # answers and refused statements among them, each with its length.
     db = [st for sc in scs for st in sc["steps"] if st["do"] == "db"]
     assert {st["action"] for st in db} == {"crash", "restart", "terminate", "freeze",
-                                           "hold_commits", "lock"}, db
+                                           "hold_commits", "lock", "refuse"}, db
     assert all(300 <= st["ms"] <= 2000 for st in db if st["action"] == "hold_commits"), db
     # A migration's lock on each table the pipeline writes, up to four
     # seconds: longer than the API's lock timeout and a deadline's quarter.
