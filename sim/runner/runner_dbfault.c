@@ -704,9 +704,12 @@ int runner_db_refusals_end(struct sctx *s, int log)
     for (int i = 0; i < pg->nrefusals; i++) {
         struct refusal *rf = &pg->refusals[i];
         char err[512] = "", sql[500], detail[320];
-        snprintf(sql, sizeof(sql), "SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
-                 "FROM crashwindow_refusals_%d", rf->step);
-        long long matched = runner_sql_value(s, sql, 0, NULL, err, sizeof(err));
+        long long matched = 0;
+        if (log && rc == 0) {
+            snprintf(sql, sizeof(sql), "SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
+                     "FROM crashwindow_refusals_%d", rf->step);
+            matched = runner_sql_value(s, sql, 0, NULL, err, sizeof(err));
+        }
         snprintf(sql, sizeof(sql), "DROP TRIGGER IF EXISTS crashwindow_refuse_%d ON %s",
                  rf->step, rf->table);
         runner_sql_value(s, sql, 0, NULL, err, sizeof(err));

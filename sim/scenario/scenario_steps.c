@@ -488,9 +488,10 @@ static int table_name_ok(const char *t)
     return part > 0;
 }
 
-/* A refuse step's own fields ("on", "sqlstate", "at", "times", "skip"),
- * refused on any other action (is_refuse 0).  A SQLSTATE of class 00, 01 or
- * 02 is no error: PostgreSQL would not end the statement with it. */
+/* A refuse step's own fields ("on", "sqlstate", "at", "times", "skip",
+ * "must_fire"), refused on any other action (is_refuse 0).  A SQLSTATE of
+ * class 00, 01 or 02 is no error: PostgreSQL would not end the statement
+ * with it. */
 static int parse_refusal(struct jv_ctx *v, const cJSON *s, const char *field, int is_refuse,
                          struct sc_step *st)
 {
@@ -498,11 +499,12 @@ static int parse_refusal(struct jv_ctx *v, const cJSON *s, const char *field, in
                                        NULL };
     static const char *const ops[] = { "insert", "update", "delete", NULL };
     char ff[64];
-    for (int i = 0; own[i] != NULL; i++)
-        if (!is_refuse && cJSON_GetObjectItemCaseSensitive(s, own[i]) != NULL)
-            return jv_err(v, field, "%s is only for action 'refuse'", own[i]);
-    if (!is_refuse)
+    if (!is_refuse) {
+        for (int i = 0; own[i] != NULL; i++)
+            if (cJSON_GetObjectItemCaseSensitive(s, own[i]) != NULL)
+                return jv_err(v, field, "%s is only for action 'refuse'", own[i]);
         return 0;
+    }
     const char *at = NULL;
     if (jv_str(v, s, "on", field, 1, &st->refuse_on) < 0 ||
         jv_str(v, s, "sqlstate", field, 1, &st->sqlstate) < 0 ||

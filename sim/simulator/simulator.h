@@ -197,7 +197,7 @@ struct sim_act {
     /* db: which fault; ms is the freeze's, the hold's or the lock's length or the
      * crash's downtime, proc the process whose sessions terminate ends (-1: every
      * process), net_a the locked table (sim_lock_tables) or the refusal
-     * (sim_refusals), whose count of refused statements is ms */
+     * (sim_refusals), count how many statements it refuses */
     enum sim_db db;
     /* net: on proc's link to the broker (net_broker) or PostgreSQL; ms is
      * how long; net_a/net_b the fault's numbers (latency and jitter, rate,

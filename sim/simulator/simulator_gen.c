@@ -483,12 +483,6 @@ static void gen_infra(uint64_t seed, uint64_t run, struct sim_plan *p,
     insert_act(p, at, &a);
 }
 
-/* A migration's lock, from a stream of its own (as gen_infra's): sometimes
- * another session holds a table the pipeline writes ACCESS EXCLUSIVE for
- * up to four seconds, inserted between two actions.  Statements on it
- * wait, and those with a shorter lock or statement timeout (the API's 50
- * ms, a relay's or consumer's deadline) are refused on a live connection.
- * A lock is a client's session: it needs no cluster of the simulator's own. */
 /* A database fault drawn from a stream of its own (salt), pct times in a
  * hundred, at a point between two actions (*at): 1 when drawn, with r
  * ready for the fault's own numbers. */
@@ -502,6 +496,12 @@ static int draw_db_act(uint64_t seed, uint64_t salt, uint64_t run, const struct 
     return 1;
 }
 
+/* A migration's lock, from a stream of its own (as gen_infra's): sometimes
+ * another session holds a table the pipeline writes ACCESS EXCLUSIVE for
+ * up to four seconds, inserted between two actions.  Statements on it
+ * wait, and those with a shorter lock or statement timeout (the API's 50
+ * ms, a relay's or consumer's deadline) are refused on a live connection.
+ * A lock is a client's session: it needs no cluster of the simulator's own. */
 static void gen_lock(uint64_t seed, uint64_t run, struct sim_plan *p)
 {
     struct sim_rng r;
@@ -532,7 +532,7 @@ static void gen_refuse(uint64_t seed, uint64_t run, struct sim_plan *p)
     sim_act_init(&a, SIM_DB, -1);
     a.db = SIM_DB_REFUSE;
     a.net_a = sim_rng_below(&r, SIM_REFUSALS);
-    a.ms = sim_rng_range(&r, 1, 3);
+    a.count = sim_rng_range(&r, 1, 3);
     insert_act(p, at, &a);
 }
 

@@ -564,7 +564,7 @@ static void render_db(struct render_ctx *ctx, const struct sim_act *a)
         cJSON_AddStringToObject(o, "on", rf->on);
         cJSON_AddStringToObject(o, "sqlstate", rf->sqlstate);
         cJSON_AddStringToObject(o, "at", rf->at_commit ? "commit" : "statement");
-        cJSON_AddNumberToObject(o, "times", a->ms);
+        cJSON_AddNumberToObject(o, "times", a->count);
         /* Drawn blind: no payment or delivery may come its way after it. */
         cJSON_AddFalseToObject(o, "must_fire");
     }

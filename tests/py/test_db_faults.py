@@ -401,7 +401,7 @@ def test_a_refusal_is_postgresqls_own_error_in_the_process_transaction(tmp_path,
 
 def test_a_refusal_that_refuses_nothing_fails_the_scenario(tmp_path):
     """A refusal no process met tested nothing: the heal fails the scenario
-    naming it, and the trigger is gone afterwards."""
+    naming it."""
     path = scenario(tmp_path, "norefuse", [
         {"do": "db", "action": "refuse", "table": "ledger_entries", "on": "delete",
          "sqlstate": "40001"},
