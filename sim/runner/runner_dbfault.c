@@ -628,7 +628,11 @@ int runner_db_lock_release(struct sctx *s, int log)
  * up to 32, the values PostgreSQL logs ahead: after one, fewer statements
  * may be refused than asked).  PostgreSQL raises the error itself, in
  * the process's own transaction, so what the process meets is what a
- * serialization failure or a full disk would show it. */
+ * serialization failure or a full disk would show it.  With no SQLSTATE
+ * (a sever) the session terminates its own backend instead: the signal is
+ * taken at the sleep's first check for interrupts, and the process sees
+ * its connection end (FATAL 57P01, then EOF) at that very statement or
+ * COMMIT, its transaction rolled back. */
 static const char refuse_function_sql[] =
     "CREATE OR REPLACE FUNCTION crashwindow_refuse() RETURNS trigger LANGUAGE plpgsql AS $cw$\n"
     "DECLARE\n"
@@ -638,6 +642,12 @@ static const char refuse_function_sql[] =
     "  IF app = TG_ARGV[0] OR (TG_ARGV[0] = '' AND app NOT LIKE 'crashwindow%') THEN\n"
     "    n := nextval(TG_ARGV[1]::regclass) - TG_ARGV[3]::bigint;\n"
     "    IF n >= 1 AND n <= TG_ARGV[4]::bigint THEN\n"
+    "      IF TG_ARGV[2] = '' THEN\n"
+    "        IF pg_terminate_backend(pg_backend_pid()) THEN\n"
+    "          PERFORM pg_sleep(30);\n"
+    "        END IF;\n"
+    "        RAISE EXCEPTION 'crashwindow could not end the session of %', app;\n"
+    "      END IF;\n"
     "      RAISE EXCEPTION 'refused by crashwindow: % on % by % (% of %)', lower(TG_OP),\n"
     "        TG_TABLE_NAME, app, n, TG_ARGV[4] USING ERRCODE = TG_ARGV[2];\n"
     "    END IF;\n"
@@ -649,49 +659,65 @@ static const char refuse_function_sql[] =
 /* PostgreSQL refuses a process's statement, or the COMMIT after it, with
  * the step's SQLSTATE: a row trigger on the table (BEFORE the statement's
  * rows; or a deferred constraint trigger, which runs at COMMIT and makes it
- * fail as a serialization failure found at commit does).  The trigger stays
- * until the heal, which reads how many it refused (runner_db_refusals_end). */
+ * fail as a serialization failure found at commit does).  A sever ends the
+ * process's session there instead.  The trigger stays until the heal, which
+ * reads how many it refused (runner_db_refusals_end). */
 static int db_refuse(struct sctx *s, const struct sc_step *st)
 {
-    char err[512], table[300], sql[1400];
+    const int sever = st->db_action == DB_SEVER;
+    const char *sqlstate = sever ? "" : st->sqlstate;
+    const char *verb = sever ? "sever" : "refuse";
+    char err[512], table[300], sql[1800];
     struct sctx_pg *pg = &s->pg;
     if (pg->nrefusals == (int)(sizeof(pg->refusals) / sizeof(pg->refusals[0])))
-        return runner_fail(s, "db refuse: more than %d refuse steps in one scenario",
-                           pg->nrefusals);
+        return runner_fail(s, "db %s: more than %d refuse and sever steps in one "
+                           "scenario", verb, pg->nrefusals);
     if (runner_sql_value(s, "SELECT 1", 0, NULL, err, sizeof(err)) < 0)
-        return runner_fail(s, "db refuse: %s", err);
+        return runner_fail(s, "db %s: %s", verb, err);
     if (quoted_table(s->db.conn, st->table, table, sizeof(table)) < 0)
-        return runner_fail(s, "db refuse: cannot quote the table name '%s'", st->table);
+        return runner_fail(s, "db %s: cannot quote the table name '%s'", verb, st->table);
     const char *who = st->proc >= 0 ? s->procs[st->proc].name : "";
     int step = s->step;
     snprintf(sql, sizeof(sql), "CREATE SEQUENCE crashwindow_refusals_%d", step);
     if (runner_sql_value(s, refuse_function_sql, 0, NULL, err, sizeof(err)) < 0 ||
         runner_sql_value(s, sql, 0, NULL, err, sizeof(err)) < 0)
-        return runner_fail(s, "db refuse: %s", err);
+        return runner_fail(s, "db %s: %s", verb, err);
     /* The arguments are a process name and a SQLSTATE, both checked at load
-     * to letters, digits, '-' and '_': no quote can occur in them. */
+     * to letters, digits, '-' and '_': no quote can occur in them; the
+     * columns of "of" to lower-case letters, digits and '_'. */
+    char on[320];
+    if (st->refuse_of[0] != '\0')
+        snprintf(on, sizeof(on), "%s OF %s", st->refuse_on, st->refuse_of);
+    else
+        snprintf(on, sizeof(on), "%s", st->refuse_on);
     if (st->refuse_at_commit)
         snprintf(sql, sizeof(sql), "CREATE CONSTRAINT TRIGGER crashwindow_refuse_%d AFTER %s ON "
                  "%s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "
                  "crashwindow_refuse('%s', 'crashwindow_refusals_%d', '%s', '%d', '%d')", step,
-                 st->refuse_on, table, who, step, st->sqlstate, st->refuse_skip, st->refuse_times);
+                 on, table, who, step, sqlstate, st->refuse_skip, st->refuse_times);
     else
         snprintf(sql, sizeof(sql), "CREATE TRIGGER crashwindow_refuse_%d BEFORE %s ON %s FOR "
                  "EACH ROW EXECUTE FUNCTION crashwindow_refuse('%s', 'crashwindow_refusals_%d', "
-                 "'%s', '%d', '%d')", step, st->refuse_on, table, who, step, st->sqlstate,
+                 "'%s', '%d', '%d')", step, on, table, who, step, sqlstate,
                  st->refuse_skip, st->refuse_times);
     if (runner_sql_value(s, sql, 0, NULL, err, sizeof(err)) < 0)
-        return runner_fail(s, "db refuse: %s", err);
+        return runner_fail(s, "db %s: %s", verb, err);
     struct refusal *rf = &pg->refusals[pg->nrefusals++];
     rf->step = step;
     cw_fmt(rf->table, sizeof(rf->table), "%s", table);
     rf->skip = st->refuse_skip;
     rf->times = st->refuse_times;
     rf->must_fire = st->refuse_must_fire;
+    rf->sever = sever;
     rf->started_us = cw_now_us();
-    cw_fmt(rf->detail, sizeof(rf->detail), "%s %s on %s by %s refused with %s",
-           st->refuse_at_commit ? "the COMMIT after" : "each", st->refuse_on, st->table,
-           who[0] ? who : "any process", st->sqlstate);
+    if (sever)
+        cw_fmt(rf->detail, sizeof(rf->detail), "the session of %s %s on %s by %s severed",
+               st->refuse_at_commit ? "the COMMIT after" : "each", on, st->table,
+               who[0] ? who : "any process");
+    else
+        cw_fmt(rf->detail, sizeof(rf->detail), "%s %s on %s by %s refused with %s",
+               st->refuse_at_commit ? "the COMMIT after" : "each", on, st->table,
+               who[0] ? who : "any process", st->sqlstate);
     runner_progress(s, "%s, %d time%s after %d (the steps go on)", rf->detail, rf->times,
                     rf->times == 1 ? "" : "s", rf->skip);
     return 0;
@@ -716,7 +742,8 @@ int runner_db_refusals_end(struct sctx *s, int log)
         if (!log || rc < 0)
             continue;
         if (matched < 0) {
-            rc = runner_fail(s, "db refuse: how many were refused cannot be read: %s", err);
+            rc = runner_fail(s, "db %s: how many were met cannot be read: %s",
+                             rf->sever ? "sever" : "refuse", err);
             continue;
         }
         long long refused = matched - rf->skip;
@@ -724,13 +751,13 @@ int runner_db_refusals_end(struct sctx *s, int log)
         if (refused == 0 && !rf->must_fire)
             continue; /* drawn blind: nothing came its way, no fault happened */
         if (refused == 0) {
-            rc = runner_fail(s, "db refuse: %s: none was refused (%lld matched, %d let pass "
-                             "first): no process met the failure", rf->detail, matched,
-                             rf->skip);
+            rc = runner_fail(s, "db %s: %s: none was %s (%lld matched, %d let pass "
+                             "first): no process met the failure", rf->sever ? "sever" : "refuse",
+                             rf->detail, rf->sever ? "severed" : "refused", matched, rf->skip);
             continue;
         }
         cw_fmt(detail, sizeof(detail), "%s, %lld of %d", rf->detail, refused, rf->times);
-        outage_event(s, "postgres", "refuse", detail, rf->started_us, 0);
+        outage_event(s, "postgres", rf->sever ? "sever" : "refuse", detail, rf->started_us, 0);
     }
     pg->nrefusals = 0;
     return rc;
@@ -746,7 +773,7 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
         return db_lock(s, st);
     if (st->db_action == DB_DEADLOCK)
         return db_deadlock(s, st);
-    if (st->db_action == DB_REFUSE)
+    if (st->db_action == DB_REFUSE || st->db_action == DB_SEVER)
         return db_refuse(s, st);
     if (s->pg.dir[0] == '\0')
         return runner_fail(s, "db %s: the runner controls only the clusters it starts; "
@@ -782,6 +809,7 @@ int runner_step_db(struct sctx *s, const struct sc_step *st)
     case DB_LOCK:
     case DB_DEADLOCK:
     case DB_REFUSE:
+    case DB_SEVER:
         break;
     }
     return runner_fail(s, "db: unhandled action");
@@ -794,10 +822,11 @@ cJSON *runner_recovery_json(struct sctx *s, const cJSON *const *proc_events)
     const cJSON *f;
     cJSON_ArrayForEach(f, faults) {
         /* A detached standby and a refused statement are no outage:
-         * nothing to recover from. */
+         * nothing to recover from; a severed session is one statement's
+         * outage, the trigger's span says nothing of its recovery. */
         if (!ev_field_equals(f, "event", "db_fault") ||
             ev_field_equals(f, "action", "stall_replication") ||
-            ev_field_equals(f, "action", "refuse"))
+            ev_field_equals(f, "action", "refuse") || ev_field_equals(f, "action", "sever"))
             continue;
         /* The first apply after the fault ended (ended_us when it was logged
          * later), timed from when it began. */

@@ -36,7 +36,7 @@ const char *const sc_verb_names[] = {
 };
 const char *const sc_db_action_names[] = {
     "crash", "restart", "terminate", "freeze", "failover", "stall_replication", "hold_commits",
-    "lock", "deadlock", "refuse"
+    "lock", "deadlock", "refuse", "sever"
 };
 const char *const sc_until_names[] = {
     "exited", "parked", "event", "published", "consumed", "dead_lettered",

@@ -124,10 +124,13 @@ enum sc_db_action {
     DB_DEADLOCK,           /* another session takes locks ("first"), waits until a process
                             * waits on it, then waits on that process ("then"): a cycle that
                             * PostgreSQL breaks by refusing the process's statement (40P01) */
-    DB_REFUSE              /* PostgreSQL refuses a process's insert, update or delete on one
+    DB_REFUSE,             /* PostgreSQL refuses a process's insert, update or delete on one
                             * table, or the COMMIT after it, with a chosen SQLSTATE (a
                             * trigger raises it): a serialization failure, a full disk, a
                             * refused statement on a live connection */
+    DB_SEVER               /* as DB_REFUSE, but the process's session is ended there (the
+                            * trigger terminates its own backend): the connection is lost
+                            * at that very statement or COMMIT, with nothing committed */
 };
 
 enum sc_until {
@@ -189,6 +192,8 @@ struct sc_step {
                                * the longest wait for a process to wait on it */
     const char *table;        /* lock, refuse: the table, possibly schema-qualified */
     const char *refuse_on;    /* refuse: "insert", "update" or "delete" */
+    char refuse_of[280];      /* refuse, update: only those setting these columns
+                               * ("a, b"; empty: any update) */
     const char *sqlstate;     /* refuse: the SQLSTATE raised (five digits or capitals) */
     int refuse_at_commit;     /* refuse: at the COMMIT ("at": "commit"), not the statement */
     int refuse_times;         /* refuse: how many statements (or commits) are refused */

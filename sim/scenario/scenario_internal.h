@@ -16,7 +16,7 @@
  * (sized, so that a name missing from a table fails to compile). */
 extern const char *const sc_kind_names[SC_CONSUMER + 1];
 extern const char *const sc_verb_names[V_SCRAPE + 1];
-extern const char *const sc_db_action_names[DB_REFUSE + 1];
+extern const char *const sc_db_action_names[DB_SEVER + 1];
 extern const char *const sc_until_names[U_SQL + 1];
 extern const char *const sc_invariant_names[INV_COUNT];
 

@@ -488,33 +488,72 @@ static int table_name_ok(const char *t)
     return part > 0;
 }
 
-/* A refuse step's own fields ("on", "sqlstate", "at", "times", "skip",
- * "must_fire"), refused on any other action (is_refuse 0).  A SQLSTATE of
- * class 00, 01 or 02 is no error: PostgreSQL would not end the statement
- * with it. */
-static int parse_refusal(struct jv_ctx *v, const cJSON *s, const char *field, int is_refuse,
+/* A refuse or sever step's "of": the columns an update must set to be met
+ * (UPDATE OF, so that a relay's mark is told from its claim on the same
+ * table), lower-case identifiers written into the trigger as they are. */
+static int parse_columns(struct jv_ctx *v, const cJSON *s, const char *field, struct sc_step *st)
+{
+    const cJSON *of = cJSON_GetObjectItemCaseSensitive(s, "of");
+    char ff[64];
+    snprintf(ff, sizeof(ff), "%s.of", field);
+    st->refuse_of[0] = '\0';
+    if (of == NULL)
+        return 0;
+    if (strcmp(st->refuse_on, "update") != 0)
+        return jv_err(v, ff, "only an update sets columns (\"on\": \"update\")");
+    if (!cJSON_IsArray(of) || cJSON_GetArraySize(of) < 1 || cJSON_GetArraySize(of) > 4)
+        return jv_err(v, ff, "must be an array of 1 to 4 column names");
+    size_t len = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, of) {
+        const char *n = cJSON_GetStringValue(c);
+        int ok = n != NULL && n[0] != '\0' && strlen(n) <= 63 && !(n[0] >= '0' && n[0] <= '9');
+        for (const char *p = n; ok && *p != '\0'; p++)
+            ok = *p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9');
+        if (!ok)
+            return jv_err(v, ff, "'%s' is not a column name (lower-case letters, digits and '_')",
+                          n != NULL ? n : "(not a string)");
+        len += (size_t)snprintf(st->refuse_of + len, sizeof(st->refuse_of) - len, "%s%s",
+                                len > 0 ? ", " : "", n);
+    }
+    return 0;
+}
+
+/* A refuse or sever step's own fields ("on", "sqlstate", "at", "times",
+ * "skip", "must_fire"), refused on any other action (a is then neither).
+ * A sever names no SQLSTATE: the process gets no answer, its session ends.
+ * A SQLSTATE of class 00, 01 or 02 is no error: PostgreSQL would not end
+ * the statement with it. */
+static int parse_refusal(struct jv_ctx *v, const cJSON *s, const char *field, int a,
                          struct sc_step *st)
 {
-    static const char *const own[] = { "on", "sqlstate", "at", "times", "skip", "must_fire",
-                                       NULL };
+    static const char *const own[] = { "on", "of", "sqlstate", "at", "times", "skip",
+                                       "must_fire", NULL };
     static const char *const ops[] = { "insert", "update", "delete", NULL };
     char ff[64];
-    if (!is_refuse) {
+    if (a != DB_REFUSE && a != DB_SEVER) {
         for (int i = 0; own[i] != NULL; i++)
             if (cJSON_GetObjectItemCaseSensitive(s, own[i]) != NULL)
-                return jv_err(v, field, "%s is only for action 'refuse'", own[i]);
+                return jv_err(v, field, "%s is only for action%s", own[i],
+                              strcmp(own[i], "sqlstate") == 0 ? " 'refuse'"
+                                                              : "s 'refuse' and 'sever'");
         return 0;
     }
+    if (a == DB_SEVER && cJSON_GetObjectItemCaseSensitive(s, "sqlstate") != NULL)
+        return jv_err(v, field, "sqlstate is only for action 'refuse': a severed session "
+                      "answers nothing");
     const char *at = NULL;
     if (jv_str(v, s, "on", field, 1, &st->refuse_on) < 0 ||
-        jv_str(v, s, "sqlstate", field, 1, &st->sqlstate) < 0 ||
+        jv_str(v, s, "sqlstate", field, a == DB_REFUSE, &st->sqlstate) < 0 ||
         jv_str(v, s, "at", field, 0, &at) < 0)
         return -1;
     if (!jv_in_list(st->refuse_on, ops)) {
         snprintf(ff, sizeof(ff), "%s.on", field);
         return jv_err(v, ff, "unknown statement '%s' (insert, update, delete)", st->refuse_on);
     }
-    const char *c = st->sqlstate;
+    if (parse_columns(v, s, field, st) < 0)
+        return -1;
+    const char *c = a == DB_REFUSE ? st->sqlstate : "57P01";
     int ok = strlen(c) == 5;
     for (int i = 0; ok && i < 5; i++)
         ok = (c[i] >= '0' && c[i] <= '9') || (c[i] >= 'A' && c[i] <= 'Z');
@@ -545,8 +584,8 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                          const char *field, struct sc_step *st)
 {
     static const char *const f[] = { "do", "why", "action", "proc", "ms", "down_ms", "table",
-                                     "first", "then", "on", "sqlstate", "at", "times", "skip",
-                                     "must_fire", NULL };
+                                     "first", "then", "on", "of", "sqlstate", "at", "times",
+                                     "skip", "must_fire", NULL };
     const char *action = NULL;
     char ff[64];
     if (jv_only_fields(v, s, field, f) < 0 || jv_str(v, s, "action", field, 1, &action) < 0)
@@ -556,7 +595,7 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     snprintf(ff, sizeof(ff), "%s.action", field);
     if (a < 0)
         return jv_err(v, ff, "unknown action '%s' (crash, restart, terminate, freeze, failover, "
-                       "stall_replication, hold_commits, lock, deadlock, refuse)", action);
+                       "stall_replication, hold_commits, lock, deadlock, refuse, sever)", action);
     st->db_action = (enum sc_db_action)a;
     const int needs_standby = a == DB_FAILOVER || a == DB_STALL_REPLICATION;
     if (needs_standby && !sc->standby)
@@ -568,10 +607,10 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
     if (a == DB_HOLD_COMMITS && sc->synchronous)
         return jv_err(v, ff, "'hold_commits' names a synchronous standby that never answers; "
                        "the scenario's own synchronous standby would be replaced by it");
-    if (cJSON_GetObjectItemCaseSensitive(s, "proc") != NULL && a != DB_TERMINATE &&
-        a != DB_REFUSE)
-        return jv_err(v, field, "proc is only for actions 'terminate' and 'refuse'");
-    if ((a == DB_TERMINATE || a == DB_REFUSE) && step_proc(v, sc, s, field, 0, -1, st) < 0)
+    const int by_trigger = a == DB_REFUSE || a == DB_SEVER;
+    if (cJSON_GetObjectItemCaseSensitive(s, "proc") != NULL && a != DB_TERMINATE && !by_trigger)
+        return jv_err(v, field, "proc is only for actions 'terminate', 'refuse' and 'sever'");
+    if ((a == DB_TERMINATE || by_trigger) && step_proc(v, sc, s, field, 0, -1, st) < 0)
         return -1;
     st->ms = -1;
     const int timed = a == DB_FREEZE || a == DB_HOLD_COMMITS || a == DB_LOCK || a == DB_DEADLOCK;
@@ -584,11 +623,11 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
         snprintf(ff, sizeof(ff), "%s.ms", field);
         return jv_err(v, ff, "missing: a %s needs its duration in milliseconds", action);
     }
-    if (cJSON_GetObjectItemCaseSensitive(s, "table") != NULL && a != DB_LOCK && a != DB_REFUSE)
-        return jv_err(v, field, "table is only for actions 'lock' and 'refuse'");
-    if (jv_str(v, s, "table", field, a == DB_LOCK || a == DB_REFUSE, &st->table) < 0)
+    if (cJSON_GetObjectItemCaseSensitive(s, "table") != NULL && a != DB_LOCK && !by_trigger)
+        return jv_err(v, field, "table is only for actions 'lock', 'refuse' and 'sever'");
+    if (jv_str(v, s, "table", field, a == DB_LOCK || by_trigger, &st->table) < 0)
         return -1;
-    if ((a == DB_LOCK || a == DB_REFUSE) && !table_name_ok(st->table)) {
+    if ((a == DB_LOCK || by_trigger) && !table_name_ok(st->table)) {
         snprintf(ff, sizeof(ff), "%s.table", field);
         return jv_err(v, ff, "'%s' is not a table name (letters, digits and '_', "
                        "optionally schema.table)", st->table);
@@ -607,7 +646,7 @@ static int parse_step_db(struct jv_ctx *v, struct scenario *sc, const cJSON *s,
                           : "wait on a lock that process holds");
         }
     }
-    if (parse_refusal(v, s, field, a == DB_REFUSE, st) < 0)
+    if (parse_refusal(v, s, field, a, st) < 0)
         return -1;
     if (cJSON_GetObjectItemCaseSensitive(s, "down_ms") != NULL && a != DB_CRASH)
         return jv_err(v, field, "down_ms is only for action 'crash'");

@@ -641,6 +641,15 @@ static void resolve_ambiguous(api_store *s, const struct api_command *cmd,
         resolution = "aborted";
         deadline = 0;
     }
+    /* Mutant: the opposite guess, "COMMIT was sent, so it committed" -- the
+     * client is told its request succeeded, whatever the server did. */
+    if (CW_MUTANT(lost_commit_taken_for_commit)) {
+        resolution = "committed";
+        deadline = 0;
+        api_reply_text(r, plan->ok_status, "application/json", plan->body);
+        if (plan->ok_status == 201)
+            snprintf(r->location, sizeof(r->location), "/payments/%s", plan->payment_id);
+    }
 
     while (cw_mono_ms() < deadline) {
         char err[256];

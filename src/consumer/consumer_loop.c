@@ -474,8 +474,10 @@ static enum tx_outcome try_tx(struct consumer *c, struct item *items, int n, int
 
     if (pgx_cmd(c->db, "COMMIT", 0, NULL, sqlstate, err, sizeof(err)) < 0) {
         log_sql_error("commit", sqlstate);
+        /* Known-wrong: a COMMIT whose connection was lost is taken for a
+         * commit (the server got it, surely), and the batch is acknowledged. */
         if (pgx_conn_lost(c->db, sqlstate))
-            return TX_DB_LOST;
+            return CW_MUTANT(lost_commit_taken_for_commit) ? TX_COMMITTED : TX_DB_LOST;
         /* Known-wrong: an error the server answered to the COMMIT is taken
          * for a commit, and the batch is acknowledged. */
         if (CW_MUTANT(commit_refusal_taken_for_commit))

@@ -52,14 +52,14 @@ def run_one(tmp_path, path, *extra):
     ([{"do": "db", "action": "lock", "table": "a.b.c", "ms": 500}], {},
      "steps[0].table: 'a.b.c' is not a table name"),
     ([{"do": "db", "action": "freeze", "ms": 500, "table": "payments"}], {},
-     "steps[0]: table is only for actions 'lock' and 'refuse'"),
+     "steps[0]: table is only for actions 'lock', 'refuse' and 'sever'"),
     ([{"do": "db", "action": "hold_commits"}], {},
      "steps[0].ms: missing: a hold_commits needs its duration in milliseconds"),
     ([{"do": "db", "action": "hold_commits", "ms": 500}],
      {"database": {"standby": True, "synchronous": True}},
      "steps[0].action: 'hold_commits' names a synchronous standby that never answers"),
     ([{"do": "db", "action": "restart", "proc": "api"}], {},
-     "steps[0]: proc is only for actions 'terminate' and 'refuse'"),
+     "steps[0]: proc is only for actions 'terminate', 'refuse' and 'sever'"),
     ([{"do": "db", "action": "refuse", "on": "insert", "sqlstate": "40001"}], {},
      "steps[0].table: missing"),
     ([{"do": "db", "action": "refuse", "table": "payments", "sqlstate": "40001"}], {},
@@ -86,6 +86,24 @@ def run_one(tmp_path, path, *extra):
      "steps[0]: sqlstate is only for action 'refuse'"),
     ([{"do": "db", "action": "refuse", "table": "payments", "on": "insert", "sqlstate": "40001",
        "ms": 500}], {}, "steps[0]: ms is only for actions"),
+    ([{"do": "db", "action": "sever", "table": "payments", "on": "insert", "sqlstate": "57P01"}],
+     {}, "steps[0]: sqlstate is only for action 'refuse': a severed session answers nothing"),
+    ([{"do": "db", "action": "sever", "on": "insert"}], {}, "steps[0].table: missing"),
+    ([{"do": "db", "action": "sever", "table": "payments"}], {}, "steps[0].on: missing"),
+    ([{"do": "db", "action": "sever", "table": "payments", "on": "insert", "of": ["status"]}],
+     {}, "steps[0].of: only an update sets columns (\"on\": \"update\")"),
+    ([{"do": "db", "action": "refuse", "table": "outbox_messages", "on": "update",
+       "sqlstate": "40001", "of": "published_at"}], {},
+     "steps[0].of: must be an array of 1 to 4 column names"),
+    ([{"do": "db", "action": "sever", "table": "outbox_messages", "on": "update",
+       "of": ["published_at; DROP TABLE payments"]}], {},
+     "steps[0].of: 'published_at; DROP TABLE payments' is not a column name"),
+    ([{"do": "db", "action": "sever", "table": "outbox_messages", "on": "update",
+       "of": ["Published_At"]}], {}, "steps[0].of: 'Published_At' is not a column name"),
+    ([{"do": "db", "action": "lock", "table": "payments", "ms": 500, "of": ["status"]}], {},
+     "steps[0]: of is only for actions 'refuse' and 'sever'"),
+    ([{"do": "db", "action": "sever", "table": "payments", "on": "insert", "times": 1001}], {},
+     "steps[0].times: 1001 is out of range"),
     ([{"do": "db", "action": "terminate", "proc": "relay-9"}], {},
      "steps[0].proc: unknown process 'relay-9'"),
     ([{"do": "db", "action": "crash", "down_ms": -1}], {}, "steps[0].down_ms: -1 is out of range"),
@@ -424,3 +442,44 @@ def test_a_refusal_that_refuses_nothing_fails_the_scenario(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     sc = load_result(out)["scenarios"][0]
     assert not [f for f in sc["faults_fired"] if f["point"] == "postgres/refuse"], sc
+
+
+def test_a_sever_ends_the_process_session_at_the_statement(tmp_path, pg_cluster):
+    """A sever step's trigger makes the process's own backend terminate
+    itself at the statement (or at the COMMIT after it): the process meets
+    a lost connection there, and nothing of the transaction is stored.
+    Here the API's first COMMIT is severed -- an ambiguous COMMIT the
+    server rolled back, which the API settles by asking and answers 503,
+    the client's retry under the same key creating the payment once -- and
+    accounting's first inbox insert: the delivery comes back and is applied
+    once.  An update's "of" meets only updates that set those columns: the
+    relay's marks set published_at, its claims do not, so a sever of
+    claims "of" published_at severs none and, drawn blind, fails nothing."""
+    path = scenario(tmp_path, "sever", [
+        {"do": "db", "action": "sever", "table": "payments", "on": "insert", "at": "commit",
+         "proc": "api"},
+        {"do": "db", "action": "sever", "table": "inbox_messages", "on": "insert",
+         "proc": "accounting"},
+        {"do": "db", "action": "sever", "table": "outbox_messages", "on": "update",
+         "of": ["lock_id"], "skip": 100, "must_fire": False, "proc": "relay-1"},
+        {"do": "payments", "count": 3, "key_prefix": "sv"},
+        {"do": "wait", "until": "consumed", "count": 3, "timeout_ms": 15000},
+    ], invariants=("nothing_lost", "effect_once", "one_payment_per_key"),
+        heal={"restart": False, "timeout_ms": 15000},
+        expect=[{"check": "payments", "equals": 3}, {"check": "effects", "equals": 3},
+                {"check": "sql", "sql": "SELECT count(*) FROM idempotency_records",
+                 "equals": 3}])
+    r, sc = run_one(tmp_path, path, "--pg", pg_cluster)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sc["verdict"] == "pass", sc
+    out = tmp_path / "out" / sc["dir"]
+    details = sorted(e["detail"] for e in read_events(out / "timeline.jsonl")
+                     if e["event"] == "db_fault")
+    assert details == [
+        "the session of each insert on inbox_messages by accounting severed, 1 of 1",
+        "the session of the COMMIT after insert on payments by api severed, 1 of 1"], details
+    fired = [f for f in sc["faults_fired"] if f["point"] == "postgres/sever"]
+    assert len(fired) == 2 and {f["kind"] for f in fired} == {"database"}, sc["faults_fired"]
+    # The API asked the server what became of the severed COMMIT.
+    amb = [e for e in read_events(out / "api.events.jsonl") if e["event"] == "ambiguous_commit"]
+    assert [(e["xact_status"], e["resolution"]) for e in amb] == [("aborted", "aborted")], amb
