@@ -206,6 +206,7 @@ void inv_broker_log_matches_outbox(struct chk_ctx *c);
 void inv_republish_same_payload(struct chk_ctx *c);
 void inv_versions_in_order(struct chk_ctx *c);
 void inv_ack_after_commit(struct chk_ctx *c);
+void inv_marks_committed(struct chk_ctx *c);
 void inv_no_two_live_leases(struct chk_ctx *c);
 void inv_retry_respects_backoff(struct chk_ctx *c);
 void inv_dead_letter_at_limit(struct chk_ctx *c);

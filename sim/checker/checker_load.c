@@ -551,6 +551,8 @@ const char *checker_event_lacks(enum chk_source src, const cJSON *ev)
                 return "ids";
             if (!has_number(ev, "n"))
                 return "n";
+            if (!has_string(ev, "token"))
+                return "token";
         } else if (strcmp(name, "retry") == 0) {
             if (!has_string(ev, "id"))
                 return "id";

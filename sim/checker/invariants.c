@@ -144,6 +144,16 @@ const struct inv_info inv_table[INV_COUNT] = {
                  "(crashwindow_consumer_records)",
         JUDGE(inv_ack_after_commit, "checker_delivery.c"),
     },
+    [INV_MARKS_COMMITTED] = {
+        .name = "marks_committed",
+        .asserts = "Every row a relay reported marked published was marked by a committed "
+                   "transaction under that relay's own claim (a mark made after replication "
+                   "stalled, in a scenario whose hazard is that stall, may be lost with the "
+                   "old primary).",
+        .reads = "the relays' mark events (ids and claim token); the claim history's "
+                 "releases by a mark",
+        JUDGE(inv_marks_committed, "checker_leases.c"),
+    },
 };
 
 const struct inv_info *inv_info(const char *name)

@@ -1,4 +1,4 @@
-/* invariants.h -- the fourteen invariants, stated once: one table.
+/* invariants.h -- the fifteen invariants, stated once: one table.
  *
  * For each invariant of the scenario format (scenario.h's enum
  * sc_invariant, in its order): its name, what it asserts in one sentence,

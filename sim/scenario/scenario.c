@@ -47,7 +47,7 @@ const char *const sc_invariant_names[] = {
     "broker_log_matches_outbox", "republish_same_payload", "no_two_live_leases",
     "retry_respects_backoff", "dead_letter_at_limit", "versions_in_order",
     "one_payment_per_key", "publish_within_lease", "idle_transactions_bounded",
-    "relay_recovers_after_heal", "ack_after_commit"
+    "relay_recovers_after_heal", "ack_after_commit", "marks_committed"
 };
 
 /* Checks available in "expect": the counters of result.json, the

@@ -164,7 +164,7 @@ enum sim_net { SIM_NET_LATENCY = 0, SIM_NET_BLACKHOLE, SIM_NET_RESET, SIM_NET_BA
 
 /* SIM_DB actions, as the runner's "db" step names them. */
 enum sim_db { SIM_DB_CRASH = 0, SIM_DB_RESTART, SIM_DB_TERMINATE, SIM_DB_FREEZE,
-              SIM_DB_HOLD_COMMITS, SIM_DB_LOCK, SIM_DB_REFUSE };
+              SIM_DB_HOLD_COMMITS, SIM_DB_LOCK, SIM_DB_REFUSE, SIM_DB_SEVER };
 
 /* The tables a SIM_DB_LOCK may hold (net_a indexes them): each one a
  * process of the pipeline writes. */
@@ -178,8 +178,15 @@ enum sim_db { SIM_DB_CRASH = 0, SIM_DB_RESTART, SIM_DB_TERMINATE, SIM_DB_FREEZE,
 struct sim_refusal {
     const char *table, *on, *sqlstate;
     int at_commit;
+    const char *of;          /* an update's column it must set, or NULL */
 };
 #define SIM_REFUSALS 9
+
+/* Where a SIM_DB_SEVER ends a process's session (net_a indexes sim_severs,
+ * whose sqlstate is NULL): a statement or COMMIT of the pipeline's that no
+ * kill or cut link can aim at -- the API's ambiguous COMMIT, a relay's
+ * pipelined mark, a consumer's COMMIT. */
+#define SIM_SEVERS 7
 
 /* Broker switch values: -1 leaves a switch as it is. */
 enum sim_outage { SIM_OUTAGE_OFF = 0, SIM_OUTAGE_REFUSE, SIM_OUTAGE_HANG };
@@ -196,8 +203,9 @@ struct sim_act {
     int outage, duplicate, drop, max_payload;
     /* db: which fault; ms is the freeze's, the hold's or the lock's length or the
      * crash's downtime, proc the process whose sessions terminate ends (-1: every
-     * process), net_a the locked table (sim_lock_tables) or the refusal
-     * (sim_refusals), count how many statements it refuses */
+     * process), net_a the locked table (sim_lock_tables), the refusal
+     * (sim_refusals) or the sever (sim_severs), count how many statements
+     * it refuses or severs */
     enum sim_db db;
     /* net: on proc's link to the broker (net_broker) or PostgreSQL; ms is
      * how long; net_a/net_b the fault's numbers (latency and jitter, rate,

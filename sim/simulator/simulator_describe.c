@@ -119,6 +119,12 @@ void sim_describe(const struct sim_plan *p, char *out, size_t outlen)
                        sim_refusals[a->net_a].table,
                        sim_refusals[a->net_a].at_commit ? " at commit" : "",
                        sim_refusals[a->net_a].sqlstate, a->count);
+            if (a->db == SIM_DB_SEVER)
+                sb_add(&b, ",%s%s%s %s%s x%d", sim_severs[a->net_a].on,
+                       sim_severs[a->net_a].of ? " of " : "",
+                       sim_severs[a->net_a].of ? sim_severs[a->net_a].of : "",
+                       sim_severs[a->net_a].table,
+                       sim_severs[a->net_a].at_commit ? " at commit" : "", a->count);
             if (a->db == SIM_DB_CRASH || a->db == SIM_DB_FREEZE || a->db == SIM_DB_HOLD_COMMITS ||
                 a->db == SIM_DB_LOCK)
                 sb_add(&b, ",%d ms", a->ms);

@@ -536,6 +536,26 @@ static void gen_refuse(uint64_t seed, uint64_t run, struct sim_plan *p)
     insert_act(p, at, &a);
 }
 
+/* A severed session, from a stream of its own: sometimes a process's
+ * backend ends itself at one of the pipeline's statements or COMMITs, one
+ * or two times, from a point between two actions on -- a connection lost
+ * exactly where the outcome is hardest to know (an ambiguous COMMIT the
+ * server rolled back, a mark in flight in a pipeline).  Drawn after every
+ * other fault, so that no earlier draw of any seed changes. */
+static void gen_sever(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    struct sim_rng r;
+    int at;
+    if (!draw_db_act(seed, 0xd6e8feb86659fd93ULL, run, p, 10, &r, &at))
+        return;
+    struct sim_act a;
+    sim_act_init(&a, SIM_DB, -1);
+    a.db = SIM_DB_SEVER;
+    a.net_a = sim_rng_below(&r, SIM_SEVERS);
+    a.count = sim_rng_range(&r, 1, 2);
+    insert_act(p, at, &a);
+}
+
 /* Network faults and clocks, from a stream of their own (as gen_infra's):
  * sometimes an API runs with a skewed or drifting clock, and at most one
  * net action per run, inserted between two actions. */
@@ -1059,5 +1079,6 @@ void sim_generate(const struct sim_catalogue *cat, uint64_t seed, uint64_t run,
     gen_silent_consumers(seed, run, p);
     gen_dead_links(seed, run, p);
     gen_clocks(seed, run, p);
-    gen_refuse(seed, run, p);       /* last: every earlier draw is as it was */
+    gen_refuse(seed, run, p);       /* after the rest: every earlier draw is as it was */
+    gen_sever(seed, run, p);        /* the same */
 }

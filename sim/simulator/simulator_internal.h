@@ -45,6 +45,7 @@ void sim_proc_name(const struct sim_plan *p, int idx, char *out, size_t outlen);
 extern const char *const sim_db_actions[];
 extern const char *const sim_lock_tables[SIM_LOCK_TABLES];
 extern const struct sim_refusal sim_refusals[SIM_REFUSALS];
+extern const struct sim_refusal sim_severs[SIM_SEVERS];
 extern const char *const sim_net_names[];
 
 #endif

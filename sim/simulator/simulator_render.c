@@ -532,20 +532,30 @@ static void render_broker(struct render_ctx *ctx, const struct sim_act *a)
 }
 
 const char *const sim_db_actions[] = { "crash", "restart", "terminate", "freeze",
-                                       "hold_commits", "lock", "refuse" };
+                                       "hold_commits", "lock", "refuse", "sever" };
 const char *const sim_lock_tables[SIM_LOCK_TABLES] = { "outbox_messages", "payments",
                                                        "ledger_entries", "inbox_messages" };
 
 const struct sim_refusal sim_refusals[SIM_REFUSALS] = {
-    { "payments", "insert", "40001", 1 },          /* the API's creation, at COMMIT */
-    { "outbox_messages", "insert", "40P01", 0 },   /* the API's event, a deadlock's victim */
-    { "idempotency_records", "insert", "40001", 1 },
-    { "payments", "update", "40001", 1 },          /* a transition, at COMMIT */
-    { "outbox_messages", "update", "40001", 0 },   /* a relay's claim or mark */
-    { "outbox_messages", "update", "53100", 1 },   /* a relay's COMMIT, the disk full */
-    { "inbox_messages", "insert", "40P01", 0 },    /* a consumer's marker */
-    { "ledger_entries", "insert", "40001", 1 },    /* accounting's COMMIT */
-    { "notifications", "insert", "53100", 1 },     /* notifications' COMMIT, the disk full */
+    { "payments", "insert", "40001", 1, NULL },          /* the API's creation, at COMMIT */
+    { "outbox_messages", "insert", "40P01", 0, NULL },   /* the API's event, a deadlock's victim */
+    { "idempotency_records", "insert", "40001", 1, NULL },
+    { "payments", "update", "40001", 1, NULL },          /* a transition, at COMMIT */
+    { "outbox_messages", "update", "40001", 0, NULL },   /* a relay's claim or mark */
+    { "outbox_messages", "update", "53100", 1, NULL },   /* a relay's COMMIT, the disk full */
+    { "inbox_messages", "insert", "40P01", 0, NULL },    /* a consumer's marker */
+    { "ledger_entries", "insert", "40001", 1, NULL },    /* accounting's COMMIT */
+    { "notifications", "insert", "53100", 1, NULL },     /* notifications' COMMIT, the disk full */
+};
+
+const struct sim_refusal sim_severs[SIM_SEVERS] = {
+    { "payments", "insert", NULL, 1, NULL },       /* the API's COMMIT: ambiguous, rolled back */
+    { "outbox_messages", "insert", NULL, 0, NULL },/* the API's event, before its COMMIT */
+    { "outbox_messages", "update", NULL, 0, "published_at" }, /* a relay's mark, often piped */
+    { "outbox_messages", "update", NULL, 1, "published_at" }, /* the COMMIT of a mark */
+    { "outbox_messages", "update", NULL, 1, "lock_id" },      /* the COMMIT of a claim */
+    { "inbox_messages", "insert", NULL, 0, NULL }, /* a consumer's marker */
+    { "ledger_entries", "insert", NULL, 1, NULL }, /* accounting's COMMIT */
 };
 
 static void render_db(struct render_ctx *ctx, const struct sim_act *a)
@@ -558,11 +568,17 @@ static void render_db(struct render_ctx *ctx, const struct sim_act *a)
         cJSON_AddNumberToObject(o, "ms", a->ms);
     if (a->db == SIM_DB_LOCK)
         cJSON_AddStringToObject(o, "table", sim_lock_tables[a->net_a]);
-    if (a->db == SIM_DB_REFUSE) {
-        const struct sim_refusal *rf = &sim_refusals[a->net_a];
+    if (a->db == SIM_DB_REFUSE || a->db == SIM_DB_SEVER) {
+        const struct sim_refusal *rf = a->db == SIM_DB_REFUSE ? &sim_refusals[a->net_a]
+                                                              : &sim_severs[a->net_a];
         cJSON_AddStringToObject(o, "table", rf->table);
         cJSON_AddStringToObject(o, "on", rf->on);
-        cJSON_AddStringToObject(o, "sqlstate", rf->sqlstate);
+        if (rf->of != NULL) {
+            cJSON *of = cJSON_AddArrayToObject(o, "of");
+            cJSON_AddItemToArray(of, cJSON_CreateString(rf->of));
+        }
+        if (rf->sqlstate != NULL)
+            cJSON_AddStringToObject(o, "sqlstate", rf->sqlstate);
         cJSON_AddStringToObject(o, "at", rf->at_commit ? "commit" : "statement");
         cJSON_AddNumberToObject(o, "times", a->count);
         /* Drawn blind: no payment or delivery may come its way after it. */

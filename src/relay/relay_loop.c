@@ -621,6 +621,8 @@ static void emit_mark(const struct relay *r, const struct relay_batch *b, int wi
 {
     cJSON *ev = cwlog_begin("mark");
     cJSON_AddStringToObject(ev, "worker", r->worker);
+    /* The claim the mark was made under: the checker finds its commit. */
+    cJSON_AddStringToObject(ev, "token", b->token);
     cJSON *ids = cJSON_AddArrayToObject(ev, "ids");
     int n = 0;
     for (int i = 0; i < b->n; i++) {

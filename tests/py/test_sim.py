@@ -432,7 +432,20 @@ def test_clocks_and_broker_closes_are_drawn():
     # answers and refused statements among them, each with its length.
     db = [st for sc in scs for st in sc["steps"] if st["do"] == "db"]
     assert {st["action"] for st in db} == {"crash", "restart", "terminate", "freeze",
-                                           "hold_commits", "lock", "refuse"}, db
+                                           "hold_commits", "lock", "refuse", "sever"}, db
+    # A severed session at each of the statements and COMMITs the catalogue
+    # names, drawn blind; the relay's mark is told from its claim by "of".
+    severs = [st for st in db if st["action"] == "sever"]
+    assert all(st["must_fire"] is False and "sqlstate" not in st for st in severs), severs
+    kinds = {(st["table"], st["on"], st["at"], tuple(st.get("of", ()))) for st in severs}
+    assert kinds <= {
+        ("payments", "insert", "commit", ()), ("outbox_messages", "insert", "statement", ()),
+        ("outbox_messages", "update", "statement", ("published_at",)),
+        ("outbox_messages", "update", "commit", ("published_at",)),
+        ("outbox_messages", "update", "commit", ("lock_id",)),
+        ("inbox_messages", "insert", "statement", ()),
+        ("ledger_entries", "insert", "commit", ())}, severs
+    assert len(kinds) >= 5 and all(1 <= st["times"] <= 2 for st in severs), severs
     assert all(300 <= st["ms"] <= 2000 for st in db if st["action"] == "hold_commits"), db
     # A migration's lock on each table the pipeline writes, up to four
     # seconds: longer than the API's lock timeout and a deadline's quarter.
