@@ -109,8 +109,8 @@ static const char *step_refused(const struct target *t, const struct sc_step *st
     case V_DB:
         if (st->db_action == DB_LOCK || st->db_action == DB_DEADLOCK ||
             st->db_action == DB_REFUSE || st->db_action == DB_SEVER)
-            return "a lock, a refusal or a sever names a table of our schema; a target's tables are "
-                   "its own";
+            return "a lock, a refusal or a sever names a table of our schema; a target's "
+                   "tables are its own";
         return st->db_action == DB_FAILOVER || st->db_action == DB_STALL_REPLICATION
                    ? "a failover needs the scenario's own standby, not built for targets yet"
                    : NULL;

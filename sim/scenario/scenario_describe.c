@@ -45,14 +45,16 @@ static void describe_db(const struct sc_step *st, const char *pn, char *out, siz
     case DB_REFUSE:
         snprintf(out, outlen, "db refuse %s %s%s%s on %s by %s with SQLSTATE %s, %d time%s "
                  "after letting %d pass%s", st->refuse_at_commit ? "the COMMIT after" : "each",
-                 st->refuse_on, st->refuse_of[0] ? " of " : "", st->refuse_of, st->table, pn[0] ? pn : "any process", st->sqlstate,
+                 st->refuse_on, st->refuse_of[0] ? " of " : "", st->refuse_of, st->table,
+                 pn[0] ? pn : "any process", st->sqlstate,
                  st->refuse_times, st->refuse_times == 1 ? "" : "s", st->refuse_skip,
                  st->refuse_must_fire ? "" : " (it may refuse nothing)");
         break;
     case DB_SEVER:
         snprintf(out, outlen, "db sever the session of %s %s%s%s on %s by %s, %d time%s after "
                  "letting %d pass%s", st->refuse_at_commit ? "the COMMIT after" : "each",
-                 st->refuse_on, st->refuse_of[0] ? " of " : "", st->refuse_of, st->table, pn[0] ? pn : "any process", st->refuse_times,
+                 st->refuse_on, st->refuse_of[0] ? " of " : "", st->refuse_of, st->table,
+                 pn[0] ? pn : "any process", st->refuse_times,
                  st->refuse_times == 1 ? "" : "s", st->refuse_skip,
                  st->refuse_must_fire ? "" : " (it may sever nothing)");
         break;

@@ -516,44 +516,44 @@ static void gen_lock(uint64_t seed, uint64_t run, struct sim_plan *p)
     insert_act(p, at, &a);
 }
 
-/* A refusal, from a stream of its own (as gen_infra's): sometimes
- * PostgreSQL refuses one of the pipeline's statements, or the COMMIT after
- * it, one to three times, from a point between two actions on: a
- * serialization failure, a deadlock's victim or a full disk on a live
- * connection, which every program must retry or hand back without losing
- * or repeating anything.  Like a lock, it needs no cluster of its own. */
-static void gen_refuse(uint64_t seed, uint64_t run, struct sim_plan *p)
+/* A fault at one of the pipeline's statements, from a stream of its own
+ * (salt), pct times in a hundred: kind db, at one of nkinds places of its
+ * catalogue, one to most times, from a point between two actions on. */
+static void gen_statement_fault(uint64_t seed, uint64_t salt, uint64_t run, struct sim_plan *p,
+                                int pct, enum sim_db db, int nkinds, int most)
 {
     struct sim_rng r;
     int at;
-    if (!draw_db_act(seed, 0x5851f42d4c957f2dULL, run, p, 12, &r, &at))
+    if (!draw_db_act(seed, salt, run, p, pct, &r, &at))
         return;
     struct sim_act a;
     sim_act_init(&a, SIM_DB, -1);
-    a.db = SIM_DB_REFUSE;
-    a.net_a = sim_rng_below(&r, SIM_REFUSALS);
-    a.count = sim_rng_range(&r, 1, 3);
+    a.db = db;
+    a.net_a = sim_rng_below(&r, nkinds);
+    a.count = sim_rng_range(&r, 1, most);
     insert_act(p, at, &a);
 }
 
-/* A severed session, from a stream of its own: sometimes a process's
- * backend ends itself at one of the pipeline's statements or COMMITs, one
- * or two times, from a point between two actions on -- a connection lost
- * exactly where the outcome is hardest to know (an ambiguous COMMIT the
- * server rolled back, a mark in flight in a pipeline).  Drawn after every
- * other fault, so that no earlier draw of any seed changes. */
+/* A refusal (as gen_infra's, a stream of its own): sometimes PostgreSQL
+ * refuses one of the pipeline's statements, or the COMMIT after it, one to
+ * three times: a serialization failure, a deadlock's victim or a full disk
+ * on a live connection, which every program must retry or hand back
+ * without losing or repeating anything.  Like a lock, it needs no cluster
+ * of its own. */
+static void gen_refuse(uint64_t seed, uint64_t run, struct sim_plan *p)
+{
+    gen_statement_fault(seed, 0x5851f42d4c957f2dULL, run, p, 12, SIM_DB_REFUSE, SIM_REFUSALS, 3);
+}
+
+/* A severed session (a stream of its own): sometimes a process's backend
+ * ends itself at one of the pipeline's statements or COMMITs, once or
+ * twice -- a connection lost exactly where the outcome is hardest to know
+ * (an ambiguous COMMIT the server rolled back, a mark in flight in a
+ * pipeline).  Drawn after every other fault, so that no earlier draw of
+ * any seed changes. */
 static void gen_sever(uint64_t seed, uint64_t run, struct sim_plan *p)
 {
-    struct sim_rng r;
-    int at;
-    if (!draw_db_act(seed, 0xd6e8feb86659fd93ULL, run, p, 10, &r, &at))
-        return;
-    struct sim_act a;
-    sim_act_init(&a, SIM_DB, -1);
-    a.db = SIM_DB_SEVER;
-    a.net_a = sim_rng_below(&r, SIM_SEVERS);
-    a.count = sim_rng_range(&r, 1, 2);
-    insert_act(p, at, &a);
+    gen_statement_fault(seed, 0xd6e8feb86659fd93ULL, run, p, 10, SIM_DB_SEVER, SIM_SEVERS, 2);
 }
 
 /* Network faults and clocks, from a stream of their own (as gen_infra's):
