@@ -317,3 +317,32 @@ def test_a_hazard_excuses_only_what_it_explains(tmp_path, pg_cluster):
         assert f"invariant {name} was hazard caught, is fail" in got.stdout, got.stdout
     assert f"event {dropped[0]}" in got.stdout, (dropped, got.stdout)
     assert "expectation applied_payments was pass, is fail" in got.stdout, got.stdout
+
+
+def test_a_mark_the_relay_reports_is_held_to_the_committed_one(tmp_path, pg_cluster,
+                                                                 refused_run):
+    """What a relay says it marked is judged against the claim history: the
+    same history passes, and a mark reported under a claim no committed
+    mark was made under (as a relay that believed an unconfirmed COMMIT
+    would log it) fails marks_committed, naming the relay, the event and the
+    claim."""
+    out, sc = refused_run
+    assert inv(sc, "marks_committed")["checked"] >= 2, inv(sc, "marks_committed")
+    believed = doctored(tmp_path, out, "believed")
+    ghost = "00000000-0000-4000-8000-00000000c1a1"
+    seen = []
+
+    def misreport(recs):
+        for x in recs:
+            if x.get("event") == "mark" and not seen:
+                seen.append(x["ids"][0])
+                x["token"] = ghost
+        return recs
+
+    rewrite_lines(believed / sc["dir"] / "relay-1.events.jsonl", misreport)
+    assert seen
+    got = check(believed, pg_cluster)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "refused: invariant marks_committed was pass, is fail" in got.stdout, got.stdout
+    assert (f"relay-1 reported event {seen[0]} marked published under claim {ghost}"
+            in got.stdout), got.stdout
