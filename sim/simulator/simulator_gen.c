@@ -483,16 +483,42 @@ static void gen_infra(uint64_t seed, uint64_t run, struct sim_plan *p,
     insert_act(p, at, &a);
 }
 
+/* Where a fault drawn at point at goes so that it splits no sequence that
+ * must stay whole: a partition aimed at a parked commit and the resume
+ * right after it, or the ending that restarts the consumers behind silent
+ * links (from the broker switch and relay restarts before it to its
+ * caught-up settle).  Inside one, it goes just before it. */
+static int whole_point(const struct sim_plan *p, int at)
+{
+    const struct sim_act *prev = at > 0 ? &p->acts[at - 1] : NULL;
+    if (prev != NULL && prev->kind == SIM_NET && prev->net == SIM_NET_PARTITION && prev->after_park)
+        return at - 1;
+    int e = -1, end;
+    for (int k = 0; k < p->nacts && e < 0; k++)
+        if (p->acts[k].kind == SIM_RESTART && p->acts[k].await_start)
+            e = k;
+    if (e < 0)
+        return at;
+    while (e > 0 && ((p->acts[e - 1].kind == SIM_RESTART && !p->acts[e - 1].await_start) ||
+                     p->acts[e - 1].kind == SIM_BROKER))
+        e--;
+    for (end = e; end < p->nacts && !(p->acts[end].kind == SIM_SETTLE && p->acts[end].caught_up);
+         end++)
+        ;
+    return at > e && at <= end ? e : at;
+}
+
 /* A database fault drawn from a stream of its own (salt), pct times in a
- * hundred, at a point between two actions (*at): 1 when drawn, with r
- * ready for the fault's own numbers. */
+ * hundred, at a point between two actions (*at, never inside a sequence
+ * that must stay whole): 1 when drawn, with r ready for the fault's own
+ * numbers. */
 static int draw_db_act(uint64_t seed, uint64_t salt, uint64_t run, const struct sim_plan *p,
                        int pct, struct sim_rng *r, int *at)
 {
     sim_rng_init(r, seed ^ salt, run);
     if (!sim_rng_chance(r, pct) || p->nacts < 2 || p->nacts >= SIM_MAX_ACTS)
         return 0;
-    *at = sim_rng_range(r, 1, p->nacts);
+    *at = whole_point(p, sim_rng_range(r, 1, p->nacts));
     return 1;
 }
 
