@@ -519,7 +519,7 @@ def test_repeat_and_result_shape(tmp_path, pg_cluster):
     assert set(res["machine"]) == {"hostname", "cpus", "postgres"}
     assert res["machine"]["postgres"].startswith("15.")
     t = res["totals"]
-    assert t["scenarios"] == 2 and t["passed"] == 2 and t["invariants_checked"] == 2 * 14
+    assert t["scenarios"] == 2 and t["passed"] == 2 and t["invariants_checked"] == 2 * 15
     assert t["kills"] == 2 and t["restarts"] == 2 and t["faults_fired"] == 2
     assert [s["repeat"] for s in res["scenarios"]] == [1, 2]
     assert [s["dir"] for s in res["scenarios"]] == ["02-crash-after-commit.r1",

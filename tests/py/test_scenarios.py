@@ -69,7 +69,7 @@ def test_scenario(path, pg_cluster, tmp_path):
 
     # Every invariant ran; the ones the scenario names checked something.
     names = {inv["name"]: inv for inv in sc["invariants"]}
-    assert len(names) == 14
+    assert len(names) == 15
     for name in spec["invariants"]:
         assert names[name]["checked"] > 0, f"{name} is listed but checked nothing"
     # One expectation result per expect entry, at least.

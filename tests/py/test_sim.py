@@ -504,7 +504,7 @@ def test_unmutated_runs_pass_and_every_event_is_applied(pg_cluster, tmp_path):
     res = load_result(out)
     st = res["simulator"]
     assert st["seed"] == 3 and st["runs"] == 2 and st["failures"] == 0
-    assert st["invariant_checks"] == 2 * 14 and st["runs_per_minute"] > 0
+    assert st["invariant_checks"] == 2 * 15 and st["runs_per_minute"] > 0
     assert [s["verdict"] for s in res["scenarios"]] == ["pass", "pass"]
     assert failing_lines(out) == []
     for sc in res["scenarios"]:
