@@ -812,9 +812,9 @@ static const char *json_step_refused(const struct target *t, cJSON *st)
     }
     if (strcmp(verb, "db") == 0) {
         const char *a = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "action"));
-        return a != NULL && (strcmp(a, "failover") == 0 || strcmp(a, "stall_replication") == 0 ||
-                             strcmp(a, "lock") == 0)
-                   ? "db" : NULL;
+        static const char *const ours[] = { "failover", "stall_replication", "lock", "deadlock",
+                                            "refuse", "sever", NULL };
+        return a != NULL && jv_in_list(a, ours) ? "db" : NULL;
     }
     if (strcmp(verb, "broker") == 0)
         return runner_rabbit_can_control(cJSON_GetObjectItemCaseSensitive(st, "control"))
