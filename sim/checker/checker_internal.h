@@ -38,6 +38,7 @@ struct claim_rec {
                            * (its transaction's now()), or LLONG_MAX */
     long long seq;        /* the history's order of recording */
     int attempts;         /* the row's attempts the claim committed */
+    int marked;           /* a committed mark under it released the lease */
 };
 
 /* The first row a consumer group committed about a message (its inbox

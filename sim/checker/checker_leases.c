@@ -932,11 +932,6 @@ void inv_relay_recovers_after_heal(struct chk_ctx *c)
 
 /* ---- marks_committed ------------------------------------------------------ */
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /* A relay's account of what it marked is held to the database's.  A mark
  * the relay believes while its transaction never committed -- a pipeline
  * whose connection was lost with the COMMIT in flight, a refused COMMIT
@@ -944,34 +939,18 @@ static int cmp_str(const void *a, const void *b)
  * when its lease ends, and the inbox absorbs the copy), which is why no
  * other invariant sees it; but the relay's counts and its operator's view
  * are then wrong, and a relay that trusts an unconfirmed mark trusts other
- * unconfirmed things too.  The evidence is the claim history: each release
- * of a lease by a mark, with the claim token (lock_id) it was made under,
- * recorded by the trigger inside the marking transaction, so it exists
- * only when that transaction committed.  Under a replication-stall hazard
- * the database is the promoted standby, which never got what the old
- * primary committed after the stall: marks reported from then on are not
- * judged. */
+ * unconfirmed things too.  The evidence is the claim history: each
+ * committed claim, with whether a release by a mark (recorded by the
+ * trigger inside the marking transaction, so only when it committed) ended
+ * it.  Under a replication-stall hazard the database is the promoted
+ * standby, which never got what the old primary committed after the stall:
+ * marks reported from then on are not judged. */
 void inv_marks_committed(struct chk_ctx *c)
 {
     struct chk_inv *inv = &c->res->inv[INV_MARKS_COMMITTED];
     if (!c->has_claim_history)
         return;
-    PGresult *r = chk_query(c,
-        "SELECT lower(message_id::text) || ' ' || lower(lock_id::text) FROM crashwindow_claims"
-        " WHERE kind = 'release' AND release_kind = 'mark' AND lock_id IS NOT NULL", 0, NULL);
-    if (r == NULL)
-        return;
     inv->ran = 1;
-    int n = PQntuples(r);
-    const char **marks = malloc(sizeof(char *) * (size_t)(n > 0 ? n : 1));
-    if (marks == NULL) {
-        PQclear(r);
-        chk_violation(inv, "out of memory reading the claim history");
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        marks[i] = PQgetvalue(r, i, 0);
-    qsort(marks, (size_t)n, sizeof(char *), cmp_str);
     const struct scenario *sc = c->in->sc;
     int64_t unjudged_from = sc->hazard_explains == SC_HAZARD_REPLICATION_STALL
                                 ? c->hazard_began_us : INT64_MAX;
@@ -985,23 +964,17 @@ void inv_marks_committed(struct chk_ctx *c)
             const char *token = ev_str(ev, "token");
             const cJSON *id;
             cJSON_ArrayForEach(id, ev_arr(ev, "ids")) {
-                char key[100], lid[40], ltok[40];
-                chk_copy_lower(lid, sizeof(lid), id->valuestring);
-                chk_copy_lower(ltok, sizeof(ltok), token != NULL ? token : "");
-                snprintf(key, sizeof(key), "%s %s", lid, ltok);
-                const char *k = key;
                 inv->checked++;
-                if (bsearch(&k, marks, (size_t)n, sizeof(char *), cmp_str) != NULL)
+                const struct claim_rec *k = chk_find_claim(c, id->valuestring, token);
+                if (k != NULL && k->marked)
                     continue;
                 char at[32];
                 chk_fmt_time(ev_ts(ev), at, sizeof(at));
                 chk_violation(inv, "%s reported event %s marked published under claim %s at %s, "
                               "but no committed transaction marked it under that claim: the "
                               "relay believed a mark the database never kept",
-                              sc->procs[p].name, lid, ltok, at);
+                              sc->procs[p].name, id->valuestring, token, at);
             }
         }
     }
-    free(marks);
-    PQclear(r);
 }

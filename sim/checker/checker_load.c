@@ -180,8 +180,8 @@ static int cmp_retry_seq(const void *a, const void *b)
 }
 
 /* Loads crashwindow_claims (claim_history.h) when the database has it: the
- * committed claims, each with the moment a settle released it, and the
- * retries with the next_attempt_at they persisted. */
+ * committed claims, each with the moment a settle released it and whether
+ * a mark did, and the retries with the next_attempt_at they persisted. */
 int chk_load_claim_history(struct chk_ctx *c)
 {
     if (!has_table(c, "crashwindow_claims"))
@@ -196,7 +196,10 @@ int chk_load_claim_history(struct chk_ctx *c)
         "         WHERE r.kind = 'release' AND r.message_id = c.message_id"
         "           AND r.lock_id = c.lock_id),"
         "       c.seq, c.attempts,"
-        "       (extract(epoch FROM c.committed_at) * 1000000)::bigint"
+        "       (extract(epoch FROM c.committed_at) * 1000000)::bigint,"
+        "       EXISTS (SELECT 1 FROM crashwindow_claims m"
+        "                WHERE m.kind = 'release' AND m.release_kind = 'mark'"
+        "                  AND m.message_id = c.message_id AND m.lock_id = c.lock_id)"
         "  FROM crashwindow_claims c"
         " WHERE c.kind = 'claim' AND c.lock_id IS NOT NULL AND c.locked_until IS NOT NULL",
         sizeof(*c->claims), &arr, &c->nclaims);
@@ -218,6 +221,7 @@ int chk_load_claim_history(struct chk_ctx *c)
         v->seq = atoll(PQgetvalue(r, i, 5));
         v->attempts = atoi(PQgetvalue(r, i, 6));
         v->committed_us = PQgetisnull(r, i, 7) ? 0 : atoll(PQgetvalue(r, i, 7));
+        v->marked = PQgetvalue(r, i, 8)[0] == 't';
     }
     PQclear(r);
     memcpy(c->claims_seq, c->claims, (size_t)c->nclaims * sizeof(*c->claims));

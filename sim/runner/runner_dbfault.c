@@ -666,7 +666,7 @@ static int db_refuse(struct sctx *s, const struct sc_step *st)
 {
     const int sever = st->db_action == DB_SEVER;
     const char *sqlstate = sever ? "" : st->sqlstate;
-    const char *verb = sever ? "sever" : "refuse";
+    const char *verb = sc_db_action_name(st->db_action);
     char err[512], table[300], sql[1800];
     struct sctx_pg *pg = &s->pg;
     if (pg->nrefusals == (int)(sizeof(pg->refusals) / sizeof(pg->refusals[0])))
@@ -708,16 +708,12 @@ static int db_refuse(struct sctx *s, const struct sc_step *st)
     rf->skip = st->refuse_skip;
     rf->times = st->refuse_times;
     rf->must_fire = st->refuse_must_fire;
-    rf->sever = sever;
+    rf->action = verb;
     rf->started_us = cw_now_us();
-    if (sever)
-        cw_fmt(rf->detail, sizeof(rf->detail), "the session of %s %s on %s by %s severed",
-               st->refuse_at_commit ? "the COMMIT after" : "each", on, st->table,
-               who[0] ? who : "any process");
-    else
-        cw_fmt(rf->detail, sizeof(rf->detail), "%s %s on %s by %s refused with %s",
-               st->refuse_at_commit ? "the COMMIT after" : "each", on, st->table,
-               who[0] ? who : "any process", st->sqlstate);
+    cw_fmt(rf->detail, sizeof(rf->detail), "%s%s %s on %s by %s %s%s",
+           sever ? "the session of " : "", st->refuse_at_commit ? "the COMMIT after" : "each",
+           on, st->table, who[0] ? who : "any process",
+           sever ? "severed" : "refused with ", sqlstate);
     runner_progress(s, "%s, %d time%s after %d (the steps go on)", rf->detail, rf->times,
                     rf->times == 1 ? "" : "s", rf->skip);
     return 0;
@@ -742,8 +738,8 @@ int runner_db_refusals_end(struct sctx *s, int log)
         if (!log || rc < 0)
             continue;
         if (matched < 0) {
-            rc = runner_fail(s, "db %s: how many were met cannot be read: %s",
-                             rf->sever ? "sever" : "refuse", err);
+            rc = runner_fail(s, "db %s: how many were met cannot be read: %s", rf->action,
+                             err);
             continue;
         }
         long long refused = matched - rf->skip;
@@ -752,12 +748,13 @@ int runner_db_refusals_end(struct sctx *s, int log)
             continue; /* drawn blind: nothing came its way, no fault happened */
         if (refused == 0) {
             rc = runner_fail(s, "db %s: %s: none was %s (%lld matched, %d let pass "
-                             "first): no process met the failure", rf->sever ? "sever" : "refuse",
-                             rf->detail, rf->sever ? "severed" : "refused", matched, rf->skip);
+                             "first): no process met the failure", rf->action, rf->detail,
+                             strcmp(rf->action, "sever") == 0 ? "severed" : "refused", matched,
+                             rf->skip);
             continue;
         }
         cw_fmt(detail, sizeof(detail), "%s, %lld of %d", rf->detail, refused, rf->times);
-        outage_event(s, "postgres", rf->sever ? "sever" : "refuse", detail, rf->started_us, 0);
+        outage_event(s, "postgres", rf->action, detail, rf->started_us, 0);
     }
     pg->nrefusals = 0;
     return rc;

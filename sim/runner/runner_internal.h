@@ -154,7 +154,7 @@ struct sctx_pg {
         char table[300];        /* quoted */
         int skip, times;
         int must_fire;          /* refusing nothing fails the scenario */
-        int sever;              /* a "sever" step: the session ends, no SQLSTATE */
+        const char *action;     /* "refuse" or "sever" (the session ends, no SQLSTATE) */
         int64_t started_us;     /* wall clock: when the trigger was in place */
         char detail[200];
     } refusals[8];

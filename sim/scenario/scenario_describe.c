@@ -43,21 +43,21 @@ static void describe_db(const struct sc_step *st, const char *pn, char *out, siz
                  "a process to wait on it, then waits on that process", st->ms);
         break;
     case DB_REFUSE:
-        snprintf(out, outlen, "db refuse %s %s%s%s on %s by %s with SQLSTATE %s, %d time%s "
-                 "after letting %d pass%s", st->refuse_at_commit ? "the COMMIT after" : "each",
-                 st->refuse_on, st->refuse_of[0] ? " of " : "", st->refuse_of, st->table,
-                 pn[0] ? pn : "any process", st->sqlstate,
-                 st->refuse_times, st->refuse_times == 1 ? "" : "s", st->refuse_skip,
-                 st->refuse_must_fire ? "" : " (it may refuse nothing)");
-        break;
-    case DB_SEVER:
-        snprintf(out, outlen, "db sever the session of %s %s%s%s on %s by %s, %d time%s after "
-                 "letting %d pass%s", st->refuse_at_commit ? "the COMMIT after" : "each",
-                 st->refuse_on, st->refuse_of[0] ? " of " : "", st->refuse_of, st->table,
-                 pn[0] ? pn : "any process", st->refuse_times,
+    case DB_SEVER: {
+        const int sever = st->db_action == DB_SEVER;
+        char how[48] = "";
+        if (!sever)
+            snprintf(how, sizeof(how), " with SQLSTATE %s", st->sqlstate);
+        snprintf(out, outlen, "db %s %s %s%s%s on %s by %s%s, %d time%s after letting %d "
+                 "pass%s", sever ? "sever the session of" : "refuse",
+                 st->refuse_at_commit ? "the COMMIT after" : "each", st->refuse_on,
+                 st->refuse_of[0] ? " of " : "", st->refuse_of, st->table,
+                 pn[0] ? pn : "any process", how, st->refuse_times,
                  st->refuse_times == 1 ? "" : "s", st->refuse_skip,
-                 st->refuse_must_fire ? "" : " (it may sever nothing)");
+                 !st->refuse_must_fire ? sever ? " (it may sever nothing)"
+                                               : " (it may refuse nothing)" : "");
         break;
+    }
     }
 }
 

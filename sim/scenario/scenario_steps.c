@@ -519,11 +519,29 @@ static int parse_columns(struct jv_ctx *v, const cJSON *s, const char *field, st
     return 0;
 }
 
+/* A refuse step's SQLSTATE: five digits or capitals, of an error class
+ * (00, 01 and 02 are success, warning and no data: PostgreSQL would not end
+ * the statement with them). */
+static int check_sqlstate(struct jv_ctx *v, const char *field, const struct sc_step *st)
+{
+    const char *c = st->sqlstate;
+    char ff[64];
+    int ok = strlen(c) == 5;
+    for (int i = 0; ok && i < 5; i++)
+        ok = (c[i] >= '0' && c[i] <= '9') || (c[i] >= 'A' && c[i] <= 'Z');
+    snprintf(ff, sizeof(ff), "%s.sqlstate", field);
+    if (!ok)
+        return jv_err(v, ff, "'%s' is not a SQLSTATE (five digits or capital letters, "
+                       "\"40001\")", c);
+    if (strncmp(c, "00", 2) == 0 || strncmp(c, "01", 2) == 0 || strncmp(c, "02", 2) == 0)
+        return jv_err(v, ff, "'%s' is a success, warning or no-data code, not an error",
+                      c);
+    return 0;
+}
+
 /* A refuse or sever step's own fields ("on", "sqlstate", "at", "times",
  * "skip", "must_fire"), refused on any other action (a is then neither).
- * A sever names no SQLSTATE: the process gets no answer, its session ends.
- * A SQLSTATE of class 00, 01 or 02 is no error: PostgreSQL would not end
- * the statement with it. */
+ * A sever names no SQLSTATE: the process gets no answer, its session ends. */
 static int parse_refusal(struct jv_ctx *v, const cJSON *s, const char *field, int a,
                          struct sc_step *st)
 {
@@ -551,19 +569,9 @@ static int parse_refusal(struct jv_ctx *v, const cJSON *s, const char *field, in
         snprintf(ff, sizeof(ff), "%s.on", field);
         return jv_err(v, ff, "unknown statement '%s' (insert, update, delete)", st->refuse_on);
     }
-    if (parse_columns(v, s, field, st) < 0)
+    if (parse_columns(v, s, field, st) < 0 ||
+        (a == DB_REFUSE && check_sqlstate(v, field, st) < 0))
         return -1;
-    const char *c = a == DB_REFUSE ? st->sqlstate : "57P01";
-    int ok = strlen(c) == 5;
-    for (int i = 0; ok && i < 5; i++)
-        ok = (c[i] >= '0' && c[i] <= '9') || (c[i] >= 'A' && c[i] <= 'Z');
-    snprintf(ff, sizeof(ff), "%s.sqlstate", field);
-    if (!ok)
-        return jv_err(v, ff, "'%s' is not a SQLSTATE (five digits or capital letters, "
-                       "\"40001\")", c);
-    if (strncmp(c, "00", 2) == 0 || strncmp(c, "01", 2) == 0 || strncmp(c, "02", 2) == 0)
-        return jv_err(v, ff, "'%s' is a success, warning or no-data code, not an error",
-                      c);
     if (at != NULL && strcmp(at, "statement") != 0 && strcmp(at, "commit") != 0) {
         snprintf(ff, sizeof(ff), "%s.at", field);
         return jv_err(v, ff, "unknown moment '%s' (statement, commit)", at);

@@ -168,6 +168,10 @@ def test_dry_run_describes_database_faults(tmp_path):
         {"do": "db", "action": "freeze", "ms": 1500},
         {"do": "db", "action": "hold_commits", "ms": 700},
         {"do": "db", "action": "lock", "table": "public.ledger_entries", "ms": 900},
+        {"do": "db", "action": "refuse", "table": "payments", "on": "insert", "at": "commit",
+         "sqlstate": "40001", "times": 2, "proc": "api"},
+        {"do": "db", "action": "sever", "table": "outbox_messages", "on": "update",
+         "of": ["published_at"], "skip": 5, "must_fire": False, "proc": "relay-1"},
         {"do": "broker_crash", "down_ms": 100},
     ], hazard={"caught_by": ["nothing_lost"], "why": "loses data", "explains": "broker_memory",
                "at_most": 3},
@@ -179,6 +183,10 @@ def test_dry_run_describes_database_faults(tmp_path):
                  "db freeze (SIGSTOP the server) for 1500 ms",
                  "db hold commits for 700 ms (a synchronous standby that never answers",
                  "db lock public.ledger_entries ACCESS EXCLUSIVE for 900 ms",
+                 "db refuse the COMMIT after insert on payments by api with SQLSTATE 40001, "
+                 "2 times after letting 0 pass\n",
+                 "db sever the session of each update of published_at on outbox_messages by "
+                 "relay-1, 1 time after letting 5 pass (it may sever nothing)",
                  "broker crash (SIGKILL), down 100 ms",
                  "no restarts (every process must have recovered by itself)",
                  "hazard: loses data", "caught by: nothing_lost (each must fail)",
