@@ -22,6 +22,18 @@ def run_one(tmp_path, path, *extra):
     return r, load_result(out)["scenarios"][0]
 
 
+def run_passing(tmp_path, path, pg_cluster):
+    """Runs path, which must pass: its result, its run directory and the
+    sorted details of the database faults the runner logged."""
+    r, sc = run_one(tmp_path, path, "--pg", pg_cluster)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sc["verdict"] == "pass", sc
+    run_dir = tmp_path / "out" / sc["dir"]
+    details = sorted(e["detail"] for e in read_events(run_dir / "timeline.jsonl")
+                     if e["event"] == "db_fault")
+    return sc, run_dir, details
+
+
 @pytest.mark.parametrize("steps,extra,message", [
     ([{"do": "db", "action": "failover"}], {},
      "steps[0].action: 'failover' needs a standby"),
@@ -412,11 +424,7 @@ def test_a_refusal_is_postgresqls_own_error_in_the_process_transaction(tmp_path,
         expect=[{"check": "payments", "equals": 2}, {"check": "effects", "equals": 2},
                 {"check": "sql", "sql": "SELECT count(*) FROM idempotency_records",
                  "equals": 2}])
-    r, sc = run_one(tmp_path, path, "--pg", pg_cluster)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert sc["verdict"] == "pass", sc
-    events = read_events(tmp_path / "out" / sc["dir"] / "timeline.jsonl")
-    details = sorted(e["detail"] for e in events if e["event"] == "db_fault")
+    sc, _, details = run_passing(tmp_path, path, pg_cluster)
     assert details == [
         "each insert on payments by any process refused with 40001, 1 of 1",
         "the COMMIT after insert on payments by api refused with 53100, 2 of 2"], details
@@ -477,12 +485,7 @@ def test_a_sever_ends_the_process_session_at_the_statement(tmp_path, pg_cluster)
         expect=[{"check": "payments", "equals": 3}, {"check": "effects", "equals": 3},
                 {"check": "sql", "sql": "SELECT count(*) FROM idempotency_records",
                  "equals": 3}])
-    r, sc = run_one(tmp_path, path, "--pg", pg_cluster)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert sc["verdict"] == "pass", sc
-    out = tmp_path / "out" / sc["dir"]
-    details = sorted(e["detail"] for e in read_events(out / "timeline.jsonl")
-                     if e["event"] == "db_fault")
+    sc, out, details = run_passing(tmp_path, path, pg_cluster)
     assert details == [
         "the session of each insert on inbox_messages by accounting severed, 1 of 1",
         "the session of the COMMIT after insert on payments by api severed, 1 of 1"], details
