@@ -26,6 +26,7 @@
 #include "invariants.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f)
@@ -59,6 +60,22 @@ int main(int argc, char **argv)
     if ((strcmp(cmd, "run") == 0 || strcmp(cmd, "mutants") == 0 || strcmp(cmd, "sim") == 0)
         && jobs_wanted(argc - 1, argv + 1)) {
         runner_pin_commit();
+        /* A full matrix's shares read one reach run, made before them. */
+        char **with_reach = NULL;
+        if (strcmp(cmd, "mutants") == 0) {
+            int rc = mutants_jobs_reach(argc - 1, argv + 1, &with_reach);
+            if (rc != 0)
+                return rc;
+            if (with_reach != NULL) {
+                int n = 0;
+                while (with_reach[n] != NULL)
+                    n++;
+                int rc2 = jobs_main(n, with_reach, runner_source_dir(),
+                                    mutants_chosen_count(n, with_reach), 0);
+                free(with_reach);
+                return rc2;
+            }
+        }
         /* One share per mutant: a mutant whose scenarios all run to their
          * timeouts takes many times another's, and finer shares keep the
          * slots busy until the end. */

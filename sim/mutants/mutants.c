@@ -48,6 +48,7 @@
 #include "cliutil.h"
 #include "cwlog.h"
 #include "fstree.h"
+#include "jobs.h"
 #include "procs.h"
 #include "rundir.h"
 #include "runner_db.h"
@@ -264,18 +265,19 @@ static int mutant_targets(const char *name, const char **targets)
     return n;
 }
 
-/* Configures a mutant's build tree (blocking: a few seconds), then starts
- * building its targets in the background, so the build overlaps the previous
- * mutant's scenarios, which mostly wait.  -j1 leaves a core to the runs.
- * 0 with b running, or -1 with the reason in err. */
-static int build_start(const char *name, const char *build_dir, const char **targets, int nt,
-                       struct proc *b, char *err, size_t errlen)
+/* Configures a build tree with the cache entry def (blocking: a few
+ * seconds), then starts building its targets in the background.  A
+ * mutant's build overlaps the previous mutant's scenarios, which mostly
+ * wait: jobs 1 leaves a core to the runs.  0 with b running, or -1 with the
+ * reason in err. */
+static int build_start(const char *def, const char *build_dir, const char **targets, int nt,
+                       int jobs, struct proc *b, char *err, size_t errlen)
 {
     static char out[65536];
-    char def[128];
-    snprintf(def, sizeof(def), "-DCW_MUTANT=%s", name);
+    char jflag[16];
+    snprintf(jflag, sizeof(jflag), "-j%d", jobs);
     char *conf[] = { (char *)"/usr/bin/cmake", (char *)"-S", (char *)runner_source_dir(),
-                     (char *)"-B", (char *)build_dir, def, NULL };
+                     (char *)"-B", (char *)build_dir, (char *)def, NULL };
     int rc = proc_run_capture(conf, NULL, 300000, out, sizeof(out));
     FILE *log = fopen(b->log_path, "w");
     if (log != NULL) {
@@ -292,7 +294,7 @@ static int build_start(const char *name, const char *build_dir, const char **tar
     argv[n++] = (char *)"/usr/bin/cmake";
     argv[n++] = (char *)"--build";
     argv[n++] = (char *)build_dir;
-    argv[n++] = (char *)"-j1";
+    argv[n++] = jflag;
     argv[n++] = (char *)"--target";
     for (int i = 0; i < nt; i++)
         argv[n++] = (char *)targets[i];
@@ -357,7 +359,7 @@ static const char *column_label(const char *name)
 static void print_matrix(cJSON *mutants, const char *const *cols, int ncols)
 {
     printf("\nmutant x scenario (K killed, E errored: failed by a timeout or a harness error "
-           "alone, . survived, blank not run)\n");
+           "alone, . survived, - unreached: runs as the real code there, blank not run)\n");
     printf("%-26s", "");
     for (int c = 0; c < ncols; c++)
         printf(" %.2s", column_label(cols[c]));
@@ -373,7 +375,10 @@ static void print_matrix(cJSON *mutants, const char *const *cols, int ncols)
                 if (strcmp(cJSON_GetObjectItemCaseSensitive(s, "name")->valuestring, cols[c]) != 0)
                     continue;
                 const char *oc = cJSON_GetObjectItemCaseSensitive(s, "outcome")->valuestring;
-                cell = strcmp(oc, "killed") == 0 ? " K" : strcmp(oc, "errored") == 0 ? " E" : " .";
+                cell = strcmp(oc, "killed") == 0      ? " K"
+                       : strcmp(oc, "errored") == 0   ? " E"
+                       : strcmp(oc, "unreached") == 0 ? " -"
+                                                      : " .";
             }
             printf(" %s", cell);
         }
@@ -475,12 +480,18 @@ static cJSON *scenario_cell(const cJSON *sc)
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: crashwindow mutants [--only NAME...] [--full] [--out DIR] [--pg CONNINFO] [--list]\n"
-        "                           [--shard K/N|env] [--junit FILE] [--broker fake|rabbitmq]\n"
+        "usage: crashwindow mutants [--only NAME...] [--full [--reach DIR]] [--out DIR]\n"
+        "                           [--pg CONNINFO] [--list] [--shard K/N|env] [--junit FILE]\n"
+        "                           [--broker fake|rabbitmq]\n"
         "                           [--jobs N [--shares M]] [--target PROFILE] [SCENARIO.json...]\n"
         "  --only NAME  this mutant only (repeatable)\n"
         "  --full       every mutant against every scenario (default: in the fixed order,\n"
-        "               aimed scenarios first, until its first kill)\n"
+        "               aimed scenarios first, until its first kill); a scenario whose\n"
+        "               run on the reach build never evaluates one of the mutant's hooks\n"
+        "               runs as the real code does: its cell is \"unreached\", not run\n"
+        "  --reach DIR  the reach run to read (a run of the same scenarios against a build\n"
+        "               made with -DCW_MUTANT_REACH=ON; default with --full: made first,\n"
+        "               into OUT.reach)\n"
         "  --out DIR    output directory (default reports/mutants-<timestamp>)\n"
         "  --pg         use this PostgreSQL server instead of a throwaway cluster\n"
         "  --pg-dir DIR with --pg: the directory scripts/pg-cluster started it in, so that\n"
@@ -518,6 +529,7 @@ struct mutants_opts {
     const char *target;      /* --target PROFILE, or NULL: the white-box scenarios */
     const char **files;      /* with --target: the scenario files named (argv's) */
     int nfiles;
+    const char *reach;       /* --reach DIR, or NULL */
 };
 
 static int take_only(const char *n, void *ctx, char *err, size_t errlen)
@@ -590,6 +602,7 @@ static int parse_args(struct mutants_opts *o, int argc, char **argv)
         CW_OPT_STRING("--target", &o->target),
         CW_OPT_FLAG("--list", &o->list),
         CW_OPT_FLAG("--full", &o->full),
+        CW_OPT_STRING("--reach", &o->reach),
     };
     char err[4096];
     int rc = cw_opts_parse(opts, CW_NOPTS(opts), &mutants_style, argc, argv, NULL, err,
@@ -662,6 +675,9 @@ struct mrun {
     char rabbit_tmp[PATH_MAX]; /* with --target: the shared RabbitMQ node's folder */
     char rabbit_dir[PATH_MAX + 16]; /* the node's directory in it, or "" */
     char names[64][64];      /* their names, the matrix's columns */
+    char reach[PATH_MAX];    /* --full: the reach run's directory, or "" */
+    char *reach_of[64];      /* per scenario of all: "\n" and the hooks it reached, a
+                              * line each; NULL when the reach run lacks it */
 };
 
 /* This build, the parent folder of the mutants' build trees and the output
@@ -765,6 +781,8 @@ static void start_builds(struct mrun *r, int i)
             continue;
         r->started[j] = 1;
         const char *name = MUTANTS[r->chosen[j]].name;
+        char def[128];
+        snprintf(def, sizeof(def), "-DCW_MUTANT=%s", name);
         const char *targets[NTARGETS];
         int nt = mutant_targets(name, targets);
         char mbuild[PATH_MAX];
@@ -772,7 +790,7 @@ static void start_builds(struct mrun *r, int i)
         if (nt == 0)
             snprintf(r->build_err[j], sizeof(r->build_err[j]),
                      "no source file implements this mutant");
-        else if (build_start(name, mbuild, targets, nt, &r->builds[j], r->build_err[j],
+        else if (build_start(def, mbuild, targets, nt, 1, &r->builds[j], r->build_err[j],
                              sizeof(r->build_err[j])) < 0)
             r->started[j] = 2; /* failed before running */
     }
@@ -818,6 +836,152 @@ static int mutant_order(const struct mrun *r, const struct mutant *m, int *order
     return n;
 }
 
+/* The reach build (src/core/mutant.h): the real code whose hooks note
+ * their names, in build-reach/ beside this build tree; every program a
+ * hook may sit in is rebuilt, the rest (the fake broker) comes from this
+ * build.  Blocking, with every core.  0, or -1 with the reason in err. */
+static int build_reach(const char *parent, char *dir, size_t dirlen, char *err, size_t errlen)
+{
+    cw_fmt(dir, dirlen, "%s/build-reach", parent);
+    const char *targets[NTARGETS];
+    for (int i = 0; i < NTARGETS; i++)
+        targets[i] = TARGETS[i].target;
+    struct proc b;
+    memset(&b, 0, sizeof(b));
+    snprintf(b.name, sizeof(b.name), "build");
+    cw_fmt(b.log_path, sizeof(b.log_path), "%s/build.log", dir);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("crashwindow mutants: the reach build in %s\n", dir);
+    fflush(stdout);
+    if (build_start("-DCW_MUTANT_REACH=ON", dir, targets, NTARGETS, cores > 0 ? (int)cores : 1,
+                    &b, err, errlen) < 0)
+        return -1;
+    return build_finish(&b, err, errlen);
+}
+
+/* The run directory of scenario `name` in the reach run at dir: dir/name,
+ * or dir/shards/K/name when the run was sharded.  0, or -1 when absent. */
+static int reach_scenario_dir(const char *dir, const char *name, char *out, size_t outlen)
+{
+    char probe[PATH_MAX + 64];
+    cw_fmt(out, outlen, "%s/%s", dir, name);
+    cw_fmt(probe, sizeof(probe), "%s/scenario.json", out);
+    if (access(probe, R_OK) == 0)
+        return 0;
+    for (int k = 1; k <= 256; k++) {
+        cw_fmt(out, outlen, "%s/shards/%d/%s", dir, k, name);
+        cw_fmt(probe, sizeof(probe), "%s/scenario.json", out);
+        if (access(probe, R_OK) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* Reads what each scenario reached in the reach run r->reach into
+ * r->reach_of.  A scenario the run lacks stays unknown (its cells run).
+ * 0, or -1 with err when the directory holds no reach record at all: not
+ * a run of a reach build, whose every cell would be skipped. */
+static int load_reach(struct mrun *r, char *err, size_t errlen)
+{
+    cJSON *res = rundir_load(r->reach, err, errlen);
+    if (res == NULL)
+        return -1;
+    int records = 0;
+    for (int k = 0; k < r->nall; k++) {
+        /* A scenario that failed on the reach build may have stopped short
+         * of what the real code reaches: unknown. */
+        int passed = 0;
+        const cJSON *sc;
+        cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(res, "scenarios")) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(sc, "name");
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(sc, "verdict");
+            if (cJSON_IsString(nm) && strcmp(nm->valuestring, r->names[k]) == 0)
+                passed = cJSON_IsString(v) && strcmp(v->valuestring, "pass") == 0;
+        }
+        char sdir[PATH_MAX], path[PATH_MAX + 64];
+        if (!passed || reach_scenario_dir(r->reach, r->names[k], sdir, sizeof(sdir)) < 0)
+            continue;
+        cw_fmt(path, sizeof(path), "%s/%s", sdir, RUNNER_REACH_FILE);
+        size_t len = 0;
+        enum cw_slurp_error why;
+        char *text = cw_slurp(path, 1 << 20, &len, &why);
+        if (text == NULL && !(why == CW_SLURP_OPEN && errno == ENOENT)) {
+            cw_fmt(err, errlen, "--reach %s: cannot read %s", r->reach, path);
+            cJSON_Delete(res);
+            return -1;
+        }
+        records += text != NULL;
+        /* No file: the scenario's processes evaluated no hook at all. */
+        size_t n = strlen(text != NULL ? text : "");
+        r->reach_of[k] = malloc(n + 2);
+        if (r->reach_of[k] == NULL) {
+            free(text);
+            cJSON_Delete(res);
+            cw_fmt(err, errlen, "out of memory");
+            return -1;
+        }
+        r->reach_of[k][0] = '\n';
+        memcpy(r->reach_of[k] + 1, text != NULL ? text : "", n + 1);
+        free(text);
+    }
+    cJSON_Delete(res);
+    if (records == 0) {
+        cw_fmt(err, errlen, "--reach %s: no scenario of it has a %s: not a run against a "
+               "build made with -DCW_MUTANT_REACH=ON", r->reach, RUNNER_REACH_FILE);
+        return -1;
+    }
+    return 0;
+}
+
+/* 0 when the reach run shows scenario k never evaluating a hook of mutant
+ * m (its run under m is the real code's), else 1 (reached, or unknown). */
+static int reaches(const struct mrun *r, int k, const struct mutant *m)
+{
+    if (r->reach_of[k] == NULL)
+        return 1;
+    char line[96];
+    snprintf(line, sizeof(line), "\n%s\n", m->name);
+    return strstr(r->reach_of[k], line) != NULL;
+}
+
+/* --full without --reach, in one process: the reach build, then every
+ * scenario against it into OUT.reach.  0, or -1 (printed). */
+static int reach_run(struct mrun *r)
+{
+    char bdir[PATH_MAX], err[1024];
+    if (build_reach(r->parent, bdir, sizeof(bdir), err, sizeof(err)) < 0) {
+        fprintf(stderr, "crashwindow mutants: the reach build: %s\n", err);
+        return -1;
+    }
+    cw_fmt(r->reach, sizeof(r->reach), "%s.reach", r->out);
+    printf("crashwindow mutants: the reach run: the scenarios against %s, into %s\n", bdir,
+           r->reach);
+    fflush(stdout);
+    struct run_opts o;
+    memset(&o, 0, sizeof(o));
+    o.all = r->target == NULL && !r->named;
+    o.files = (const char *const *)r->all;
+    o.nfiles = o.all ? 0 : r->nall;
+    o.target = r->target;
+    o.rabbit_dir = r->rabbit_dir[0] != '\0' ? r->rabbit_dir : NULL;
+    o.pg = r->pg;
+    o.pg_dir = r->pg_dir;
+    o.out = r->reach;
+    o.bin = bdir;
+    o.bin_fallback = r->build;
+    o.repeat = 1;
+    o.brief = 1;
+    o.broker = r->broker;
+    cJSON *res = NULL;
+    runner_run(&o, &res);
+    if (res == NULL) {
+        fprintf(stderr, "crashwindow mutants: the reach run could not start\n");
+        return -1;
+    }
+    cJSON_Delete(res);
+    return 0;
+}
+
 /* files against m's build tree, into outdir, with the baseline's own
  * timeouts: a mutant is judged as the unmutated build is.  The run's
  * result (caller frees), or NULL when it could not start. */
@@ -856,10 +1020,30 @@ static cJSON *run_scenarios(const struct mrun *r, const struct mutant *m, const 
 static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *scj)
 {
     int order[64];
-    int n = mutant_order(r, m, order);
+    int norder = mutant_order(r, m, order);
     const char *files[64];
-    for (int k = 0; k < n; k++)
-        files[k] = r->all[order[k]];
+    int n = 0, unreached = 0;
+    for (int k = 0; k < norder; k++) {
+        if (reaches(r, order[k], m)) {
+            files[n++] = r->all[order[k]];
+            continue;
+        }
+        /* Never evaluated a hook of m on the real code: m's program is the
+         * real one there, and passes as it did. */
+        cJSON *cell = cJSON_CreateObject();
+        cJSON_AddStringToObject(cell, "name", r->names[order[k]]);
+        cJSON_AddStringToObject(cell, "verdict", "unreached");
+        cJSON_AddArrayToObject(cell, "killed_by");
+        cJSON_AddStringToObject(cell, "outcome", "unreached");
+        cJSON_AddNullToObject(cell, "witness");
+        cJSON_AddItemToArray(scj, cell);
+        unreached++;
+    }
+    if (unreached > 0) {
+        printf("    %d of %d scenarios never reach its hooks on the real code: not run\n",
+               unreached, norder);
+        fflush(stdout);
+    }
     char mdir[PATH_MAX];
     cw_fmt(mdir, sizeof(mdir), "%s/%s", r->mroot, m->name);
     int killed = 0, errored = 0, started = 1, ran = 0;
@@ -886,6 +1070,7 @@ static int run_mutant(struct mrun *r, const struct mutant *m, cJSON *mo, cJSON *
     }
     cJSON_AddBoolToObject(mo, "killed", killed);
     cJSON_AddStringToObject(mo, "outcome", killed ? "killed" : errored ? "errored" : "survived");
+    cJSON_AddNumberToObject(mo, "unreached", unreached);
     cJSON_AddStringToObject(mo, "dir", mdir + strlen(r->out) + 1);
     /* Not one scenario could run on this broker (each needs a fake-broker
      * control): not run, so neither killed nor survived. */
@@ -952,6 +1137,8 @@ static void write_result(struct mrun *r, cJSON *result, int base_rc, int64_t t0,
     cJSON_ReplaceItemInObjectCaseSensitive(result, "duration_ms",
                                            cJSON_CreateNumber((double)(cw_mono_ms() - t0)));
     cJSON_AddStringToObject(result, "baseline_verdict", base_rc == 0 ? "pass" : "fail");
+    if (r->reach[0] != '\0')
+        cJSON_AddStringToObject(result, "reach", r->reach);
     cJSON_AddItemToObject(result, "mutants", r->mutants);
     r->mutants = NULL;
     if (cJSON_GetArraySize(r->not_applicable) > 0)
@@ -1009,8 +1196,11 @@ static int list_scenarios(struct mrun *r, const struct mutants_opts *o)
 
 static void free_scenarios(struct mrun *r)
 {
-    for (int k = 0; k < r->nall; k++)
+    for (int k = 0; k < r->nall; k++) {
         free(r->all[k]);
+        free(r->reach_of[k]);
+        r->reach_of[k] = NULL;
+    }
     free(r->all);
     r->all = NULL;
     r->nall = 0;
@@ -1058,6 +1248,121 @@ static void rabbit_stop(struct mrun *r)
     fstree_remove(r->rabbit_tmp);
 }
 
+int mutants_jobs_reach(int argc, char **argv, char ***argv_out)
+{
+    *argv_out = NULL;
+    /* The options --jobs takes for itself, apart; the rest is checked by
+     * the mutants' own parser, as each share will. */
+    const char *jobs = NULL, *out = NULL;
+    char **rest = calloc((size_t)argc + 1, sizeof(char *));
+    if (rest == NULL)
+        return 1;
+    int nrest = 0;
+    for (int i = 0; i < argc; i++) {
+        int val = i + 1 < argc;
+        if (val && strcmp(argv[i], "--jobs") == 0)
+            jobs = argv[++i];
+        else if (val && strcmp(argv[i], "--out") == 0)
+            out = argv[++i];
+        else if (val && (strcmp(argv[i], "--shares") == 0 || strcmp(argv[i], "--junit") == 0))
+            i++;
+        else
+            rest[nrest++] = argv[i];
+    }
+    struct mutants_opts o;
+    int pr = parse_args(&o, nrest, rest);
+    free(rest);
+    if (pr != 0 || !o.full || o.reach != NULL || o.list || jobs == NULL)
+        return pr < 0 ? 2 : 0;
+    static struct mrun run;
+    struct mrun *r = &run;
+    memset(r, 0, sizeof(*r));
+    char err[1024];
+    if (locate(r, out) < 0) {
+        fprintf(stderr, "crashwindow mutants: cannot tell where this build is\n");
+        return 2;
+    }
+    size_t len = strlen(r->out);
+    while (len > 1 && r->out[len - 1] == '/')
+        r->out[--len] = '\0';
+    cw_fmt(r->reach, sizeof(r->reach), "%s.reach", r->out);
+    char bdir[PATH_MAX];
+    if (build_reach(r->parent, bdir, sizeof(bdir), err, sizeof(err)) < 0) {
+        fprintf(stderr, "crashwindow mutants: the reach build: %s\n", err);
+        return 1;
+    }
+    /* The reach run: the scenarios the shares meet, as a run --jobs. */
+    char **files = NULL;
+    int nfiles = o.nfiles == 0 && o.target != NULL
+                     ? runner_scenarios_in("scenarios/blackbox", &files) : 0;
+    if (nfiles < 0)
+        nfiles = 0;
+    const char **full = calloc((size_t)(o.nfiles + nfiles + 16), sizeof(char *));
+    if (full == NULL)
+        return 1;
+    int n = 0;
+    full[n++] = "run";
+    for (int k = 0; k < o.nfiles; k++)
+        full[n++] = o.files[k];
+    for (int k = 0; k < nfiles; k++)
+        full[n++] = files[k];
+    if (o.nfiles + nfiles == 0)
+        full[n++] = "--all";
+    full[n++] = "--bin";
+    full[n++] = bdir;
+    full[n++] = "--out";
+    full[n++] = r->reach;
+    full[n++] = "--brief";
+    full[n++] = "--jobs";
+    full[n++] = jobs;
+    if (o.broker != NULL) {
+        full[n++] = "--broker";
+        full[n++] = o.broker;
+    }
+    if (o.target != NULL) {
+        full[n++] = "--target";
+        full[n++] = o.target;
+    }
+    full[n] = NULL;
+    printf("crashwindow mutants: the reach run: the scenarios against %s, into %s\n", bdir,
+           r->reach);
+    fflush(stdout);
+    int rc = jobs_main(n, (char **)full, runner_source_dir(), 0, runner_share_count(n,
+                                                                                (char **)full));
+    free(full);
+    for (int k = 0; k < nfiles; k++)
+        free(files[k]);
+    free(files);
+    if (rc > 1) {
+        fprintf(stderr, "crashwindow mutants: the reach run did not finish (exit status %d)\n",
+                rc);
+        return 1;
+    }
+    /* The shares get --out (made up here when absent, so that the reach
+     * run's name matches it) and --reach. */
+    char **next = calloc((size_t)argc + 5, sizeof(char *));
+    if (next == NULL)
+        return 1;
+    int m = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i + 1 < argc && strcmp(argv[i], "--out") == 0) {
+            i++;
+            continue;
+        }
+        next[m++] = argv[i];
+    }
+    static char out_arg[PATH_MAX], reach_arg[PATH_MAX];
+    cw_fmt(out_arg, sizeof(out_arg), "%s", r->out);
+    cw_fmt(reach_arg, sizeof(reach_arg), "%s", r->reach);
+    next[m++] = (char *)"--out";
+    next[m++] = out_arg;
+    next[m++] = (char *)"--reach";
+    next[m++] = reach_arg;
+    next[m] = NULL;
+    *argv_out = next;
+    return 0;
+}
+
 int mutants_chosen_count(int argc, char **argv)
 {
     int n = 0;
@@ -1095,6 +1400,14 @@ int mutants_main(int argc, char **argv)
     r->target = opts.target;
     if (list_scenarios(r, &opts) < 0)
         return 2;
+    if (opts.reach != NULL) {
+        cw_fmt(r->reach, sizeof(r->reach), "%s", opts.reach);
+        if (load_reach(r, err, sizeof(err)) < 0) {
+            fprintf(stderr, "crashwindow mutants: %s\n", err);
+            free_scenarios(r);
+            return 2;
+        }
+    }
     if (r->target != NULL || r->named) {
         /* A bad scenario file or profile, or a scenario no target can run,
          * is refused before anything starts. */
@@ -1150,6 +1463,17 @@ int mutants_main(int argc, char **argv)
         printf("crashwindow mutants: the UNMUTATED build fails; kills below prove nothing\n");
 
     r->full = opts.full;
+    /* Without a reach record every cell runs, as it did before one existed. */
+    if (r->full && opts.reach == NULL) {
+        int ran = reach_run(r) == 0;
+        int loaded = ran && load_reach(r, err, sizeof(err)) == 0;
+        if (ran && !loaded)
+            fprintf(stderr, "crashwindow mutants: %s\n", err);
+        if (!loaded) {
+            fprintf(stderr, "crashwindow mutants: without a reach record, every cell runs\n");
+            r->reach[0] = '\0';
+        }
+    }
     choose_mutants(r, &opts);
     r->mutants = cJSON_CreateArray();
     r->not_applicable = cJSON_CreateArray();

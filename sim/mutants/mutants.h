@@ -8,6 +8,14 @@
  * build passes and every mutant is killed, 1 otherwise, 2 on bad usage. */
 int mutants_main(int argc, char **argv);
 
+/* `mutants --full --jobs N` without --reach: the reach build and the reach
+ * run (the scenarios against it, with the same --jobs) into OUT.reach,
+ * before any share starts; *argv_out is then the command line every share
+ * gets: --out OUT (made up when absent) and --reach OUT.reach added (the
+ * caller frees the array, not its strings).  0 (*argv_out NULL when nothing
+ * was wanted), 1 when the reach run failed, 2 on bad usage (printed). */
+int mutants_jobs_reach(int argc, char **argv, char ***argv_out);
+
 /* How many mutants a command line (argv[0] "mutants") chooses: one per
  * --only, else the whole catalogue. */
 int mutants_chosen_count(int argc, char **argv);

@@ -1026,10 +1026,14 @@ static void put_mutants(struct page *p)
              * kills nothing (older results carry no outcome: their verdict) */
             const char *oc = jstr(cell, "outcome");
             int errored = oc != NULL && strcmp(oc, "errored") == 0;
+            int unreached = oc != NULL && strcmp(oc, "unreached") == 0;
             int hit = oc != NULL ? strcmp(oc, "killed") == 0 : !jpass(cell);
             rbuf_printf(b, "<td class=\"%s\">", hit ? "caught" : "");
             if (errored) {
                 rbuf_puts(b, "<b>errored</b> (a timeout or a harness error, no failed check)");
+            } else if (unreached) {
+                rbuf_puts(b, "unreached (the real code's run never evaluates its hooks: it "
+                             "runs as the real code)");
             } else if (hit) {
                 rbuf_puts(b, "<b>caught</b> by ");
                 const cJSON *kb;

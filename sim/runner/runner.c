@@ -263,13 +263,16 @@ static int find_binaries(struct runner *r, const struct run_list *l)
     for (int i = 0; i < l->nsc && r->target == NULL; i++)
         for (int j = 0; j < l->scs[i]->nprocs; j++)
             need[l->scs[i]->procs[j].kind] = 1;
-    struct { char *path; const char *name; int needed; } exes[] = {
-        { r->exe_api, "payments-api", need[SC_API] },
-        { r->exe_relay, "outbox-relay", need[SC_RELAY] },
-        { r->exe_consumer, "accounting-consumer", need[SC_CONSUMER] },
-        { r->exe_outboxctl, "outboxctl", 1 },
-        { r->exe_broker, "fakebroker", 1 },
-        { r->exe_bridge, "rabbit-bridge", runner_rabbit(r) },
+    /* harness: the fake broker and the RabbitMQ adapter are the harness's,
+     * not the system's under test: from --bin when it holds them, else from
+     * this build (a reach build holds only the programs under test). */
+    struct { char *path; const char *name; int needed, harness; } exes[] = {
+        { r->exe_api, "payments-api", need[SC_API], 0 },
+        { r->exe_relay, "outbox-relay", need[SC_RELAY], 0 },
+        { r->exe_consumer, "accounting-consumer", need[SC_CONSUMER], 0 },
+        { r->exe_outboxctl, "outboxctl", 1, 0 },
+        { r->exe_broker, "fakebroker", 1, 1 },
+        { r->exe_bridge, "rabbit-bridge", runner_rabbit(r), 1 },
     };
     /* The fault proxy is the harness's own, like crashwindow: from this
      * build, whatever --bin names as the binaries under test. */
@@ -284,6 +287,8 @@ static int find_binaries(struct runner *r, const struct run_list *l)
             continue;
         if (o->bin_fallback != NULL &&
             find_exe(o->bin_fallback, exes[i].name, exes[i].path, PATH_MAX) == 0)
+            continue;
+        if (exes[i].harness && find_exe(own, exes[i].name, exes[i].path, PATH_MAX) == 0)
             continue;
         if (exes[i].needed) {
             fprintf(stderr, "crashwindow: %s not found in %s (build it, or give --bin DIR)\n",
@@ -686,7 +691,9 @@ static void run_usage(FILE *f)
         "  --keep       leave the cluster, broker and processes running; print how to poke them\n"
         "  --dry-run    print what each scenario will do, do nothing\n"
         "  --repeat N   run the whole list N times\n"
-        "  --bin DIR    where the binaries are (default: this build tree)\n"
+        "  --bin DIR    where the binaries are (default: this build tree); the fake broker\n"
+        "               and rabbit-bridge, the harness's, come from this build when DIR\n"
+        "               lacks them\n"
         "  --brief      one line per scenario, no step lines\n"
         "  --report     write the self-contained HTML report of the run to FILE.html\n"
         "  --shard K/N  run share K of N of the scenarios (K from 1); 'env' takes K/N from\n"

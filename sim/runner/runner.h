@@ -126,6 +126,10 @@ int runner_share_count(int argc, char **argv);
 #define RUNNER_COMMIT_ENV "CW_SOURCE_COMMIT"
 void runner_pin_commit(void);
 
+/* In each scenario's directory: the mutant hooks its processes evaluated,
+ * one name a line, written by a reach build alone (src/core/mutant.h). */
+#define RUNNER_REACH_FILE "mutant-reach.log"
+
 /* The catalogued fault point names, NULL-terminated (caller frees with
  * runner_free_points), or NULL when the catalogue cannot be read. */
 char **runner_load_points(void);

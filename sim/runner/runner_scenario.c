@@ -22,6 +22,7 @@
 #include "cwlog.h"
 #include "fstree.h"
 #include "history.h"
+#include "mutant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,10 @@ static void scenario_files(struct sctx *s)
     cJSON_free(text);
     cw_fmt(s->run_events_path, sizeof(s->run_events_path), "%s/runner.events.jsonl", s->dir);
     s->ev = fopen(s->run_events_path, "a");
+    /* Read by a reach build alone (mutant.h): the hooks this scenario's
+     * processes evaluate, for the mutants' full matrix. */
+    snprintf(path, sizeof(path), "%s/%s", s->dir, RUNNER_REACH_FILE);
+    setenv(CW_MUTANT_REACH_ENV, path, 1);
 
     snprintf(s->broker.name, sizeof(s->broker.name), "broker");
     cw_fmt(s->broker.events_path, sizeof(s->broker.events_path), "%s/broker.events.jsonl", s->dir);

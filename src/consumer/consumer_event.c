@@ -263,7 +263,7 @@ void consumer_event_inbox_key(const struct consumer_event *ev, char out[CW_UUID_
         cw_uuid_new(out);
         return;
     }
-    if (CW_MUTANT(trace_as_inbox_key) && ev->has_parent_trace) {
+    if (ev->has_parent_trace && CW_MUTANT(trace_as_inbox_key)) {
         const char *t = ev->parent_trace + 3;
         snprintf(out, CW_UUID_LEN + 1, "%.8s-%.4s-%.4s-%.4s-%.12s", t, t + 8, t + 12,
                  t + 16, t + 20);

@@ -263,12 +263,11 @@ static int process_at(PGconn *conn, const char *consumer_name,
 
     /* Mutant: "the broker keeps partitions in order, so every version is
      * the next one" -- a reordered or replayed version is applied as is. */
-    const int blind = CW_MUTANT(blind_version_apply);
-    if (!blind && ev->version > out->applied + 1) {
+    if (ev->version > out->applied + 1 && !CW_MUTANT(blind_version_apply)) {
         out->verdict = INBOX_GAP;
         return 0;
     }
-    int stale = !blind && ev->version <= out->applied;
+    int stale = ev->version <= out->applied && !CW_MUTANT(blind_version_apply);
 
     int inserted = 0;
     /* Mutant: "look first, then act" -- two deliveries of one event racing

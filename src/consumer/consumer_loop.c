@@ -269,13 +269,19 @@ static int connect_with_backoff(struct consumer *c, const char *target,
 
 static void drop_db(struct consumer *c)
 {
+    if (c->db != NULL)
+        PQfinish(c->db);
+    c->db = NULL;
+}
+
+/* The connection was lost: dropped, and made again at the next batch. */
+static void db_lost(struct consumer *c)
+{
     /* Mutant: the lost connection is kept, and every later transaction
      * fails on it. */
     if (CW_MUTANT(consumer_keeps_dead_db_connection))
         return;
-    if (c->db != NULL)
-        PQfinish(c->db);
-    c->db = NULL;
+    drop_db(c);
 }
 
 static void drop_bus(struct consumer *c)
@@ -346,7 +352,7 @@ static void handle_poison(struct consumer *c, struct item *it, const char *reaso
         pgx_cmd(c->db, "COMMIT", 0, NULL, sqlstate, err, sizeof(err)) < 0) {
         log_sql_error("park", sqlstate);
         if (pgx_conn_lost(c->db, sqlstate))
-            drop_db(c);
+            db_lost(c);
         else
             pgx_rollback(c->db);
         /* Not parked: it comes back and is parked then.  Known-wrong: the
@@ -401,7 +407,7 @@ static enum tx_outcome try_tx(struct consumer *c, struct item *items, int n, int
          * it failed, as if a refused statement undid only itself: what the
          * rolled-back attempt applied is taken as done, committed with no
          * effect and acknowledged. */
-        if (CW_MUTANT(retry_keeps_applied) && attempt > 0 && it->res.verdict == INBOX_APPLIED)
+        if (attempt > 0 && it->res.verdict == INBOX_APPLIED && CW_MUTANT(retry_keeps_applied))
             continue;
         it->parked = 0;
         it->gap_age_ms = 0;
@@ -575,7 +581,7 @@ static void run_tx(struct consumer *c, struct item *items, int n)
             pause_ms((int)cw_backoff_delay_ms(retries, TX_RETRY_BASE_MS, TX_RETRY_CAP_MS));
             break;
         case TX_DB_LOST:
-            drop_db(c);
+            db_lost(c);
             nack_pending(c, items, n, "db_lost");
             return;
         case TX_FAILED:

@@ -414,11 +414,10 @@ static void confirm_batch(struct relay *r, struct relay_batch *b, struct publish
         struct relay_msg *m = &b->msgs[i];
         if (m->state != RELAY_MSG_SENT)
             continue;
-        /* unconfirmed_publish_counted_sent: a publisher without confirms,
-         * for which what it wrote is sent even when its link broke. */
-        int unconfirmed_sent = CW_MUTANT(unconfirmed_publish_counted_sent);
         if (ps->broken[0] != '\0') {
-            if (unconfirmed_sent) {
+            /* Known-wrong: a publisher without confirms, for which what it
+             * wrote is sent even when its link broke. */
+            if (CW_MUTANT(unconfirmed_publish_counted_sent)) {
                 m->state = RELAY_MSG_PUBLISHED;
                 emit_publish(m, ps->sent_ids[i]);
             } else {
@@ -428,7 +427,7 @@ static void confirm_batch(struct relay *r, struct relay_batch *b, struct publish
         }
         err[0] = '\0';
         int rc = bus_publish_confirm(r->bus, err, sizeof(err));
-        if (rc == BUS_OK || (unconfirmed_sent && bus_broken(rc))) {
+        if (rc == BUS_OK || (bus_broken(rc) && CW_MUTANT(unconfirmed_publish_counted_sent))) {
             m->state = RELAY_MSG_PUBLISHED;
             emit_publish(m, ps->sent_ids[i]);
             CW_FAULT("relay/after_publish", (void)0);

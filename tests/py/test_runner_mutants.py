@@ -122,3 +122,46 @@ def test_a_decided_mutant_run_stops_waiting(tmp_path, pg_cluster):
     assert base["verdict"] == "pass"
     base_events = read_events(str(out / base["dir"] / "runner.events.jsonl"))
     assert [e for e in base_events if e["event"] == "heal_done"], base_events[-3:]
+
+
+def test_full_matrix_skips_the_scenarios_that_never_reach_a_hook(tmp_path):
+    """--full first runs the scenarios against the reach build (the real code
+    whose hooks note their names) into OUT.reach; a scenario that evaluated
+    none of a mutant's hooks there runs as the real code under that mutant,
+    so its cell is "unreached" and not run.  The shares of --jobs read the
+    one reach run their parent made.  A directory that is not a reach run
+    is refused rather than read as "nothing reached"."""
+    name = "idempotency_without_hash"
+    rollback = os.path.join(SOURCE_DIR, "scenarios", "01-command-rollback.json")
+    retry = os.path.join(SOURCE_DIR, "scenarios", "11-http-retry-after-crash.json")
+    out = tmp_path / "mut"
+    r = crashwindow("mutants", "--only", name, "--full", "--jobs", "2", "--out", str(out),
+                    rollback, retry, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr
+    reach = tmp_path / "mut.reach"
+    base = load_result(reach)
+    assert base["verdict"] == "pass" and base["bin"].endswith("build-reach")
+    logs = {}
+    for sc in base["scenarios"]:
+        with open(reach / sc["dir"] / "mutant-reach.log", encoding="utf-8") as f:
+            logs[sc["name"]] = set(f.read().split())
+    # Only a reused key is asked whether its body's hash matches.
+    assert name in logs["11-http-retry-after-crash"]
+    assert name not in logs["01-command-rollback"] and "dual_write" in logs["01-command-rollback"]
+
+    res = load_result(out)
+    assert res["verdict"] == "pass" and res["baseline_verdict"] == "pass"
+    (m,) = res["mutants"]
+    cells = {c["name"]: c for c in m["scenarios"]}
+    assert cells["11-http-retry-after-crash"]["outcome"] == "killed"
+    assert cells["01-command-rollback"]["outcome"] == "unreached"
+    assert cells["01-command-rollback"]["killed_by"] == [] and m["unreached"] == 1
+    # The unreached scenario never ran under the mutant.
+    mres = load_result(out / m["dir"])
+    assert [s["name"] for s in mres["scenarios"]] == ["11-http-retry-after-crash"]
+
+    # --reach must name a reach run: the baseline's own run is not one.
+    r = crashwindow("mutants", "--only", name, "--full", "--reach", str(out),
+                    "--out", str(tmp_path / "again"), rollback, timeout=900)
+    assert r.returncode == 2
+    assert "not a run against a build made with -DCW_MUTANT_REACH=ON" in r.stderr
