@@ -62,8 +62,9 @@ int main(int argc, char **argv)
         runner_pin_commit();
         /* A full matrix's shares read one reach run, made before them. */
         char **with_reach = NULL;
+        const int *order = NULL;
         if (strcmp(cmd, "mutants") == 0) {
-            int rc = mutants_jobs_reach(argc - 1, argv + 1, &with_reach);
+            int rc = mutants_jobs_reach(argc - 1, argv + 1, &with_reach, &order);
             if (rc != 0)
                 return rc;
             if (with_reach != NULL) {
@@ -71,7 +72,7 @@ int main(int argc, char **argv)
                 while (with_reach[n] != NULL)
                     n++;
                 int rc2 = jobs_main(n, with_reach, runner_source_dir(),
-                                    mutants_chosen_count(n, with_reach), 0);
+                                    mutants_chosen_count(n, with_reach), 0, order);
                 free(with_reach);
                 return rc2;
             }
@@ -82,7 +83,8 @@ int main(int argc, char **argv)
         return jobs_main(argc - 1, argv + 1, runner_source_dir(),
                          strcmp(cmd, "mutants") == 0
                              ? mutants_chosen_count(argc - 1, argv + 1) : 0,
-                         strcmp(cmd, "run") == 0 ? runner_share_count(argc - 1, argv + 1) : 0);
+                         strcmp(cmd, "run") == 0 ? runner_share_count(argc - 1, argv + 1) : 0,
+                         NULL);
     }
     if (strcmp(cmd, "run") == 0)
         return runner_main(argc - 1, argv + 1);

@@ -39,6 +39,7 @@ struct jobs {
     char parts[PATH_MAX];         /* OUT.jobs */
     const char **pass;            /* the options every child gets */
     int npass;
+    const int *order;             /* the shares' start order (indexes), or NULL: 1..M */
     struct job *job;              /* m of them */
 };
 
@@ -294,7 +295,7 @@ static int run_jobs(struct jobs *j, const char *exe, int64_t t0)
     int64_t next_progress = t0 + JOBS_PROGRESS_MS;
     for (;;) {
         while (live < j->n && next < j->m && stop_signal == 0 && !broken) {
-            if (start_job(j, next, exe) < 0) {
+            if (start_job(j, j->order != NULL ? j->order[next] : next, exe) < 0) {
                 broken = 1;
                 break;
             }
@@ -304,12 +305,12 @@ static int run_jobs(struct jobs *j, const char *exe, int64_t t0)
         if (live == 0)
             break;
         if ((stop_signal != 0 || broken) && !forwarded) {
-            for (int k = 0; k < next; k++)
+            for (int k = 0; k < j->m; k++)
                 if (j->job[k].pid > 0)
                     kill(j->job[k].pid, stop_signal != 0 ? (int)stop_signal : SIGTERM);
             forwarded = 1;
         }
-        for (int k = 0; k < next; k++) {
+        for (int k = 0; k < j->m; k++) {
             struct job *jb = &j->job[k];
             int st;
             if (jb->pid <= 0 || waitpid(jb->pid, &st, WNOHANG) != jb->pid)
@@ -333,7 +334,7 @@ static int run_jobs(struct jobs *j, const char *exe, int64_t t0)
         int64_t now = cw_mono_ms();
         if (live > 0 && now >= next_progress) {
             next_progress = now + JOBS_PROGRESS_MS;
-            for (int k = 0; k < next; k++) {
+            for (int k = 0; k < j->m; k++) {
                 if (j->job[k].pid <= 0)
                     continue;
                 char line[160];
@@ -391,7 +392,7 @@ static int merge_jobs(struct jobs *j)
 }
 
 int jobs_main(int argc, char **argv, const char *source_dir, int default_shares,
-              int max_shares)
+              int max_shares, const int *order)
 {
     struct jobs j;
     memset(&j, 0, sizeof(j));
@@ -404,6 +405,7 @@ int jobs_main(int argc, char **argv, const char *source_dir, int default_shares,
         rc = pr > 0 ? 0 : 2;
         goto out;
     }
+    j.order = order;
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (len <= 0) {
@@ -432,7 +434,7 @@ int jobs_main(int argc, char **argv, const char *source_dir, int default_shares,
                 "stays\n", j.cmd, (int)stop_signal, j.parts);
         goto out;
     }
-    for (int k = 0; k < started; k++) {
+    for (int k = 0; k < j.m; k++) {
         if (job_broken(&j.job[k])) {
             fprintf(stderr, "crashwindow %s --jobs: shard %d/%d did not finish (%s); nothing "
                     "merged, %s stays.  The end of its console:\n", j.cmd, k + 1, j.m,

@@ -65,6 +65,7 @@
 #include <unistd.h>
 
 #define MUTANT_MAX_SCENARIOS 8
+#define CCACHE "/usr/bin/ccache"
 
 /* Each mutant and the scenarios that aim at its mistake. */
 struct mutant {
@@ -276,12 +277,23 @@ static int build_start(const char *def, const char *build_dir, const char **targ
     static char out[65536];
     char jflag[16];
     snprintf(jflag, sizeof(jflag), "-j%d", jobs);
+    /* Every build of the matrix compiles the same files, but for the few a
+     * hook sits in: with ccache (from Debian, scripts/setup), a file whose
+     * preprocessed text the mutant's definitions leave unchanged is a cache
+     * hit, so a mutant costs the compile of its own files.  One cache
+     * beside the build trees, whatever the user's own. */
+    const char *launcher = access(CCACHE, X_OK) == 0 ? "-DCMAKE_C_COMPILER_LAUNCHER=" CCACHE
+                                                      : "-UCMAKE_C_COMPILER_LAUNCHER";
+    char cache_var[PATH_MAX + 16];
+    cw_fmt(cache_var, sizeof(cache_var), "CCACHE_DIR=%s/../build-ccache", build_dir);
+    const char *env[] = { cache_var, NULL };
     char *conf[] = { (char *)"/usr/bin/cmake", (char *)"-S", (char *)runner_source_dir(),
-                     (char *)"-B", (char *)build_dir, (char *)def, NULL };
-    int rc = proc_run_capture(conf, NULL, 300000, out, sizeof(out));
+                     (char *)"-B", (char *)build_dir, (char *)def, (char *)launcher, NULL };
+    int rc = proc_run_capture(conf, env, 300000, out, sizeof(out));
     FILE *log = fopen(b->log_path, "w");
     if (log != NULL) {
-        fprintf(log, "$ cmake -S %s -B %s %s\n", runner_source_dir(), build_dir, def);
+        fprintf(log, "$ cmake -S %s -B %s %s %s\n", runner_source_dir(), build_dir, def,
+                launcher);
         fprintf(log, "%s\n", out);
         fclose(log);
     }
@@ -299,7 +311,7 @@ static int build_start(const char *def, const char *build_dir, const char **targ
     for (int i = 0; i < nt; i++)
         argv[n++] = (char *)targets[i];
     argv[n] = NULL;
-    return proc_spawn(b, argv, NULL, NULL, err, errlen);
+    return proc_spawn(b, argv, NULL, env, err, errlen);
 }
 
 /* Waits for a background build; 0 when it succeeded. */
@@ -678,6 +690,7 @@ struct mrun {
     char reach[PATH_MAX];    /* --full: the reach run's directory, or "" */
     char *reach_of[64];      /* per scenario of all: "\n" and the hooks it reached, a
                               * line each; NULL when the reach run lacks it */
+    double reach_ms[64];     /* and how long it ran there (0: not known) */
 };
 
 /* This build, the parent folder of the mutants' build trees and the output
@@ -895,8 +908,11 @@ static int load_reach(struct mrun *r, char *err, size_t errlen)
         cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(res, "scenarios")) {
             const cJSON *nm = cJSON_GetObjectItemCaseSensitive(sc, "name");
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(sc, "verdict");
-            if (cJSON_IsString(nm) && strcmp(nm->valuestring, r->names[k]) == 0)
-                passed = cJSON_IsString(v) && strcmp(v->valuestring, "pass") == 0;
+            const cJSON *ms = cJSON_GetObjectItemCaseSensitive(sc, "duration_ms");
+            if (!cJSON_IsString(nm) || strcmp(nm->valuestring, r->names[k]) != 0)
+                continue;
+            passed = cJSON_IsString(v) && strcmp(v->valuestring, "pass") == 0;
+            r->reach_ms[k] = cJSON_IsNumber(ms) ? ms->valuedouble : 0;
         }
         char sdir[PATH_MAX], path[PATH_MAX + 64];
         if (!passed || reach_scenario_dir(r->reach, r->names[k], sdir, sizeof(sdir)) < 0)
@@ -1248,9 +1264,41 @@ static void rabbit_stop(struct mrun *r)
     fstree_remove(r->rabbit_tmp);
 }
 
-int mutants_jobs_reach(int argc, char **argv, char ***argv_out)
+/* The order the shares of a full matrix start in, one share per chosen
+ * mutant: the costliest first (longest processing time first), so that the
+ * last to start are short and no long one holds the end alone.  A mutant's
+ * cost is what its cells ran for on the reach build, unreached cells
+ * excluded; a scenario of unknown reach counts 10 s. */
+static int cost_order(const struct mrun *r, const struct mutants_opts *o, int *order)
+{
+    double cost[NMUTANTS];
+    int n = 0;
+    for (int k = 0; k < NMUTANTS; k++) {
+        int c = o->nonly == 0;
+        for (int j = 0; j < o->nonly; j++)
+            c |= strcmp(o->only[j], MUTANTS[k].name) == 0;
+        if (!c)
+            continue;
+        cost[n] = 0;
+        for (int s = 0; s < r->nall; s++)
+            if (reaches(r, s, &MUTANTS[k]))
+                cost[n] += r->reach_ms[s] > 0 ? r->reach_ms[s] : 10000;
+        /* Insertion, stable: equal costs keep the catalogue's order. */
+        int at = n;
+        while (at > 0 && cost[order[at - 1]] < cost[n]) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = n++;
+    }
+    return n;
+}
+
+int mutants_jobs_reach(int argc, char **argv, char ***argv_out, const int **order_out)
 {
     *argv_out = NULL;
+    *order_out = NULL;
+    int shares_given = 0;
     /* The options --jobs takes for itself, apart; the rest is checked by
      * the mutants' own parser, as each share will. */
     const char *jobs = NULL, *out = NULL;
@@ -1265,7 +1313,7 @@ int mutants_jobs_reach(int argc, char **argv, char ***argv_out)
         else if (val && strcmp(argv[i], "--out") == 0)
             out = argv[++i];
         else if (val && (strcmp(argv[i], "--shares") == 0 || strcmp(argv[i], "--junit") == 0))
-            i++;
+            shares_given |= strcmp(argv[i++], "--shares") == 0;
         else
             rest[nrest++] = argv[i];
     }
@@ -1327,8 +1375,8 @@ int mutants_jobs_reach(int argc, char **argv, char ***argv_out)
     printf("crashwindow mutants: the reach run: the scenarios against %s, into %s\n", bdir,
            r->reach);
     fflush(stdout);
-    int rc = jobs_main(n, (char **)full, runner_source_dir(), 0, runner_share_count(n,
-                                                                                (char **)full));
+    int rc = jobs_main(n, (char **)full, runner_source_dir(), 0,
+                       runner_share_count(n, (char **)full), NULL);
     free(full);
     for (int k = 0; k < nfiles; k++)
         free(files[k]);
@@ -1338,6 +1386,19 @@ int mutants_jobs_reach(int argc, char **argv, char ***argv_out)
                 rc);
         return 1;
     }
+    /* With one share per mutant, the costliest start first. */
+    static int order[NMUTANTS];
+    r->target = o.target;
+    if (!shares_given && list_scenarios(r, &o) == 0 && load_reach(r, err, sizeof(err)) == 0 &&
+        cost_order(r, &o, order) == mutants_chosen_count(argc, argv)) {
+        *order_out = order;
+        printf("crashwindow mutants: the shares start costliest first: share");
+        for (int k = 0; k < mutants_chosen_count(argc, argv); k++)
+            printf(" %d", order[k] + 1);
+        printf("\n");
+        fflush(stdout);
+    }
+    free_scenarios(r);
     /* The shares get --out (made up here when absent, so that the reach
      * run's name matches it) and --reach. */
     char **next = calloc((size_t)argc + 5, sizeof(char *));

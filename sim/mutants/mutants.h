@@ -12,9 +12,11 @@ int mutants_main(int argc, char **argv);
  * run (the scenarios against it, with the same --jobs) into OUT.reach,
  * before any share starts; *argv_out is then the command line every share
  * gets: --out OUT (made up when absent) and --reach OUT.reach added (the
- * caller frees the array, not its strings).  0 (*argv_out NULL when nothing
- * was wanted), 1 when the reach run failed, 2 on bad usage (printed). */
-int mutants_jobs_reach(int argc, char **argv, char ***argv_out);
+ * caller frees the array, not its strings), and *order_out the order its
+ * shares start in (costliest first; NULL: in turn).  0 (*argv_out NULL when
+ * nothing was wanted), 1 when the reach run failed, 2 on bad usage
+ * (printed). */
+int mutants_jobs_reach(int argc, char **argv, char ***argv_out, const int **order_out);
 
 /* How many mutants a command line (argv[0] "mutants") chooses: one per
  * --only, else the whole catalogue. */
