@@ -72,7 +72,8 @@ int main(int argc, char **argv)
                 while (with_reach[n] != NULL)
                     n++;
                 int rc2 = jobs_main(n, with_reach, runner_source_dir(),
-                                    mutants_chosen_count(n, with_reach), 0, order);
+                                    mutants_chosen_count(n, with_reach), 0, order,
+                                    mutants_chosen_count(n, with_reach));
                 free(with_reach);
                 return rc2;
             }
@@ -84,7 +85,7 @@ int main(int argc, char **argv)
                          strcmp(cmd, "mutants") == 0
                              ? mutants_chosen_count(argc - 1, argv + 1) : 0,
                          strcmp(cmd, "run") == 0 ? runner_share_count(argc - 1, argv + 1) : 0,
-                         NULL);
+                         NULL, 0);
     }
     if (strcmp(cmd, "run") == 0)
         return runner_main(argc - 1, argv + 1);

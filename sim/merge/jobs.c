@@ -392,7 +392,7 @@ static int merge_jobs(struct jobs *j)
 }
 
 int jobs_main(int argc, char **argv, const char *source_dir, int default_shares,
-              int max_shares, const int *order)
+              int max_shares, const int *order, int norder)
 {
     struct jobs j;
     memset(&j, 0, sizeof(j));
@@ -405,7 +405,9 @@ int jobs_main(int argc, char **argv, const char *source_dir, int default_shares,
         rc = pr > 0 ? 0 : 2;
         goto out;
     }
-    j.order = order;
+    /* An order of another count of shares (--jobs above the mutants) is
+     * no order of these. */
+    j.order = norder == j.m ? order : NULL;
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (len <= 0) {

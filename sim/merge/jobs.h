@@ -45,9 +45,10 @@ int jobs_wanted(int argc, char **argv);
  * splits into (a run's scenario files): without --shares, M and N are cut
  * to it.  Returns the exit status: the merge's (0 everything passed, 1
  * something failed), or 2 on bad usage or when a child or the merge could
- * not finish.  order, when not NULL, is the order the M shares start in
- * (indexes from 0; the costliest first, so that none holds the end alone). */
+ * not finish.  order, when its norder entries are the M shares, is the
+ * order they start in (indexes from 0; the costliest first, so that none
+ * holds the end alone); otherwise they start in turn. */
 int jobs_main(int argc, char **argv, const char *source_dir, int default_shares,
-              int max_shares, const int *order);
+              int max_shares, const int *order, int norder);
 
 #endif

@@ -286,7 +286,9 @@ static int build_start(const char *def, const char *build_dir, const char **targ
                                                       : "-UCMAKE_C_COMPILER_LAUNCHER";
     char cache_var[PATH_MAX + 16];
     cw_fmt(cache_var, sizeof(cache_var), "CCACHE_DIR=%s/../build-ccache", build_dir);
-    const char *env[] = { cache_var, NULL };
+    /* Each tree compiles in a directory of its own, which ccache would
+     * hash for the debug information's sake: every lookup a miss. */
+    const char *env[] = { cache_var, "CCACHE_NOHASHDIR=1", NULL };
     char *conf[] = { (char *)"/usr/bin/cmake", (char *)"-S", (char *)runner_source_dir(),
                      (char *)"-B", (char *)build_dir, (char *)def, (char *)launcher, NULL };
     int rc = proc_run_capture(conf, env, 300000, out, sizeof(out));
@@ -1325,7 +1327,7 @@ int mutants_jobs_reach(int argc, char **argv, char ***argv_out, const int **orde
     static struct mrun run;
     struct mrun *r = &run;
     memset(r, 0, sizeof(*r));
-    char err[1024];
+    char err[1024] = "no scenario list";
     if (locate(r, out) < 0) {
         fprintf(stderr, "crashwindow mutants: cannot tell where this build is\n");
         return 2;
@@ -1376,7 +1378,7 @@ int mutants_jobs_reach(int argc, char **argv, char ***argv_out, const int **orde
            r->reach);
     fflush(stdout);
     int rc = jobs_main(n, (char **)full, runner_source_dir(), 0,
-                       runner_share_count(n, (char **)full), NULL);
+                       runner_share_count(n, (char **)full), NULL, 0);
     free(full);
     for (int k = 0; k < nfiles; k++)
         free(files[k]);
@@ -1386,11 +1388,16 @@ int mutants_jobs_reach(int argc, char **argv, char ***argv_out, const int **orde
                 rc);
         return 1;
     }
+    /* A reach run that recorded nothing (a target whose processes do not
+     * pass the environment on) is no reason to stop: every cell runs. */
+    r->target = o.target;
+    int loaded = list_scenarios(r, &o) == 0 && load_reach(r, err, sizeof(err)) == 0;
+    if (!loaded)
+        fprintf(stderr, "crashwindow mutants: %s; without a reach record, every cell runs\n",
+                err);
     /* With one share per mutant, the costliest start first. */
     static int order[NMUTANTS];
-    r->target = o.target;
-    if (!shares_given && list_scenarios(r, &o) == 0 && load_reach(r, err, sizeof(err)) == 0 &&
-        cost_order(r, &o, order) == mutants_chosen_count(argc, argv)) {
+    if (loaded && !shares_given && cost_order(r, &o, order) == mutants_chosen_count(argc, argv)) {
         *order_out = order;
         printf("crashwindow mutants: the shares start costliest first: share");
         for (int k = 0; k < mutants_chosen_count(argc, argv); k++)
@@ -1417,8 +1424,10 @@ int mutants_jobs_reach(int argc, char **argv, char ***argv_out, const int **orde
     cw_fmt(reach_arg, sizeof(reach_arg), "%s", r->reach);
     next[m++] = (char *)"--out";
     next[m++] = out_arg;
-    next[m++] = (char *)"--reach";
-    next[m++] = reach_arg;
+    if (loaded) {
+        next[m++] = (char *)"--reach";
+        next[m++] = reach_arg;
+    }
     next[m] = NULL;
     *argv_out = next;
     return 0;
