@@ -718,6 +718,26 @@ static int locate(struct mrun *r, const char *out_arg)
     return 0;
 }
 
+/* A run of every scenario of the matrix against the build in bin, into
+ * out, one line a scenario, on the matrix's cluster and broker. */
+static void every_scenario(const struct mrun *r, struct run_opts *o, const char *out,
+                           const char *bin)
+{
+    memset(o, 0, sizeof(*o));
+    o->all = r->target == NULL && !r->named;
+    o->files = (const char *const *)r->all;
+    o->nfiles = o->all ? 0 : r->nall;
+    o->target = r->target;
+    o->rabbit_dir = r->rabbit_dir[0] != '\0' ? r->rabbit_dir : NULL;
+    o->pg = r->pg;
+    o->pg_dir = r->pg_dir;
+    o->out = out;
+    o->bin = bin;
+    o->repeat = 1;
+    o->brief = 1;
+    o->broker = r->broker;
+}
+
 /* Every scenario against the unmutated build, into out.  Returns the
  * runner's status, with *result its result (NULL when it could not start). */
 static int run_baseline(const struct mrun *r, cJSON **result)
@@ -732,26 +752,23 @@ static int run_baseline(const struct mrun *r, cJSON **result)
         printf("crashwindow mutants: baseline: every scenario against %s\n", r->build);
     fflush(stdout);
     struct run_opts base;
-    memset(&base, 0, sizeof(base));
-    base.all = r->target == NULL && !r->named;
-    base.files = (const char *const *)r->all;
-    base.nfiles = base.all ? 0 : r->nall;
-    base.target = r->target;
-    base.rabbit_dir = r->rabbit_dir[0] != '\0' ? r->rabbit_dir : NULL;
-    base.pg = r->pg;
-    base.pg_dir = r->pg_dir;
-    base.out = r->out;
-    base.bin = r->build;
-    base.repeat = 1;
-    base.brief = 1;
+    every_scenario(r, &base, r->out, r->build);
     base.shard_index = r->shard.index;
     base.shard_count = r->shard.count;
     /* More shares than scenarios (a few scenarios, one share per mutant):
      * the last shares run no baseline scenario, only their mutants. */
     base.share_may_be_empty = 1;
-    base.broker = r->broker;
     *result = NULL;
     return runner_run(&base, result);
+}
+
+/* 1 when mutant k is among those --only names (every one without it). */
+static int named_by_only(const struct mutants_opts *o, int k)
+{
+    int c = o->nonly == 0;
+    for (int j = 0; j < o->nonly; j++)
+        c |= strcmp(o->only[j], MUTANTS[k].name) == 0;
+    return c;
 }
 
 /* The mutants --only names (all without it), each with its folder under
@@ -762,10 +779,7 @@ static void choose_mutants(struct mrun *r, const struct mutants_opts *o)
     if (r->shard.count > 0)
         r->all_chosen = cJSON_CreateArray();
     for (int k = 0; k < NMUTANTS; k++) {
-        int c = o->nonly == 0;
-        for (int j = 0; j < o->nonly; j++)
-            c |= strcmp(o->only[j], MUTANTS[k].name) == 0;
-        if (!c)
+        if (!named_by_only(o, k))
             continue;
         if (r->all_chosen != NULL)
             cJSON_AddItemToArray(r->all_chosen, cJSON_CreateString(MUTANTS[k].name));
@@ -976,20 +990,8 @@ static int reach_run(struct mrun *r)
            r->reach);
     fflush(stdout);
     struct run_opts o;
-    memset(&o, 0, sizeof(o));
-    o.all = r->target == NULL && !r->named;
-    o.files = (const char *const *)r->all;
-    o.nfiles = o.all ? 0 : r->nall;
-    o.target = r->target;
-    o.rabbit_dir = r->rabbit_dir[0] != '\0' ? r->rabbit_dir : NULL;
-    o.pg = r->pg;
-    o.pg_dir = r->pg_dir;
-    o.out = r->reach;
-    o.bin = bdir;
+    every_scenario(r, &o, r->reach, bdir);
     o.bin_fallback = r->build;
-    o.repeat = 1;
-    o.brief = 1;
-    o.broker = r->broker;
     cJSON *res = NULL;
     runner_run(&o, &res);
     if (res == NULL) {
@@ -1276,10 +1278,7 @@ static int cost_order(const struct mrun *r, const struct mutants_opts *o, int *o
     double cost[NMUTANTS];
     int n = 0;
     for (int k = 0; k < NMUTANTS; k++) {
-        int c = o->nonly == 0;
-        for (int j = 0; j < o->nonly; j++)
-            c |= strcmp(o->only[j], MUTANTS[k].name) == 0;
-        if (!c)
+        if (!named_by_only(o, k))
             continue;
         cost[n] = 0;
         for (int s = 0; s < r->nall; s++)
