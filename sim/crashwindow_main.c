@@ -60,32 +60,30 @@ int main(int argc, char **argv)
     if ((strcmp(cmd, "run") == 0 || strcmp(cmd, "mutants") == 0 || strcmp(cmd, "sim") == 0)
         && jobs_wanted(argc - 1, argv + 1)) {
         runner_pin_commit();
-        /* A full matrix's shares read one reach run, made before them. */
-        char **with_reach = NULL;
+        /* A full matrix's shares read one reach run, made before them, and
+         * start costliest first. */
+        int jargc = argc - 1;
+        char **jargv = argv + 1, **with_reach = NULL;
         const int *order = NULL;
         if (strcmp(cmd, "mutants") == 0) {
-            int rc = mutants_jobs_reach(argc - 1, argv + 1, &with_reach, &order);
+            int rc = mutants_jobs_reach(jargc, jargv, &with_reach, &order);
             if (rc != 0)
                 return rc;
             if (with_reach != NULL) {
-                int n = 0;
-                while (with_reach[n] != NULL)
-                    n++;
-                int rc2 = jobs_main(n, with_reach, runner_source_dir(),
-                                    mutants_chosen_count(n, with_reach), 0, order,
-                                    mutants_chosen_count(n, with_reach));
-                free(with_reach);
-                return rc2;
+                jargv = with_reach;
+                for (jargc = 0; jargv[jargc] != NULL; jargc++)
+                    ;
             }
         }
         /* One share per mutant: a mutant whose scenarios all run to their
          * timeouts takes many times another's, and finer shares keep the
          * slots busy until the end. */
-        return jobs_main(argc - 1, argv + 1, runner_source_dir(),
-                         strcmp(cmd, "mutants") == 0
-                             ? mutants_chosen_count(argc - 1, argv + 1) : 0,
-                         strcmp(cmd, "run") == 0 ? runner_share_count(argc - 1, argv + 1) : 0,
-                         NULL, 0);
+        int mutants = strcmp(cmd, "mutants") == 0 ? mutants_chosen_count(jargc, jargv) : 0;
+        int rc = jobs_main(jargc, jargv, runner_source_dir(), mutants,
+                           strcmp(cmd, "run") == 0 ? runner_share_count(jargc, jargv) : 0,
+                           order, mutants);
+        free(with_reach);
+        return rc;
     }
     if (strcmp(cmd, "run") == 0)
         return runner_main(argc - 1, argv + 1);
