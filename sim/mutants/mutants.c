@@ -888,24 +888,6 @@ static int build_reach(const char *parent, char *dir, size_t dirlen, char *err, 
     return build_finish(&b, err, errlen);
 }
 
-/* The run directory of scenario `name` in the reach run at dir: dir/name,
- * or dir/shards/K/name when the run was sharded.  0, or -1 when absent. */
-static int reach_scenario_dir(const char *dir, const char *name, char *out, size_t outlen)
-{
-    char probe[PATH_MAX + 64];
-    cw_fmt(out, outlen, "%s/%s", dir, name);
-    cw_fmt(probe, sizeof(probe), "%s/scenario.json", out);
-    if (access(probe, R_OK) == 0)
-        return 0;
-    for (int k = 1; k <= 256; k++) {
-        cw_fmt(out, outlen, "%s/shards/%d/%s", dir, k, name);
-        cw_fmt(probe, sizeof(probe), "%s/scenario.json", out);
-        if (access(probe, R_OK) == 0)
-            return 0;
-    }
-    return -1;
-}
-
 /* Reads what each scenario reached in the reach run r->reach into
  * r->reach_of.  A scenario the run lacks stays unknown (its cells run).
  * 0, or -1 with err when the directory holds no reach record at all: not
@@ -920,20 +902,24 @@ static int load_reach(struct mrun *r, char *err, size_t errlen)
         /* A scenario that failed on the reach build may have stopped short
          * of what the real code reaches: unknown. */
         int passed = 0;
+        const char *dir = NULL;
         const cJSON *sc;
         cJSON_ArrayForEach(sc, cJSON_GetObjectItemCaseSensitive(res, "scenarios")) {
             const cJSON *nm = cJSON_GetObjectItemCaseSensitive(sc, "name");
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(sc, "verdict");
             const cJSON *ms = cJSON_GetObjectItemCaseSensitive(sc, "duration_ms");
+            const cJSON *d = cJSON_GetObjectItemCaseSensitive(sc, "dir");
             if (!cJSON_IsString(nm) || strcmp(nm->valuestring, r->names[k]) != 0)
                 continue;
             passed = cJSON_IsString(v) && strcmp(v->valuestring, "pass") == 0;
             r->reach_ms[k] = cJSON_IsNumber(ms) ? ms->valuedouble : 0;
+            /* The scenario's folder as the run (or its merge) recorded it. */
+            dir = cJSON_IsString(d) && rundir_safe_rel(d->valuestring) ? d->valuestring : NULL;
         }
-        char sdir[PATH_MAX], path[PATH_MAX + 64];
-        if (!passed || reach_scenario_dir(r->reach, r->names[k], sdir, sizeof(sdir)) < 0)
+        if (!passed || dir == NULL)
             continue;
-        cw_fmt(path, sizeof(path), "%s/%s", sdir, RUNNER_REACH_FILE);
+        char path[PATH_MAX + 64];
+        cw_fmt(path, sizeof(path), "%s/%s/%s", r->reach, dir, RUNNER_REACH_FILE);
         size_t len = 0;
         enum cw_slurp_error why;
         char *text = cw_slurp(path, 1 << 20, &len, &why);

@@ -160,8 +160,18 @@ def test_full_matrix_skips_the_scenarios_that_never_reach_a_hook(tmp_path):
     mres = load_result(out / m["dir"])
     assert [s["name"] for s in mres["scenarios"]] == ["11-http-retry-after-crash"]
 
+    # A reach run already made is read again, in one process, without a build.
+    again = tmp_path / "again"
+    r = crashwindow("mutants", "--only", name, "--full", "--reach", str(reach),
+                    "--out", str(again), rollback, retry, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr
+    assert "the reach build" not in r.stdout
+    (m,) = load_result(again)["mutants"]
+    assert {c["name"]: c["outcome"] for c in m["scenarios"]} == {
+        "11-http-retry-after-crash": "killed", "01-command-rollback": "unreached"}
+
     # --reach must name a reach run: the baseline's own run is not one.
     r = crashwindow("mutants", "--only", name, "--full", "--reach", str(out),
-                    "--out", str(tmp_path / "again"), rollback, timeout=900)
+                    "--out", str(tmp_path / "refused"), rollback, timeout=900)
     assert r.returncode == 2
     assert "not a run against a build made with -DCW_MUTANT_REACH=ON" in r.stderr
